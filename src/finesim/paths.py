@@ -1,0 +1,43 @@
+"""Where finesim finds its data.
+
+The data root comes from, in order: an explicit argument, the ``FINESIM_DATA`` environment variable, and
+``../shared/data`` relative to the current directory when that folder exists.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DATA_ENV_VAR = "FINESIM_DATA"
+DEFAULT_DATA_ROOT = Path("..") / "shared" / "data"
+
+
+class DataRootNotFound(FileNotFoundError):
+    """Raised when no data root can be found."""
+
+
+def data_root(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """Return the data root folder, checking that it exists.
+
+    Args:
+        explicit: a path given by the caller; wins over the environment.
+
+    Raises:
+        DataRootNotFound: with a message that says how to point finesim at the data.
+    """
+    if explicit is not None:
+        root = Path(explicit).expanduser()
+        source = "the --data argument"
+    elif os.environ.get(DATA_ENV_VAR):
+        root = Path(os.environ[DATA_ENV_VAR]).expanduser()
+        source = f"${DATA_ENV_VAR}"
+    else:
+        root = DEFAULT_DATA_ROOT
+        source = "the default location"
+    if not root.is_dir():
+        raise DataRootNotFound(
+            f"Data folder {str(root)!r} (from {source}) does not exist. Pass --data PATH or set "
+            f"{DATA_ENV_VAR} to the folder that holds csts/, sts/ and nli/ (see README, 'Data layout')."
+        )
+    return root.resolve()
