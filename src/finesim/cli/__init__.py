@@ -1,0 +1,1 @@
+"""The ``finesim`` command line."""

@@ -1,0 +1,82 @@
+"""Self-describing results files: environment, versions, hashes; written atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import tempfile
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+TRACKED_PACKAGES = ("finesim", "torch", "transformers", "sentence-transformers", "datasets", "accelerate", "peft")
+
+
+def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str | None]:
+    """Installed versions of the packages that shape results (None when not installed)."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def hardware_info() -> dict[str, Any]:
+    """CPU, memory, threads and accelerator facts for a results file."""
+    import torch
+
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.is_available(),
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        info["memory_gib"] = round(pages / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    return info
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def environment_record() -> dict[str, Any]:
+    """The block every results file carries: when, versions and hardware."""
+    return {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "versions": package_versions(),
+        "hardware": hardware_info(),
+    }
+
+
+def write_json_atomic(path: str | Path, payload: Any) -> Path:
+    """Write JSON to a temporary file in the same folder, then rename it over ``path``."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh, indent=2, ensure_ascii=False, default=str)
+            fh.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

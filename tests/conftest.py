@@ -1,0 +1,73 @@
+"""Shared fixtures: tiny random models built from a config (no downloads) and small data files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+WORDS = (
+    "a an the man woman dog cat boy girl is are was plays playing runs running eats eating food guitar piano "
+    "ball park street house car red blue green small big old young happy sad sits sitting walks walking on in "
+    "with and of to color animal sport person activity location number size time weather music two three"
+).split()
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def write_vocab(folder: Path) -> Path:
+    """Write a tiny WordPiece vocabulary and return its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *[f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]]
+    vocab += list("abcdefghijklmnopqrstuvwxyz0123456789.,!?'\"-:;")
+    path = folder / "vocab.txt"
+    path.write_text("\n".join(dict.fromkeys(vocab)) + "\n", encoding="utf-8")
+    return path
+
+
+def build_tiny_bert(folder: Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """Save a tiny random BERT checkpoint with a WordPiece tokenizer to ``folder`` (a plain transformers folder)."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    torch.manual_seed(seed)
+    vocab = write_vocab(folder)
+    tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        intermediate_size=hidden * 2,
+        max_position_embeddings=128,
+    )
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plain transformers checkpoint of a tiny random BERT."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture()
+def tiny_model(tiny_bert_dir: Path):
+    """A fresh SentenceTransformer (Transformer + mean Pooling) over the tiny BERT."""
+    from finesim.models import load_sentence_model
+
+    return load_sentence_model(str(tiny_bert_dir), max_length=64)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real data folder; tests that need it are skipped when it is absent."""
+    root = Path(os.environ.get("FINESIM_DATA", SHARED_DATA))
+    if not root.is_dir():
+        pytest.skip(f"shared data not found at {root}")
+    return root
