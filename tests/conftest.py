@@ -71,3 +71,36 @@ def shared_data() -> Path:
     if not root.is_dir():
         pytest.skip(f"shared data not found at {root}")
     return root
+
+
+def build_tiny_causal_lm(folder: Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """Save a tiny random Llama-style causal LM with a WordPiece tokenizer (left padding) to ``folder``."""
+    import torch
+    from transformers import BertTokenizerFast, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    vocab = write_vocab(folder)
+    tokenizer = BertTokenizerFast(
+        vocab_file=str(vocab), do_lower_case=True, bos_token="[CLS]", eos_token="[SEP]", padding_side="left"
+    )
+    config = LlamaConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=hidden * 2,
+        max_position_embeddings=256,
+        bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_causal_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random causal LM checkpoint (Llama architecture) with its tokenizer."""
+    return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-causal-lm"))
