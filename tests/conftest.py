@@ -81,7 +81,8 @@ def build_tiny_causal_lm(folder: Path, *, hidden: int = 32, layers: int = 2, see
     torch.manual_seed(seed)
     vocab = write_vocab(folder)
     tokenizer = BertTokenizerFast(
-        vocab_file=str(vocab), do_lower_case=True, bos_token="[CLS]", eos_token="[SEP]", padding_side="left"
+        vocab_file=str(vocab), do_lower_case=True, bos_token="[CLS]", eos_token="[SEP]", padding_side="left",
+        model_input_names=["input_ids", "attention_mask"],
     )
     config = LlamaConfig(
         vocab_size=tokenizer.vocab_size,
