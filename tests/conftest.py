@@ -19,14 +19,14 @@ WORDS = (
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-def write_vocab(folder: Path) -> Path:
-    """Write a tiny WordPiece vocabulary and return its path."""
+def write_vocab(folder: Path) -> dict[str, int]:
+    """Write a tiny WordPiece vocabulary to ``folder/vocab.txt`` and return it as a token -> id mapping."""
     folder.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *[f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]]
     vocab += list("abcdefghijklmnopqrstuvwxyz0123456789.,!?'\"-:;")
-    path = folder / "vocab.txt"
-    path.write_text("\n".join(dict.fromkeys(vocab)) + "\n", encoding="utf-8")
-    return path
+    tokens = list(dict.fromkeys(vocab))
+    (folder / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return {token: i for i, token in enumerate(tokens)}
 
 
 def build_tiny_bert(folder: Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
@@ -36,7 +36,7 @@ def build_tiny_bert(folder: Path, *, hidden: int = 32, layers: int = 2, seed: in
 
     torch.manual_seed(seed)
     vocab = write_vocab(folder)
-    tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
+    tokenizer = BertTokenizerFast(vocab=vocab, do_lower_case=True)
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=hidden,
@@ -81,7 +81,7 @@ def build_tiny_causal_lm(folder: Path, *, hidden: int = 32, layers: int = 2, see
     torch.manual_seed(seed)
     vocab = write_vocab(folder)
     tokenizer = BertTokenizerFast(
-        vocab_file=str(vocab), do_lower_case=True, bos_token="[CLS]", eos_token="[SEP]", padding_side="left",
+        vocab=vocab, do_lower_case=True, bos_token="[CLS]", eos_token="[SEP]", padding_side="left",
         model_input_names=["input_ids", "attention_mask"],
     )
     config = LlamaConfig(
