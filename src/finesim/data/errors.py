@@ -58,10 +58,10 @@ class LoadReport:
         return sum(self.skipped.values())
 
     def log(self) -> None:
-        """Log the report: a warning if anything was skipped, debug otherwise."""
+        """Log the report at INFO (callers also carry ``as_dict()`` into their results files)."""
         if self.skipped:
             detail = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
-            logger.warning("%s: kept %d of %d rows; skipped %s", self.path, self.rows_kept, self.rows_read, detail)
+            logger.info("%s: kept %d of %d rows; skipped %s", self.path, self.rows_kept, self.rows_read, detail)
         else:
             logger.debug("%s: kept all %d rows", self.path, self.rows_kept)
 

@@ -1,0 +1,132 @@
+"""The evaluation task registry, declared as data in ``tasks.yaml``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from datasets import Dataset, concatenate_datasets
+
+from finesim.data.csts import read_csts
+from finesim.data.errors import DataFormatError, LoadReport
+from finesim.data.sts import read_senteval_subset, read_sick, read_stsb
+
+Format = Literal["senteval", "stsb", "sick", "csts"]
+FORMATS = ("senteval", "stsb", "sick", "csts")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One evaluation task: where its data is and how it is scored."""
+
+    name: str
+    format: Format
+    path: str
+    score_range: tuple[float, float]
+    subsets: tuple[str, ...] = ()
+    split: str = "test"
+    aggregation: Literal["pooled", "mean"] = "pooled"
+    condition_mode: Literal["pair", "ignore"] = "pair"
+
+    @property
+    def conditional(self) -> bool:
+        return self.format == "csts"
+
+    def files(self, root: Path) -> list[Path]:
+        """The data files this task reads."""
+        base = root / self.path
+        if self.format == "senteval":
+            return [base / f"STS.{kind}.{s}.txt" for s in self.subsets for kind in ("input", "gs")]
+        return [base]
+
+    def load(self, root: Path) -> tuple[Dataset, list[LoadReport]]:
+        """Load the task's pairs (and conditions for C-STS) from ``root``."""
+        base = root / self.path
+        low, high = self.score_range
+        if self.format == "senteval":
+            parts = [read_senteval_subset(base, s, label_range=(low, high)) for s in self.subsets]
+            return concatenate_datasets([d for d, _ in parts]), [r for _, r in parts]
+        if self.format == "stsb":
+            ds, report = read_stsb(base, label_range=(low, high))
+        elif self.format == "sick":
+            ds, report = read_sick(base, label_range=(low, high))
+        else:
+            ds, report = read_csts(base, label_range=(low, high))
+        return ds, [report]
+
+
+def _parse_task(name: str, spec: dict[str, Any], source: str) -> Task:
+    allowed = {"format", "path", "score_range", "subsets", "split", "aggregation", "condition_mode"}
+    unknown = set(spec) - allowed
+    if unknown:
+        raise ValueError(f"{source}: task {name!r} has unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    for key in ("format", "path", "score_range"):
+        if key not in spec:
+            raise ValueError(f"{source}: task {name!r} lacks {key!r}")
+    if spec["format"] not in FORMATS:
+        raise ValueError(f"{source}: task {name!r} has format {spec['format']!r}; expected one of {FORMATS}")
+    low, high = (float(x) for x in spec["score_range"])
+    return Task(
+        name=name,
+        format=spec["format"],
+        path=str(spec["path"]),
+        score_range=(low, high),
+        subsets=tuple(spec.get("subsets", ())),
+        split=str(spec.get("split", "test")),
+        aggregation=spec.get("aggregation", "pooled"),
+        condition_mode=spec.get("condition_mode", "pair"),
+    )
+
+
+@dataclass(frozen=True)
+class Registry:
+    """All known tasks and named groups of them."""
+
+    tasks: dict[str, Task]
+    groups: dict[str, tuple[str, ...]]
+
+    def resolve(self, spec: str | list[str]) -> list[Task]:
+        """Turn ``"sts"``, ``"all"``, ``"STS12,SICK-R"`` or a list of names/groups into tasks (order kept)."""
+        items = spec if isinstance(spec, list) else [s.strip() for s in spec.split(",") if s.strip()]
+        names: list[str] = []
+        for item in items:
+            if item in self.groups:
+                names.extend(self.groups[item])
+            elif item in self.tasks:
+                names.append(item)
+            else:
+                raise ValueError(
+                    f"unknown task or group {item!r}; groups: {sorted(self.groups)}, tasks: {sorted(self.tasks)}"
+                )
+        return [self.tasks[n] for n in dict.fromkeys(names)]
+
+
+def load_registry(path: str | Path | None = None) -> Registry:
+    """Read a task registry file (the packaged ``tasks.yaml`` by default)."""
+    if path is None:
+        text = resources.files("finesim.evaluation").joinpath("tasks.yaml").read_text(encoding="utf-8")
+        source = "finesim/evaluation/tasks.yaml"
+    else:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as err:
+            raise DataFormatError(f"cannot read task registry: {err.strerror}", path=source) from None
+    raw = yaml.safe_load(text) or {}
+    tasks = {name: _parse_task(name, spec, source) for name, spec in (raw.get("tasks") or {}).items()}
+    groups = {name: tuple(members) for name, members in (raw.get("groups") or {}).items()}
+    for group, members in groups.items():
+        missing = [m for m in members if m not in tasks]
+        if missing:
+            raise ValueError(f"{source}: group {group!r} names unknown tasks {missing}")
+    return Registry(tasks=tasks, groups=groups)
+
+
+@lru_cache(maxsize=1)
+def default_registry() -> Registry:
+    """The packaged registry (cached)."""
+    return load_registry()
