@@ -1,0 +1,257 @@
+"""Any OpenAI-compatible HTTP endpoint (OpenAI, vLLM, llama.cpp server, TGI, hosted APIs); stdlib only.
+
+* ``api="chat"`` POSTs ``{base_url}/chat/completions`` with the prompt as one user message and reads
+  ``choices[0].message.content``; ``api="completions"`` POSTs ``{base_url}/completions`` and reads
+  ``choices[0].text``.
+* Decoding: ``temperature=0``, ``top_p=1``, ``max_tokens`` (default 20, the paper's limit; the reference code
+  used 5 with the OpenAI API).
+* Each request has a socket timeout. Connection errors, timeouts, HTTP 408/409/425/429/5xx and malformed
+  replies (not JSON, no ``choices``) are retried up to ``max_retries`` times with exponential backoff and
+  jitter (``Retry-After`` is honoured, capped at ``max_backoff``). Other HTTP errors (400, 401, 403, 404, ...)
+  fail at once.
+* At most ``concurrency`` requests are in flight (a thread pool).
+* The API key is read from the environment variable named by ``api_key_env`` when the backend is built, sent
+  only in the ``Authorization`` header, and never stored in settings, logs, errors or results. No key = no
+  header (a local vLLM server needs none).
+* When a request still fails after its retries, ``on_error="fail"`` stops the run with :class:`BackendError`
+  (replies already received stay in the cache, so a rerun resumes); ``on_error="invalid"`` records ``None``
+  for that prompt, which is scored as an invalid reply, counted separately as a failed request, and not
+  cached.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, Literal
+
+from finesim.prompting.backends.base import BackendError, ReplyCallback
+
+logger = logging.getLogger("finesim.prompting")
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+class OpenAICompatibleBackend:
+    """Generate replies through an OpenAI-compatible HTTP API.
+
+    Args:
+        model: the model name the server expects (e.g. ``gpt-4o-mini``, or the name vLLM serves).
+        base_url: API root up to and including ``/v1``.
+        api: ``"chat"`` (``/chat/completions``) or ``"completions"`` (``/completions``).
+        api_key_env: the environment variable that holds the key (read once; absent = no auth header).
+        max_tokens: reply length limit.
+        timeout: socket timeout per request, in seconds.
+        max_retries: retries after the first attempt.
+        backoff: first retry delay in seconds; doubles per retry, with jitter in [50%, 100%].
+        max_backoff: cap on any single delay (also on ``Retry-After``).
+        concurrency: requests in flight at most.
+        on_error: ``"fail"`` or ``"invalid"`` (see module docstring).
+        system_prompt: optional system message for ``api="chat"`` (part of the cache key).
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        api: Literal["chat", "completions"] = "chat",
+        api_key_env: str = "OPENAI_API_KEY",
+        max_tokens: int = 20,
+        timeout: float = 60.0,
+        max_retries: int = 5,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        concurrency: int = 4,
+        on_error: Literal["fail", "invalid"] = "fail",
+        system_prompt: str | None = None,
+        show_progress: bool = True,
+    ) -> None:
+        if api not in ("chat", "completions"):
+            raise ValueError(f"unknown api {api!r}; choose 'chat' or 'completions'")
+        if on_error not in ("fail", "invalid"):
+            raise ValueError(f"unknown on_error {on_error!r}; choose 'fail' or 'invalid'")
+        if concurrency < 1 or max_retries < 0 or timeout <= 0 or max_tokens < 1:
+            raise ValueError("need concurrency >= 1, max_retries >= 0, timeout > 0 and max_tokens >= 1")
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.api = api
+        self.api_key_env = api_key_env
+        self.__api_key = os.environ.get(api_key_env) or None
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.concurrency = concurrency
+        self.on_error = on_error
+        self.system_prompt = system_prompt
+        self.show_progress = show_progress
+        self.failed: list[int] = []
+        self.requests_sent = 0
+        self.retries = 0
+        self._stats_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleBackend(model={self.model!r}, base_url={self.base_url!r}, api={self.api!r})"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/{'chat/completions' if self.api == 'chat' else 'completions'}"
+
+    def settings(self) -> dict[str, Any]:
+        """Options that shape the replies (part of the cache key; the endpoint and key are not)."""
+        out: dict[str, Any] = {"api": self.api, "temperature": 0, "top_p": 1, "max_tokens": self.max_tokens}
+        if self.system_prompt is not None:
+            out["system_prompt"] = self.system_prompt
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """Backend facts for a results file: the key's variable name and whether it is set, never the key."""
+        return {
+            "backend": self.name,
+            "model": self.model,
+            **self.settings(),
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "api_key_set": self.__api_key is not None,
+            "timeout_s": self.timeout,
+            "max_retries": self.max_retries,
+            "concurrency": self.concurrency,
+            "on_error": self.on_error,
+            "requests_sent": self.requests_sent,
+            "retries": self.retries,
+            "failed_requests": len(self.failed),
+        }
+
+    def _payload(self, prompt: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "temperature": 0,
+            "top_p": 1,
+            "max_tokens": self.max_tokens,
+        }
+        if self.api == "chat":
+            messages = (
+                [] if self.system_prompt is None else [{"role": "system", "content": self.system_prompt}]
+            )
+            body["messages"] = [*messages, {"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        return body
+
+    def _extract(self, raw: bytes) -> str:
+        try:
+            data = json.loads(raw.decode("utf-8"))
+            choice = data["choices"][0]
+            text = choice["message"]["content"] if self.api == "chat" else choice["text"]
+        except (ValueError, KeyError, IndexError, TypeError) as err:
+            snippet = raw[:200].decode("utf-8", "replace")
+            raise _Retryable(f"malformed reply ({type(err).__name__}): {snippet!r}") from None
+        if text is None:  # some servers send null content (e.g. a refusal or tool call)
+            return ""
+        if not isinstance(text, str):
+            raise _Retryable(f"malformed reply: the text is a {type(text).__name__}, not a string")
+        return text
+
+    def _request_once(self, prompt: str) -> str:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.__api_key is not None:
+            headers["Authorization"] = f"Bearer {self.__api_key}"
+        request = urllib.request.Request(
+            self.url, data=json.dumps(self._payload(prompt)).encode("utf-8"), headers=headers, method="POST"
+        )
+        with self._stats_lock:
+            self.requests_sent += 1
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as err:
+            body = err.read()[:300].decode("utf-8", "replace")
+            message = f"HTTP {err.code} from {self.url}: {body}"
+            if err.code in RETRY_STATUS:
+                raise _Retryable(message, _retry_after(err.headers.get("Retry-After"))) from None
+            raise BackendError(message) from None
+        except TimeoutError as err:
+            raise _Retryable(f"no reply from {self.url} within {self.timeout:g} s ({err})") from None
+        except (urllib.error.URLError, ConnectionError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            if isinstance(reason, (TimeoutError, socket.timeout)):
+                raise _Retryable(f"no reply from {self.url} within {self.timeout:g} s") from None
+            raise _Retryable(f"cannot reach {self.url}: {reason}") from None
+        return self._extract(raw)
+
+    def complete(self, prompt: str) -> str:
+        """One reply, with retries; raises :class:`BackendError` when they are exhausted."""
+        attempt = 0
+        while True:
+            try:
+                return self._request_once(prompt)
+            except _Retryable as err:
+                if attempt >= self.max_retries:
+                    raise BackendError(f"{err} (gave up after {attempt + 1} attempts)") from None
+                delay = min(self.max_backoff, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)
+                if err.retry_after is not None:
+                    delay = min(self.max_backoff, max(delay, err.retry_after))
+                attempt += 1
+                with self._stats_lock:
+                    self.retries += 1
+                logger.warning("%s; retry %d/%d in %.2f s", err, attempt, self.max_retries, delay)
+                time.sleep(delay)
+
+    def generate(self, prompts: Sequence[str], on_reply: ReplyCallback | None = None) -> list[str | None]:
+        """Replies in prompt order, at most ``concurrency`` requests at a time."""
+        from tqdm.auto import tqdm
+
+        replies: list[str | None] = [None] * len(prompts)
+        if not prompts:
+            return replies
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="finesim-http")
+        try:
+            futures = {pool.submit(self.complete, p): i for i, p in enumerate(prompts)}
+            bar = tqdm(total=len(futures), desc="requests", unit="req", disable=not self.show_progress)
+            for future in as_completed(futures):
+                i = futures[future]
+                bar.update(1)
+                try:
+                    reply = future.result()
+                except BackendError as err:
+                    if self.on_error == "fail":
+                        raise
+                    logger.warning("prompt %d: %s; scored as invalid", i, err)
+                    self.failed.append(i)
+                    continue
+                replies[i] = reply
+                if on_reply is not None:
+                    on_reply(i, reply)
+            bar.close()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return replies

@@ -1,0 +1,129 @@
+"""Run one prompting evaluation: build prompts, reuse cached replies, generate the rest, parse and score."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from datasets import Dataset
+
+from finesim.prompting.backends.base import GenerationBackend
+from finesim.prompting.cache import ReplyCache, cache_key
+from finesim.prompting.parsing import prompting_metrics, resolve_replies
+from finesim.prompting.prompts import LABEL_RANGES, Example, build_prompt, instruction_text
+from finesim.prompting.sampler import DemonstrationSampler
+
+logger = logging.getLogger("finesim.prompting")
+
+
+def build_prompts(
+    queries: Dataset,
+    train: Dataset,
+    *,
+    task: str,
+    k: int,
+    instructions: str,
+    style: str = "plain",
+    seed: int = 42,
+) -> tuple[list[str], DemonstrationSampler]:
+    """One prompt per query row, with ``k`` demonstrations drawn from ``train`` (seeded)."""
+    sampler = DemonstrationSampler(train, task=task, k=k, seed=seed)
+    instruction = instruction_text(task, instructions)
+    with_condition = task == "csts"
+    prompts = []
+    for row in queries:
+        query = Example(row["sentence1"], row["sentence2"], row["condition"] if with_condition else None)
+        prompts.append(build_prompt(query, sampler.draw(), instruction=instruction, style=style))  # type: ignore[arg-type]
+    return prompts, sampler
+
+
+def evaluate_prompting(
+    queries: Dataset,
+    train: Dataset,
+    backend: GenerationBackend,
+    *,
+    task: str,
+    k: int,
+    instructions: str,
+    style: str = "plain",
+    seed: int = 42,
+    cache: ReplyCache | None = None,
+    keep_rows: bool = True,
+) -> dict[str, Any]:
+    """Prompt ``backend`` for every query row and score the replies against the rows' labels.
+
+    Replies already in ``cache`` (same backend, model, settings and prompt) are reused; new replies are added
+    to it as they arrive, so an interrupted run resumes where it stopped. Identical prompts are sent once.
+
+    Returns:
+        A dict with ``metrics`` (spearman, pearson, mse, invalid/out-of-range counts and percentages),
+        ``requests`` (cached, sent, failed), ``demonstrations``, an ``example_prompt`` and, with
+        ``keep_rows``, one record per query (row, label, reply, parsed score, prediction, flags).
+    """
+    if task not in LABEL_RANGES:
+        raise ValueError(f"unknown task {task!r}; choose from {sorted(LABEL_RANGES)}")
+    if len(queries) < 2:
+        raise ValueError(f"need at least 2 query rows to correlate, got {len(queries)}")
+    cache = cache if cache is not None else ReplyCache(None)
+    prompts, sampler = build_prompts(
+        queries, train, task=task, k=k, instructions=instructions, style=style, seed=seed
+    )
+    settings = backend.settings()
+    keys = [cache_key(backend.name, backend.model, settings, p) for p in prompts]
+    todo: dict[str, str] = {}
+    for key, prompt in zip(keys, prompts):
+        if key not in cache and key not in todo:
+            todo[key] = prompt
+    cached = sum(1 for key in keys if key in cache)
+    todo_keys = list(todo)
+    logger.info(
+        "%d prompts: %d answered from the cache, %d distinct prompts to generate",
+        len(prompts),
+        cached,
+        len(todo),
+    )
+
+    def store(i: int, reply: str) -> None:
+        cache.put(todo_keys[i], reply, backend=backend.name, model=backend.model)
+
+    start = time.perf_counter()
+    backend.generate([todo[key] for key in todo_keys], on_reply=store)
+    seconds = time.perf_counter() - start
+    replies = [cache.get(key) for key in keys]
+    failed = sum(1 for r in replies if r is None)
+    low, high = LABEL_RANGES[task]
+    parsed = resolve_replies(replies, (low, high), seed=seed)
+    gold = [float(x) for x in queries["label"]]
+    metrics = prompting_metrics(parsed, gold)
+    metrics["failed_requests"] = failed
+    result: dict[str, Any] = {
+        "metrics": metrics,
+        "label_range": [low, high],
+        "requests": {
+            "prompts": len(prompts),
+            "from_cache": cached,
+            "generated": sum(1 for key in todo_keys if key in cache),
+            "failed": failed,
+            "generation_seconds": round(seconds, 3),
+        },
+        "demonstrations": sampler.describe(),
+        "example_prompt": prompts[0],
+    }
+    if keep_rows:
+        rows = queries["row"] if "row" in queries.column_names else list(range(1, len(queries) + 1))
+        result["rows"] = [
+            {
+                "row": int(r),
+                "label": g,
+                "reply": reply,
+                "parsed": p,
+                "prediction": float(s),
+                "invalid": bool(inv),
+                "out_of_range": bool(oor),
+            }
+            for r, g, reply, p, s, inv, oor in zip(
+                rows, gold, replies, parsed.parsed, parsed.scores, parsed.invalid, parsed.out_of_range
+            )
+        ]
+    return result
