@@ -31,7 +31,8 @@ def csts_train() -> Dataset:
 def test_instruction_texts_match_the_paper():
     assert instruction_text("csts", "none") is None
     assert instruction_text("csts", "short") == (
-        "On a scale between 1 and 5, how similar are the following two sentences with respect to the condition "
+        "On a scale between 1 and 5, how similar are the following two sentences with respect to the "
+        "condition "
         "provided? Respond only with a score between 1 and 5."
     )
     long = instruction_text("csts", "long")
@@ -81,9 +82,9 @@ def test_build_prompt_two_shot_short_matches_figure_5_layout():
     assert lines[0].startswith("On a scale between 1 and 5")
     assert lines[1].endswith("Condition: The type of transportation. Output: 4.0")
     assert lines[2].endswith("Condition: The number of buses. Output: 1.0")
-    assert (
-        lines[3]
-        == "Input: Sentence 1: The skater descends. Sentence 2: A boy skateboards. Condition: The location. Output:"
+    assert lines[3] == (
+        "Input: Sentence 1: The skater descends. Sentence 2: A boy skateboards. Condition: The location. "
+        "Output:"
     )
     assert build_prompt(query).count("\n") == 0  # zero-shot, no instruction: the query alone
     with pytest.raises(ValueError, match="needs a label"):

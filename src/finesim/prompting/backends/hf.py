@@ -118,6 +118,9 @@ class HFBackend:
             self.lm.to(device)
         self.lm.eval()
         self.torch_dtype = str(torch_dtype).replace("torch.", "")
+        limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        self.max_positions: int | None = int(limit) if isinstance(limit, int) else None
+        self.too_long = 0
 
     def settings(self) -> dict[str, Any]:
         """Options that shape the replies (part of the cache key)."""
@@ -139,6 +142,7 @@ class HFBackend:
             "device": str(self.lm.device),
             "batch_size": self.batch_size,
             "padding_side": self.tokenizer.padding_side,
+            "prompts_over_max_positions": self.too_long,
         }
 
     def _render(self, prompt: str) -> str:
@@ -168,6 +172,17 @@ class HFBackend:
                 add_special_tokens=special,
                 return_token_type_ids=False,
             ).to(self.lm.device)
+            if self.kind == "causal" and self.max_positions is not None:
+                lengths = enc["attention_mask"].sum(dim=1) + self.max_new_tokens
+                over = int((lengths > self.max_positions).sum())
+                if over:
+                    self.too_long += over
+                    logger.warning(
+                        "%d prompts + %d new tokens exceed the model's %d positions (not truncated)",
+                        over,
+                        self.max_new_tokens,
+                        self.max_positions,
+                    )
             with torch.inference_mode():
                 out = self.lm.generate(
                     **enc,

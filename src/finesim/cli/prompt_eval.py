@@ -1,0 +1,230 @@
+"""``finesim prompt-eval``: the C-STS / STS-B prompting baseline with a local or an HTTP-served model.
+
+Examples::
+
+    finesim prompt-eval --backend hf --model google/flan-t5-large --task csts --k-shot 2 --instructions short
+    OPENAI_API_KEY=... finesim prompt-eval --backend openai --model gpt-4o-mini --task stsb --k-shot 4 \\
+        --instructions long --output results/gpt4o-mini-stsb-k4-long.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from finesim.results import environment_record, file_sha256, write_json_atomic
+
+logger = logging.getLogger("finesim.prompting")
+
+# task -> split -> (eval file, train file), relative to the data root
+DATA_FILES: dict[str, dict[str, tuple[str, str]]] = {
+    "csts": {"validation": ("csts/validation.csv", "csts/train.csv")},
+    "stsb": {
+        "validation": ("sts/STSBenchmark/sts-dev.csv", "sts/STSBenchmark/sts-train.csv"),
+        "test": ("sts/STSBenchmark/sts-test.csv", "sts/STSBenchmark/sts-train.csv"),
+    },
+}
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``prompt-eval`` sub-command."""
+    from finesim.prompting.prompts import EXAMPLE_FORMATS, INSTRUCTION_NAMES, TASKS
+
+    p = subparsers.add_parser(
+        "prompt-eval",
+        help="score sentence pairs by prompting a generative model (C-STS paper, Sec. 4.2)",
+        description="Prompt a generative model for similarity scores on C-STS or STS-B and report Spearman, "
+        "Pearson, invalid %% and out-of-range %%. Replies are cached so an interrupted run resumes.",
+    )
+    p.add_argument(
+        "--backend", choices=("hf", "openai"), required=True, help="local transformers or HTTP API"
+    )
+    p.add_argument(
+        "--model", required=True, help="checkpoint folder / Hub id (hf) or served model name (openai)"
+    )
+    p.add_argument("--task", choices=TASKS, default="csts")
+    p.add_argument("--k-shot", type=_non_negative, default=0, help="in-context examples (paper: 0, 2, 4)")
+    p.add_argument("--instructions", choices=INSTRUCTION_NAMES, default="short")
+    p.add_argument("--example-format", choices=EXAMPLE_FORMATS, default="plain", help="see docs/prompting.md")
+    p.add_argument("--seed", type=int, default=42, help="demonstration sampling and invalid-reply draws")
+    p.add_argument("--data", help="data root (default: $FINESIM_DATA or ../shared/data)")
+    p.add_argument(
+        "--split", choices=("validation", "test"), default="validation", help="STS-B only: dev or test"
+    )
+    p.add_argument("--eval-file", help="evaluate this file instead (C-STS CSV or STS-B TSV, by --task)")
+    p.add_argument("--train-file", help="draw demonstrations from this file instead")
+    p.add_argument("--limit", type=_positive, help="only the first N evaluation rows")
+    p.add_argument("--output", help="results JSON (written atomically)")
+    p.add_argument("--cache", help="reply cache JSONL (default: next to --output, <output>.replies.jsonl)")
+    p.add_argument("--no-cache", action="store_true", help="keep replies in memory only")
+    p.add_argument("--no-rows", action="store_true", help="leave per-row replies out of the results file")
+    p.add_argument("--max-new-tokens", type=_positive, default=20, help="reply length limit (paper: 20)")
+    hf = p.add_argument_group("hf backend")
+    hf.add_argument("--model-kind", choices=("auto", "causal", "seq2seq"), default="auto")
+    hf.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default="auto")
+    hf.add_argument("--device", default="auto")
+    hf.add_argument(
+        "--device-map", help="e.g. 'auto' to spread a large model over devices (needs accelerate)"
+    )
+    hf.add_argument("--batch-size", type=_positive, default=8)
+    hf.add_argument("--special-tokens", choices=("auto", "yes", "no"), default="auto")
+    hf.add_argument(
+        "--chat-template", action="store_true", help="wrap prompts with the tokenizer's chat template"
+    )
+    hf.add_argument("--trust-remote-code", action="store_true")
+    api = p.add_argument_group("openai backend")
+    api.add_argument(
+        "--base-url",
+        default=os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+        help="API root incl. /v1 (default: $OPENAI_BASE_URL or OpenAI); vLLM: http://localhost:8000/v1",
+    )
+    api.add_argument("--api", choices=("chat", "completions"), default="chat")
+    api.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
+    api.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    api.add_argument("--max-retries", type=_non_negative, default=5)
+    api.add_argument("--concurrency", type=_positive, default=4)
+    api.add_argument("--on-error", choices=("fail", "invalid"), default="fail")
+    api.add_argument("--system-prompt", help="optional system message (chat api)")
+    p.set_defaults(func=run)
+
+
+def _load(task: str, path: Path) -> tuple[Any, dict[str, Any]]:
+    from finesim.data import read_csts, read_stsb
+
+    dataset, report = read_csts(path) if task == "csts" else read_stsb(path)
+    return dataset, report.as_dict()
+
+
+def _resolve_files(args: argparse.Namespace) -> tuple[Path, Path]:
+    from finesim.paths import data_root
+
+    if args.split not in DATA_FILES[args.task] and not args.eval_file:
+        raise ValueError(
+            f"no default {args.split} file for task {args.task!r} (labels not public); pass --eval-file"
+        )
+    eval_rel, train_rel = DATA_FILES[args.task].get(args.split, DATA_FILES[args.task]["validation"])
+    root = None if (args.eval_file and args.train_file) else data_root(args.data)
+    eval_file = Path(args.eval_file) if args.eval_file else root / eval_rel  # type: ignore[operator]
+    train_file = Path(args.train_file) if args.train_file else root / train_rel  # type: ignore[operator]
+    return eval_file, train_file
+
+
+def _backend(args: argparse.Namespace) -> Any:
+    from finesim.prompting.backends import HFBackend, OpenAICompatibleBackend
+
+    if args.backend == "hf":
+        special = {"auto": None, "yes": True, "no": False}[args.special_tokens]
+        return HFBackend(
+            args.model,
+            kind=args.model_kind,
+            dtype=args.dtype,
+            device=args.device,
+            device_map=args.device_map,
+            batch_size=args.batch_size,
+            max_new_tokens=args.max_new_tokens,
+            add_special_tokens=special,
+            chat_template=args.chat_template,
+            trust_remote_code=args.trust_remote_code,
+        )
+    return OpenAICompatibleBackend(
+        args.model,
+        base_url=args.base_url,
+        api=args.api,
+        api_key_env=args.api_key_env,
+        max_tokens=args.max_new_tokens,
+        timeout=args.timeout,
+        max_retries=args.max_retries,
+        concurrency=args.concurrency,
+        on_error=args.on_error,
+        system_prompt=args.system_prompt,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``finesim prompt-eval``; returns the exit code."""
+    from finesim.prompting.cache import ReplyCache
+    from finesim.prompting.runner import evaluate_prompting
+
+    eval_file, train_file = _resolve_files(args)
+    queries, eval_report = _load(args.task, eval_file)
+    train, train_report = _load(args.task, train_file)
+    if args.limit is not None:
+        queries = queries.select(range(min(args.limit, len(queries))))
+    if args.no_cache:
+        cache_path = None
+    elif args.cache:
+        cache_path = Path(args.cache)
+    elif args.output:
+        out = Path(args.output)
+        cache_path = out.with_name(out.stem + ".replies.jsonl")
+    else:
+        cache_path = None
+        logger.warning("no --output and no --cache: replies are not saved, an interrupted run starts over")
+    cache = ReplyCache(cache_path)
+    backend = _backend(args)
+    result = evaluate_prompting(
+        queries,
+        train,
+        backend,
+        task=args.task,
+        k=args.k_shot,
+        instructions=args.instructions,
+        style=args.example_format,
+        seed=args.seed,
+        cache=cache,
+        keep_rows=not args.no_rows,
+    )
+    payload: dict[str, Any] = {
+        "command": "prompt-eval",
+        "method": "prompting baseline (Deshpande et al., 2023, Sec. 4.2)",
+        "task": args.task,
+        "config": {
+            "k_shot": args.k_shot,
+            "instructions": args.instructions,
+            "example_format": args.example_format,
+            "seed": args.seed,
+            "limit": args.limit,
+            "split": args.split,
+        },
+        "data": {
+            "eval_file": str(eval_file),
+            "eval_sha256": file_sha256(eval_file),
+            "eval_load": eval_report,
+            "rows_evaluated": len(queries),
+            "train_file": str(train_file),
+            "train_sha256": file_sha256(train_file),
+            "train_load": train_report,
+        },
+        "backend": backend.describe(),
+        **result,
+        "cache": cache.describe(),
+        "environment": environment_record(),
+    }
+    m = result["metrics"]
+    summary = {
+        key: round(m[key], 2) if isinstance(m[key], float) else m[key]
+        for key in ("spearman", "pearson", "invalid_percent", "out_of_range_percent", "n", "failed_requests")
+    }
+    print(json.dumps({"task": args.task, "model": args.model, "k_shot": args.k_shot, **summary}))
+    if args.output:
+        write_json_atomic(args.output, payload)
+        print(f"wrote {args.output}")
+    return 0
