@@ -199,8 +199,8 @@ class OpenAICompatibleBackend:
             if err.code in RETRY_STATUS:
                 raise _Retryable(message, _retry_after(err.headers.get("Retry-After"))) from None
             raise BackendError(message) from None
-        except TimeoutError as err:
-            raise _Retryable(f"no reply from {self.url} within {self.timeout:g} s ({err})") from None
+        except TimeoutError:
+            raise _Retryable(f"no reply from {self.url} within {self.timeout:g} s") from None
         except (urllib.error.URLError, ConnectionError, OSError) as err:
             reason = getattr(err, "reason", err)
             if isinstance(reason, (TimeoutError, socket.timeout)):
@@ -227,31 +227,47 @@ class OpenAICompatibleBackend:
                 time.sleep(delay)
 
     def generate(self, prompts: Sequence[str], on_reply: ReplyCallback | None = None) -> list[str | None]:
-        """Replies in prompt order, at most ``concurrency`` requests at a time."""
+        """Replies in prompt order, at most ``concurrency`` requests at a time.
+
+        With ``on_error="fail"``, the first failure stops new requests; the requests already in flight are
+        still collected (and passed to ``on_reply``, i.e. cached) before :class:`BackendError` is raised.
+        """
         from tqdm.auto import tqdm
 
         replies: list[str | None] = [None] * len(prompts)
         if not prompts:
             return replies
-        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="finesim-http")
-        try:
+        error: BackendError | None = None
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="finesim-http") as pool:
             futures = {pool.submit(self.complete, p): i for i, p in enumerate(prompts)}
             bar = tqdm(total=len(futures), desc="requests", unit="req", disable=not self.show_progress)
-            for future in as_completed(futures):
-                i = futures[future]
-                bar.update(1)
-                try:
-                    reply = future.result()
-                except BackendError as err:
-                    if self.on_error == "fail":
-                        raise
-                    logger.warning("prompt %d: %s; scored as invalid", i, err)
-                    self.failed.append(i)
-                    continue
-                replies[i] = reply
-                if on_reply is not None:
-                    on_reply(i, reply)
-            bar.close()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            try:
+                for future in as_completed(futures):
+                    i = futures[future]
+                    bar.update(1)
+                    if future.cancelled():
+                        continue
+                    try:
+                        reply = future.result()
+                    except BackendError as err:
+                        if self.on_error == "fail":
+                            if error is None:
+                                error = err
+                                for other in futures:
+                                    other.cancel()  # only those not started yet
+                            continue
+                        logger.warning("prompt %d: %s; scored as invalid", i, err)
+                        self.failed.append(i)
+                        continue
+                    replies[i] = reply
+                    if on_reply is not None:
+                        on_reply(i, reply)
+            except BaseException:
+                for other in futures:
+                    other.cancel()
+                raise
+            finally:
+                bar.close()
+        if error is not None:
+            raise error
         return replies
