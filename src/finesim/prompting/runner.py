@@ -31,9 +31,11 @@ def build_prompts(
     sampler = DemonstrationSampler(train, task=task, k=k, seed=seed)
     instruction = instruction_text(task, instructions)
     with_condition = task == "csts"
+    cols = queries.to_dict()
+    conditions = cols["condition"] if with_condition else [None] * len(queries)
     prompts = []
-    for row in queries:
-        query = Example(row["sentence1"], row["sentence2"], row["condition"] if with_condition else None)
+    for s1, s2, condition in zip(cols["sentence1"], cols["sentence2"], conditions):
+        query = Example(s1, s2, condition)
         prompts.append(build_prompt(query, sampler.draw(), instruction=instruction, style=style))  # type: ignore[arg-type]
     return prompts, sampler
 

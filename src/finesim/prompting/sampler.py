@@ -44,18 +44,27 @@ class DemonstrationSampler:
         if task == "csts":
             pairs, report = pair_conditions(train, equal_labels="keep")
             self.pairing_report = report.as_dict()
+            cols = pairs.to_dict()  # column lists: row-by-row Dataset access is slow
             self._pairs = [
-                (
-                    Example(p["sentence1"], p["sentence2"], p["condition_high"], float(p["label_high"])),
-                    Example(p["sentence1"], p["sentence2"], p["condition_low"], float(p["label_low"])),
+                (Example(s1, s2, ch, float(lh)), Example(s1, s2, cl, float(ll)))
+                for s1, s2, ch, lh, cl, ll in zip(
+                    cols["sentence1"],
+                    cols["sentence2"],
+                    cols["condition_high"],
+                    cols["label_high"],
+                    cols["condition_low"],
+                    cols["label_low"],
                 )
-                for p in pairs
             ]
             available = len(self._pairs)
             needed = (k + 1) // 2
             unit = "sentence pairs with two conditions"
         else:
-            self._rows = [Example(r["sentence1"], r["sentence2"], None, float(r["label"])) for r in train]
+            cols = train.select_columns(["sentence1", "sentence2", "label"]).to_dict()
+            self._rows = [
+                Example(s1, s2, None, float(y))
+                for s1, s2, y in zip(cols["sentence1"], cols["sentence2"], cols["label"])
+            ]
             available = len(self._rows)
             needed = k
             unit = "rows"
