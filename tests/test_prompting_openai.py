@@ -298,3 +298,25 @@ def test_cli_openai_backend_end_to_end(stub, tmp_path, capsys):
     assert json.loads(out.read_text())["requests"]["from_cache"] == 8
     assert Path(str(out).replace(".json", ".replies.jsonl")).exists()
     capsys.readouterr()
+
+
+def test_cli_default_data_paths_stsb(stub, shared_data, tmp_path, capsys):
+    argv = ["prompt-eval", "--backend", "openai", "--model", "stub-model", "--base-url", stub.base_url]
+    argv += ["--task", "stsb", "--k-shot", "2", "--instructions", "none", "--data", str(shared_data)]
+    argv += ["--limit", "6", "--no-cache", "--output", str(tmp_path / "r.json")]
+    assert main(argv) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["data"]["eval_file"].endswith("sts-dev.csv")
+    assert result["data"]["train_file"].endswith("sts-train.csv")
+    assert result["metrics"]["n"] == 6 and result["label_range"] == [0.0, 5.0]
+    assert result["cache"]["path"] is None
+    assert not (tmp_path / "r.replies.jsonl").exists()
+    assert all("Condition" not in body["messages"][-1]["content"] for body in stub.bodies)
+    capsys.readouterr()
+
+
+def test_cli_csts_test_split_needs_a_file(stub, shared_data):
+    argv = ["prompt-eval", "--backend", "openai", "--model", "m", "--base-url", stub.base_url]
+    argv += ["--task", "csts", "--split", "test", "--data", str(shared_data)]
+    assert main(argv) == 1  # a clear error, no request sent
+    assert stub.bodies == []
