@@ -1,0 +1,160 @@
+"""Condition-aware encoding with a frozen sentence encoder (CASE step 1).
+
+For each (sentence, condition) the encoder embeds the conditional text of the chosen formulation (see
+:mod:`finesim.case.prompts`); with ``subtract_condition`` the unconditional embedding of the condition,
+f(c; I(∅)), is subtracted ("minus condition", the paper's "− c"):
+
+    x(s, c) = f(conditional text) - f(c; I(∅))        (or just f(conditional text) without "− c")
+
+Pooling is the encoder's own (its ``Pooling`` module: mean, lasttoken, cls, ...), applied to the whole
+input string, instruction included; the output is whatever the model's pipeline produces (e.g.
+all-MiniLM-L6-v2 ends in a ``Normalize`` module, so both vectors are unit length before the subtraction).
+Every distinct input string is encoded at most once per run, and never again across runs when a cache
+folder is given.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from finesim.case.cache import EmbeddingCache
+from finesim.case.prompts import PromptFormat
+
+logger = logging.getLogger("finesim.case")
+
+DEFAULT_FAMILY_FOR = {"cond": "case-instruct", "sent": "case-instruct", "conc_sc": "mlm", "conc_cs": "mlm"}
+
+
+def model_pooling(model: Any) -> str | None:
+    """The pooling mode of a SentenceTransformer's ``Pooling`` module (None when it has none)."""
+    try:
+        modules = list(model)
+    except TypeError:
+        return None
+    for module in modules:
+        mode = getattr(module, "pooling_mode", None)
+        if isinstance(mode, str):
+            return mode
+        if hasattr(module, "get_pooling_mode_str"):
+            return module.get_pooling_mode_str()
+    return None
+
+
+def describe_model(model: Any, name: str | None = None) -> dict[str, Any]:
+    """What identifies an encoder for caching: name or path, pooling, maximum length, modules, width."""
+    if name is None:
+        try:
+            name = model[0].auto_model.config._name_or_path
+        except (TypeError, AttributeError, IndexError, KeyError):
+            name = type(model).__name__
+    try:
+        modules = [type(m).__name__ for m in model]
+    except TypeError:
+        modules = [type(model).__name__]
+    dim_fn = getattr(model, "get_embedding_dimension", None) or getattr(
+        model, "get_sentence_embedding_dimension", None
+    )
+    return {
+        "model": str(name),
+        "pooling": model_pooling(model),
+        "max_seq_length": getattr(model, "max_seq_length", None),
+        "modules": modules,
+        "dimension": dim_fn() if dim_fn else None,
+    }
+
+
+class ConditionAwareEncoder:
+    """Turn (sentence, condition) pairs into condition-aware embeddings with a frozen encoder.
+
+    Args:
+        model: a ``SentenceTransformer`` (anything with ``encode(list[str], ...)`` returning a matrix).
+        prompt: the :class:`PromptFormat` (model family + formulation).
+        subtract_condition: apply "minus condition", subtracting f(c; I(∅)).
+        cache_dir: an on-disk :class:`EmbeddingCache` root; None keeps embeddings in memory for this object
+        only. model_name: the name recorded in the cache key (default: the checkpoint path the model was
+        loaded from). batch_size: encoding batch size.
+        show_progress: progress bar while encoding.
+
+    Attributes:
+        encoded: how many strings this object has passed to the model (0 on a full cache hit).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        prompt: PromptFormat,
+        *,
+        subtract_condition: bool = True,
+        cache_dir: str | Path | None = None,
+        model_name: str | None = None,
+        batch_size: int = 64,
+        show_progress: bool = False,
+    ) -> None:
+        self.model = model
+        self.prompt = prompt
+        self.subtract_condition = subtract_condition
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.description = describe_model(model, model_name)
+        self.cache = EmbeddingCache(cache_dir, self.description) if cache_dir is not None else None
+        self._memory: dict[str, np.ndarray] = {}
+        self.encoded = 0
+
+    def _encode_now(self, texts: list[str]) -> np.ndarray:
+        self.encoded += len(texts)
+        out = self.model.encode(
+            texts,
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            show_progress_bar=self.show_progress,
+        )
+        return np.asarray(out, dtype=np.float32)
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed encoder input strings, each distinct string once (and never again when cached)."""
+        texts = list(texts)
+        if self.cache is not None:
+            return self.cache.get_or_encode(texts, self._encode_now)
+        missing = [t for t in dict.fromkeys(texts) if t not in self._memory]
+        if missing:
+            for text, row in zip(missing, self._encode_now(missing)):
+                self._memory[text] = row
+        return np.stack([self._memory[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+
+    def conditional_texts(self, sentences: Sequence[str], conditions: Sequence[str]) -> list[str]:
+        """The encoder inputs of the conditional embeddings."""
+        return [self.prompt.conditional(s, c) for s, c in zip(sentences, conditions)]
+
+    def embed_parts(
+        self, sentences: Sequence[str], conditions: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The conditional embeddings and the unconditional condition embeddings f(c; I(∅)), row-aligned."""
+        if len(sentences) != len(conditions):
+            raise ValueError(f"{len(sentences)} sentences but {len(conditions)} conditions")
+        conditional_inputs = self.conditional_texts(sentences, conditions)
+        unconditional_inputs = [self.prompt.unconditional(c) for c in conditions]
+        both = self.encode_texts(conditional_inputs + unconditional_inputs)
+        n = len(sentences)
+        return both[:n], both[n:]
+
+    def embed(self, sentences: Sequence[str], conditions: Sequence[str]) -> np.ndarray:
+        """Condition-aware embeddings: conditional minus unconditional when ``subtract_condition`` is set."""
+        if len(sentences) != len(conditions):
+            raise ValueError(f"{len(sentences)} sentences but {len(conditions)} conditions")
+        if not self.subtract_condition:
+            return self.encode_texts(self.conditional_texts(sentences, conditions))
+        conditional, unconditional = self.embed_parts(sentences, conditions)
+        return conditional - unconditional
+
+    def config(self) -> dict[str, Any]:
+        """A JSON-able description (model, prompt, "− c") for results files and saved models."""
+        return {
+            "encoder": self.description,
+            "prompt": self.prompt.as_dict(),
+            "subtract_condition": self.subtract_condition,
+        }

@@ -1,0 +1,162 @@
+"""A saved CASE model: frozen encoder + prompt + "minus condition" + trained projection, scoring like any
+scorer.
+
+Folder layout written by :meth:`CaseModel.save`:
+
+* ``case_model.json``: format version, the encoder description (name, pooling, maximum length), the prompt
+  format, ``subtract_condition``, the projection config and any training summary;
+* ``projection.safetensors``: the projection weights (absent for an unsupervised model).
+
+The encoder weights are not copied: they are loaded again by name (or path) with
+:func:`finesim.models.load_sentence_model`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from finesim.case.encoding import ConditionAwareEncoder
+from finesim.case.projection import CaseProjection
+from finesim.case.prompts import PromptFormat
+from finesim.case.training import projected_cosine
+from finesim.results import write_json_atomic
+
+CONFIG_NAME = "case_model.json"
+WEIGHTS_NAME = "projection.safetensors"
+FORMAT_VERSION = 1
+
+
+def is_case_model_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a folder saved by :meth:`CaseModel.save`."""
+    return (Path(path) / CONFIG_NAME).is_file()
+
+
+class CaseModel:
+    """CASE(s, c) = g(f(c; I(s)) - f(c; I(∅)); θ) and its cosine score; implements ``PairScorer``.
+
+    Args:
+        encoder: the condition-aware encoder (frozen model + prompt format + "minus condition").
+        projection: the trained projection g; None scores the raw condition-aware embeddings (unsupervised).
+        metadata: anything to store with the model (training summary, data description).
+    """
+
+    def __init__(
+        self,
+        encoder: ConditionAwareEncoder,
+        projection: CaseProjection | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        if projection is not None and encoder.description.get("dimension") not in (None, projection.in_dim):
+            raise ValueError(
+                f"projection expects {projection.in_dim}-dimensional inputs but the encoder produces "
+                f"{encoder.description['dimension']}"
+            )
+        self.encoder = encoder
+        self.projection = projection.eval() if projection is not None else None
+        self.metadata = dict(metadata or {})
+
+    def embed(self, sentences: Sequence[str], conditions: Sequence[str]) -> np.ndarray:
+        """CASE embeddings (projected when a projection is present)."""
+        x = self.encoder.embed(sentences, conditions)
+        if self.projection is None:
+            return x
+        with torch.no_grad():
+            return self.projection.project(torch.as_tensor(x)).numpy()
+
+    def score(
+        self,
+        sentences1: Sequence[str],
+        sentences2: Sequence[str],
+        conditions: Sequence[str] | None = None,
+    ) -> np.ndarray:
+        """cos(CASE(s1, c), CASE(s2, c)) per pair."""
+        if conditions is None:
+            raise ValueError("CASE scores sentence pairs under a condition: pass conditions")
+        if not (len(sentences1) == len(sentences2) == len(conditions)):
+            raise ValueError(
+                f"{len(sentences1)} first sentences, {len(sentences2)} second sentences, "
+                f"{len(conditions)} conditions"
+            )
+        n = len(sentences1)
+        x = self.encoder.embed(list(sentences1) + list(sentences2), list(conditions) + list(conditions))
+        return projected_cosine(self.projection, x[:n], x[n:])
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model folder (see the module docstring)."""
+        from safetensors.torch import save_file
+
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        config = {
+            "format": "finesim-case",
+            "format_version": FORMAT_VERSION,
+            **self.encoder.config(),
+            "projection": self.projection.config() if self.projection is not None else None,
+            "metadata": self.metadata,
+        }
+        weights = folder / WEIGHTS_NAME
+        if self.projection is not None:
+            state = {k: v.detach().contiguous() for k, v in self.projection.state_dict().items()}
+            save_file(state, str(weights))
+        else:
+            weights.unlink(missing_ok=True)
+        write_json_atomic(folder / CONFIG_NAME, config)
+        return folder
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        model: Any | None = None,
+        cache_dir: str | Path | None = None,
+        device: str | None = None,
+        batch_size: int = 64,
+    ) -> CaseModel:
+        """Load a saved model; the encoder is loaded by its recorded name unless ``model`` is given."""
+        from safetensors.torch import load_file
+
+        folder = Path(path)
+        config_file = folder / CONFIG_NAME
+        if not config_file.is_file():
+            raise FileNotFoundError(f"{folder} is not a CASE model folder (no {CONFIG_NAME})")
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        if config.get("format") != "finesim-case":
+            raise ValueError(f"{config_file}: not a finesim CASE model (format={config.get('format')!r})")
+        if config.get("format_version", 0) > FORMAT_VERSION:
+            raise ValueError(
+                f"{config_file}: format version {config['format_version']} is newer than this finesim"
+            )
+        described = config["encoder"]
+        if model is None:
+            from finesim.models import load_sentence_model
+
+            model = load_sentence_model(
+                described["model"],
+                device=device,
+                pooling=described.get("pooling"),
+                max_length=described.get("max_seq_length"),
+            )
+        prompt = PromptFormat(**config["prompt"])
+        encoder = ConditionAwareEncoder(
+            model,
+            prompt,
+            subtract_condition=bool(config["subtract_condition"]),
+            cache_dir=cache_dir,
+            model_name=described["model"],
+            batch_size=batch_size,
+        )
+        projection = None
+        if config.get("projection") is not None:
+            projection = CaseProjection.from_config(config["projection"])
+            weights = folder / WEIGHTS_NAME
+            if not weights.is_file():
+                raise FileNotFoundError(f"{weights} is missing (the config names a projection)")
+            projection.load_state_dict(load_file(str(weights)))
+        return cls(encoder, projection, config.get("metadata"))

@@ -1,0 +1,94 @@
+"""The CASE projection g(x; θ) (step 2): a Siamese FFN over frozen condition-aware embeddings.
+
+Built from sentence-transformers modules so it follows their feature-dict contract (``forward(features)``
+reads and writes ``features["sentence_embedding"]``) and plugs into sentence-transformers losses unchanged:
+
+* ``linear``:    z = W x                                   (paper eq. 3; ``Dense(d→k, bias=False)``)
+* ``nonlinear``: z = Dropout(LeakyReLU(W x))               (paper eq. 4; slope 0.01, dropout 0.15)
+
+The reference code uses no bias in either layer; dropout is only active in training mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from sentence_transformers.sentence_transformer.modules import Dense, Dropout
+from torch import nn
+
+ProjectionKind = Literal["linear", "nonlinear"]
+PROJECTION_KINDS = ("linear", "nonlinear")
+# Paper defaults: the linear FFN without dropout, the one-layer non-linear FFN with 15% dropout (Appendix B).
+DEFAULT_DROPOUT = {"linear": 0.0, "nonlinear": 0.15}
+
+
+class CaseProjection(nn.Sequential):
+    """A shared (Siamese) projection from ``in_dim`` to ``out_dim`` dimensions.
+
+    Args:
+        kind: ``linear`` or ``nonlinear``.
+        in_dim: the embedding width d.
+        out_dim: the projected width k.
+        dropout: dropout probability after the layer (default: 0 for linear, 0.15 for non-linear).
+        negative_slope: LeakyReLU slope of the non-linear FFN (PyTorch's default, 0.01, as the reference).
+        bias: add a bias to the layer (the reference has none).
+    """
+
+    def __init__(
+        self,
+        kind: str = "nonlinear",
+        in_dim: int = 4096,
+        out_dim: int = 512,
+        *,
+        dropout: float | None = None,
+        negative_slope: float = 0.01,
+        bias: bool = False,
+    ) -> None:
+        if kind not in PROJECTION_KINDS:
+            raise ValueError(f"projection kind must be one of {list(PROJECTION_KINDS)}, got {kind!r}")
+        if in_dim < 1 or out_dim < 1:
+            raise ValueError(f"projection dimensions must be positive, got {in_dim}→{out_dim}")
+        dropout = DEFAULT_DROPOUT[kind] if dropout is None else float(dropout)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        activation = nn.LeakyReLU(negative_slope) if kind == "nonlinear" else nn.Identity()
+        modules: list[nn.Module] = [Dense(in_dim, out_dim, bias=bias, activation_function=activation)]
+        if dropout > 0:
+            modules.append(Dropout(dropout))
+        super().__init__(*modules)
+        self.kind = kind
+        self.in_dim = in_dim
+        self.out_dim = out_dim
+        self.dropout = dropout
+        self.negative_slope = negative_slope
+        self.bias = bias
+
+    def project(self, embeddings: torch.Tensor) -> torch.Tensor:
+        """Project a (n, d) tensor to (n, k)."""
+        if embeddings.shape[-1] != self.in_dim:
+            raise ValueError(
+                f"projection expects {self.in_dim}-dimensional inputs, got {embeddings.shape[-1]}"
+            )
+        return self({"sentence_embedding": embeddings})["sentence_embedding"]
+
+    def num_parameters(self) -> int:
+        """Trainable parameter count."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def config(self) -> dict[str, Any]:
+        """Constructor arguments, JSON-able (for saving)."""
+        return {
+            "kind": self.kind,
+            "in_dim": self.in_dim,
+            "out_dim": self.out_dim,
+            "dropout": self.dropout,
+            "negative_slope": self.negative_slope,
+            "bias": self.bias,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> CaseProjection:
+        """Rebuild from :meth:`config` output."""
+        config = dict(config)
+        return cls(config.pop("kind"), config.pop("in_dim"), config.pop("out_dim"), **config)
