@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
         "prompt-eval",
         help="score sentence pairs by prompting a generative model (C-STS paper, Sec. 4.2)",
         description="Prompt a generative model for similarity scores on C-STS or STS-B and report Spearman, "
-        "Pearson, invalid %% and out-of-range %%. Replies are cached so an interrupted run resumes.",
+        "Pearson, invalid % and out-of-range %. Replies are cached so an interrupted run resumes.",
     )
     p.add_argument(
         "--backend", choices=("hf", "openai"), required=True, help="local transformers or HTTP API"
