@@ -143,3 +143,19 @@ def test_build_prompts_never_shows_the_query_label_and_uses_train():
         assert lines[0].startswith("Definition:")
         assert all("pair" in line for line in lines[1:3])  # demonstrations come from train
         assert lines[3].startswith(f"Input: Sentence 1: {q} ") and lines[3].endswith("Output:")
+
+
+def test_a_limited_run_gets_the_first_prompts_of_the_full_run():
+    train = csts_train()
+    queries = Dataset.from_dict(
+        {
+            "sentence1": [f"q{i}" for i in range(6)],
+            "sentence2": ["r"] * 6,
+            "condition": ["c"] * 6,
+            "label": [1.0] * 6,
+        }
+    )
+    full, _ = build_prompts(queries, train, task="csts", k=2, instructions="none", seed=5)
+    limited, _ = build_prompts(queries.select(range(3)), train, task="csts", k=2, instructions="none", seed=5)
+    assert limited == full[:3]
+    assert len(set(full)) == 6
