@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from finesim import __version__
 
-COMMAND_MODULES: tuple[str, ...] = ("finesim.cli.evaluate", "finesim.cli.prompt_eval")
+COMMAND_MODULES: tuple[str, ...] = ("finesim.cli.evaluate", "finesim.cli.prompt_eval", "finesim.cli.train")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,247 @@
+"""Training recipes: YAML/JSON → validated dataclasses.
+
+A recipe has the sections ``model``, ``objective``, ``data``, ``labels`` and ``train`` plus ``name``,
+``seed`` and
+``output_dir``. Unknown keys are errors (with a "did you mean" hint), so a typo never silently falls back to a
+default. Defaults are the C-STS paper's (Table 7/8, reference ``run_sts.sh``): 3 epochs, batch 32, lr 3e-5,
+weight decay 0.1, warmup ratio 0.1, linear schedule, seed 42, gradient clipping off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be used; the message names the file and the key."""
+
+
+@dataclass
+class ModelSpec:
+    """What to train. ``encoder``: ``bi`` | ``cross`` | ``tri`` (or any registered encoder type)."""
+
+    backbone: str = "sentence-transformers/all-MiniLM-L6-v2"
+    encoder: str = "bi"
+    pooling: str | None = None  # cls | mean | lasttoken | ...; None keeps the backbone's pooling
+    transform: bool = False  # the paper's Dropout → Linear → GELU after pooling
+    head: str | None = None  # tri-encoder: hadamard | concat | hypernet (required for tri)
+    head_options: dict[str, Any] = field(default_factory=dict)  # e.g. {rank: 32, dropout: 0.1}
+    max_length: int | None = None  # None keeps the backbone's maximum
+
+
+@dataclass
+class ObjectiveSpec:
+    """The training objective: a name in :mod:`finesim.training.registry` and its options."""
+
+    name: str = "mse"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DataSpec:
+    """Training and validation files. Relative paths are resolved against ``root`` (default: the data root,
+    ``$FINESIM_DATA`` or ``../shared/data``)."""
+
+    format: str = "csts"
+    train: str = "csts/train.csv"
+    validation: str | None = "csts/validation.csv"
+    root: str | None = None
+    equal_labels: str = "keep"  # condition-pair objectives: keep | drop | error pairs whose two labels tie
+    max_train_rows: int | None = None  # use only the first N training rows (smoke tests, budgets)
+    max_validation_rows: int | None = None
+
+
+@dataclass
+class LabelSpec:
+    """Label scaling applied before training: ``minmax`` maps the declared ``[low, high]`` to [0, 1]
+    (C-STS: ``(y - 1) / 4``); ``none`` keeps the labels."""
+
+    scale: str = "minmax"
+    low: float = 1.0
+    high: float = 5.0
+
+
+@dataclass
+class TrainSpec:
+    """Trainer hyperparameters (per device). ``batch_size`` counts data rows: a condition-pair objective puts
+    ``batch_size // 2`` sentence pairs (two rows each) in a batch."""
+
+    epochs: float = 3.0
+    max_steps: int = -1
+    batch_size: int = 32
+    gradient_accumulation_steps: int = 1
+    learning_rate: float = 3e-5
+    weight_decay: float = 0.1
+    warmup_ratio: float = 0.1
+    lr_scheduler: str = "linear"
+    max_grad_norm: float = 0.0
+    eval_strategy: str = "epoch"  # epoch | steps
+    eval_steps: int | None = None
+    logging_steps: int = 50
+    save_total_limit: int | None = 2
+    eval_batch_size: int = 64
+    num_threads: int | None = None  # torch.set_num_threads; None leaves it
+    dataloader_num_workers: int = 0
+
+
+@dataclass
+class Recipe:
+    """A full training recipe."""
+
+    name: str = "run"
+    seed: int = 42
+    output_dir: str | None = None
+    model: ModelSpec = field(default_factory=ModelSpec)
+    objective: ObjectiveSpec = field(default_factory=ObjectiveSpec)
+    data: DataSpec = field(default_factory=DataSpec)
+    labels: LabelSpec = field(default_factory=LabelSpec)
+    train: TrainSpec = field(default_factory=TrainSpec)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (what :func:`recipe_from_dict` accepts)."""
+        return asdict(self)
+
+
+SECTIONS: dict[str, type] = {
+    "model": ModelSpec,
+    "objective": ObjectiveSpec,
+    "data": DataSpec,
+    "labels": LabelSpec,
+    "train": TrainSpec,
+}
+
+
+def _unknown(key: str, allowed: list[str], where: str, source: str) -> RecipeError:
+    close = difflib.get_close_matches(key, allowed, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return RecipeError(f"{source}: unknown key {where}{key!r}{hint}; allowed: {sorted(allowed)}")
+
+
+def _coerce(value: Any, f: dataclasses.Field, where: str, source: str) -> Any:
+    t = str(f.type)
+    if value is None:
+        if "None" in t:
+            return None
+        raise RecipeError(f"{source}: {where}{f.name} must not be empty")
+    try:
+        if t.startswith("int"):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if t.startswith("float"):
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if t.startswith("bool"):
+            if not isinstance(value, bool):
+                raise ValueError
+            return value
+        if t.startswith("str"):
+            if not isinstance(value, str):
+                raise ValueError
+            return value
+        if t.startswith("dict"):
+            if not isinstance(value, dict):
+                raise ValueError
+            return dict(value)
+    except (TypeError, ValueError):
+        raise RecipeError(f"{source}: {where}{f.name} must be {t}, got {value!r}") from None
+    return value
+
+
+def _build(cls: type, data: Any, where: str, source: str) -> Any:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise RecipeError(
+            f"{source}: section {where.rstrip('.')!r} must be a mapping, got {type(data).__name__}"
+        )
+    allowed = [f.name for f in fields(cls)]
+    for key in data:
+        if key not in allowed:
+            raise _unknown(str(key), allowed, where, source)
+    kwargs = {f.name: _coerce(data[f.name], f, where, source) for f in fields(cls) if f.name in data}
+    return cls(**kwargs)
+
+
+def recipe_from_dict(data: dict[str, Any], *, source: str = "recipe") -> Recipe:
+    """Validate a nested dict into a :class:`Recipe`; :class:`RecipeError` names ``source`` and the key."""
+    if not isinstance(data, dict):
+        raise RecipeError(f"{source}: a recipe must be a mapping, got {type(data).__name__}")
+    top = [f.name for f in fields(Recipe)]
+    for key in data:
+        if key not in top:
+            raise _unknown(str(key), top, "", source)
+    kwargs: dict[str, Any] = {}
+    for f in fields(Recipe):
+        if f.name not in data:
+            continue
+        if f.name in SECTIONS:
+            kwargs[f.name] = _build(SECTIONS[f.name], data[f.name], f"{f.name}.", source)
+        else:
+            kwargs[f.name] = _coerce(data[f.name], f, "", source)
+    recipe = Recipe(**kwargs)
+    validate_recipe(recipe, source=source)
+    return recipe
+
+
+def validate_recipe(recipe: Recipe, *, source: str = "recipe") -> None:
+    """Checks that do not need the registry (value ranges, choices)."""
+    t, lab, d = recipe.train, recipe.labels, recipe.data
+    if t.batch_size < 1:
+        raise RecipeError(f"{source}: train.batch_size must be >= 1")
+    if t.eval_strategy not in ("epoch", "steps"):
+        raise RecipeError(
+            f"{source}: train.eval_strategy must be 'epoch' or 'steps', got {t.eval_strategy!r}"
+        )
+    if t.eval_strategy == "steps" and not t.eval_steps:
+        raise RecipeError(f"{source}: train.eval_strategy 'steps' needs train.eval_steps")
+    if t.epochs <= 0 and t.max_steps <= 0:
+        raise RecipeError(f"{source}: set train.epochs > 0 or train.max_steps > 0")
+    if lab.scale not in ("minmax", "none"):
+        raise RecipeError(f"{source}: labels.scale must be 'minmax' or 'none', got {lab.scale!r}")
+    if lab.scale == "minmax" and not lab.high > lab.low:
+        raise RecipeError(f"{source}: labels.low ({lab.low}) must be below labels.high ({lab.high})")
+    if d.equal_labels not in ("keep", "drop", "error"):
+        raise RecipeError(f"{source}: data.equal_labels must be keep, drop or error, got {d.equal_labels!r}")
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise RecipeError(f"override {dotted!r}: {part!r} is not a section")
+    node[parts[-1]] = value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
+    """Apply ``key.sub=value`` overrides (values parsed as YAML) to a recipe dict, in place; returns it."""
+    for item in overrides or []:
+        if "=" not in item:
+            raise RecipeError(f"override {item!r} must look like section.key=value")
+        key, raw = item.split("=", 1)
+        _set_dotted(data, key.strip(), yaml.safe_load(raw))
+    return data
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
+    """Read a YAML or JSON recipe file, apply ``overrides`` and validate it."""
+    p = Path(path)
+    if not p.is_file():
+        raise RecipeError(f"recipe file {str(p)!r} does not exist")
+    text = p.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        raise RecipeError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {err}") from None
+    data = apply_overrides(data or {}, overrides)
+    return recipe_from_dict(data, source=str(p))

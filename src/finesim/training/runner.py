@@ -1,0 +1,305 @@
+"""The recipe runner: recipe → model + datasets + loss → sentence-transformers trainer → output folder.
+
+Output folder layout::
+
+    OUT/
+      model/            the trained model (best checkpoint by validation Spearman), with finesim_model.json
+      checkpoints/      trainer checkpoints; a rerun with the same OUT resumes from the last one
+      config.json       the recipe actually used (defaults filled in, overrides applied, resolved data paths)
+      metrics.json      validation metrics, best checkpoint, throughput, log history, environment
+
+Runs unchanged under ``torchrun --nproc_per_node N`` / ``accelerate launch`` (the trainer handles DDP; on CPU
+the
+backend is gloo); only process 0 writes ``model/``, ``config.json`` and ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from datasets import Dataset
+
+from finesim.data.labels import minmax_scale
+from finesim.results import environment_record, write_json_atomic
+from finesim.training.evaluator import ConditionalSimilarityEvaluator
+from finesim.training.recipe import Recipe, RecipeError
+from finesim.training.registry import get_data_format, get_encoder, get_objective
+
+logger = logging.getLogger("finesim.training")
+
+EVAL_NAME = "validation"
+BEST_METRIC = f"eval_{EVAL_NAME}_spearman"
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` produced."""
+
+    output_dir: Path
+    model_dir: Path
+    metrics: dict[str, Any] = field(default_factory=dict)
+    model: Any = None
+
+
+def resolve_data_path(path: str, root: str | None) -> Path:
+    """Absolute paths as given; relative ones against ``root`` or the finesim data root."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return p
+    from finesim.paths import data_root
+
+    return data_root(root) / p
+
+
+def scale_labels(dataset: Dataset, recipe: Recipe, *, what: str) -> Dataset:
+    """Apply the recipe's label scaling to the ``label`` column (errors name the file's row)."""
+    spec = recipe.labels
+    if spec.scale == "none":
+        return dataset
+    labels = np.asarray(dataset["label"], dtype=np.float64)
+    bad = np.flatnonzero((labels < spec.low) | (labels > spec.high))
+    if bad.size:
+        rows = dataset["row"] if "row" in dataset.column_names else list(range(1, len(dataset) + 1))
+        i = int(bad[0])
+        raise ValueError(
+            f"{what}: {bad.size} labels lie outside labels.low/high [{spec.low:g}, {spec.high:g}]; "
+            f"first at row "
+            f"{rows[i]} (label {labels[i]:g})"
+        )
+    scaled = minmax_scale(labels, spec.low, spec.high).tolist()
+    return dataset.remove_columns("label").add_column("label", scaled)
+
+
+def _limit(dataset: Dataset, n: int | None) -> Dataset:
+    return dataset if n is None or n >= len(dataset) else dataset.select(range(n))
+
+
+def _last_checkpoint(folder: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+
+
+def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) -> dict[str, Any]:
+    """Load, scale and lay out the data for the recipe's encoder and objective."""
+    d = recipe.data
+    encoder = get_encoder(recipe.model.encoder)
+    objective = get_objective(recipe.objective.name)
+    loader = get_data_format(d.format)
+    root = data_root if data_root is not None else d.root
+    train_path = resolve_data_path(d.train, root)
+    train_raw, train_report = loader(train_path)
+    train_raw = scale_labels(_limit(train_raw, d.max_train_rows), recipe, what=str(train_path))
+    info: dict[str, Any] = {
+        "train_path": str(train_path),
+        "train_report": train_report,
+        "train_rows": len(train_raw),
+    }
+    if objective.layout == "pairs":
+        if encoder.pairs is None:
+            raise RecipeError(
+                f"objective {objective.name!r} needs condition pairs, which encoder {encoder.name!r} lacks"
+            )
+        from finesim.data.pairing import pair_conditions
+
+        paired, pairing = pair_conditions(train_raw, equal_labels=d.equal_labels)  # type: ignore[arg-type]
+        info["pairing"] = pairing.as_dict()
+        train = encoder.pairs(model, paired)
+        info["train_examples"] = len(train)
+        info["train_rows_used"] = 2 * len(train)
+    else:
+        train = encoder.rows(model, train_raw)
+        info["train_examples"] = len(train)
+        info["train_rows_used"] = len(train)
+    evaluator = None
+    if d.validation:
+        val_path = resolve_data_path(d.validation, root)
+        val_raw, val_report = loader(val_path)
+        val_raw = scale_labels(_limit(val_raw, d.max_validation_rows), recipe, what=str(val_path))
+        info.update(validation_path=str(val_path), validation_report=val_report, validation_rows=len(val_raw))
+        evaluator = ConditionalSimilarityEvaluator(
+            val_raw["sentence1"],
+            val_raw["sentence2"],
+            val_raw["condition"] if "condition" in val_raw.column_names else None,
+            val_raw["label"],
+            encoder=encoder.name,
+            name=EVAL_NAME,
+            batch_size=recipe.train.eval_batch_size,
+        )
+    return {"train": train, "evaluator": evaluator, "info": info}
+
+
+def check_recipe(recipe: Recipe) -> None:
+    """Registry-dependent checks: the encoder supports the objective, the options exist."""
+    encoder = get_encoder(recipe.model.encoder)
+    objective = get_objective(recipe.objective.name)
+    get_data_format(recipe.data.format)
+    if encoder.name not in objective.encoders:
+        raise RecipeError(
+            f"objective {objective.name!r} does not support encoder {encoder.name!r} (supported: "
+            f"{list(objective.encoders)})"
+        )
+    objective.resolve_options(recipe.objective.options)
+    if objective.layout == "pairs" and recipe.train.batch_size % 2:
+        raise RecipeError(
+            f"train.batch_size must be even for {objective.name!r} (two rows per sentence pair)"
+        )
+
+
+def training_arguments(recipe: Recipe, output_dir: Path, *, has_eval: bool, cross: bool) -> Any:
+    """The sentence-transformers training arguments for a recipe."""
+    t = recipe.train
+    objective = get_objective(recipe.objective.name)
+    per_device = t.batch_size // 2 if objective.layout == "pairs" else t.batch_size
+    if cross:
+        from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments as Args
+    else:
+        from sentence_transformers import SentenceTransformerTrainingArguments as Args
+    strategy = t.eval_strategy if has_eval else "no"
+    save_strategy = t.eval_strategy
+    kwargs: dict[str, Any] = dict(
+        output_dir=str(output_dir / "checkpoints"),
+        num_train_epochs=t.epochs,
+        max_steps=t.max_steps,
+        per_device_train_batch_size=per_device,
+        per_device_eval_batch_size=t.eval_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        learning_rate=t.learning_rate,
+        weight_decay=t.weight_decay,
+        warmup_ratio=t.warmup_ratio,
+        lr_scheduler_type=t.lr_scheduler,
+        max_grad_norm=t.max_grad_norm,
+        seed=recipe.seed,
+        data_seed=recipe.seed,
+        eval_strategy=strategy,
+        save_strategy=save_strategy,
+        logging_steps=t.logging_steps,
+        save_total_limit=t.save_total_limit,
+        load_best_model_at_end=has_eval,
+        metric_for_best_model=BEST_METRIC if has_eval else None,
+        greater_is_better=True,
+        report_to="none",
+        dataloader_num_workers=t.dataloader_num_workers,
+    )
+    if t.eval_strategy == "steps":
+        kwargs["eval_steps"] = t.eval_steps
+        kwargs["save_steps"] = t.eval_steps
+    return Args(**kwargs)
+
+
+def train(
+    recipe: Recipe,
+    *,
+    output_dir: str | Path | None = None,
+    data_root: str | None = None,
+    resume: bool = True,
+    callbacks: list[Any] | None = None,
+) -> TrainResult:
+    """Train a model as the recipe says; see the module docstring for the output folder.
+
+    Args:
+        recipe: a validated :class:`Recipe` (from :func:`finesim.training.recipe.load_recipe`).
+        output_dir: overrides ``recipe.output_dir`` (one of them is required).
+        data_root: overrides ``recipe.data.root``.
+        resume: continue from the last checkpoint in ``OUT/checkpoints`` when there is one.
+        callbacks: extra ``transformers.TrainerCallback`` objects.
+    """
+    import torch
+    from transformers import set_seed
+
+    out = Path(output_dir or recipe.output_dir or "")
+    if not str(output_dir or recipe.output_dir or ""):
+        raise RecipeError("no output folder: set output_dir in the recipe or pass --output")
+    check_recipe(recipe)
+    if recipe.train.num_threads:
+        torch.set_num_threads(recipe.train.num_threads)
+    set_seed(recipe.seed)
+
+    encoder = get_encoder(recipe.model.encoder)
+    objective = get_objective(recipe.objective.name)
+    model = encoder.build(recipe.model)
+    data = prepare_data(recipe, model, data_root=data_root)
+    options = objective.resolve_options(recipe.objective.options)
+    loss = objective.build(model, options)
+    cross = encoder.trainer == "cross"
+    args = training_arguments(recipe, out, has_eval=data["evaluator"] is not None, cross=cross)
+    if cross:
+        from sentence_transformers.cross_encoder import CrossEncoderTrainer as Trainer
+    else:
+        from sentence_transformers import SentenceTransformerTrainer as Trainer
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=data["train"],
+        loss=loss,
+        evaluator=data["evaluator"],
+        callbacks=callbacks,
+    )
+    checkpoint = _last_checkpoint(out / "checkpoints") if resume else None
+    if checkpoint:
+        logger.info("resuming from %s", checkpoint)
+    started = time.perf_counter()
+    output = trainer.train(resume_from_checkpoint=checkpoint)
+    wall = time.perf_counter() - started
+
+    metrics: dict[str, Any] = {}
+    final: dict[str, float] = {}
+    if data["evaluator"] is not None:
+        final = data["evaluator"].compute(model)
+    if trainer.is_world_process_zero():
+        model_dir = out / "model"
+        from finesim.models.conditional import save_conditional_model
+
+        save_conditional_model(model, model_dir, encoder=encoder.name)
+        resolved = recipe.to_dict()
+        resolved["output_dir"] = str(out)
+        resolved["objective"]["options"] = options
+        resolved["data"]["resolved_train"] = data["info"]["train_path"]
+        resolved["data"]["resolved_validation"] = data["info"].get("validation_path")
+        write_json_atomic(out / "config.json", resolved)
+        state = trainer.state
+        rows = data["info"]["train_rows_used"]
+        epochs_done = float(state.epoch or 0.0)
+        steps = int(state.global_step)
+        per_step_rows = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+        rows_seen = steps * per_step_rows * (2 if objective.layout == "pairs" else 1)
+        metrics = {
+            "kind": "finesim-train",
+            "recipe": recipe.name,
+            "encoder": encoder.name,
+            "objective": objective.name,
+            "objective_options": options,
+            "label_scaling": {
+                "scale": recipe.labels.scale,
+                "low": recipe.labels.low,
+                "high": recipe.labels.high,
+            },
+            "validation": final,
+            "best_checkpoint": state.best_model_checkpoint,
+            "best_metric": state.best_metric,
+            "metric_for_best_model": args.metric_for_best_model,
+            "resumed_from": checkpoint,
+            "global_steps": steps,
+            "epochs": epochs_done,
+            "world_size": args.world_size,
+            "train_rows_available": rows,
+            "train_rows_seen": rows_seen,
+            "wall_seconds": wall,
+            "train_runtime_seconds": output.metrics.get("train_runtime"),
+            # throughput of this invocation only (None after a resume: earlier steps ran in another process)
+            "train_rows_per_second": rows_seen / output.metrics["train_runtime"]
+            if output.metrics.get("train_runtime") and not checkpoint
+            else None,
+            "trainer_metrics": output.metrics,
+            "data": data["info"],
+            "log_history": state.log_history,
+            "environment": environment_record(),
+        }
+        write_json_atomic(out / "metrics.json", metrics)
+        logger.info("validation %s; model saved to %s", final, model_dir)
+    return TrainResult(output_dir=out, model_dir=out / "model", metrics=metrics, model=model)
