@@ -15,7 +15,13 @@ from collections.abc import Sequence
 
 from finesim import __version__
 
-COMMAND_MODULES: tuple[str, ...] = ("finesim.cli.evaluate", "finesim.cli.prompt_eval", "finesim.cli.train")
+COMMAND_MODULES: tuple[str, ...] = (
+    "finesim.cli.evaluate",
+    "finesim.cli.prompt_eval",
+    "finesim.cli.train",
+    "finesim.cli.bound",
+    "finesim.cli.case",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,132 @@
+"""Training sets for the STS objectives (STS-regression and Pcc-tuning papers).
+
+- :func:`merged_sts_training_set`: STS-B train + SICK-R train (SICK rescaled 1-5 -> 0-5 with
+  :func:`~finesim.data.labels.sick_to_sts`), with every pair that occurs in an evaluation set (STS12-16, STS-B
+  test, SICK-R test; either order) removed by :func:`~finesim.data.overlap.filter_overlap` (regression paper,
+  appendix A). Labels stay on the 0-5 scale.
+- :func:`nli_regression_pairs`: SNLI pairs as regression data, contradiction 0, neutral 1, entailment 2
+  (regression paper, section 4.1).
+- :func:`nli_classification_pairs`: the same pairs with integer class ids for the SBERT cross-entropy
+  baseline.
+- :func:`nli_triplets`: (premise, entailment hypothesis, contradiction hypothesis) for InfoNCE with hard
+  negatives (Pcc-tuning stage 1, the SimCSE NLI format).
+
+All return ``datasets.Dataset`` objects whose columns are only the model inputs and ``label`` (ready for a
+sentence-transformers trainer), plus a small report dict.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset, concatenate_datasets
+
+from finesim.data.labels import sick_to_sts
+from finesim.data.nli import read_snli
+from finesim.data.overlap import filter_overlap
+from finesim.data.sts import read_senteval_subset, read_sick, read_stsb, senteval_subsets
+
+logger = logging.getLogger("finesim.data")
+
+NLI_REGRESSION_LABELS = {"contradiction": 0.0, "neutral": 1.0, "entailment": 2.0}
+STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
+
+
+def evaluation_sets(root: str | Path) -> list[Dataset]:
+    """Every STS evaluation set whose pairs must not be trained on: STS12-16, STS-B test, SICK-R test."""
+    root = Path(root)
+    sets: list[Dataset] = []
+    for year in STS_YEARS:
+        folder = root / "sts" / f"{year}-en-test"
+        for subset in senteval_subsets(folder):
+            sets.append(read_senteval_subset(folder, subset)[0])
+    sets.append(read_stsb(root / "sts" / "STSBenchmark" / "sts-test.csv")[0])
+    sets.append(read_sick(root / "sts" / "SICK" / "SICK_test_annotated.txt")[0])
+    return sets
+
+
+def merged_sts_training_set(
+    root: str | Path, *, filter_eval_overlap: bool = True
+) -> tuple[Dataset, dict[str, Any]]:
+    """Filtered, merged STS-B + SICK-R training pairs on the 0-5 scale (columns sentence1, sentence2,
+    label)."""
+    root = Path(root)
+    stsb, _ = read_stsb(root / "sts" / "STSBenchmark" / "sts-train.csv")
+    sick, _ = read_sick(root / "sts" / "SICK" / "SICK_train.txt")
+    cols = ["sentence1", "sentence2", "label"]
+    stsb = stsb.select_columns(cols)
+    sick = sick.select_columns(cols)
+    sick = sick.map(lambda b: {"label": sick_to_sts(b["label"]).tolist()}, batched=True)
+    report: dict[str, Any] = {"stsb_train": len(stsb), "sick_train": len(sick)}
+    if filter_eval_overlap:
+        evals = evaluation_sets(root)
+        stsb, removed_stsb = filter_overlap(stsb, evals)
+        sick, removed_sick = filter_overlap(sick, evals)
+        report.update(removed_stsb=removed_stsb, removed_sick=removed_sick)
+    merged = concatenate_datasets([stsb, sick])
+    report["pairs"] = len(merged)
+    report["label_scale"] = "0-5 (SICK rescaled (y - 1) * 5 / 4)"
+    logger.info("merged STS-B + SICK-R training set: %s", report)
+    return merged, report
+
+
+def _snli(root: str | Path, splits: Sequence[str]) -> Dataset:
+    parts = [read_snli(Path(root) / "nli" / "SNLI", split)[0] for split in splits]
+    return concatenate_datasets(parts) if len(parts) > 1 else parts[0]
+
+
+def nli_regression_pairs(
+    root: str | Path, splits: Sequence[str] = ("dev", "test")
+) -> tuple[Dataset, dict[str, Any]]:
+    """SNLI pairs with labels contradiction 0, neutral 1, entailment 2 (columns premise, hypothesis,
+    label)."""
+    ds = _snli(root, splits)
+    labels = [NLI_REGRESSION_LABELS[x] for x in ds["label"]]
+    out = Dataset.from_dict({"premise": ds["premise"], "hypothesis": ds["hypothesis"], "label": labels})
+    return out, {"pairs": len(out), "splits": list(splits), "mapping": NLI_REGRESSION_LABELS}
+
+
+def nli_classification_pairs(
+    root: str | Path, splits: Sequence[str] = ("dev", "test")
+) -> tuple[Dataset, dict[str, Any]]:
+    """SNLI pairs with integer class ids (contradiction 0, neutral 1, entailment 2) for cross-entropy."""
+    ds, report = nli_regression_pairs(root, splits)
+    ds = ds.map(lambda b: {"label": [int(x) for x in b["label"]]}, batched=True)
+    return ds, report
+
+
+def nli_triplets(root: str | Path, splits: Sequence[str] = ("dev", "test")) -> tuple[Dataset, dict[str, Any]]:
+    """(anchor, positive, negative) triplets: premise, an entailed hypothesis, a contradicting hypothesis.
+
+    Each premise with at least one entailment and one contradiction gives one triplet per entailment
+    hypothesis,
+    paired with its contradiction hypotheses in turn (cycled when there are fewer). Premises lacking
+    either class
+    are counted in the report, not used.
+    """
+    ds = _snli(root, splits)
+    groups: dict[str, dict[str, list[str]]] = defaultdict(lambda: {"entailment": [], "contradiction": []})
+    for premise, hypothesis, label in zip(ds["premise"], ds["hypothesis"], ds["label"]):
+        if label in ("entailment", "contradiction"):
+            groups[premise][label].append(hypothesis)
+    out: dict[str, list[str]] = {"anchor": [], "positive": [], "negative": []}
+    unusable = 0
+    for premise, g in groups.items():
+        if not g["entailment"] or not g["contradiction"]:
+            unusable += 1
+            continue
+        for i, pos in enumerate(g["entailment"]):
+            out["anchor"].append(premise)
+            out["positive"].append(pos)
+            out["negative"].append(g["contradiction"][i % len(g["contradiction"])])
+    report = {
+        "triplets": len(out["anchor"]),
+        "premises": len(groups),
+        "premises_without_both_classes": unusable,
+    }
+    logger.info("NLI triplets: %s", report)
+    return Dataset.from_dict(out), report
