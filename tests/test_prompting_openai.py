@@ -77,6 +77,11 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 if kind == "ok":
                     choice = {"message": {"role": "assistant", "content": arg}} if chat else {"text": arg}
                     self._send(200, json.dumps({"choices": [choice]}).encode())
+                elif kind == "truncated":  # promises 1000 bytes, sends 10, hangs up
+                    self.send_response(200)
+                    self.send_header("Content-Length", "1000")
+                    self.end_headers()
+                    self.wfile.write(b'{"choices"')
                 elif kind == "malformed":
                     self._send(200, b"<html>proxy error</html>")
                 elif kind == "nochoices":
@@ -155,10 +160,11 @@ def test_retries_on_server_errors_rate_limits_and_malformed_replies(stub):
     stub.plans["p500"] = ["500", "503", "ok:3"]
     stub.plans["p429"] = ["429", "ok:2"]
     stub.plans["pbad"] = ["malformed", "nochoices", "ok:1"]
+    stub.plans["ptrunc"] = ["truncated", "ok:5"]
     b = backend(stub)
-    assert b.generate(["p500", "p429", "pbad"]) == ["3", "2", "1"]
-    assert stub.attempts == Counter({"p500": 3, "p429": 2, "pbad": 3})
-    assert b.describe()["retries"] == 5 and b.describe()["requests_sent"] == 8
+    assert b.generate(["p500", "p429", "pbad", "ptrunc"]) == ["3", "2", "1", "5"]
+    assert stub.attempts == Counter({"p500": 3, "p429": 2, "pbad": 3, "ptrunc": 2})
+    assert b.describe()["retries"] == 6 and b.describe()["requests_sent"] == 10
 
 
 def test_null_content_is_an_empty_reply(stub):

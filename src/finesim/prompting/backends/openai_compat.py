@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -201,6 +202,8 @@ class OpenAICompatibleBackend:
             raise BackendError(message) from None
         except TimeoutError:
             raise _Retryable(f"no reply from {self.url} within {self.timeout:g} s") from None
+        except http.client.HTTPException as err:  # e.g. IncompleteRead: the connection dropped mid-reply
+            raise _Retryable(f"broken reply from {self.url}: {type(err).__name__}") from None
         except (urllib.error.URLError, ConnectionError, OSError) as err:
             reason = getattr(err, "reason", err)
             if isinstance(reason, (TimeoutError, socket.timeout)):
