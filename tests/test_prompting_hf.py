@@ -197,3 +197,21 @@ def test_cache_key_depends_on_settings(tiny_causal_lm_dir):
     b = HFBackend(str(tiny_causal_lm_dir), max_new_tokens=6, show_progress=False)
     assert cache_key(a.name, a.model, a.settings(), "p") != cache_key(b.name, b.model, b.settings(), "p")
     assert cache_key(a.name, a.model, a.settings(), "p") == cache_key("hf", a.model, dict(a.settings()), "p")
+
+
+def test_chat_template_wraps_the_prompt_as_a_user_turn(tiny_causal_lm_dir, tmp_path):
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "chat-lm"
+    shutil.copytree(tiny_causal_lm_dir, folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.chat_template = (
+        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
+    )
+    tokenizer.save_pretrained(folder)
+    backend = HFBackend(str(folder), chat_template=True, max_new_tokens=2, show_progress=False)
+    assert backend._render("how similar?") == "user: how similar?\nassistant:"
+    assert backend.settings()["chat_template"] is True
+    assert len(backend.generate(["a dog", "a cat"])) == 2
