@@ -1,0 +1,1 @@
+"""Analyses of model predictions (e.g. the CCL over-estimation count)."""

@@ -1,0 +1,46 @@
+"""Weighted Adaptive Contrastive Loss (W-ACL, CCL paper Eq. 9).
+
+``W-ACL = (l_pos - l_neg) * |l_pos - l_neg + cos_neg - cos_pos|``: ACL weighted by the label gap, so pairs
+whose two conditions differ more (more confident positive/negative samples) weigh more, and pairs with equal
+labels weigh 0. Labels on the [0, 1] scale; the weight is the raw gap (no normalisation), reduced by the batch
+mean by default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from finesim.losses._condition_pairs import check_label_order, reduce
+from finesim.losses._cosine import pair_cosines, pair_labels
+from finesim.losses.acl import adaptive_contrastive_loss
+
+
+def weighted_adaptive_contrastive_loss(
+    cos_pos: Tensor, cos_neg: Tensor, label_pos: Tensor, label_neg: Tensor, *, reduction: str = "mean"
+) -> Tensor:
+    """Eq. 9 per pair, reduced with ``reduction`` (``"mean"``, ``"sum"`` or ``"none"``).
+
+    Raises:
+        ValueError: if some pair has ``label_pos < label_neg`` (the weight would turn negative).
+    """
+    check_label_order(label_pos, label_neg)
+    acl = adaptive_contrastive_loss(cos_pos, cos_neg, label_pos, label_neg, reduction="none")
+    return reduce((label_pos - label_neg) * acl, reduction)
+
+
+class WACLLoss(nn.Module):
+    """W-ACL as a sentence-transformers loss over the four condition-pair columns."""
+
+    def __init__(self, model: Any, *, reduction: str = "mean") -> None:
+        super().__init__()
+        self.model = model
+        self.reduction = reduction
+
+    def forward(self, features: list[dict[str, Any]], labels: Tensor) -> Tensor:
+        cos_pos, cos_neg = pair_cosines(self.model, features)
+        label_pos, label_neg = pair_labels(labels)
+        return weighted_adaptive_contrastive_loss(
+            cos_pos, cos_neg, label_pos, label_neg, reduction=self.reduction
+        )
