@@ -25,10 +25,10 @@ from finesim.losses._regression import check_pair_batch
 Similarity = Literal["cosine", "dot"]
 
 
-def pearson_r(x: Tensor, y: Tensor, *, eps: float = 1e-12, reference_scaling: bool = False) -> Tensor:
+def pearson_r(x: Tensor, y: Tensor, *, eps: float = 1e-20, reference_scaling: bool = False) -> Tensor:
     """Differentiable Pearson correlation of two 1-D tensors (needs at least 2 entries).
 
-    A constant side gives ``r = 0`` (its centred norm is clamped to ``eps``) instead of NaN.
+    A constant side gives ``r = 0`` (its squared centred norm is clamped to ``eps``) instead of NaN.
     """
     x, y = check_pair_batch(x, y, "pearson_r")
     n = x.numel()
@@ -36,7 +36,8 @@ def pearson_r(x: Tensor, y: Tensor, *, eps: float = 1e-12, reference_scaling: bo
         raise ValueError(f"pearson_r needs at least 2 pairs, got {n}")
     xc = x - x.mean()
     yc = y - y.mean()
-    denom = xc.pow(2).sum().sqrt().clamp_min(eps) * yc.pow(2).sum().sqrt().clamp_min(eps)
+    # clamp the squared norms before the square root: a constant side gets r = 0 and a finite (zero) gradient
+    denom = xc.pow(2).sum().clamp_min(eps).sqrt() * yc.pow(2).sum().clamp_min(eps).sqrt()
     r = (xc * yc).sum() / denom
     if reference_scaling:
         r = r * (n - 1) / n

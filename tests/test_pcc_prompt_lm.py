@@ -1,0 +1,151 @@
+"""Prompt-based last-token embeddings for decoder LMs (Pcc-tuning), on the tiny random causal LM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import Dataset
+
+from finesim.models.prompt_lm import (
+    TEMPLATES,
+    PromptConfig,
+    PromptLMEncoder,
+    QLoRAUnavailableError,
+    add_lora,
+    build_prompt_lm,
+    eval_normalize,
+    resolve_template,
+)
+
+S1 = ["a man plays guitar", "a dog runs in the park", "the cat eats food", "a girl walks", "two boys sit"]
+S2 = ["a man plays piano", "a cat sits", "the dog eats", "a boy runs on the street", "two girls sit"]
+Y = [4.0, 1.0, 3.0, 0.5, 2.0]
+
+
+@pytest.fixture()
+def prompt_model(tiny_causal_lm_dir: Path):
+    return build_prompt_lm(str(tiny_causal_lm_dir), max_length=64)
+
+
+def test_templates_are_the_papers() -> None:
+    assert TEMPLATES["eol"].format(sentence="X") == 'This sentence : "X" means in one word:"'
+    assert TEMPLATES["sth"].format(sentence="X") == 'This sentence : "X" means something'
+    assert TEMPLATES["sum"].format(sentence="X") == 'This sentence : "X" can be summarized as'
+    assert resolve_template("Q: {sentence} A:") == "Q: {sentence} A:"
+    with pytest.raises(ValueError, match="exactly one"):
+        resolve_template("no field here")
+
+
+def test_eval_normalize() -> None:
+    assert eval_normalize('He said "hi"') == "He said 'hi'"
+    assert eval_normalize("Is it raining?") == "Is it raining."
+    assert eval_normalize("a dog runs") == "a dog runs."
+    assert eval_normalize("done.") == "done."
+
+
+def test_left_padding_bos_and_no_eos(prompt_model) -> None:
+    enc = PromptLMEncoder(prompt_model, PromptConfig(template="eol"))
+    tok = prompt_model[0].tokenizer
+    prompts = enc.prompts(["a dog", "a man plays guitar in the park"])
+    assert prompts[0] == tok.bos_token + 'This sentence : "a dog" means in one word:"'
+    feats = prompt_model.preprocess(prompts)
+    ids, mask = feats["input_ids"], feats["attention_mask"]
+    assert mask[0, 0] == 0 and mask[0, -1] == 1  # the short one is padded on the left
+    assert (ids[:, mask[0].argmax()] == tok.bos_token_id).any()
+    assert tok.eos_token_id not in ids[1].tolist()
+
+
+def test_embedding_is_last_token_of_last_layer(prompt_model) -> None:
+    enc = PromptLMEncoder(prompt_model)
+    texts = ["a dog", "a man plays guitar in the park"]
+    emb = enc.encode(texts, convert_to_tensor=True)
+    feats = prompt_model.preprocess(enc.prompts(texts))
+    with torch.no_grad():
+        hidden = (
+            prompt_model[0]
+            .auto_model(input_ids=feats["input_ids"], attention_mask=feats["attention_mask"])
+            .last_hidden_state
+        )
+    assert torch.allclose(emb, hidden[:, -1, :], atol=1e-5)
+
+
+def test_sentence_truncation(prompt_model) -> None:
+    enc = PromptLMEncoder(prompt_model, PromptConfig(template="sth", sentence_max_tokens=2))
+    assert enc.prompts(["a man plays guitar"])[0].endswith('"a man" means something')
+
+
+def test_qlora_without_gpu_is_a_clear_error(tiny_causal_lm_dir: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(QLoRAUnavailableError, match="CUDA GPU"):
+        build_prompt_lm(str(tiny_causal_lm_dir), quantize="4bit")
+    with pytest.raises(ValueError, match="'4bit'"):
+        build_prompt_lm(str(tiny_causal_lm_dir), quantize="8bit")
+
+
+def _fit(model, loss, ds, tmp_path: Path, epochs: int = 4, lr: float = 5e-3) -> None:
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        num_train_epochs=epochs,
+        per_device_train_batch_size=len(ds),
+        learning_rate=lr,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+    )
+    SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss).train()
+
+
+def test_lora_two_stage_pcc_tuning(prompt_model, tmp_path: Path) -> None:
+    """Stage 1: InfoNCE with hard negatives (sentence-transformers MNRL); stage 2: Pearson. LoRA only."""
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    from finesim.losses.pearson import PearsonLoss, pearson_loss
+
+    add_lora(prompt_model, r=4, alpha=8, dropout=0.0)
+    trainable = {n for n, p in prompt_model.named_parameters() if p.requires_grad}
+    assert trainable and all("lora" in n for n in trainable)
+    base_before = {n: p.detach().clone() for n, p in prompt_model.named_parameters() if not p.requires_grad}
+    enc = PromptLMEncoder(prompt_model)
+
+    triplets = Dataset.from_dict({"anchor": S1, "positive": S2, "negative": S2[1:] + S2[:1]})
+    _fit(
+        prompt_model,
+        MultipleNegativesRankingLoss(prompt_model, scale=20.0),
+        enc.template_dataset(triplets, ["anchor", "positive", "negative"]),
+        tmp_path / "s1",
+        epochs=1,
+    )
+
+    pairs = enc.template_dataset(Dataset.from_dict({"s1": S1, "s2": S2, "label": Y}), ["s1", "s2"])
+
+    def current_loss() -> float:
+        a = enc.encode(S1, convert_to_tensor=True)
+        b = enc.encode(S2, convert_to_tensor=True)
+        return pearson_loss(torch.nn.functional.cosine_similarity(a, b), torch.tensor(Y)).item()
+
+    start = current_loss()
+    _fit(prompt_model, PearsonLoss(prompt_model), pairs, tmp_path / "s2", epochs=8)
+    assert current_loss() < start - 0.1
+    for n, p in prompt_model.named_parameters():
+        if n in base_before:
+            assert torch.equal(p, base_before[n]), f"base weight {n} changed under LoRA"
+
+
+def test_template_dataset_errors(prompt_model) -> None:
+    enc = PromptLMEncoder(prompt_model)
+    with pytest.raises(ValueError, match="no column"):
+        enc.template_dataset(Dataset.from_dict({"a": ["x"]}), ["b"])
+
+
+def test_works_with_the_embedding_scorer(prompt_model) -> None:
+    from finesim.evaluation.scoring import EmbeddingScorer
+
+    scores = EmbeddingScorer(PromptLMEncoder(prompt_model)).score(S1, S2)
+    assert scores.shape == (5,)
