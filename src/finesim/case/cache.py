@@ -1,7 +1,7 @@
 """On-disk embedding cache keyed by model, prompt and text.
 
 Layout: ``<root>/<namespace>/`` holds ``meta.json`` (the model description the namespace was made from) and
-shards ``part-NNNNNN.npy`` (float32, one row per text) with ``part-NNNNNN.keys.json`` (the SHA-256 of each
+shards ``part-<id>.npy`` (float32, one row per text) with ``part-<id>.keys.json`` (the SHA-256 of each
 row's exact encoder input string, which already contains the prompt). The namespace is a hash of the model
 description (name or path, pooling, maximum length, normalisation), so the full key is model + prompt +
 text. A shard's keys file is written (atomically) after its matrix, so a crash never leaves keys pointing
@@ -15,6 +15,8 @@ import json
 import os
 import re
 import tempfile
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,7 +57,8 @@ class EmbeddingCache:
         model_description: what identifies the encoder (see :func:`finesim.case.encoding.describe_model`).
 
     Attributes:
-        hits, misses: counts over the :meth:`get_or_encode` calls of this object.
+        hits, misses: over the :meth:`get_or_encode` calls of this object, ``misses`` counts distinct texts
+            that had to be encoded and ``hits`` every other requested text (served without encoding).
     """
 
     def __init__(self, root: str | Path, model_description: dict[str, Any]) -> None:
@@ -71,21 +74,26 @@ class EmbeddingCache:
         else:
             payload = json.dumps({"model": self.model_description}, indent=2, default=str).encode("utf-8")
             _atomic_write(meta, lambda fh: fh.write(payload))
-        self._index: dict[str, tuple[int, int]] = {}
-        self._parts: dict[int, np.ndarray] = {}
+        self._index: dict[str, tuple[str, int]] = {}
+        self._parts: dict[str, np.ndarray] = {}
+        self._loaded_parts: set[str] = set()
         self.hits = 0
         self.misses = 0
         self._load_index()
 
-    def _part_paths(self) -> list[tuple[int, Path, Path]]:
+    def _part_paths(self) -> list[tuple[str, Path, Path]]:
         out = []
         for keys_file in sorted(self.folder.glob("part-*.keys.json")):
-            number = int(keys_file.name.split(".")[0].split("-")[1])
-            out.append((number, self.folder / f"part-{number:06d}.npy", keys_file))
+            part = keys_file.name[len("part-") : -len(".keys.json")]
+            out.append((part, self.folder / f"part-{part}.npy", keys_file))
         return out
 
     def _load_index(self) -> None:
+        """Index the shards not indexed yet (including those written since by other objects or processes)."""
         for number, matrix_file, keys_file in self._part_paths():
+            if number in self._loaded_parts:
+                continue
+            self._loaded_parts.add(number)
             keys = json.loads(keys_file.read_text(encoding="utf-8"))
             if not matrix_file.is_file():
                 raise ValueError(
@@ -100,10 +108,10 @@ class EmbeddingCache:
     def __contains__(self, text: str) -> bool:
         return text_key(text) in self._index
 
-    def _matrix(self, number: int) -> np.ndarray:
-        if number not in self._parts:
-            self._parts[number] = np.load(self.folder / f"part-{number:06d}.npy", mmap_mode="r")
-        return self._parts[number]
+    def _matrix(self, part: str) -> np.ndarray:
+        if part not in self._parts:
+            self._parts[part] = np.load(self.folder / f"part-{part}.npy", mmap_mode="r")
+        return self._parts[part]
 
     def get(self, texts: Sequence[str]) -> np.ndarray:
         """Stored embeddings of ``texts`` (all must be cached), one row each."""
@@ -126,13 +134,14 @@ class EmbeddingCache:
         keep = list({text_key(texts[i]): i for i in keep}.values())
         if not keep:
             return
-        numbers = [n for n, _, _ in self._part_paths()]
-        number = max(numbers, default=-1) + 1
+        # A unique shard name (time + process + random), so concurrent writers never overwrite each other.
+        number = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         matrix = np.ascontiguousarray(embeddings[keep])
         keys = [text_key(texts[i]) for i in keep]
-        _atomic_write(self.folder / f"part-{number:06d}.npy", lambda fh: np.save(fh, matrix))
+        _atomic_write(self.folder / f"part-{number}.npy", lambda fh: np.save(fh, matrix))
         payload = json.dumps(keys).encode("utf-8")
-        _atomic_write(self.folder / f"part-{number:06d}.keys.json", lambda fh: fh.write(payload))
+        _atomic_write(self.folder / f"part-{number}.keys.json", lambda fh: fh.write(payload))
+        self._loaded_parts.add(number)
         for row, key in enumerate(keys):
             self._index[key] = (number, row)
 
@@ -149,9 +158,11 @@ class EmbeddingCache:
         New embeddings are stored every ``chunk_size`` texts, so an interrupted run keeps its progress.
         """
         missing = list(dict.fromkeys(t for t in texts if text_key(t) not in self._index))
-        missing_set = set(missing)
+        if missing:
+            self._load_index()
+            missing = [t for t in missing if text_key(t) not in self._index]
         self.misses += len(missing)
-        self.hits += sum(1 for t in texts if t not in missing_set)
+        self.hits += len(texts) - len(missing)
         for start in range(0, len(missing), chunk_size):
             chunk = missing[start : start + chunk_size]
             self.put(chunk, encode(chunk))

@@ -5,7 +5,9 @@ Folder layout written by :meth:`CaseModel.save`:
 
 * ``case_model.json``: format version, the encoder description (name, pooling, maximum length), the prompt
   format, ``subtract_condition``, the projection config and any training summary;
-* ``projection.safetensors``: the projection weights (absent for an unsupervised model).
+* ``projection.safetensors``: the projection weights (absent for an unsupervised model);
+* ``finesim_model.json``: ``{"model_type": "case"}``, so :func:`finesim.models.registry.load_model` (and
+  ``finesim evaluate --model DIR``) loads the folder as a :class:`CaseModel`.
 
 The encoder weights are not copied: they are loaded again by name (or path) with
 :func:`finesim.models.load_sentence_model`.
@@ -25,9 +27,11 @@ from finesim.case.encoding import ConditionAwareEncoder
 from finesim.case.projection import CaseProjection
 from finesim.case.prompts import PromptFormat
 from finesim.case.training import projected_cosine
+from finesim.models.registry import MODEL_CARD_FILE, register_model_type
 from finesim.results import write_json_atomic
 
 CONFIG_NAME = "case_model.json"
+MODEL_TYPE = "case"
 WEIGHTS_NAME = "projection.safetensors"
 FORMAT_VERSION = 1
 
@@ -60,6 +64,7 @@ class CaseModel:
         self.encoder = encoder
         self.projection = projection.eval() if projection is not None else None
         self.metadata = dict(metadata or {})
+        self.last_encoded = 0
 
     def embed(self, sentences: Sequence[str], conditions: Sequence[str]) -> np.ndarray:
         """CASE embeddings (projected when a projection is present)."""
@@ -84,7 +89,9 @@ class CaseModel:
                 f"{len(conditions)} conditions"
             )
         n = len(sentences1)
+        before = self.encoder.encoded
         x = self.encoder.embed(list(sentences1) + list(sentences2), list(conditions) + list(conditions))
+        self.last_encoded = self.encoder.encoded - before
         return projected_cosine(self.projection, x[:n], x[n:])
 
     def save(self, path: str | Path) -> Path:
@@ -107,6 +114,7 @@ class CaseModel:
         else:
             weights.unlink(missing_ok=True)
         write_json_atomic(folder / CONFIG_NAME, config)
+        write_json_atomic(folder / MODEL_CARD_FILE, {"model_type": MODEL_TYPE, "config": CONFIG_NAME})
         return folder
 
     @classmethod
@@ -160,3 +168,14 @@ class CaseModel:
                 raise FileNotFoundError(f"{weights} is missing (the config names a projection)")
             projection.load_state_dict(load_file(str(weights)))
         return cls(encoder, projection, config.get("metadata"))
+
+
+def _load_for_registry(path: str, **kwargs: Any) -> CaseModel:
+    """Loader for :func:`finesim.models.registry.load_model` (pooling and length are fixed when saved)."""
+    for fixed in ("pooling", "max_length"):
+        if kwargs.pop(fixed, None) is not None:
+            raise ValueError(f"{path}: {fixed} is fixed by the saved CASE model and cannot be overridden")
+    return CaseModel.load(path, **kwargs)
+
+
+register_model_type(MODEL_TYPE, _load_for_registry)

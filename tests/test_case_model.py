@@ -1,0 +1,170 @@
+"""The saved CASE model: PairScorer, save/reload, registry loading, and the `finesim case` commands."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+
+import numpy as np
+import pytest
+
+from finesim.case import CaseModel, CaseProjection, ConditionAwareEncoder, PromptFormat
+from finesim.evaluation.scoring import PairScorer
+
+S1 = ["a man plays the guitar", "a woman eats food", "a dog runs in the park", "the boy walks"]
+S2 = ["a man plays the piano", "a girl is eating", "a cat sits in the house", "the girl is walking"]
+C = ["the activity", "the person", "the animal", "the activity"]
+
+
+def _model(tiny_model, cache_dir=None, projection=True):
+    enc = ConditionAwareEncoder(
+        tiny_model, PromptFormat("mlm", "conc_cs"), cache_dir=cache_dir, model_name="tiny"
+    )
+    proj = CaseProjection("nonlinear", 32, 8) if projection else None
+    return CaseModel(enc, proj, {"note": "test"})
+
+
+def test_case_model_scores_like_a_pair_scorer(tiny_model):
+    model = _model(tiny_model)
+    assert isinstance(model, PairScorer) and not hasattr(model, "encode")
+    scores = model.score(S1, S2, C)
+    assert scores.shape == (4,) and np.all(np.abs(scores) <= 1 + 1e-6)
+    assert model.last_encoded > 0
+    model.score(S1, S2, C)
+    assert model.last_encoded == 0  # every text already encoded by this model
+    with pytest.raises(ValueError, match="pass conditions"):
+        model.score(S1, S2)
+    with pytest.raises(ValueError, match="4 first sentences, 3 second sentences, 4 conditions"):
+        model.score(S1, S2[:3], C)
+    with pytest.raises(ValueError, match="expects 64-dimensional inputs but the encoder produces 32"):
+        CaseModel(model.encoder, CaseProjection("linear", 64, 8))
+
+
+@pytest.mark.parametrize("projection", [True, False])
+def test_save_and_reload_give_the_same_scores(tiny_model, tiny_bert_dir, tmp_path, projection):
+    model = _model(tiny_model, projection=projection)
+    model.encoder.description["model"] = str(tiny_bert_dir)  # reload finds the encoder by its recorded name
+    folder = model.save(tmp_path / "case")
+    config = json.loads((folder / "case_model.json").read_text())
+    assert config["prompt"]["formulation"] == "conc_cs" and config["subtract_condition"] is True
+    assert json.loads((folder / "finesim_model.json").read_text())["model_type"] == "case"
+    assert (folder / "projection.safetensors").is_file() == projection
+    reloaded = CaseModel.load(folder)
+    np.testing.assert_allclose(reloaded.score(S1, S2, C), model.score(S1, S2, C), atol=1e-5)
+    assert reloaded.metadata == {"note": "test"}
+
+
+def test_registry_and_harness_load_a_saved_case_model(tiny_model, tiny_bert_dir, tmp_path):
+    from finesim.evaluation.harness import as_scorer
+    from finesim.models.registry import load_model
+
+    model = _model(tiny_model)
+    model.encoder.description["model"] = str(tiny_bert_dir)
+    folder = model.save(tmp_path / "case")
+    loaded = load_model(str(folder))
+    assert isinstance(loaded, CaseModel)
+    assert as_scorer(loaded) is loaded
+    with pytest.raises(ValueError, match="pooling is fixed by the saved CASE model"):
+        load_model(str(folder), pooling="cls")
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a CASE model folder"):
+        CaseModel.load(tmp_path)
+    (tmp_path / "case_model.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(ValueError, match="not a finesim CASE model"):
+        CaseModel.load(tmp_path)
+
+
+def _write_csts(path, n, seed):
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        j = rng.randrange(len(S1))
+        rows.append([S1[j] + (" red" * (i % 3)), S2[j], C[rng.randrange(len(C))], float(rng.randint(1, 5))])
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["sentence1", "sentence2", "condition", "label"])
+        w.writerows(rows)
+    return path
+
+
+def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
+    from finesim.cli.main import main
+
+    train = _write_csts(tmp_path / "train.csv", 40, 0)
+    dev = _write_csts(tmp_path / "dev.csv", 12, 1)
+    held = _write_csts(tmp_path / "held.csv", 12, 2)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("formulation: conc_sc\nkind: linear\ndim: 8\nepochs: 2\n")
+    common = ["--model", str(tiny_bert_dir), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
+    out = tmp_path / "model"
+    code = main(
+        [
+            "case",
+            "train",
+            *common,
+            "--recipe",
+            str(recipe),
+            "--train",
+            str(train),
+            "--dev",
+            str(dev),
+            "--eval",
+            str(held),
+            "--output-dir",
+            str(out),
+            "--dim",
+            "6",
+        ]
+    )
+    assert code == 0
+    record = json.loads((out / "training.json").read_text())
+    assert record["training"]["projection"] == {
+        "kind": "linear",
+        "in_dim": 32,
+        "out_dim": 6,
+        "dropout": 0.0,
+        "negative_slope": 0.01,
+        "bias": False,
+    }  # --dim on the command line beat the recipe's dim
+    assert record["prompt"]["formulation"] == "conc_sc" and "held" in record["eval_spearman"]
+    assert main(["case", "score", str(out), str(held), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert "Spearman" in capsys.readouterr().out
+    sweep = tmp_path / "sweep.json"
+    assert (
+        main(
+            [
+                "case",
+                "sweep",
+                *common,
+                "--train",
+                str(train),
+                "--dev-fraction",
+                "0.25",
+                "--dims",
+                "4,8",
+                "--epochs",
+                "1",
+                "--output",
+                str(sweep),
+            ]
+        )
+        == 0
+    )
+    assert [r["dim"] for r in json.loads(sweep.read_text())["rows"]] == [4, 8]
+    iso = tmp_path / "iso"
+    assert (
+        main(["case", "isotropy", *common, str(held), "--output-dir", str(iso), "--num-directions", "50"])
+        == 0
+    )
+    result = json.loads((iso / "isotropy.json").read_text())["results"]
+    assert set(result) == {"conc_cs", "conc_cs - c"} and (iso / "cosine_to_mean.png").is_file()
+    embed_out = tmp_path / "embed.json"
+    assert main(["case", "embed", *common, str(held), "--output", str(embed_out)]) == 0
+    assert json.loads(embed_out.read_text())["results"][0]["texts_encoded"] == 0  # cached by isotropy
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("dimension: 8\n")
+    assert main(["case", "train", *common, "--recipe", str(bad), "--output-dir", str(out)]) == 1
+    assert "unknown recipe keys ['dimension']" in capsys.readouterr().err
