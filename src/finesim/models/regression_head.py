@@ -162,6 +162,15 @@ def drop_regression_head(model: Any) -> RegressionHead | None:
     return None
 
 
+def load_model_with_head(path: str, *, device: str | None = None) -> Any:
+    """Load a saved ``SentenceTransformer`` that contains a :class:`RegressionHead`, resolving the head class
+    directly instead of asking for ``trust_remote_code=True``."""
+    from sentence_transformers import SentenceTransformer
+
+    ref = f"{RegressionHead.__module__}.{RegressionHead.__qualname__}"
+    return SentenceTransformer._load_with_module_classes(str(path), {ref: RegressionHead}, device=device)
+
+
 def freeze_encoder(model: Any) -> int:
     """Stage 1: make only the head trainable. Returns the number of frozen parameters.
 

@@ -39,7 +39,7 @@ from datasets import Dataset
 LAYOUTS = ("rows", "pairs")
 
 # Modules that register objectives / formats when imported; others append their module name here (one line).
-PLUGIN_MODULES: list[str] = ["finesim.training.ccl_objective"]
+PLUGIN_MODULES: list[str] = ["finesim.training.ccl_objective", "finesim.losses.sts_runner_plugin"]
 _plugins_loaded: set[str] = set()
 
 

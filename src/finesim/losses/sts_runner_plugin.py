@@ -1,0 +1,110 @@
+"""Registers the STS objectives and data formats with the recipe runner (:mod:`finesim.training.registry`).
+
+Objectives (encoder ``bi``, layout ``rows``): ``smooth-k2``, ``translated-relu``, ``l1``, ``mse-regression``,
+``softmax`` (these add a :class:`~finesim.models.regression_head.RegressionHead` to the model),
+``pearson`` and
+``cosent``. The head-based objectives take ``freeze_encoder: true`` for stage 1 of the two-stage recipe
+(only the
+head trains). MSE on the cosine is the runner's own ``mse`` objective.
+
+Data formats:
+
+- ``sts``: ``train:`` a data root folder (``.``) gives the overlap-filtered merged STS-B + SICK-R training set
+  (0-5); an ``sts-*.csv`` path gives an STS-B split; a ``SICK_*.txt`` path gives SICK rescaled to 0-5.
+- ``snli-regression``: the SNLI folder (``nli/SNLI``), dev + test pairs as regression data (0 / 1 / 2).
+- ``snli-classification``: the same pairs with integer class ids for ``softmax``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset
+
+from finesim.losses.sts_objectives import STS_OBJECTIVES, build_sts_loss
+from finesim.training.registry import Objective, register_data_format, register_objective
+
+RUNNER_OBJECTIVES = ("smooth-k2", "translated-relu", "l1", "mse-regression", "softmax", "pearson", "cosent")
+
+
+def _builder(name: str):
+    def build(model: Any, options: Mapping[str, Any]) -> Any:
+        opts = dict(options)
+        freeze = bool(opts.pop("freeze_encoder", False))
+        seed = opts.pop("seed", None)
+        if "label_range" in opts:
+            opts["label_range"] = tuple(float(x) for x in opts["label_range"])
+        if "concat" in opts:
+            opts["concat"] = tuple(opts["concat"])
+        loss = build_sts_loss(name, model, opts, seed=seed)
+        if freeze:
+            from finesim.models.regression_head import freeze_encoder
+
+            freeze_encoder(model)
+        return loss
+
+    return build
+
+
+for _name in RUNNER_OBJECTIVES:
+    _obj = STS_OBJECTIVES[_name]
+    _defaults: dict[str, Any] = {
+        k: (list(v) if isinstance(v, tuple) else v) for k, v in _obj.defaults.items()
+    }
+    if _obj.head != "none":
+        _defaults.update(freeze_encoder=False, seed=None)
+    register_objective(
+        Objective(
+            name=_name,
+            build=_builder(_name),
+            encoders=("bi",),
+            layout="rows",
+            defaults=_defaults,
+            description=_obj.description,
+        ),
+        replace=True,
+    )
+
+
+def _cols(ds: Dataset) -> Dataset:
+    return ds.select_columns(["sentence1", "sentence2", "label"])
+
+
+def load_sts(path: Path) -> tuple[Dataset, dict[str, Any]]:
+    """The ``sts`` data format (see the module docstring)."""
+    from finesim.data.labels import sick_to_sts
+    from finesim.data.sts import read_sick, read_stsb
+    from finesim.data.sts_training import merged_sts_training_set
+
+    path = Path(path)
+    if path.is_dir():
+        ds, report = merged_sts_training_set(path)
+        return ds, report
+    if path.name.startswith("SICK"):
+        ds, report = read_sick(path)
+        ds = _cols(ds).map(lambda b: {"label": sick_to_sts(b["label"]).tolist()}, batched=True)
+        return ds, {"rows": len(ds), "label_scale": "0-5 (SICK rescaled)"}
+    ds, report = read_stsb(path)
+    return _cols(ds), {"rows": len(ds)}
+
+
+def _nli(kind: str):
+    def load(path: Path) -> tuple[Dataset, dict[str, Any]]:
+        from finesim.data.sts_training import nli_classification_pairs, nli_regression_pairs
+
+        root = Path(path).parent.parent  # .../nli/SNLI -> data root
+        fn = nli_regression_pairs if kind == "regression" else nli_classification_pairs
+        ds, report = fn(root)
+        ds = Dataset.from_dict(
+            {"sentence1": ds["premise"], "sentence2": ds["hypothesis"], "label": ds["label"]}
+        )
+        return ds, report
+
+    return load
+
+
+register_data_format("sts", load_sts, replace=True)
+register_data_format("snli-regression", _nli("regression"), replace=True)
+register_data_format("snli-classification", _nli("classification"), replace=True)

@@ -1,0 +1,77 @@
+"""The STS objectives and data formats plugged into the recipe runner (finesim.training)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from finesim.training import available, recipe_from_dict, train
+from finesim.training.runner import check_recipe
+
+ROWS = [
+    (4.0, "a man plays guitar", "a man plays piano"),
+    (1.0, "a dog runs in the park", "a cat sits in the house"),
+    (3.0, "the cat eats food", "the dog eats"),
+    (0.5, "a girl walks", "two boys sit"),
+    (5.0, "a red car", "a red car"),
+    (2.0, "a woman sits", "a woman runs"),
+    (3.5, "the boy is happy", "the girl is happy"),
+    (0.0, "music on the street", "a big old house"),
+]
+
+
+def _stsb(path: Path) -> Path:
+    lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{y}\t{a}\t{b}" for i, (y, a, b) in enumerate(ROWS)]
+    path.write_text("\n".join(lines * 2) + "\n", encoding="utf-8")
+    return path
+
+
+def _recipe(tiny_bert_dir: Path, train_file: Path, objective: dict, scale: str = "none") -> dict:
+    return {
+        "name": "t",
+        "seed": 0,
+        "model": {"backbone": str(tiny_bert_dir), "encoder": "bi", "max_length": 32},
+        "objective": objective,
+        "data": {"format": "sts", "train": str(train_file), "validation": str(train_file)},
+        "labels": {"scale": scale, "low": 0.0, "high": 5.0},
+        "train": {"epochs": 1, "batch_size": 8, "learning_rate": 1e-3, "logging_steps": 1},
+    }
+
+
+def test_registered() -> None:
+    names = available()
+    for name in ("smooth-k2", "translated-relu", "l1", "mse-regression", "softmax", "pearson", "cosent"):
+        assert name in names["objectives"]
+    for fmt in ("sts", "snli-regression", "snli-classification"):
+        assert fmt in names["data_formats"]
+
+
+def test_recipes_in_the_repo_validate() -> None:
+    from finesim.training import load_recipe
+
+    paths = sorted(Path(__file__).resolve().parents[1].glob("recipes/sts/*.yaml"))
+    assert len(paths) >= 5
+    for p in paths:
+        check_recipe(load_recipe(p))
+
+
+@pytest.mark.parametrize(
+    "objective",
+    [{"name": "smooth-k2", "options": {"k": 2.0, "x0": 0.1}}, {"name": "pearson"}],
+)
+def test_runner_trains_sts_objectives(tiny_bert_dir: Path, tmp_path: Path, objective: dict) -> None:
+    recipe = recipe_from_dict(_recipe(tiny_bert_dir, _stsb(tmp_path / "sts-train.csv"), objective))
+    result = train(recipe, output_dir=tmp_path / "run")
+    assert (tmp_path / "run" / "model").is_dir()
+    assert result is not None
+
+
+def test_unknown_option_is_an_error(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    recipe = recipe_from_dict(
+        _recipe(
+            tiny_bert_dir, _stsb(tmp_path / "sts-train.csv"), {"name": "smooth-k2", "options": {"tau": 1}}
+        )
+    )
+    with pytest.raises(ValueError, match="no option"):
+        train(recipe, output_dir=tmp_path / "run")
