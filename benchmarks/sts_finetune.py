@@ -7,11 +7,13 @@ Objectives (same seed, data, batch size, epochs and learning rate):
               on SNLI regression pairs (encoder frozen; contradiction 0, neutral 1, entailment 2)
   pearson     1 - Pearson r (Pcc-tuning stage 2)
 Training data: STS-B train + SICK-R train (rescaled to 0-5), pairs that occur in any evaluation set removed.
-Evaluation: Spearman x100 of the cosine, STS12-16 pooled ("all"), STS-B test, SICK-R test (finesim.evaluation).
+Evaluation: Spearman x100 of the cosine, STS12-16 pooled ("all"), STS-B test, SICK-R test
+(finesim.evaluation).
 
 Run it in the background under the CPU lock, e.g.::
 
-    flock /tmp/finesim-cpu.lock nohup python benchmarks/sts_finetune.py --epochs 1 > /tmp/sts_finetune.log 2>&1 &
+    flock /tmp/finesim-cpu.lock nohup python benchmarks/sts_finetune.py --epochs 1 >
+    /tmp/sts_finetune.log 2>&1 &
 
 The results file is rewritten after every objective, so partial runs are kept.
 """
@@ -29,8 +31,8 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 logger = logging.getLogger("sts_finetune")
 OBJECTIVES = ("mse-cosine", "cosent", "smooth-k2", "pearson")
@@ -65,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--eval-max-pairs",
         type=int,
         default=0,
-        help="score a fixed random sample of at most N pairs per task (same sample for every model; 0 = all pairs)",
+        help="score a fixed random sample of at most N pairs per task (same for every model; 0 = all)",
     )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--data", default=None, help="data root (default: $FINESIM_DATA or ../shared/data)")
@@ -222,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     label_range = (0.0, 5.0)
     payload: dict[str, Any] = {
         "benchmark": "sts_finetune",
-        "description": "stage-2 fine-tuning on filtered STS-B + SICK-R train; cosine Spearman x100 on the STS tasks",
+        "description": "stage-2 fine-tuning, filtered STS-B + SICK-R train; cosine Spearman x100",
         "environment": environment_record(),
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
         "config": {k: v for k, v in vars(args).items()},
