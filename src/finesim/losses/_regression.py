@@ -4,13 +4,11 @@ Every regression loss here follows the same path: embed both columns with the mo
 model's :class:`~finesim.models.regression_head.RegressionHead` (``Linear([u; v; |u-v|]) -> 1``), optionally
 clamp the prediction to the label range, then apply a pure loss function to ``|prediction - label|``.
 
-Clamping (``clamp``), a choice the paper leaves open ("it is advisable to consider reassigning
-predictions that
-transcend the defined category range to the nearest boundary"):
+Clamping (``clamp``), a choice the paper leaves open ("it is advisable to consider reassigning predictions
+that transcend the defined category range to the nearest boundary"):
 
-- ``"lower"`` (default) -- what the reference code does: ``pred * (pred >= 0)``, i.e. predictions below
-  the lowest
-  label become that label with zero gradient; nothing is clamped at the top.
+- ``"lower"`` (default) -- what the reference code does: ``pred * (pred >= 0)``, i.e. predictions below the
+  lowest label become that label with zero gradient; nothing is clamped at the top.
 - ``"both"`` -- clamp to ``[low, high]`` (the paper's text); zero gradient outside the range.
 - ``"none"`` -- no clamping.
 """

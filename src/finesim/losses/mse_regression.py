@@ -1,8 +1,7 @@
 """MSE on the regression head's prediction (the STS-regression paper's baseline for Smooth K2).
 
-Not to be confused with MSE on the cosine similarity (sentence-transformers' ``CosineSimilarityLoss``),
-which has no
-head.
+Not to be confused with MSE on the cosine similarity (sentence-transformers' ``CosineSimilarityLoss``), which
+has no head.
 """
 
 from __future__ import annotations

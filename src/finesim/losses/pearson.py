@@ -1,11 +1,9 @@
 """Pearson loss ``1 - r`` over a batch of cosine similarities and gold labels (Pcc-tuning, Eq. 9).
 
-``r`` is the sample Pearson correlation of the batch, so the loss is scale-free in the labels (raw 0-5
-STS scores
-need no normalisation) and lies in ``[0, 2]``. Under ``torch.distributed`` the similarities and labels of all
-processes are gathered first, so ``r`` is computed over the global batch; the local shard keeps its
-gradient (as
-in the reference code), the other shards are constants.
+``r`` is the sample Pearson correlation of the batch, so the loss is scale-free in the labels (raw 0-5 STS
+scores need no normalisation) and lies in ``[0, 2]``. Under ``torch.distributed`` the similarities and labels
+of all processes are gathered first, so ``r`` is computed over the global batch; the local shard keeps its
+gradient (as in the reference code), the other shards are constants.
 
 Choice made explicit: the reference code divides the mean cross-product by the square roots of *unbiased*
 variances, which yields ``r * (N - 1) / N``. The default here is the true Pearson ``r`` (equal to scipy's);

@@ -1,8 +1,7 @@
 """Smooth K2 loss (STS-regression paper, Eq. 2): MSE with a zero-gradient buffer zone.
 
-With ``x = |pred - label|``: ``f(x) = k * (x - x0)^2`` for ``x >= x0`` and 0 below (the paper writes it as
-``k * (x^2 - 2 x0 x + x0^2)``; its derivative is ``2k (x - x0)``, continuous at ``x0``); averaged over
-the batch.
+With ``x = |pred - label|``: ``f(x) = k * (x - x0)^2`` for ``x >= x0`` and 0 below (the paper writes it as ``k
+* (x^2 - 2 x0 x + x0^2)``; its derivative is ``2k (x - x0)``, continuous at ``x0``); averaged over the batch.
 Defaults follow the reference code and the paper's BERT setting (``k = 2``, ``x0 = 0.25``).
 """
 

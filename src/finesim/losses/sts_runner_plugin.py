@@ -1,11 +1,9 @@
 """Registers the STS objectives and data formats with the recipe runner (:mod:`finesim.training.registry`).
 
 Objectives (encoder ``bi``, layout ``rows``): ``smooth-k2``, ``translated-relu``, ``l1``, ``mse-regression``,
-``softmax`` (these add a :class:`~finesim.models.regression_head.RegressionHead` to the model),
-``pearson`` and
-``cosent``. The head-based objectives take ``freeze_encoder: true`` for stage 1 of the two-stage recipe
-(only the
-head trains). MSE on the cosine is the runner's own ``mse`` objective.
+``softmax`` (these add a :class:`~finesim.models.regression_head.RegressionHead` to the model), ``pearson``
+and ``cosent``. The head-based objectives take ``freeze_encoder: true`` for stage 1 of the two-stage recipe
+(only the head trains). MSE on the cosine is the runner's own ``mse`` objective.
 
 Data formats:
 

@@ -1,10 +1,8 @@
 """Translated ReLU (STS-regression paper, Eq. 1): L1 with a zero-gradient buffer zone.
 
 With ``x = |pred - label|``: ``f(x) = max(0, k * (x - x0))``; averaged over the batch. ``x0`` should not
-exceed half
-the spacing between label values (``d / 2``). Defaults follow the reference code (``k = 1``, ``x0 =
-0.25``); the
-paper's BERT setting is ``k = 2.5``.
+exceed half the spacing between label values (``d / 2``). Defaults follow the reference code (``k = 1``, ``x0
+= 0.25``); the paper's BERT setting is ``k = 2.5``.
 """
 
 from __future__ import annotations

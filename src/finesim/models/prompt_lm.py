@@ -2,24 +2,23 @@
 
 Each sentence is wrapped in a manual template, encoded by the language model, and the hidden state of the
 **last token of the last layer** is the embedding (Pcc-tuning, following PromptEOL). Padding is on the
-**left**,
-so the last position is always a real token; a BOS token is added and no EOS (as in the reference code).
+**left**, so the last position is always a real token; a BOS token is added and no EOS (as in the reference
+code).
 
 The model is a plain ``SentenceTransformer`` (``Transformer`` + ``Pooling("lasttoken")``), so the
 sentence-transformers trainer and any loss (``MultipleNegativesRankingLoss`` for stage 1,
 :class:`~finesim.losses.pearson.PearsonLoss` for stage 2) work unchanged. The template is applied to the
-*text* before the model sees it: :class:`PromptLMEncoder` does it in ``encode`` and :meth:`PromptLMEncoder.
-template_dataset` does it to training columns. Templates are data (:data:`TEMPLATES`); any string with one
-``{sentence}`` field works.
+*text* before the model sees it: :class:`PromptLMEncoder` does it in ``encode`` and
+:meth:`PromptLMEncoder.template_dataset` does it to training columns. Templates are data (:data:`TEMPLATES`);
+any string with one ``{sentence}`` field works.
 
 LoRA goes through peft (``add_lora``); 4-bit QLoRA needs a CUDA GPU and bitsandbytes and otherwise fails with
 a clear error.
 
 Choices left open by the papers, exposed as options: the reference truncates the *sentence* to 32 (stage 1) or
 64 (stage 2) tokens before templating (``sentence_max_tokens``); evaluation in the reference code also
-normalises punctuation (``eval_normalize``: append ``.`` when a sentence does not end in ``.?"'``,
-replace ``"``
-with ``'``, turn a final ``?`` into ``.``), which training does not do.
+normalises punctuation (``eval_normalize``: append ``.`` when a sentence does not end in ``.?"'``, replace
+``"`` with ``'``, turn a final ``?`` into ``.``), which training does not do.
 """
 
 from __future__ import annotations
