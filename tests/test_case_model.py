@@ -168,3 +168,20 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     bad.write_text("dimension: 8\n")
     assert main(["case", "train", *common, "--recipe", str(bad), "--output-dir", str(out)]) == 1
     assert "unknown recipe keys ['dimension']" in capsys.readouterr().err
+
+
+def test_packaged_recipes_parse():
+    import argparse
+    from pathlib import Path
+
+    from finesim.cli.case import resolve_options
+
+    recipes = sorted((Path(__file__).resolve().parents[1] / "recipes" / "case").glob("*.yaml"))
+    assert recipes
+    for recipe in recipes:
+        options = resolve_options(argparse.Namespace(recipe=str(recipe)))
+        PromptFormat(
+            options["family"] or {"cond": "case-instruct"}.get(options["formulation"], "mlm"),
+            options["formulation"],
+        )
+        assert options["kind"] in ("linear", "nonlinear")
