@@ -185,3 +185,51 @@ def test_packaged_recipes_parse():
             options["formulation"],
         )
         assert options["kind"] in ("linear", "nonlinear")
+
+
+def test_finesim_evaluate_scores_a_saved_case_model(tiny_model, tiny_bert_dir, tmp_path):
+    model = _model(tiny_model)
+    model.encoder.description["model"] = str(tiny_bert_dir)
+    folder = model.save(tmp_path / "case")
+    root = tmp_path / "data"
+    (root / "csts").mkdir(parents=True)
+    _write_csts(root / "csts" / "validation.csv", 20, 3)
+    (root / "tasks.yaml").write_text(
+        "tasks:\n  toy-csts:\n    format: csts\n    path: csts/validation.csv\n    split: validation\n"
+        "    score_range: [1, 5]\n    condition_mode: pair\n"
+    )
+    out = tmp_path / "eval.json"
+    from finesim.cli.main import main
+    from finesim.models import registry
+
+    registry._LOADERS.pop("case", None)  # only the CLI's own registration may make the folder loadable
+    code = main(
+        [
+            "evaluate",
+            "--model",
+            str(folder),
+            "--tasks",
+            "toy-csts",
+            "--data",
+            str(root),
+            "--task-file",
+            str(root / "tasks.yaml"),
+            "--output",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    from finesim.evaluation.metrics import spearman
+
+    s1, s2, cond, labels = _read_columns(root / "csts" / "validation.csv")
+    expected = spearman(model.score(s1, s2, cond), labels)
+    result = json.loads(out.read_text())["results"]["toy-csts"]
+    assert result["main_score"] == pytest.approx(expected, abs=1e-4)
+
+
+def _read_columns(path):
+    from finesim.data import read_csts
+
+    ds, _ = read_csts(path)
+    return ds["sentence1"], ds["sentence2"], ds["condition"], ds["label"]

@@ -106,8 +106,18 @@ def _train_options(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed for the dev carve and training (default 42)")
 
 
+def _load_case_model(path: str, **kwargs: Any) -> Any:
+    """Registry loader that imports the CASE package only when a CASE folder is actually loaded."""
+    from finesim.case.model import _load_for_registry
+
+    return _load_for_registry(path, **kwargs)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add the ``case`` command and its sub-commands."""
+    """Add the ``case`` command and its sub-commands (and make ``finesim evaluate`` load CASE folders)."""
+    from finesim.models.registry import register_model_type
+
+    register_model_type("case", _load_case_model)
     case = sub.add_parser(
         "case",
         help="CASE: condition-aware embeddings + a projection trained on cached embeddings",
