@@ -149,3 +149,22 @@ def test_works_with_the_embedding_scorer(prompt_model) -> None:
 
     scores = EmbeddingScorer(PromptLMEncoder(prompt_model)).score(S1, S2)
     assert scores.shape == (5,)
+
+
+def test_save_and_load_round_trip(prompt_model, tmp_path: Path) -> None:
+    config = PromptConfig(template="eol", sentence_max_tokens=16)
+    base = PromptLMEncoder(prompt_model, config).encode(S1[:2], convert_to_tensor=True)
+    add_lora(prompt_model, r=4, alpha=8, dropout=0.0)
+    with torch.no_grad():  # LoRA B starts at zero; make the adapter change the output
+        for name, p in prompt_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    enc = PromptLMEncoder(prompt_model, config)
+    before = enc.encode(S1[:2], convert_to_tensor=True)
+    enc.save(tmp_path / "enc")
+    loaded = PromptLMEncoder.load(tmp_path / "enc")
+    assert loaded.config == enc.config
+    assert not torch.allclose(before, base, atol=1e-3)  # the adapter matters
+    assert torch.allclose(loaded.encode(S1[:2], convert_to_tensor=True), before, atol=1e-5)
+    with pytest.raises(FileNotFoundError, match="PromptLMEncoder.save"):
+        PromptLMEncoder.load(tmp_path)

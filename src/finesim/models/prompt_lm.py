@@ -223,3 +223,17 @@ class PromptLMEncoder:
         path = Path(path)
         self.model.save(str(path))
         (path / CONFIG_NAME).write_text(json.dumps(asdict(self.config), indent=2), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path, *, device: str | None = None) -> PromptLMEncoder:
+        """Load an encoder written by :meth:`save` (left padding restored, prompt configuration read back)."""
+        from sentence_transformers import SentenceTransformer
+
+        path = Path(path)
+        config_file = path / CONFIG_NAME
+        if not config_file.is_file():
+            raise FileNotFoundError(f"{config_file} not found: not a folder written by PromptLMEncoder.save")
+        config = PromptConfig(**json.loads(config_file.read_text(encoding="utf-8")))
+        model = SentenceTransformer(str(path), device=device)
+        model[0].tokenizer.padding_side = "left"
+        return cls(model, config)
