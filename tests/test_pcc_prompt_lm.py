@@ -166,5 +166,5 @@ def test_save_and_load_round_trip(prompt_model, tmp_path: Path) -> None:
     assert loaded.config == enc.config
     assert not torch.allclose(before, base, atol=1e-3)  # the adapter matters
     assert torch.allclose(loaded.encode(S1[:2], convert_to_tensor=True), before, atol=1e-5)
-    with pytest.raises(FileNotFoundError, match="PromptLMEncoder.save"):
+    with pytest.raises(FileNotFoundError, match=r"PromptLMEncoder\.save"):
         PromptLMEncoder.load(tmp_path)
