@@ -194,8 +194,10 @@ def build_encoder(options: dict[str, Any], show_progress: bool = True):
     from finesim.case import ConditionAwareEncoder, PromptFormat
     from finesim.case.encoding import DEFAULT_FAMILY_FOR
     from finesim.models import load_sentence_model
+    from finesim.models.loading import ALIASES
 
     torch.set_num_threads(int(options["threads"]))
+    options["model"] = ALIASES.get(options["model"], options["model"])  # one cache namespace per real model
     family = options["family"] or DEFAULT_FAMILY_FOR[options["formulation"]]
     prompt = PromptFormat(family, options["formulation"])
     model = load_sentence_model(
