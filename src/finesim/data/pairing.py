@@ -64,12 +64,13 @@ def pair_conditions(dataset: Dataset, *, equal_labels: EqualLabels = "keep") -> 
         A dataset with one row per pair (see :data:`PAIR_COLUMNS`) and a :class:`PairingReport`. Groups with other
         than two rows are left out and listed in the report.
     """
-    rows = dataset["row"] if "row" in dataset.column_names else list(range(1, len(dataset) + 1))
+    # Materialise columns once: indexing a datasets column value by value is slow.
+    rows = list(dataset["row"]) if "row" in dataset.column_names else list(range(1, len(dataset) + 1))
     groups: dict[tuple[str, str], list[int]] = {}
-    for i, key in enumerate(zip(dataset["sentence1"], dataset["sentence2"])):
+    for i, key in enumerate(zip(list(dataset["sentence1"]), list(dataset["sentence2"]))):
         groups.setdefault(key, []).append(i)
-    labels = dataset["label"]
-    conditions = dataset["condition"]
+    labels = list(dataset["label"])
+    conditions = list(dataset["condition"])
     out: dict[str, list] = {name: [] for name in PAIR_COLUMNS}
     report = PairingReport()
     for (s1, s2), members in groups.items():
