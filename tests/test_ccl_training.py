@@ -94,6 +94,8 @@ def test_ccl_parts_ablation_and_errors(tiny_model) -> None:
     assert set(no_bcl) == {"w_acl", "mse", "c_mse"}
     total = CCLLoss(tiny_model, return_dict=False)(features, labels)
     assert total.dim() == 0
+    config = CCLLoss(tiny_model, lambda_cmse=0.5, sigma=0.25).get_config_dict()
+    assert config["lambda_wacl"] == 1.0 and config["lambda_cmse"] == 0.5 and config["sigma"] == 0.25
     with pytest.raises(ValueError, match=r"shape \(batch, 2\)"):
         CCLLoss(tiny_model)(features, labels[:, 0])
     with pytest.raises(ValueError, match="not all 0"):
@@ -169,10 +171,34 @@ def test_ccl_on_tri_encoder_hadamard(tiny_bert_dir: Path) -> None:
         total = torch.stack(list(parts.values())).sum()
         optimizer.zero_grad()
         total.backward()
-        totals.append(float(total))
+        totals.append(float(total.detach()))
         optimizer.step()
     assert set(parts) == {"w_acl", "bcl", "mse", "c_mse"}
     condition_head = model[2]
     assert condition_head.condition_transform[1].weight.grad.abs().sum() > 0
     assert model[3].linear.weight.grad.abs().sum() > 0
     assert totals[-1] < totals[0]
+
+
+def test_single_part_modules_match_ccl_parts(tiny_model) -> None:
+    from finesim.losses.acl import ACLLoss
+    from finesim.losses.bcl import BCLLoss
+    from finesim.losses.cmse import CMSELoss
+    from finesim.losses.fdl import FDLLoss
+    from finesim.losses.rdl import RDLLoss
+    from finesim.losses.wacl import WACLLoss
+
+    data = synthetic_pairs(5)
+    features, labels = batch_features(tiny_model, data)
+    add_projection_head(tiny_model, seed=0)
+    tiny_model.eval()  # no dropout: every module sees the same embeddings
+    parts = CCLLoss(tiny_model, sigma=0.5, temperature=0.1)(features, labels)
+    with torch.no_grad():
+        assert float(WACLLoss(tiny_model)(features, labels)) == pytest.approx(float(parts["w_acl"]), rel=1e-5)
+        bcl = BCLLoss(tiny_model, sigma=0.5, temperature=0.1)(features, labels)
+        assert float(bcl) == pytest.approx(float(parts["bcl"]), rel=1e-5)
+        assert float(CMSELoss(tiny_model)(features, labels)) == pytest.approx(float(parts["c_mse"]), rel=1e-5)
+        mse = CMSELoss(tiny_model, space="embedding")(features, labels)
+        assert float(mse) == pytest.approx(float(parts["mse"]), rel=1e-5)
+        fdl, rdl = FDLLoss(tiny_model)(features, labels), RDLLoss(tiny_model)(features, labels)
+        assert float(ACLLoss(tiny_model)(features, labels)) == pytest.approx(float(fdl + rdl), rel=1e-5)

@@ -116,7 +116,7 @@ class CCLLoss(nn.Module):
 
     def get_config_dict(self) -> dict[str, Any]:
         return {
-            **{f"lambda_{k.replace('-', '')}": v for k, v in self.weights.items()},
+            **{f"lambda_{k.replace('_', '')}": v for k, v in self.weights.items()},
             "sigma": self.sigma,
             "temperature": self.temperature,
             "bcl_reduction": self.bcl_reduction,
