@@ -92,15 +92,33 @@ def add_projection_head(
     return head
 
 
-def load_model_with_projection_head(path: str, **kwargs: Any) -> Any:
-    """Load a saved SentenceTransformer that contains a :class:`ProjectionHead`.
+def finesim_module_classes() -> dict[str, type]:
+    """``modules.json`` type -> class for finesim's own modules (projection and condition heads).
 
-    sentence-transformers imports module classes outside its own namespace only with
-    ``trust_remote_code=True``;
-    the head is finesim's own installed code, so this passes that flag for a local folder (nothing is
-    downloaded).
+    Saved models that contain them then load without ``trust_remote_code``.
+    """
+    classes: dict[str, type] = {f"{ProjectionHead.__module__}.{ProjectionHead.__qualname__}": ProjectionHead}
+    try:
+        from finesim.models.heads import ConditionHead
+
+        classes[f"{ConditionHead.__module__}.{ConditionHead.__qualname__}"] = ConditionHead
+    except ImportError:  # pragma: no cover - heads ship with finesim
+        pass
+    return classes
+
+
+def load_model_with_projection_head(path: str, **kwargs: Any) -> Any:
+    """Load a saved SentenceTransformer containing a :class:`ProjectionHead` (and maybe a condition head).
+
+    sentence-transformers imports module classes outside its own package only with
+    ``trust_remote_code=True``, which would also let the backbone run code from the folder. finesim's head
+    classes are already imported, so they are handed over directly (the mechanism the sentence-transformers
+    trainer uses to reload checkpoints).
     """
     from sentence_transformers import SentenceTransformer
 
-    kwargs.setdefault("trust_remote_code", True)
-    return SentenceTransformer(path, **kwargs)
+    loader = getattr(SentenceTransformer, "_load_with_module_classes", None)
+    if loader is None:  # older sentence-transformers: fall back to the flag
+        kwargs.setdefault("trust_remote_code", True)
+        return SentenceTransformer(path, **kwargs)
+    return loader(str(path), finesim_module_classes(), **kwargs)
