@@ -157,3 +157,20 @@ def test_prepare_labels() -> None:
 def test_objective_options_are_checked(tiny_model) -> None:
     with pytest.raises(ValueError, match=r"no option\(s\) \['temperature'\]"):
         build_sts_loss("smooth-k2", tiny_model, {"temperature": 0.05})
+
+
+def test_head_goes_before_a_trailing_normalize(tiny_model) -> None:
+    from sentence_transformers.sentence_transformer.modules import Normalize
+
+    from finesim.models.regression_head import pair_inputs
+
+    tiny_model.append(Normalize())
+    before = tiny_model.encode(S1[:3], convert_to_tensor=True)
+    head = add_regression_head(tiny_model, seed=0)
+    assert isinstance(tiny_model[len(tiny_model) - 1], Normalize) and tiny_model[len(tiny_model) - 2] is head
+    assert torch.allclose(tiny_model.encode(S1[:3], convert_to_tensor=True), before)
+    u, v = pair_inputs(tiny_model, [_features(tiny_model, S1[:3]), _features(tiny_model, S2[:3])])
+    norms = u.norm(dim=-1)
+    assert not torch.allclose(norms, torch.ones_like(norms))  # the head scores un-normalised vectors
+    assert drop_regression_head(tiny_model) is head
+    assert isinstance(tiny_model[len(tiny_model) - 1], Normalize)

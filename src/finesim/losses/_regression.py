@@ -96,9 +96,9 @@ class HeadRegressionLoss(nn.Module):
 
     def predict(self, sentence_features: Iterable[dict[str, Tensor]]) -> Tensor:
         """Head predictions (before clamping) for a batch of pairs."""
-        from sentence_transformers.base.losses.merged_forward import embed_columns
+        from finesim.models.regression_head import pair_inputs
 
-        u, v = embed_columns(self.model, sentence_features)
+        u, v = pair_inputs(self.model, sentence_features)
         return self.head.score_pair(u, v).reshape(-1)
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor) -> Tensor:

@@ -53,9 +53,9 @@ class SoftmaxClassificationLoss(nn.Module):
             )
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor) -> Tensor:
-        from sentence_transformers.base.losses.merged_forward import embed_columns
+        from finesim.models.regression_head import pair_inputs
 
-        u, v = embed_columns(self.model, sentence_features)
+        u, v = pair_inputs(self.model, sentence_features)
         return softmax_classification_loss(self.head.score_pair(u, v), labels)
 
     def get_config_dict(self) -> dict[str, Any]:

@@ -4,8 +4,8 @@
 passes the pooled ``sentence_embedding`` through unchanged, so ``model.encode`` and cosine evaluation ignore
 it (the paper discards the head at evaluation); its parameters still belong to the model, so the trainer
 optimises and saves them. Losses score a pair with :meth:`RegressionHead.score_pair`:
-``Linear(concat(u, v)) -> out_features``. The head sees the model's final sentence embedding (for
-all-MiniLM-L6-v2 that is after its Normalize module; the reference code feeds raw mean-pooled vectors).
+``Linear(concat(u, v)) -> out_features``. The head is inserted before a trailing ``Normalize`` module (as in
+all-MiniLM-L6-v2), so it scores the raw mean-pooled vectors like the reference code.
 Reloading a saved model with the head needs ``SentenceTransformer(path, trust_remote_code=True)`` (the
 module class lives in finesim); :func:`drop_regression_head` before saving gives a plain embedding model.
 
@@ -27,6 +27,7 @@ from sentence_transformers.base.modules.module import Module
 from torch import Tensor, nn
 
 CONCAT_PARTS = ("u", "v", "|u-v|", "u*v")
+PAIR_INPUT_KEY = "regression_head_input"
 DEFAULT_CONCAT = ("u", "v", "|u-v|")
 
 
@@ -86,6 +87,8 @@ class RegressionHead(Module):
         return out.squeeze(-1) if self.out_features == 1 else out
 
     def forward(self, features: dict[str, Tensor], **kwargs: Any) -> dict[str, Tensor]:
+        # pass-through; remember the embedding as it is here (before a trailing Normalize) for score_pair
+        features[PAIR_INPUT_KEY] = features["sentence_embedding"]
         return features
 
     def get_embedding_dimension(self) -> int:
@@ -115,8 +118,13 @@ def add_regression_head(
     concat: Sequence[str] = DEFAULT_CONCAT,
     bias: bool = True,
     seed: int | None = None,
+    before_normalize: bool = True,
 ) -> RegressionHead:
-    """Append a :class:`RegressionHead` sized to the model's embedding dimension; returns the head.
+    """Add a :class:`RegressionHead` sized to the model's embedding dimension; returns the head.
+
+    With ``before_normalize`` (default) the head is inserted before a trailing ``Normalize`` module, so it
+    scores the un-normalised mean-pooled ``u, v`` as in the paper (a unit-norm input cannot produce scores on a
+    0-5 scale without distorting the encoder); otherwise it is appended last.
 
     Raises:
         ValueError: the model already has a head.
@@ -130,8 +138,23 @@ def add_regression_head(
         torch.manual_seed(seed)
     head = RegressionHead(dim, out_features=out_features, concat=concat, bias=bias)
     device = next(model.parameters()).device
-    model.append(head.to(device))
+    head = head.to(device)
+    last = model[len(model) - 1]
+    if before_normalize and type(last).__name__ == "Normalize":
+        model.insert(len(model) - 1, head)
+    else:
+        model.append(head)
     return head
+
+
+def pair_inputs(model: Any, sentence_features: Any) -> list[Tensor]:
+    """Run each input column through the model; return what the head should score (its stored input when the
+    model has a head, else the final sentence embedding)."""
+    out = []
+    for features in sentence_features:
+        result = model(features)
+        out.append(result.get(PAIR_INPUT_KEY, result["sentence_embedding"]))
+    return out
 
 
 def find_regression_head(model: Any) -> RegressionHead | None:
