@@ -169,7 +169,7 @@ def test_head_goes_before_a_trailing_normalize(tiny_model) -> None:
     head = add_regression_head(tiny_model, seed=0)
     assert isinstance(tiny_model[len(tiny_model) - 1], Normalize) and tiny_model[len(tiny_model) - 2] is head
     assert torch.allclose(tiny_model.encode(S1[:3], convert_to_tensor=True), before)
-    u, v = pair_inputs(tiny_model, [_features(tiny_model, S1[:3]), _features(tiny_model, S2[:3])])
+    u, _ = pair_inputs(tiny_model, [_features(tiny_model, S1[:3]), _features(tiny_model, S2[:3])])
     norms = u.norm(dim=-1)
     assert not torch.allclose(norms, torch.ones_like(norms))  # the head scores un-normalised vectors
     assert drop_regression_head(tiny_model) is head

@@ -123,8 +123,8 @@ def add_regression_head(
     """Add a :class:`RegressionHead` sized to the model's embedding dimension; returns the head.
 
     With ``before_normalize`` (default) the head is inserted before a trailing ``Normalize`` module, so it
-    scores the un-normalised mean-pooled ``u, v`` as in the paper (a unit-norm input cannot produce scores on a
-    0-5 scale without distorting the encoder); otherwise it is appended last.
+    scores the un-normalised mean-pooled ``u, v`` as in the paper (a unit-norm input cannot produce scores
+    on a 0-5 scale without distorting the encoder); otherwise it is appended last.
 
     Raises:
         ValueError: the model already has a head.
