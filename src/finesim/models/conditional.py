@@ -150,7 +150,16 @@ def load_conditional_model(path: str | Path, *, encoder: str | None = None, devi
         return CrossEncoder(str(folder), device=device, activation_fn=torch.nn.Identity())
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(folder), device=device)
+    if encoder == "tri":
+        # The head class is finesim's own (already imported), so resolve it directly instead of asking for
+        # trust_remote_code=True, which would also let the backbone run code from the folder. This is the
+        # mechanism sentence-transformers' trainer uses to reload checkpoints with custom modules.
+        ref = f"{ConditionHead.__module__}.{ConditionHead.__qualname__}"
+        model = SentenceTransformer._load_with_module_classes(
+            str(folder), {ref: ConditionHead}, device=device
+        )
+    else:
+        model = SentenceTransformer(str(folder), device=device)
     if encoder == "tri" and find_condition_head(model) is None:
         raise ValueError(f"{folder} was declared a tri-encoder but has no ConditionHead module")
     return model

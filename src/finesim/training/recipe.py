@@ -205,6 +205,8 @@ def validate_recipe(recipe: Recipe, *, source: str = "recipe") -> None:
         raise RecipeError(f"{source}: train.eval_strategy 'steps' needs train.eval_steps")
     if t.epochs <= 0 and t.max_steps <= 0:
         raise RecipeError(f"{source}: set train.epochs > 0 or train.max_steps > 0")
+    if not 0.0 <= t.warmup_ratio < 1.0:
+        raise RecipeError(f"{source}: train.warmup_ratio must be in [0, 1), got {t.warmup_ratio}")
     if lab.scale not in ("minmax", "none"):
         raise RecipeError(f"{source}: labels.scale must be 'minmax' or 'none', got {lab.scale!r}")
     if lab.scale == "minmax" and not lab.high > lab.low:

@@ -153,6 +153,8 @@ def check_recipe(recipe: Recipe) -> None:
 
 def training_arguments(recipe: Recipe, output_dir: Path, *, has_eval: bool, cross: bool) -> Any:
     """The sentence-transformers training arguments for a recipe."""
+    import torch
+
     t = recipe.train
     objective = get_objective(recipe.objective.name)
     per_device = t.batch_size // 2 if objective.layout == "pairs" else t.batch_size
@@ -171,7 +173,8 @@ def training_arguments(recipe: Recipe, output_dir: Path, *, has_eval: bool, cros
         gradient_accumulation_steps=t.gradient_accumulation_steps,
         learning_rate=t.learning_rate,
         weight_decay=t.weight_decay,
-        warmup_ratio=t.warmup_ratio,
+        # transformers 5 reads a float below 1 as a fraction of the total steps (warmup_ratio is deprecated)
+        warmup_steps=float(t.warmup_ratio),
         lr_scheduler_type=t.lr_scheduler,
         max_grad_norm=t.max_grad_norm,
         seed=recipe.seed,
@@ -185,6 +188,9 @@ def training_arguments(recipe: Recipe, output_dir: Path, *, has_eval: bool, cros
         greater_is_better=True,
         report_to="none",
         dataloader_num_workers=t.dataloader_num_workers,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        # without an accelerator, use_cpu makes torchrun / accelerate launch run CPU DDP (gloo)
+        use_cpu=not torch.cuda.is_available(),
     )
     if t.eval_strategy == "steps":
         kwargs["eval_steps"] = t.eval_steps
@@ -212,10 +218,10 @@ def train(
     import torch
     from transformers import set_seed
 
-    out = Path(output_dir or recipe.output_dir or "")
-    if not str(output_dir or recipe.output_dir or ""):
-        raise RecipeError("no output folder: set output_dir in the recipe or pass --output")
     check_recipe(recipe)
+    if not (output_dir or recipe.output_dir):
+        raise RecipeError("no output folder: set output_dir in the recipe or pass --output")
+    out = Path(output_dir or recipe.output_dir or "")
     if recipe.train.num_threads:
         torch.set_num_threads(recipe.train.num_threads)
     set_seed(recipe.seed)

@@ -1,0 +1,107 @@
+"""C-STS losses: hand-computed values and gradients of cosine MSE, Quad and Quad+MSE."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from finesim.losses._cosine import pair_cosines, pair_labels, row_cosines
+from finesim.losses.cosine_mse import CosineMSELoss, cosine_mse_loss
+from finesim.losses.quad import QuadLoss, quad_loss
+from finesim.losses.quad_mse import QuadMSELoss, quad_mse_loss
+
+
+def test_cosine_mse_hand_value_and_gradient() -> None:
+    cos = torch.tensor([0.5, 1.0], requires_grad=True)
+    labels = torch.tensor([0.25, 0.5])
+    loss = cosine_mse_loss(cos, labels)
+    assert loss.item() == pytest.approx((0.25**2 + 0.5**2) / 2)
+    loss.backward()
+    # d/dcos mean((cos-y)^2) = 2 (cos - y) / n
+    assert cos.grad.tolist() == pytest.approx([2 * 0.25 / 2, 2 * 0.5 / 2])
+
+
+def test_cosine_mse_shape_mismatch() -> None:
+    with pytest.raises(ValueError, match="differ in shape"):
+        cosine_mse_loss(torch.zeros(3), torch.zeros(2))
+
+
+def test_quad_hand_values() -> None:
+    high = torch.tensor([0.9, 0.2])
+    low = torch.tensor([0.1, 0.5])
+    # margin 1: max(0, 1 + 0.1 - 0.9) = 0.2 ; max(0, 1 + 0.5 - 0.2) = 1.3
+    assert quad_loss(high, low).item() == pytest.approx(0.75)
+    # margin 0.1: 0 and 0.4
+    assert quad_loss(high, low, margin=0.1).item() == pytest.approx(0.2)
+
+
+def test_quad_equals_reference_distance_form() -> None:
+    torch.manual_seed(0)
+    high, low = torch.rand(8) * 2 - 1, torch.rand(8) * 2 - 1
+    d_pos, d_neg = 1 - high, 1 - low
+    reference = torch.clamp(1.0 + d_pos - d_neg, min=0).mean()
+    assert quad_loss(high, low).item() == pytest.approx(reference.item())
+
+
+def test_quad_gradient_pushes_high_up_and_low_down() -> None:
+    high = torch.tensor([0.9, 0.2], requires_grad=True)
+    low = torch.tensor([-0.5, 0.5], requires_grad=True)
+    # row 0: 1 - 0.5 - 0.9 = -0.4 -> inactive; row 1 active
+    quad_loss(high, low).backward()
+    assert high.grad.tolist() == pytest.approx([0.0, -0.5])
+    assert low.grad.tolist() == pytest.approx([0.0, 0.5])
+
+
+def test_quad_mask_and_empty_mask() -> None:
+    high = torch.tensor([0.9, 0.2], requires_grad=True)
+    low = torch.tensor([0.1, 0.5])
+    masked = quad_loss(high, low, mask=torch.tensor([False, True]))
+    assert masked.item() == pytest.approx(1.3)
+    none = quad_loss(high, low, mask=torch.tensor([False, False]))
+    assert none.item() == 0.0
+    none.backward()  # still differentiable
+    assert high.grad.tolist() == [0.0, 0.0]
+
+
+def test_quad_mse_weights_and_rows() -> None:
+    high, low = torch.tensor([0.9, 0.2]), torch.tensor([0.1, 0.5])
+    lh, ll = torch.tensor([1.0, 0.5]), torch.tensor([0.0, 0.5])
+    out = quad_mse_loss(high, low, lh, ll, quad_weight=2.0, mse_weight=0.5)
+    mse = ((0.9 - 1.0) ** 2 + (0.2 - 0.5) ** 2 + (0.1 - 0.0) ** 2 + (0.5 - 0.5) ** 2) / 4
+    assert out["quad"].item() == pytest.approx(2.0 * 0.75)
+    assert out["mse"].item() == pytest.approx(0.5 * mse)
+    skipped = quad_mse_loss(high, low, lh, ll, skip_equal=True)
+    assert skipped["quad"].item() == pytest.approx(0.2)  # row 1 has equal labels
+
+
+def test_pair_labels_shape_error() -> None:
+    with pytest.raises(ValueError, match=r"\(batch, 2\)"):
+        pair_labels(torch.zeros(4))
+
+
+class _FakeModel(torch.nn.Module):
+    """Returns the input's ``x`` as its embedding (enough to check the loss plumbing)."""
+
+    def forward(self, features: dict) -> dict:
+        return {"sentence_embedding": features["x"]}
+
+
+def test_cosine_loss_modules_on_fake_model() -> None:
+    model = _FakeModel()
+    a = {"x": torch.tensor([[1.0, 0.0], [1.0, 1.0]])}
+    b = {"x": torch.tensor([[1.0, 0.0], [-1.0, -1.0]])}
+    cos = row_cosines(model, [a, b])
+    assert cos.tolist() == pytest.approx([1.0, -1.0])
+    loss = CosineMSELoss(model)([a, b], torch.tensor([1.0, 0.0]))
+    assert loss.item() == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="2 columns"):
+        CosineMSELoss(model)([a], torch.tensor([1.0, 0.0]))
+    high, low = pair_cosines(model, [a, a, a, b])
+    assert high.tolist() == pytest.approx([1.0, 1.0]) and low.tolist() == pytest.approx([1.0, -1.0])
+    labels = torch.tensor([[1.0, 0.0], [1.0, 0.25]])
+    q = QuadLoss(model)([a, a, a, b], labels)
+    assert q.item() == pytest.approx((1.0 + 0.0) / 2)  # row0: 1+1-1=1, row1: 1-1-1<0
+    qm = QuadMSELoss(model)([a, a, a, b], labels)
+    assert set(qm) == {"quad", "mse"}
+    with pytest.raises(ValueError, match="4 columns"):
+        QuadLoss(model)([a, b], labels)

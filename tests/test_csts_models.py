@@ -1,0 +1,138 @@
+"""C-STS bi-, cross- and tri-encoders: heads, scoring API, save → load → identical scores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from finesim.evaluation.scoring import PairScorer
+from finesim.models.conditional import (
+    ConditionalScorer,
+    build_bi_encoder,
+    build_cross_encoder,
+    build_tri_encoder,
+    cross_second_text,
+    encoder_type_of,
+    load_conditional_model,
+    save_conditional_model,
+)
+from finesim.models.heads import ConditionHead
+
+S1 = ["a man plays guitar", "a dog runs in the park", "a girl eats food"]
+S2 = ["a woman plays piano", "a cat sits in the house", "a boy eats food"]
+C = ["the activity", "the animal", "the person"]
+
+
+def test_head_is_required() -> None:
+    with pytest.raises(ValueError, match="head is required"):
+        ConditionHead(8, kind="none")
+    with pytest.raises(ValueError, match="needs a head"):
+        build_tri_encoder("unused", head=None)
+
+
+def test_hadamard_head_hand_check() -> None:
+    head = ConditionHead(3, kind="hadamard", dropout=0.0).eval()
+    with torch.no_grad():
+        lin = head.condition_transform[1]
+        lin.weight.copy_(torch.eye(3))
+        lin.bias.zero_()
+    s = torch.tensor([[1.0, 2.0, 3.0]])
+    c = torch.tensor([[2.0, 0.5, -1.0]])
+    assert head.fuse(s, c).tolist() == [[2.0, 1.0, -3.0]]
+    # forward passes through without a condition, fuses with one
+    out = head({"sentence_embedding": s.clone()})
+    assert torch.equal(out["sentence_embedding"], s)
+    out = head({"sentence_embedding": s.clone(), "condition_embedding": c})
+    assert out["sentence_embedding"].tolist() == [[2.0, 1.0, -3.0]]
+    assert "condition_embedding" not in out
+
+
+def test_concat_and_hypernet_shapes() -> None:
+    s, c = torch.randn(4, 24), torch.randn(4, 24)
+    assert ConditionHead(24, kind="concat").fuse(s, c).shape == (4, 24)
+    hyper = ConditionHead(24, kind="hypernet")
+    assert hyper.rank == 2  # 24 // 12, Hyper-CL's scaler
+    assert hyper.fuse(s, c).shape == (4, 24)
+    assert ConditionHead(24, kind="hypernet", rank=5).generate_a.out_features == 24 * 5
+    with pytest.raises(ValueError, match="differ"):
+        hyper.fuse(s, c[:2])
+
+
+def test_bi_encoder_encodes_text_pairs_and_transform(tiny_bert_dir: Path) -> None:
+    model = build_bi_encoder(str(tiny_bert_dir), pooling="cls", transform=True, max_length=32)
+    names = [type(m).__name__ for m in model]
+    assert names == ["Transformer", "Pooling", "Dropout", "Dense"]
+    assert model[1].pooling_mode == "cls"
+    features = model.preprocess([["a man plays", "the sport"]])
+    ids = features["input_ids"][0].tolist()
+    tok = model.tokenizer
+    assert ids[0] == tok.cls_token_id and ids.count(tok.sep_token_id) == 2 and ids[-1] == tok.sep_token_id
+
+
+@pytest.mark.parametrize("kind", ["bi", "tri-hadamard", "tri-concat", "tri-hypernet", "cross"])
+def test_save_load_identical_scores(kind: str, tiny_bert_dir: Path, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    if kind == "bi":
+        model = build_bi_encoder(str(tiny_bert_dir), max_length=32, transform=True)
+    elif kind == "cross":
+        model = build_cross_encoder(str(tiny_bert_dir), max_length=48)
+    else:
+        model = build_tri_encoder(str(tiny_bert_dir), head=kind.split("-")[1], max_length=32)
+    scorer = ConditionalScorer(model)
+    assert isinstance(scorer, PairScorer)
+    assert scorer.encoder == kind.split("-")[0]
+    before = scorer.score(S1, S2, C)
+    assert before.shape == (3,) and np.all(np.isfinite(before))
+    save_conditional_model(model, tmp_path / "m")
+    reloaded = load_conditional_model(tmp_path / "m")
+    assert encoder_type_of(reloaded) == scorer.encoder
+    after = ConditionalScorer(tmp_path / "m").score(S1, S2, C)
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-6)
+
+
+def test_bi_encoder_loads_without_finesim(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    model = build_bi_encoder(str(tiny_bert_dir), max_length=32)
+    save_conditional_model(model, tmp_path / "bi")
+    plain = SentenceTransformer(str(tmp_path / "bi"))
+    a = plain.encode([(S1[0], C[0])], convert_to_tensor=True)
+    b = model.encode([(S1[0], C[0])], convert_to_tensor=True)
+    torch.testing.assert_close(a, b)
+
+
+def test_condition_changes_tri_and_bi_scores(tiny_bert_dir: Path) -> None:
+    torch.manual_seed(0)
+    for model in (
+        build_tri_encoder(str(tiny_bert_dir), head="concat", max_length=32),
+        build_bi_encoder(str(tiny_bert_dir), max_length=32),
+    ):
+        scorer = ConditionalScorer(model)
+        a = scorer.similarity(S1[0], S2[0], "the activity")
+        b = scorer.similarity(S1[0], S2[0], "the color")
+        assert a.shape == (1,) and not np.allclose(a, b)
+
+
+def test_scoring_errors(tiny_bert_dir: Path) -> None:
+    tri = ConditionalScorer(build_tri_encoder(str(tiny_bert_dir), head="hadamard", max_length=32))
+    with pytest.raises(ValueError, match="needs a condition"):
+        tri.score(S1, S2)
+    with pytest.raises(ValueError, match="conditions"):
+        tri.score(S1, S2, C[:2])
+    with pytest.raises(ValueError, match="second sentences"):
+        tri.score(S1, S2[:1], C)
+    # a single condition string applies to every pair
+    assert tri.similarity(S1, S2, "the activity").shape == (3,)
+    with pytest.raises(FileNotFoundError, match=r"finesim_model\.json"):
+        load_conditional_model(tiny_bert_dir)
+
+
+def test_cross_encoder_input_layout(tiny_bert_dir: Path) -> None:
+    model = build_cross_encoder(str(tiny_bert_dir), max_length=48)
+    second = cross_second_text(model, "a cat sits", "the animal")
+    assert second == "a cat sits [SEP] the animal"
+    ids = model.preprocess([["a man plays", second]])["input_ids"][0].tolist()
+    assert ids.count(model.tokenizer.sep_token_id) == 3  # [CLS] s1 [SEP] s2 [SEP] c [SEP]
