@@ -65,7 +65,7 @@ class HeadRegressionLoss(nn.Module):
     this loss only looks it up. Subclasses set :attr:`loss_fn` (a ``staticmethod``) and :meth:`loss_kwargs`.
 
     Args:
-        model: a ``SentenceTransformer`` whose last module is a ``RegressionHead`` with ``out_features=1``.
+        model: a ``SentenceTransformer`` containing a ``RegressionHead`` with ``out_features=1``.
         clamp: ``"lower"`` (reference code), ``"both"`` or ``"none"``; see the module docstring.
         label_range: the declared label range used for clamping, e.g. ``(0, 2)`` for NLI, ``(0, 5)`` for STS.
     """

@@ -37,7 +37,7 @@ class SoftmaxClassificationLoss(nn.Module):
     model).
 
     Args:
-        model: a ``SentenceTransformer`` whose last module is a ``RegressionHead`` with ``out_features >= 2``.
+        model: a ``SentenceTransformer`` containing a ``RegressionHead`` with ``out_features >= 2``.
     """
 
     def __init__(self, model: Any) -> None:
