@@ -22,7 +22,15 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 def write_vocab(folder: Path) -> dict[str, int]:
     """Write a tiny WordPiece vocabulary to ``folder/vocab.txt`` and return it as a token -> id mapping."""
     folder.mkdir(parents=True, exist_ok=True)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *[f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        *WORDS,
+        *[f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"],
+    ]
     vocab += list("abcdefghijklmnopqrstuvwxyz0123456789.,!?'\"-:;")
     tokens = list(dict.fromkeys(vocab))
     (folder / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
@@ -81,7 +89,11 @@ def build_tiny_causal_lm(folder: Path, *, hidden: int = 32, layers: int = 2, see
     torch.manual_seed(seed)
     vocab = write_vocab(folder)
     tokenizer = BertTokenizerFast(
-        vocab=vocab, do_lower_case=True, bos_token="[CLS]", eos_token="[SEP]", padding_side="left",
+        vocab=vocab,
+        do_lower_case=True,
+        bos_token="[CLS]",
+        eos_token="[SEP]",
+        padding_side="left",
         model_input_names=["input_ids", "attention_mask"],
     )
     config = LlamaConfig(

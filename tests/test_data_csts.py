@@ -18,7 +18,7 @@ def write(tmp_path: Path, body: str, name: str = "c.csv", header: str = HEADER) 
 
 def test_reads_rows_skips_unlabeled_and_counts(tmp_path: Path) -> None:
     body = (
-        'A man plays.,A boy plays.,the person,4.5\n'
+        "A man plays.,A boy plays.,the person,4.5\n"
         '"A dog\nruns.",A cat sits.,the animal,1\n'
         "A dog runs.,A cat sits.,the action,-1\n"
     )
@@ -37,7 +37,7 @@ def test_keep_unlabeled_keeps_hidden_test_rows(tmp_path: Path) -> None:
 
 
 def test_missing_file_names_path(tmp_path: Path) -> None:
-    with pytest.raises(DataFormatError, match="nope.csv.*not found"):
+    with pytest.raises(DataFormatError, match=r"nope.csv.*not found"):
         read_csts(tmp_path / "nope.csv")
 
 
@@ -84,13 +84,7 @@ def test_invalid_utf8_names_line(tmp_path: Path) -> None:
 
 
 def test_pairing_orders_high_then_low_and_reports_misfits(tmp_path: Path) -> None:
-    body = (
-        "s1,s2,low cond,2\n"
-        "s1,s2,high cond,5\n"
-        "t1,t2,only one,3\n"
-        "u1,u2,x,3\n"
-        "u1,u2,y,3\n"
-    )
+    body = "s1,s2,low cond,2\ns1,s2,high cond,5\nt1,t2,only one,3\nu1,u2,x,3\nu1,u2,y,3\n"
     ds, _ = read_csts(write(tmp_path, body))
     pairs, report = pair_conditions(ds)
     assert report.pairs == 2 and report.equal_label_pairs == 1
@@ -109,5 +103,5 @@ def test_real_csts_counts(shared_data: Path) -> None:
     assert len(train) == 11342 and report.rows_skipped == 0
     validation, report = read_csts(shared_data / "csts" / "validation.csv")
     assert len(validation) == 1824 and report.skipped == {"unlabeled (-1) rows": 160}
-    pairs, pairing = pair_conditions(train)
+    _, pairing = pair_conditions(train)
     assert pairing.pairs == 5671 and not pairing.bad_groups

@@ -32,7 +32,7 @@ def test_senteval_skips_blank_gold_and_ignores_extra_fields(tmp_path: Path) -> N
 def test_senteval_misaligned_files(tmp_path: Path) -> None:
     (tmp_path / "STS.input.a.txt").write_text("x\ty\n", encoding="utf-8")
     (tmp_path / "STS.gs.a.txt").write_text("1\n2\n", encoding="utf-8")
-    with pytest.raises(DataFormatError, match="STS.gs.a.txt: has 2 lines but STS.input.a.txt has 1"):
+    with pytest.raises(DataFormatError, match=r"STS.gs.a.txt: has 2 lines but STS.input.a.txt has 1"):
         read_senteval_subset(tmp_path, "a")
 
 
@@ -118,7 +118,9 @@ def test_real_sts_counts(shared_data: Path) -> None:
     for year, count in expected.items():
         folder = shared_data / "sts" / f"{year}-en-test"
         assert sum(len(read_senteval_subset(folder, s)[0]) for s in senteval_subsets(folder)) == count
-    sizes = {s: len(read_stsb(shared_data / "sts" / "STSBenchmark" / f"sts-{s}.csv")[0]) for s in ("train", "dev", "test")}
+    sizes = {
+        s: len(read_stsb(shared_data / "sts" / "STSBenchmark" / f"sts-{s}.csv")[0]) for s in ("train", "dev", "test")
+    }
     assert sizes == {"train": 5749, "dev": 1500, "test": 1379}
     assert len(read_sick(shared_data / "sts" / "SICK" / "SICK_test_annotated.txt")[0]) == 4927
     assert len(read_snli(shared_data / "nli" / "SNLI", "test")[0]) == 9824

@@ -59,7 +59,13 @@ def toy_root(tmp_path: Path) -> Path:
 def test_packaged_registry_groups() -> None:
     reg = default_registry()
     assert [t.name for t in reg.resolve("sts")] == [
-        "STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICK-R"
+        "STS12",
+        "STS13",
+        "STS14",
+        "STS15",
+        "STS16",
+        "STSBenchmark",
+        "SICK-R",
     ]
     assert [t.name for t in reg.resolve("STS12,sts")][:2] == ["STS12", "STS13"]
     with pytest.raises(ValueError, match="unknown task or group 'STS99'"):
@@ -91,9 +97,7 @@ def test_encodes_each_distinct_input_once(tiny_model, toy_root: Path) -> None:
     assert result.pairs == 4 and result.skipped == {"pairs without a gold score": 2}
     assert len(counting.calls) == 1
     # 2 subsets x 2 scored pairs, but only 4 distinct sentences
-    assert sorted(counting.calls[0]) == sorted(
-        ["a man plays guitar", "a man plays piano", "a dog runs"]
-    )
+    assert sorted(counting.calls[0]) == sorted(["a man plays guitar", "a man plays piano", "a dog runs"])
     assert set(result.subsets) == {"a", "b"} and result.mean_over_subsets is not None
 
 
@@ -116,10 +120,24 @@ def test_conditional_modes_encode_pairs_or_sentences(tiny_model, toy_root: Path)
 
 def test_cli_evaluate_writes_self_describing_json(tiny_bert_dir: Path, toy_root: Path, capsys) -> None:
     out = toy_root / "out" / "results.json"
-    code = main([
-        "evaluate", "--model", str(tiny_bert_dir), "--tasks", "toy", "--data", str(toy_root),
-        "--task-file", str(toy_root / "tasks.yaml"), "--output", str(out), "--bootstrap", "20", "--no-progress",
-    ])
+    code = main(
+        [
+            "evaluate",
+            "--model",
+            str(tiny_bert_dir),
+            "--tasks",
+            "toy",
+            "--data",
+            str(toy_root),
+            "--task-file",
+            str(toy_root / "tasks.yaml"),
+            "--output",
+            str(out),
+            "--bootstrap",
+            "20",
+            "--no-progress",
+        ]
+    )
     assert code == 0
     table = capsys.readouterr().out
     assert "toy-csts-uncond" in table and "average" in table

@@ -28,7 +28,7 @@ def test_unknown_hub_id_offline_says_what_to_do(monkeypatch: pytest.MonkeyPatch)
     from finesim.models import loading
 
     loading.hub_reachable.cache_clear()
-    with pytest.raises(ModelResolutionError, match="Hub is unreachable.*copy the folder here"):
+    with pytest.raises(ModelResolutionError, match=r"Hub is unreachable.*copy the folder here"):
         resolve_model_path("someone/not-a-cached-model-xyz")
 
 

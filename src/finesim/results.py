@@ -12,7 +12,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-TRACKED_PACKAGES = ("finesim", "torch", "transformers", "sentence-transformers", "datasets", "accelerate", "peft")
+TRACKED_PACKAGES = (
+    "finesim",
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "datasets",
+    "accelerate",
+    "peft",
+)
 
 
 def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str | None]:

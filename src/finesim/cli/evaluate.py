@@ -6,7 +6,6 @@ import argparse
 import random
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from finesim.evaluation.harness import evaluate_task, format_table
@@ -22,8 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="evaluate a model on STS / C-STS tasks",
         description="Spearman and Pearson (x100) of the model's similarity against gold scores.",
     )
-    p.add_argument("--model", required=True, help="Hub id, sentence-transformers folder, transformers checkpoint, "
-                   "or a folder saved by finesim")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="Hub id, sentence-transformers folder, transformers checkpoint, or a folder saved by finesim",
+    )
     p.add_argument("--tasks", default="sts", help="a group (sts, csts, all) or comma-separated task names")
     p.add_argument("--data", default=None, help="data root (default: $FINESIM_DATA or ../shared/data)")
     p.add_argument("--task-file", default=None, help="a task registry YAML replacing the packaged one")

@@ -48,7 +48,9 @@ def parse_label(
     try:
         label = float(text)
     except ValueError:
-        raise DataFormatError(f"label {value!r} is not a number", path=path, row=row, column=column, line=line) from None
+        raise DataFormatError(
+            f"label {value!r} is not a number", path=path, row=row, column=column, line=line
+        ) from None
     if not math.isfinite(label):
         raise DataFormatError(f"label {value!r} is not finite", path=path, row=row, column=column, line=line)
     return label

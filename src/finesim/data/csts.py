@@ -85,9 +85,7 @@ def read_csts(
             continue
         report.rows_read += 1
         if len(fields) != len(header):
-            raise DataFormatError(
-                f"has {len(fields)} fields, the header has {len(header)}", path=p, row=row, line=line
-            )
+            raise DataFormatError(f"has {len(fields)} fields, the header has {len(header)}", path=p, row=row, line=line)
         label = parse_label(fields[index["label"]], path=p, row=row, column="label", line=line)
         if label == UNLABELED and not keep_unlabeled:
             report.skip("unlabeled (-1) rows")

@@ -13,7 +13,7 @@ NLI_LABELS = ("entailment", "neutral", "contradiction")
 
 
 def read_snli(folder: str | Path, split: str) -> tuple[Dataset, LoadReport]:
-    """Read one SNLI split into columns ``premise``, ``hypothesis``, ``label`` (a string of :data:`NLI_LABELS`), ``row``."""
+    """Read one SNLI split into columns ``premise``, ``hypothesis``, ``label`` (one of :data:`NLI_LABELS`), ``row``."""
     folder = Path(folder)
     paths = {name: folder / f"{name}.{split}" for name in ("s1", "s2", "labels")}
     texts = {name: split_lines(read_text(p, what=f"SNLI {name} file")) for name, p in paths.items()}
@@ -27,7 +27,10 @@ def read_snli(folder: str | Path, split: str) -> tuple[Dataset, LoadReport]:
         label = label.strip().lower()
         if label not in NLI_LABELS:
             raise DataFormatError(
-                f"unknown label {label!r}; expected one of {NLI_LABELS}", path=paths["labels"], row=n, column="label"
+                f"unknown label {label!r}; expected one of {NLI_LABELS}",
+                path=paths["labels"],
+                row=n,
+                column="label",
             )
         out["premise"].append(require_text(s1, path=paths["s1"], row=n, column="premise"))
         out["hypothesis"].append(require_text(s2, path=paths["s2"], row=n, column="hypothesis"))

@@ -128,9 +128,7 @@ def read_sick(path: str | Path, *, label_range: tuple[float, float] = SICK_LABEL
         report.rows_read += 1
         fields = line.split("\t")
         if len(fields) < len(header):
-            raise DataFormatError(
-                f"has {len(fields)} fields, the header has {len(header)}", path=p, row=n, line=n + 1
-            )
+            raise DataFormatError(f"has {len(fields)} fields, the header has {len(header)}", path=p, row=n, line=n + 1)
         label = parse_label(fields[idx["relatedness_score"]], path=p, row=n, column="relatedness_score", line=n + 1)
         check_range(label, low, high, path=p, row=n, column="relatedness_score", line=n + 1)
         entailment = fields[idx["entailment_judgment"]].strip().upper()
