@@ -76,9 +76,7 @@ def base_recipe(args: argparse.Namespace, name: str, overrides: dict[str, Any], 
         "save_total_limit": 1,
     }
     if args.max_steps:
-        train_spec.update(
-            max_steps=args.max_steps, epochs=1, eval_strategy="steps", eval_steps=args.max_steps
-        )
+        train_spec.update(max_steps=args.max_steps, epochs=1, eval_strategy="steps", eval_steps=args.max_steps)
     else:
         train_spec.update(epochs=args.epochs, eval_strategy="epoch")
     return {
@@ -226,12 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         "environment": environment_record(),
     }
     for name in [r.strip() for r in args.runs.split(",") if r.strip()]:
-        logging.info(
-            "benchmark run %s (%s)", name, budget if name != "baseline" else report["baseline_budget"]
-        )
-        report["runs"][name] = (
-            run_baseline(args, work) if name == "baseline" else run_finesim(args, name, work)
-        )
+        logging.info("benchmark run %s (%s)", name, budget if name != "baseline" else report["baseline_budget"])
+        report["runs"][name] = run_baseline(args, work) if name == "baseline" else run_finesim(args, name, work)
         base = report["runs"].get("baseline", {}).get("train_rows_per_second")
         bi = report["runs"].get("bi-mse", {}).get("train_rows_per_second")
         if base and bi:

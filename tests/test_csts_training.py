@@ -30,9 +30,7 @@ ACTS = [
 ]
 
 
-def write_synthetic_csts(
-    folder: Path, *, train_pairs: int = 32, validation_pairs: int = 16, seed: int = 0
-) -> Path:
+def write_synthetic_csts(folder: Path, *, train_pairs: int = 32, validation_pairs: int = 16, seed: int = 0) -> Path:
     """C-STS-shaped CSVs (each sentence pair twice) whose labels follow the condition: 'the activity' compares
     the actions, 'the person' compares the subjects. Words come from the tiny test tokenizer's vocabulary."""
     rng = random.Random(seed)
@@ -89,9 +87,7 @@ def tiny_recipe(backbone: Path, root: Path, **sections: Any) -> dict[str, Any]:
 
 
 def test_recipe_unknown_key_suggests() -> None:
-    with pytest.raises(
-        RecipeError, match=r"my\.yaml: unknown key model\.'poling' \(did you mean 'pooling'\?\)"
-    ):
+    with pytest.raises(RecipeError, match=r"my\.yaml: unknown key model\.'poling' \(did you mean 'pooling'\?\)"):
         recipe_from_dict({"model": {"poling": "cls"}}, source="my.yaml")
     with pytest.raises(RecipeError, match=r"unknown key 'trian'"):
         recipe_from_dict({"trian": {}})
@@ -240,9 +236,7 @@ def _untrained_spearman(recipe: Any, root: Path) -> float:
 def test_tiny_training_moves_validation_metric(
     model: dict[str, Any], objective: str, tiny_bert_dir: Path, csts_root: Path, tmp_path: Path
 ) -> None:
-    recipe = recipe_from_dict(
-        tiny_recipe(tiny_bert_dir, csts_root, model=model, objective={"name": objective})
-    )
+    recipe = recipe_from_dict(tiny_recipe(tiny_bert_dir, csts_root, model=model, objective={"name": objective}))
     before = _untrained_spearman(recipe, csts_root)
     result = train(recipe, output_dir=tmp_path / "out")
     m = result.metrics
@@ -278,9 +272,7 @@ class _StopAt(TrainerCallback):
             raise KeyboardInterrupt
 
 
-def test_interrupted_run_resumes_from_last_checkpoint(
-    tiny_bert_dir: Path, csts_root: Path, tmp_path: Path
-) -> None:
+def test_interrupted_run_resumes_from_last_checkpoint(tiny_bert_dir: Path, csts_root: Path, tmp_path: Path) -> None:
     spec = tiny_recipe(
         tiny_bert_dir,
         csts_root,
@@ -296,9 +288,7 @@ def test_interrupted_run_resumes_from_last_checkpoint(
     assert result.metrics["global_steps"] == 6
 
 
-def test_cli_train(
-    tiny_bert_dir: Path, csts_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
+def test_cli_train(tiny_bert_dir: Path, csts_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from finesim.cli.main import main
 
     path = tmp_path / "r.json"

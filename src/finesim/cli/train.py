@@ -17,9 +17,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("recipe", nargs="?", help="recipe file (YAML or JSON)")
     p.add_argument("-o", "--output", help="output folder (overrides the recipe's output_dir)")
-    p.add_argument(
-        "--data", help="data root for relative data paths (default: $FINESIM_DATA or ../shared/data)"
-    )
+    p.add_argument("--data", help="data root for relative data paths (default: $FINESIM_DATA or ../shared/data)")
     p.add_argument(
         "--set",
         dest="overrides",
@@ -28,15 +26,9 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="override a recipe value, e.g. --set train.epochs=1 --set model.pooling=cls (repeatable)",
     )
-    p.add_argument(
-        "--no-resume", action="store_true", help="start afresh even if OUT/checkpoints has checkpoints"
-    )
-    p.add_argument(
-        "--list", action="store_true", help="list registered encoders, objectives and data formats"
-    )
-    p.add_argument(
-        "--dry-run", action="store_true", help="validate the recipe and print it resolved; no training"
-    )
+    p.add_argument("--no-resume", action="store_true", help="start afresh even if OUT/checkpoints has checkpoints")
+    p.add_argument("--list", action="store_true", help="list registered encoders, objectives and data formats")
+    p.add_argument("--dry-run", action="store_true", help="validate the recipe and print it resolved; no training")
     p.set_defaults(func=run)
 
 

@@ -2,7 +2,6 @@
 sentence-transformers' ``forward(features, labels)`` contract.
 
 Import the module you need (``from finesim.losses.quad import QuadLoss``); this package imports nothing
-eagerly so
-one loss's dependencies never burden another. The training runner finds losses through
+eagerly so one loss's dependencies never burden another. The training runner finds losses through
 :mod:`finesim.training.registry`.
 """

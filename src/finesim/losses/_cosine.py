@@ -10,8 +10,7 @@ Feature layouts (the column order the training runner produces):
 Bi and tri are told apart by the model itself: a tri-encoder has a
 :class:`finesim.models.heads.ConditionHead`.
 For a tri-encoder the condition embedding is passed into the model's forward as ``condition_embedding`` so
-the head
-runs inside the (possibly DDP-wrapped) forward pass.
+the head runs inside the (possibly DDP-wrapped) forward pass.
 """
 
 from __future__ import annotations

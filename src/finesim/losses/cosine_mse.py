@@ -1,8 +1,7 @@
 """MSE between the conditional cosine similarity and the scaled label (the C-STS "MSE" objective).
 
 For C-STS the label is min-max scaled to [0, 1], ``(y - 1) / 4``, by the training recipe (``labels:``
-section), as
-the reference code does; this loss takes the label as it comes.
+section), as the reference code does; this loss takes the label as it comes.
 """
 
 from __future__ import annotations

@@ -3,13 +3,11 @@
 ``Quad(p1, p2, n1, n2) = max(0, λ + cos(n1, n2) - cos(p1, p2))`` averaged over the batch, where ``p`` are the
 conditional encodings of a sentence pair under its higher-similarity condition and ``n`` under its lower one
 (Deshpande et al. 2023, section 4.1; λ = 1 as in the reference code). Equivalent to the reference's distance
-form
-``max(0, λ + d(p) - d(n))`` with ``d = 1 - cos``.
+form ``max(0, λ + d(p) - d(n))`` with ``d = 1 - cos``.
 
 Pairs whose two conditions have equal labels are kept by default (as in the reference); the training recipe's
 ``data.equal_labels`` (``keep``/``drop``/``error``) decides, at pairing time. With ``skip_equal=True`` this
-loss
-additionally masks such pairs out of the Quad term (they still count for the MSE of Quad+MSE).
+loss additionally masks such pairs out of the Quad term (they still count for the MSE of Quad+MSE).
 """
 
 from __future__ import annotations
@@ -28,9 +26,7 @@ def quad_loss(cos_high: Tensor, cos_low: Tensor, margin: float = 1.0, mask: Tens
     Returns 0 (with a gradient graph) when the mask selects no rows.
     """
     if cos_high.shape != cos_low.shape:
-        raise ValueError(
-            f"cos_high {tuple(cos_high.shape)} and cos_low {tuple(cos_low.shape)} differ in shape"
-        )
+        raise ValueError(f"cos_high {tuple(cos_high.shape)} and cos_low {tuple(cos_low.shape)} differ in shape")
     values = torch.clamp(margin + cos_low - cos_high, min=0.0)
     if mask is not None:
         if not mask.any():

@@ -1,8 +1,7 @@
 """Quad + MSE: ``quad_weight * Quad + mse_weight * MSE`` (the C-STS "Quad+MSE" objective).
 
 The MSE term covers every row of the batch, i.e. both conditions of each sentence pair (as the reference code
-does);
-the reference weighs the terms 1:1, the default here. The two terms are returned separately so the trainer
+does); the reference weighs the terms 1:1, the default here. The two terms are returned separately so the trainer
 logs them.
 """
 

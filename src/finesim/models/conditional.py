@@ -1,12 +1,10 @@
 """Conditional similarity models of the C-STS paper: bi-, cross- and tri-encoders.
 
 - **bi**: a plain ``SentenceTransformer`` fed ``(sentence, condition)`` text pairs (``[CLS] s [SEP] c
-  [SEP]``);
-  score ``cos(f(s1, c), f(s2, c))``. It loads in sentence-transformers without finesim.
+  [SEP]``); score ``cos(f(s1, c), f(s2, c))``. It loads in sentence-transformers without finesim.
 - **cross**: a sentence-transformers ``CrossEncoder`` with one output and no activation, fed the text pair
   ``(s1, s2 [SEP] c)``, i.e. the tokens ``[CLS] s1 [SEP] s2 [SEP] c [SEP]`` of the reference code's joined
-  string
-  (the reference tokenises it as one segment; here ``s2 [SEP] c`` is segment 1, the only difference).
+  string (the reference tokenises it as one segment; here ``s2 [SEP] c`` is segment 1, the only difference).
 - **tri**: a ``SentenceTransformer`` whose last module is a :class:`~finesim.models.heads.ConditionHead`;
   sentences and condition go separately through the shared backbone and the head fuses them.
 
@@ -86,9 +84,7 @@ def build_tri_encoder(
     if dropout is None:
         dropout = float(getattr(model[0].auto_model.config, "hidden_dropout_prob", 0.1) or 0.1)
     model.append(
-        ConditionHead(
-            model.get_embedding_dimension(), kind=head, transform=transform, dropout=dropout, rank=rank
-        )
+        ConditionHead(model.get_embedding_dimension(), kind=head, transform=transform, dropout=dropout, rank=rank)
     )
     return model
 
@@ -155,9 +151,7 @@ def load_conditional_model(path: str | Path, *, encoder: str | None = None, devi
         # trust_remote_code=True, which would also let the backbone run code from the folder. This is the
         # mechanism sentence-transformers' trainer uses to reload checkpoints with custom modules.
         ref = f"{ConditionHead.__module__}.{ConditionHead.__qualname__}"
-        model = SentenceTransformer._load_with_module_classes(
-            str(folder), {ref: ConditionHead}, device=device
-        )
+        model = SentenceTransformer._load_with_module_classes(str(folder), {ref: ConditionHead}, device=device)
     else:
         model = SentenceTransformer(str(folder), device=device)
     if encoder == "tri" and find_condition_head(model) is None:
@@ -179,8 +173,7 @@ def _as_conditions(condition: str | Sequence[str] | None, n: int) -> list[str] |
 class ConditionalScorer:
     """Score (sentence1, sentence2, condition) triples with any bi-, cross- or tri-encoder.
 
-    Implements :class:`finesim.evaluation.scoring.PairScorer`, so ``finesim evaluate`` and the harness can
-    use it.
+    Implements :class:`finesim.evaluation.scoring.PairScorer`, so ``finesim evaluate`` and the harness can use it.
 
     Args:
         model: a loaded model, or a path to a folder saved by finesim.

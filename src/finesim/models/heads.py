@@ -1,14 +1,11 @@
 """Tri-encoder condition heads: fuse a sentence embedding with a condition embedding.
 
 A head is the last module of a tri-encoder ``SentenceTransformer`` (backbone → pooling → head). It is saved
-and
-reloaded with the model and its parameters are ordinary model parameters (so DDP keeps them in sync).
+and reloaded with the model and its parameters are ordinary model parameters (so DDP keeps them in sync).
 
 The head runs inside the model's ``forward``: when the features carry a ``condition_embedding`` (one row per
-input),
-the pooled ``sentence_embedding`` is replaced by the fused one; without it the head passes the pooled
-embedding
-through unchanged, which is how conditions themselves (and plain ``model.encode`` calls) are embedded.
+input), the pooled ``sentence_embedding`` is replaced by the fused one; without it the head passes the pooled
+embedding through unchanged, which is how conditions themselves (and plain ``model.encode`` calls) are embedded.
 
 Kinds (C-STS, Deshpande et al. 2023, section 4.1; the reference code's layer layout):
 
@@ -17,8 +14,7 @@ Kinds (C-STS, Deshpande et al. 2023, section 4.1; the reference code's layer lay
 - ``hypernet``: the low-rank hypernetwork of Hyper-CL: the condition generates ``W_c = A(C(c)) B(C(c))`` with
   ``A(c) ∈ R^{h×K}``, ``B(c) ∈ R^{K×h}``, and ``f(s, c) = T(s) W_c``
 
-``C`` (condition transform) is always ``Dropout → Linear(h, h)`` as in the reference; ``T`` (sentence
-transform) is
+``C`` (condition transform) is always ``Dropout → Linear(h, h)`` as in the reference; ``T`` (sentence transform) is
 the optional ``Dropout → Linear(h, h) → GELU`` "transform" of the paper (identity when ``transform=False``).
 There is deliberately no "no fusion" kind: a tri-encoder that ignores the condition is a configuration error.
 """
@@ -43,8 +39,7 @@ class ConditionHead(Module):
         kind: ``"hadamard"``, ``"concat"`` or ``"hypernet"``.
         transform: apply the sentence transform ``T`` (Dropout → Linear → GELU) before fusing.
         dropout: dropout probability of the transforms and of the concat MLP.
-        rank: the hypernetwork rank ``K`` (``hypernet`` only); default ``max(1, h // 12)`` (Hyper-CL's scaler
-        12).
+        rank: the hypernetwork rank ``K`` (``hypernet`` only); default ``max(1, h // 12)`` (Hyper-CL's scaler 12).
     """
 
     config_keys: ClassVar[list[str]] = ["dimension", "kind", "transform", "dropout", "rank"]
@@ -69,15 +64,11 @@ class ConditionHead(Module):
         self.kind = kind
         self.transform = bool(transform)
         self.dropout = float(dropout)
-        self.rank = (
-            int(rank) if rank is not None else (max(1, self.dimension // 12) if kind == "hypernet" else None)
-        )
+        self.rank = int(rank) if rank is not None else (max(1, self.dimension // 12) if kind == "hypernet" else None)
         h = self.dimension
         self.condition_transform = nn.Sequential(nn.Dropout(self.dropout), nn.Linear(h, h))
         self.sentence_transform: nn.Module = (
-            nn.Sequential(nn.Dropout(self.dropout), nn.Linear(h, h), nn.GELU())
-            if self.transform
-            else nn.Identity()
+            nn.Sequential(nn.Dropout(self.dropout), nn.Linear(h, h), nn.GELU()) if self.transform else nn.Identity()
         )
         if kind == "concat":
             self.fusion = nn.Sequential(nn.Dropout(self.dropout), nn.Linear(2 * h, h), nn.GELU())
@@ -90,8 +81,7 @@ class ConditionHead(Module):
         """Fused embeddings for row-aligned ``sentence`` and ``condition`` embeddings of shape ``(n, h)``."""
         if sentence.shape != condition.shape:
             raise ValueError(
-                f"sentence embeddings {tuple(sentence.shape)} and condition embeddings "
-                f"{tuple(condition.shape)} differ"
+                f"sentence embeddings {tuple(sentence.shape)} and condition embeddings {tuple(condition.shape)} differ"
             )
         s = self.sentence_transform(sentence)
         c = self.condition_transform(condition)

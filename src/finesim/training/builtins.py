@@ -29,16 +29,12 @@ def _build_bi(spec: Any) -> Any:
 
     if spec.head:
         raise ValueError(f"model.head {spec.head!r} is for tri-encoders; remove it for encoder 'bi'")
-    return build_bi_encoder(
-        spec.backbone, pooling=spec.pooling, transform=spec.transform, max_length=spec.max_length
-    )
+    return build_bi_encoder(spec.backbone, pooling=spec.pooling, transform=spec.transform, max_length=spec.max_length)
 
 
 def _bi_rows(model: Any, ds: Dataset) -> Dataset:
     if not _has_conditions(ds):  # plain STS data: sentences alone
-        return Dataset.from_dict(
-            {"sentence1": ds["sentence1"], "sentence2": ds["sentence2"], "label": ds["label"]}
-        )
+        return Dataset.from_dict({"sentence1": ds["sentence1"], "sentence2": ds["sentence2"], "label": ds["label"]})
     c = ds["condition"]
     return Dataset.from_dict(
         {

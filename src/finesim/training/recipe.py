@@ -1,7 +1,6 @@
 """Training recipes: YAML/JSON → validated dataclasses.
 
-A recipe has the sections ``model``, ``objective``, ``data``, ``labels`` and ``train`` plus ``name``,
-``seed`` and
+A recipe has the sections ``model``, ``objective``, ``data``, ``labels`` and ``train`` plus ``name``, ``seed`` and
 ``output_dir``. Unknown keys are errors (with a "did you mean" hint), so a typo never silently falls back to a
 default. Defaults are the C-STS paper's (Table 7/8, reference ``run_sts.sh``): 3 epochs, batch 32, lr 3e-5,
 weight decay 0.1, warmup ratio 0.1, linear schedule, seed 42, gradient clipping off.
@@ -160,9 +159,7 @@ def _build(cls: type, data: Any, where: str, source: str) -> Any:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise RecipeError(
-            f"{source}: section {where.rstrip('.')!r} must be a mapping, got {type(data).__name__}"
-        )
+        raise RecipeError(f"{source}: section {where.rstrip('.')!r} must be a mapping, got {type(data).__name__}")
     allowed = [f.name for f in fields(cls)]
     for key in data:
         if key not in allowed:
@@ -198,9 +195,7 @@ def validate_recipe(recipe: Recipe, *, source: str = "recipe") -> None:
     if t.batch_size < 1:
         raise RecipeError(f"{source}: train.batch_size must be >= 1")
     if t.eval_strategy not in ("epoch", "steps"):
-        raise RecipeError(
-            f"{source}: train.eval_strategy must be 'epoch' or 'steps', got {t.eval_strategy!r}"
-        )
+        raise RecipeError(f"{source}: train.eval_strategy must be 'epoch' or 'steps', got {t.eval_strategy!r}")
     if t.eval_strategy == "steps" and not t.eval_steps:
         raise RecipeError(f"{source}: train.eval_strategy 'steps' needs train.eval_steps")
     if t.epochs <= 0 and t.max_steps <= 0:

@@ -19,8 +19,7 @@ the first lookup) or import the module before calling :func:`finesim.training.tr
 Layouts (what the runner hands the loss; column order matters):
 
 - ``rows``: one C-STS row per example. bi: ``[(s1, c), (s2, c)]``; tri: ``[s1, s2, c]``; cross: ``[s1, "s2
-  [SEP] c"]``;
-  label: the scaled label.
+  [SEP] c"]``; label: the scaled label.
 - ``pairs``: one sentence pair under both its conditions (from :func:`finesim.data.pairing.pair_conditions`).
   bi: ``[(s1, c_high), (s2, c_high), (s1, c_low), (s2, c_low)]``; tri: ``[s1, s2, c_high, c_low]``;
   label: ``[label_high, label_low]``.
@@ -51,9 +50,7 @@ class Objective:
         name: the recipe's ``objective.name``.
         build: ``build(model, options) -> nn.Module`` returning a sentence-transformers style loss
             (``forward(features, labels)`` returning a tensor or a dict of named tensors, which the trainer
-            sums
-            and logs separately).
-        encoders: encoder types the objective supports.
+        sums and logs separately). encoders: encoder types the objective supports.
         layout: ``rows`` or ``pairs`` (see the module docstring).
         defaults: default options; a recipe option not listed here is an error.
         description: one line for ``finesim train --list``.
@@ -86,8 +83,7 @@ class EncoderType:
         build: ``build(model_spec) -> model`` (a SentenceTransformer or CrossEncoder).
         rows: ``rows(model, dataset) -> Dataset`` with the rows-layout columns plus ``label``.
         pairs: ``pairs(model, paired_dataset) -> Dataset`` with the pairs-layout columns plus ``label``, or
-        None.
-        trainer: ``"sentence"`` (SentenceTransformerTrainer) or ``"cross"`` (CrossEncoderTrainer).
+        None. trainer: ``"sentence"`` (SentenceTransformerTrainer) or ``"cross"`` (CrossEncoderTrainer).
     """
 
     name: str
@@ -114,9 +110,7 @@ def _register(table: dict[str, Any], kind: str, name: str, value: Any, replace: 
 def register_objective(objective: Objective, *, replace: bool = False) -> Objective:
     """Add an objective; returns it."""
     if objective.layout not in LAYOUTS:
-        raise ValueError(
-            f"objective {objective.name!r}: layout must be one of {LAYOUTS}, got {objective.layout!r}"
-        )
+        raise ValueError(f"objective {objective.name!r}: layout must be one of {LAYOUTS}, got {objective.layout!r}")
     _register(OBJECTIVES, "objective", objective.name, objective, replace)
     return objective
 

@@ -9,8 +9,7 @@ Output folder layout::
       metrics.json      validation metrics, best checkpoint, throughput, log history, environment
 
 Runs unchanged under ``torchrun --nproc_per_node N`` / ``accelerate launch`` (the trainer handles DDP; on CPU
-the
-backend is gloo); only process 0 writes ``model/``, ``config.json`` and ``metrics.json``.
+the backend is gloo); only process 0 writes ``model/``, ``config.json`` and ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -146,9 +145,7 @@ def check_recipe(recipe: Recipe) -> None:
         )
     objective.resolve_options(recipe.objective.options)
     if objective.layout == "pairs" and recipe.train.batch_size % 2:
-        raise RecipeError(
-            f"train.batch_size must be even for {objective.name!r} (two rows per sentence pair)"
-        )
+        raise RecipeError(f"train.batch_size must be even for {objective.name!r} (two rows per sentence pair)")
 
 
 def training_arguments(recipe: Recipe, output_dir: Path, *, has_eval: bool, cross: bool) -> Any:
