@@ -136,3 +136,17 @@ def test_cross_encoder_input_layout(tiny_bert_dir: Path) -> None:
     assert second == "a cat sits [SEP] the animal"
     ids = model.preprocess([["a man plays", second]])["input_ids"][0].tolist()
     assert ids.count(model.tokenizer.sep_token_id) == 3  # [CLS] s1 [SEP] s2 [SEP] c [SEP]
+
+
+def test_finesim_model_registry_loads_a_pair_scorer(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """``finesim evaluate`` loads models through finesim.models.registry: a saved C-STS model becomes a scorer."""
+    from finesim.evaluation.harness import as_scorer
+    from finesim.models.registry import load_model, model_type_of
+
+    torch.manual_seed(0)
+    model = build_tri_encoder(str(tiny_bert_dir), head="hadamard", max_length=32)
+    expected = ConditionalScorer(model).score(S1, S2, C)
+    save_conditional_model(model, tmp_path / "tri")
+    assert model_type_of(tmp_path / "tri") == "csts-tri"
+    scorer = as_scorer(load_model(str(tmp_path / "tri")))
+    np.testing.assert_allclose(scorer.score(S1, S2, C), expected, rtol=1e-5, atol=1e-6)

@@ -27,7 +27,8 @@ from finesim.models.heads import ConditionHead, find_condition_head
 from finesim.models.loading import load_sentence_model, resolve_model_path
 
 ENCODER_TYPES = ("bi", "cross", "tri")
-MARKER_FILE = "finesim_model.json"
+MARKER_FILE = "finesim_model.json"  # = finesim.models.registry.MODEL_CARD_FILE
+MODEL_TYPE_PREFIX = "csts-"  # model_type "csts-bi" | "csts-cross" | "csts-tri" in the model card
 
 
 def _check_encoder(encoder: str) -> str:
@@ -116,8 +117,8 @@ def encoder_type_of(model: Any) -> str:
 
 
 def write_marker(folder: str | Path, encoder: str, extra: dict[str, Any] | None = None) -> None:
-    """Write ``finesim_model.json`` (encoder type and optional facts) into a saved model folder."""
-    payload = {"encoder": _check_encoder(encoder), **(extra or {})}
+    """Write ``finesim_model.json`` (the model-registry card: ``model_type`` ``csts-<encoder>`` and ``encoder``)."""
+    payload = {"model_type": MODEL_TYPE_PREFIX + _check_encoder(encoder), "encoder": encoder, **(extra or {})}
     Path(folder, MARKER_FILE).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
 
 
@@ -138,7 +139,8 @@ def load_conditional_model(path: str | Path, *, encoder: str | None = None, devi
             raise FileNotFoundError(
                 f"{marker} not found: pass encoder='bi'|'cross'|'tri' to load a model finesim did not save"
             )
-        encoder = json.loads(marker.read_text(encoding="utf-8")).get("encoder")
+        card = json.loads(marker.read_text(encoding="utf-8"))
+        encoder = card.get("encoder") or str(card.get("model_type", "")).removeprefix(MODEL_TYPE_PREFIX)
     _check_encoder(str(encoder))
     if encoder == "cross":
         from sentence_transformers import CrossEncoder
@@ -261,3 +263,27 @@ class ConditionalScorer:
         s1 = [sentences1] if isinstance(sentences1, str) else list(sentences1)
         s2 = [sentences2] if isinstance(sentences2, str) else list(sentences2)
         return self.score(s1, s2, _as_conditions(condition, len(s1)))
+
+
+def _load_for_registry(path: str, *, device: str | None = None, max_length: int | None = None, **ignored: Any) -> Any:
+    """``finesim.models.registry`` loader: a :class:`ConditionalScorer` (a ``PairScorer``) for ``finesim evaluate``."""
+    import logging
+
+    if ignored.get("pooling") is not None:
+        logging.getLogger("finesim.models").warning(
+            "pooling=%r ignored: %s keeps its trained pooling", ignored["pooling"], path
+        )
+    model = load_conditional_model(path, device=device)
+    if max_length is not None:
+        model.max_seq_length = max_length
+    return ConditionalScorer(model)
+
+
+def _register_model_types() -> None:
+    from finesim.models.registry import register_model_type
+
+    for encoder in ENCODER_TYPES:
+        register_model_type(MODEL_TYPE_PREFIX + encoder, _load_for_registry)
+
+
+_register_model_types()
