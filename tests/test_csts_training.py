@@ -246,7 +246,7 @@ def test_tiny_training_moves_validation_metric(
     assert m["best_metric"] == pytest.approx(
         max(e["eval_validation_spearman"] for e in m["log_history"] if "eval_validation_spearman" in e)
     )
-    assert after == pytest.approx(m["best_metric"], abs=1e-6)
+    assert after == pytest.approx(m["best_metric"], abs=1e-6) and m["best_model_restored"] is True
     out = tmp_path / "out"
     assert (out / "model" / "finesim_model.json").is_file()
     config = json.loads((out / "config.json").read_text())

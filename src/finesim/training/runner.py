@@ -285,6 +285,9 @@ def train(
             "validation": final,
             "best_checkpoint": state.best_model_checkpoint,
             "best_metric": state.best_metric,
+            # the saved model scores what the best checkpoint scored (sentence-transformers only logs a failed reload)
+            "best_model_restored": bool(final and state.best_metric is not None)
+            and abs(final["spearman"] - state.best_metric) < 1e-3,
             "metric_for_best_model": args.metric_for_best_model,
             "resumed_from": checkpoint,
             "global_steps": steps,
