@@ -66,9 +66,7 @@ def main() -> None:
     parser.add_argument("--dims", default="32,64,128,256,384,512")
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--limit", type=int, default=None, help="smoke test: first N rows of each split")
-    parser.add_argument(
-        "--settings", default=None, help="comma-separated subset of the settings (default all)"
-    )
+    parser.add_argument("--settings", default=None, help="comma-separated subset of the settings (default all)")
     parser.add_argument("--no-baselines", action="store_true", help="skip the no-CASE reference scores")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for encoding (docs/case.md)")
     parser.add_argument("--train-threads", type=int, default=1, help="torch threads for projection training")
@@ -193,9 +191,7 @@ def main() -> None:
         data = embeddings[f"{formulation}/{subtract}"]
         for kind in ("linear", "nonlinear"):
             for dim in sorted({width, 512}):
-                config = TrainConfig(
-                    kind=kind, dim=dim, epochs=args.epochs, seed=args.seed, threads=args.train_threads
-                )
+                config = TrainConfig(kind=kind, dim=dim, epochs=args.epochs, seed=args.seed, threads=args.train_threads)
                 trained = train_projection(data["train"], data["dev"], config, show_progress=False)
                 row = {
                     "setting": label,

@@ -18,9 +18,7 @@ C = ["the activity", "the person", "the animal", "the activity"]
 
 
 def _model(tiny_model, cache_dir=None, projection=True):
-    enc = ConditionAwareEncoder(
-        tiny_model, PromptFormat("mlm", "conc_cs"), cache_dir=cache_dir, model_name="tiny"
-    )
+    enc = ConditionAwareEncoder(tiny_model, PromptFormat("mlm", "conc_cs"), cache_dir=cache_dir, model_name="tiny")
     proj = CaseProjection("nonlinear", 32, 8) if projection else None
     return CaseModel(enc, proj, {"note": "test"})
 
@@ -155,10 +153,7 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     )
     assert [r["dim"] for r in json.loads(sweep.read_text())["rows"]] == [4, 8]
     iso = tmp_path / "iso"
-    assert (
-        main(["case", "isotropy", *common, str(held), "--output-dir", str(iso), "--num-directions", "50"])
-        == 0
-    )
+    assert main(["case", "isotropy", *common, str(held), "--output-dir", str(iso), "--num-directions", "50"]) == 0
     result = json.loads((iso / "isotropy.json").read_text())["results"]
     assert set(result) == {"conc_cs", "conc_cs - c"} and (iso / "cosine_to_mean.png").is_file()
     embed_out = tmp_path / "embed.json"

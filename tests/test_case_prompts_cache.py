@@ -41,10 +41,7 @@ def test_reference_prompt_strings_are_exact():
     assert cond.conditional("A red car.", "the colour") == expected
     sent = PromptFormat("case-instruct", "sent")
     assert sent.conditional("A red car.", "the colour").endswith("Query : A red car.\nCondition : the colour")
-    assert (
-        cond.unconditional("the colour")
-        == "Instruct : Retrieve semantically similar texts Query : the colour"
-    )
+    assert cond.unconditional("the colour") == "Instruct : Retrieve semantically similar texts Query : the colour"
     assert PromptFormat("mlm", "conc_sc").conditional("A red car.", "the colour") == "A red car. the colour"
     assert PromptFormat("mlm", "conc_cs").conditional("A red car.", "the colour") == "the colour A red car."
     assert PromptFormat("mlm", "conc_cs").unconditional("the colour") == "the colour"
@@ -94,9 +91,7 @@ def test_cache_reuse_across_runs_never_re_encodes(tmp_path):
     # 3 distinct conditional strings + 2 distinct condition strings
     assert enc.encoded == 5 == model.n_encoded
     fresh_model = CountingModel()
-    reused = ConditionAwareEncoder(
-        fresh_model, PromptFormat("mlm", "conc_cs"), cache_dir=tmp_path, model_name="fake"
-    )
+    reused = ConditionAwareEncoder(fresh_model, PromptFormat("mlm", "conc_cs"), cache_dir=tmp_path, model_name="fake")
     y = reused.embed(sentences, conditions)
     assert reused.encoded == 0 and fresh_model.calls == []
     np.testing.assert_array_equal(x, y)

@@ -113,9 +113,7 @@ def test_training_recovers_a_known_linear_projection():
 def test_best_epoch_is_restored_from_dev():
     train, dev = _synthetic(400, seed=1), _synthetic(200, seed=2)
     # dev drawn from a different ground truth: its curve peaks and falls, so the epoch choice matters
-    result = train_projection(
-        train, dev, TrainConfig(dim=4, epochs=8, batch_size=64, lr=1e-2), show_progress=False
-    )
+    result = train_projection(train, dev, TrainConfig(dim=4, epochs=8, batch_size=64, lr=1e-2), show_progress=False)
     curve = [h["dev_spearman"] for h in result.history]
     assert result.best_epoch == int(np.argmax(curve)) + 1
     assert result.best_dev_spearman == pytest.approx(max(curve))

@@ -96,9 +96,7 @@ class EmbeddingCache:
             self._loaded_parts.add(number)
             keys = json.loads(keys_file.read_text(encoding="utf-8"))
             if not matrix_file.is_file():
-                raise ValueError(
-                    f"{keys_file}: its matrix {matrix_file.name} is missing; delete the keys file"
-                )
+                raise ValueError(f"{keys_file}: its matrix {matrix_file.name} is missing; delete the keys file")
             for row, key in enumerate(keys):
                 self._index.setdefault(key, (number, row))
 

@@ -56,9 +56,7 @@ def describe_model(model: Any, name: str | None = None) -> dict[str, Any]:
         modules = [type(m).__name__ for m in model]
     except TypeError:
         modules = [type(model).__name__]
-    dim_fn = getattr(model, "get_embedding_dimension", None) or getattr(
-        model, "get_sentence_embedding_dimension", None
-    )
+    dim_fn = getattr(model, "get_embedding_dimension", None) or getattr(model, "get_sentence_embedding_dimension", None)
     return {
         "model": str(name),
         "pooling": model_pooling(model),
@@ -130,9 +128,7 @@ class ConditionAwareEncoder:
         """The encoder inputs of the conditional embeddings."""
         return [self.prompt.conditional(s, c) for s, c in zip(sentences, conditions)]
 
-    def embed_parts(
-        self, sentences: Sequence[str], conditions: Sequence[str]
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def embed_parts(self, sentences: Sequence[str], conditions: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The conditional embeddings and the unconditional condition embeddings f(c; I(∅)), row-aligned."""
         if len(sentences) != len(conditions):
             raise ValueError(f"{len(sentences)} sentences but {len(conditions)} conditions")

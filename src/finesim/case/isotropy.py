@@ -71,9 +71,7 @@ def isotropy_summary(embeddings: np.ndarray, *, num_directions: int = 1000, seed
     }
 
 
-def save_histograms(
-    distributions: dict[str, np.ndarray], path: str | Path, *, title: str = "", bins: int = 50
-) -> Path:
+def save_histograms(distributions: dict[str, np.ndarray], path: str | Path, *, title: str = "", bins: int = 50) -> Path:
     """Save overlaid histograms of embedding-to-mean cosines (one per label) as a PNG."""
     import matplotlib
 

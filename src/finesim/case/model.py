@@ -85,8 +85,7 @@ class CaseModel:
             raise ValueError("CASE scores sentence pairs under a condition: pass conditions")
         if not (len(sentences1) == len(sentences2) == len(conditions)):
             raise ValueError(
-                f"{len(sentences1)} first sentences, {len(sentences2)} second sentences, "
-                f"{len(conditions)} conditions"
+                f"{len(sentences1)} first sentences, {len(sentences2)} second sentences, {len(conditions)} conditions"
             )
         n = len(sentences1)
         before = self.encoder.encoded
@@ -138,9 +137,7 @@ class CaseModel:
         if config.get("format") != "finesim-case":
             raise ValueError(f"{config_file}: not a finesim CASE model (format={config.get('format')!r})")
         if config.get("format_version", 0) > FORMAT_VERSION:
-            raise ValueError(
-                f"{config_file}: format version {config['format_version']} is newer than this finesim"
-            )
+            raise ValueError(f"{config_file}: format version {config['format_version']} is newer than this finesim")
         described = config["encoder"]
         if model is None:
             from finesim.models import load_sentence_model

@@ -67,9 +67,7 @@ class CaseProjection(nn.Sequential):
     def project(self, embeddings: torch.Tensor) -> torch.Tensor:
         """Project a (n, d) tensor to (n, k)."""
         if embeddings.shape[-1] != self.in_dim:
-            raise ValueError(
-                f"projection expects {self.in_dim}-dimensional inputs, got {embeddings.shape[-1]}"
-            )
+            raise ValueError(f"projection expects {self.in_dim}-dimensional inputs, got {embeddings.shape[-1]}")
         return self({"sentence_embedding": embeddings})["sentence_embedding"]
 
     def num_parameters(self) -> int:

@@ -141,9 +141,7 @@ def train_projection(
     if len(train) == 0:
         raise ValueError("no training pairs")
     if dev is not None and dev.dim != train.dim:
-        raise ValueError(
-            f"dev embeddings are {dev.dim}-dimensional, train embeddings {train.dim}-dimensional"
-        )
+        raise ValueError(f"dev embeddings are {dev.dim}-dimensional, train embeddings {train.dim}-dimensional")
     previous_threads = torch.get_num_threads()
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -153,9 +151,7 @@ def train_projection(
         torch.set_num_threads(previous_threads)
 
 
-def _train(
-    train: PairEmbeddings, dev: PairEmbeddings | None, config: TrainConfig, show_progress: bool
-) -> TrainResult:
+def _train(train: PairEmbeddings, dev: PairEmbeddings | None, config: TrainConfig, show_progress: bool) -> TrainResult:
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     projection = CaseProjection(
@@ -171,9 +167,7 @@ def _train(
     best_epoch, best_dev = config.epochs, None
     history: list[dict[str, float]] = []
     start = time.perf_counter()
-    bar = tqdm(
-        range(1, config.epochs + 1), desc=f"CASE {config.kind} k={config.dim}", disable=not show_progress
-    )
+    bar = tqdm(range(1, config.epochs + 1), desc=f"CASE {config.kind} k={config.dim}", disable=not show_progress)
     for epoch in bar:
         projection.train()
         order = torch.randperm(n, generator=generator)

@@ -77,19 +77,11 @@ def _encoder_options(p: argparse.ArgumentParser) -> None:
 
 def _train_options(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     p.add_argument("--train", default=None, help="C-STS CSV to train on (default: <data>/csts/train.csv)")
-    p.add_argument(
-        "--dev", default=None, help="C-STS CSV for choosing the epoch (default: carve from --train)"
-    )
-    p.add_argument(
-        "--dev-fraction", type=float, default=None, help="share of train pairs carved as dev (0.1)"
-    )
-    p.add_argument(
-        "--eval", nargs="*", default=None, help="C-STS CSVs to report on (never used for selection)"
-    )
+    p.add_argument("--dev", default=None, help="C-STS CSV for choosing the epoch (default: carve from --train)")
+    p.add_argument("--dev-fraction", type=float, default=None, help="share of train pairs carved as dev (0.1)")
+    p.add_argument("--eval", nargs="*", default=None, help="C-STS CSVs to report on (never used for selection)")
     p.add_argument("--data", default=None, help="data root for the default --train")
-    p.add_argument(
-        "--kind", default=None, choices=["linear", "nonlinear"], help="projection (default nonlinear)"
-    )
+    p.add_argument("--kind", default=None, choices=["linear", "nonlinear"], help="projection (default nonlinear)")
     if sweep:
         p.add_argument("--dims", default=None, help="comma-separated output dimensions (default 64,...,512)")
     else:
@@ -99,9 +91,7 @@ def _train_options(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     p.add_argument("--epochs", type=int, default=None, help="epochs (default 30)")
     p.add_argument("--dropout", type=float, default=None, help="dropout (default 0 linear, 0.15 non-linear)")
     p.add_argument("--negative-slope", type=float, default=None, help="LeakyReLU slope (default 0.01)")
-    p.add_argument(
-        "--label-divisor", type=float, default=None, help="target = (label - offset) / divisor (5)"
-    )
+    p.add_argument("--label-divisor", type=float, default=None, help="target = (label - offset) / divisor (5)")
     p.add_argument("--label-offset", type=float, default=None, help="see --label-divisor (default 0)")
     p.add_argument("--seed", type=int, default=None, help="seed for the dev carve and training (default 42)")
 
@@ -241,9 +231,7 @@ def _train_config(options: dict[str, Any], dim: int | None = None):
     )
 
 
-def _splits(
-    args: argparse.Namespace, options: dict[str, Any]
-) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
+def _splits(args: argparse.Namespace, options: dict[str, Any]) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
     """(train, dev, {eval name: dataset}, data description)."""
     from finesim.case import split_by_pair
     from finesim.case.data import split_summary
@@ -256,9 +244,7 @@ def _splits(
         dev_source = options["dev"]
     else:
         train, dev = split_by_pair(train, float(options["dev_fraction"]), int(options["seed"]))
-        dev_source = (
-            f"{train_file} (carved: {options['dev_fraction']} of sentence pairs, seed {options['seed']})"
-        )
+        dev_source = f"{train_file} (carved: {options['dev_fraction']} of sentence pairs, seed {options['seed']})"
     evals = {}
     for path in options["eval"] or []:
         evals[Path(path).stem] = _read(path)[0]
