@@ -46,7 +46,7 @@ def load_model(name: str, **kwargs: Any) -> Any:
     return _LOADERS[kind](name, **kwargs)
 
 
-BUILTIN_TYPE_MODULES: tuple[str, ...] = ()
+BUILTIN_TYPE_MODULES: tuple[str, ...] = ("finesim.models.conditional", "finesim.case.model")
 
 
 def _import_builtin_types() -> None:
