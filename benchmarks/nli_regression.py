@@ -76,9 +76,7 @@ def run(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     pairs, _ = (nli_classification_pairs if name == "softmax" else nli_regression_pairs)(root)
     if args.limit_train:
         pairs = pairs.shuffle(seed=args.seed).select(range(min(args.limit_train, len(pairs))))
-    ds = Dataset.from_dict(
-        {"sentence1": pairs["premise"], "sentence2": pairs["hypothesis"], "label": pairs["label"]}
-    )
+    ds = Dataset.from_dict({"sentence1": pairs["premise"], "sentence2": pairs["hypothesis"], "label": pairs["label"]})
     options: dict[str, Any] = dict(PAPER_OPTIONS.get(name, {}))
     if name != "softmax":
         options.update(clamp=args.clamp, label_range=(0.0, 2.0))
@@ -125,11 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         payload["results"][name] = run(name, args, root)
         write_json_atomic(out, payload)
     for n, r in payload["results"].items():
-        print(
-            f"{n:<16}"
-            + "".join(f"{v:>9.2f}" for v in r["eval"]["tasks"].values())
-            + f"{r['eval']['average']:>9.2f}"
-        )
+        print(f"{n:<16}" + "".join(f"{v:>9.2f}" for v in r["eval"]["tasks"].values()) + f"{r['eval']['average']:>9.2f}")
     return 0
 
 

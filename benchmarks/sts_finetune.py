@@ -49,14 +49,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument(
-        "--limit-train", type=int, default=0, help="use a seeded random N training pairs (0 = all)"
-    )
+    p.add_argument("--limit-train", type=int, default=0, help="use a seeded random N training pairs (0 = all)")
     p.add_argument("--sk2-k", type=float, default=3.0, help="Smooth K2 k for stage 2")
     p.add_argument("--sk2-x0", type=float, default=0.2, help="Smooth K2 x0 for stage 2")
-    p.add_argument(
-        "--stage1-nli-pairs", type=int, default=2000, help="SNLI pairs for the head-only stage 1 (0 = skip)"
-    )
+    p.add_argument("--stage1-nli-pairs", type=int, default=2000, help="SNLI pairs for the head-only stage 1 (0 = skip)")
     p.add_argument("--stage1-lr", type=float, default=1e-3)
     p.add_argument("--stage1-k", type=float, default=2.0)
     p.add_argument("--stage1-x0", type=float, default=0.25)
@@ -166,9 +162,7 @@ def run_objective(
                 seed=args.seed,
             )
             frozen = freeze_encoder(model)
-            logger.info(
-                "stage 1: head only (%d encoder parameters frozen) on %d SNLI pairs", frozen, len(nli)
-            )
+            logger.info("stage 1: head only (%d encoder parameters frozen) on %d SNLI pairs", frozen, len(nli))
             s1 = fit(
                 model,
                 stage1_loss,
@@ -189,18 +183,14 @@ def run_objective(
     else:
         loss = build_sts_loss(name, model, seed=args.seed)
     labels = prepare_labels(name, train_ds["label"], label_range)
-    ds = Dataset.from_dict(
-        {"sentence1": train_ds["sentence1"], "sentence2": train_ds["sentence2"], "label": labels}
-    )
+    ds = Dataset.from_dict({"sentence1": train_ds["sentence1"], "sentence2": train_ds["sentence2"], "label": labels})
     record["train"] = fit(
         model, loss, ds, train_args(args, work / "stage2", lr=args.lr, epochs=args.epochs, seed=args.seed)
     )
     if drop_regression_head(model) is not None:
         record["head_dropped_for_evaluation"] = True
     record["eval"] = evaluate_model(model, args, root)
-    record["wall_seconds"] = round(
-        record["train"]["seconds"] + record.get("stage1", {}).get("seconds", 0.0), 1
-    )
+    record["wall_seconds"] = round(record["train"]["seconds"] + record.get("stage1", {}).get("seconds", 0.0), 1)
     return record
 
 
@@ -230,11 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": {k: v for k, v in vars(args).items()},
         "budget": f"{args.epochs:g} epoch(s), batch {args.batch_size}, lr {args.lr:g}, seed {args.seed}, "
         f"{len(train_ds)} training pairs, same for every objective; evaluation on "
-        + (
-            f"a fixed sample of at most {args.eval_max_pairs} pairs per task"
-            if args.eval_max_pairs
-            else "all pairs"
-        ),
+        + (f"a fixed sample of at most {args.eval_max_pairs} pairs per task" if args.eval_max_pairs else "all pairs"),
         "training_data": {**data_report, "pairs_used": len(train_ds)},
         "reference_untuned_average": 78.87,
         "results": {},
@@ -264,9 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for n, r in payload["results"].items():
         print(
-            f"{n:<14}"
-            + "".join(f"{v:>14.2f}" for v in r["eval"]["tasks"].values())
-            + f"{r['eval']['average']:>8.2f}"
+            f"{n:<14}" + "".join(f"{v:>14.2f}" for v in r["eval"]["tasks"].values()) + f"{r['eval']['average']:>8.2f}"
         )
     return 0
 

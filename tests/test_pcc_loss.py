@@ -65,9 +65,7 @@ def test_module_trains_a_tiny_model(tiny_model) -> None:
     s2 = ["a man plays piano", "a cat sits", "the dog eats", "a boy runs", "two girls sit"]
     labels = torch.tensor([4.0, 1.0, 3.0, 0.5, 2.0])
     loss_fn = PearsonLoss(tiny_model)
-    feats = [
-        {k: v for k, v in tiny_model.preprocess(s).items() if isinstance(v, torch.Tensor)} for s in (s1, s2)
-    ]
+    feats = [{k: v for k, v in tiny_model.preprocess(s).items() if isinstance(v, torch.Tensor)} for s in (s1, s2)]
     opt = torch.optim.AdamW(tiny_model.parameters(), lr=5e-3)
     first = None
     for _ in range(15):

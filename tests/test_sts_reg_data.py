@@ -63,8 +63,6 @@ def test_merged_training_set_on_the_real_data(shared_data: Path) -> None:
     ds, report = merged_sts_training_set(shared_data)
     # the regression paper (section 4.2) reports 5,398 pairs after filtering
     assert report["pairs"] == len(ds) == 5398
-    assert (
-        report["stsb_train"] - report["removed_stsb"] + report["sick_train"] - report["removed_sick"] == 5398
-    )
+    assert report["stsb_train"] - report["removed_stsb"] + report["sick_train"] - report["removed_sick"] == 5398
     assert ds.column_names == ["sentence1", "sentence2", "label"]
     assert min(ds["label"]) >= 0.0 and max(ds["label"]) <= 5.0

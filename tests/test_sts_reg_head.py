@@ -116,9 +116,7 @@ def test_two_stage_freezing_really_freezes(tiny_model, tmp_path: Path) -> None:
     loss = build_sts_loss("smooth-k2", tiny_model, {"label_range": (0.0, 2.0)}, seed=0)
     frozen = freeze_encoder(tiny_model)
     head = get_regression_head(tiny_model)
-    assert frozen == sum(p.numel() for p in tiny_model.parameters()) - sum(
-        p.numel() for p in head.parameters()
-    )
+    assert frozen == sum(p.numel() for p in tiny_model.parameters()) - sum(p.numel() for p in head.parameters())
     enc_before = {n: p.detach().clone() for n, p in tiny_model[0].named_parameters()}
     head_before = head.linear.weight.detach().clone()
     ds = Dataset.from_dict({"s1": S1, "s2": S2, "label": [y / 2.5 for y in Y]})

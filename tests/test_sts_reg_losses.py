@@ -40,9 +40,7 @@ def test_smooth_k2_value() -> None:
 def test_smooth_k2_equals_paper_polynomial() -> None:
     x = torch.linspace(0.25, 3.0, 12, dtype=torch.float64)
     k, x0 = 3.0, 0.25
-    ours = torch.stack(
-        [smooth_k2_loss(xi.view(1), torch.zeros(1, dtype=torch.float64), k=k, x0=x0) for xi in x]
-    )
+    ours = torch.stack([smooth_k2_loss(xi.view(1), torch.zeros(1, dtype=torch.float64), k=k, x0=x0) for xi in x])
     paper = k * (x**2 - 2 * x0 * x + x0**2)
     assert torch.allclose(ours, paper)
 

@@ -69,9 +69,7 @@ def test_runner_trains_sts_objectives(tiny_bert_dir: Path, tmp_path: Path, objec
 
 def test_unknown_option_is_an_error(tiny_bert_dir: Path, tmp_path: Path) -> None:
     recipe = recipe_from_dict(
-        _recipe(
-            tiny_bert_dir, _stsb(tmp_path / "sts-train.csv"), {"name": "smooth-k2", "options": {"tau": 1}}
-        )
+        _recipe(tiny_bert_dir, _stsb(tmp_path / "sts-train.csv"), {"name": "smooth-k2", "options": {"tau": 1}})
     )
     with pytest.raises(ValueError, match="no option"):
         train(recipe, output_dir=tmp_path / "run")

@@ -62,9 +62,7 @@ def paper_bound(n: int) -> Bound:
         raise ValueError(f"need at least 2 pairs, got {n}")
     best_k = min(range(1, n), key=lambda k: (paper_sum_d2(n, k), k))
     rho = 1.0 - 6.0 * paper_sum_d2(n, best_k) / (n * (n * n - 1))
-    return Bound(
-        spearman=rho, positives=best_k, n=n, method="paper closed form (6 sum d^2 without tie correction)"
-    )
+    return Bound(spearman=rho, positives=best_k, n=n, method="paper closed form (6 sum d^2 without tie correction)")
 
 
 def paper_limit() -> float:
@@ -102,9 +100,7 @@ def exact_bound(gold: Sequence[float] | np.ndarray) -> Bound:
     sd_b = np.sqrt(m * (n - m) / n)
     rho = prefix / (sd_r * sd_b)
     best = int(np.argmax(rho))
-    return Bound(
-        spearman=float(rho[best]), positives=int(m[best]), n=n, method="exact (average ranks, scipy)"
-    )
+    return Bound(spearman=float(rho[best]), positives=int(m[best]), n=n, method="exact (average ranks, scipy)")
 
 
 def brute_force_bound(gold: Sequence[float] | np.ndarray, *, max_n: int = 16) -> Bound:

@@ -49,9 +49,7 @@ def evaluation_sets(root: str | Path) -> list[Dataset]:
     return sets
 
 
-def merged_sts_training_set(
-    root: str | Path, *, filter_eval_overlap: bool = True
-) -> tuple[Dataset, dict[str, Any]]:
+def merged_sts_training_set(root: str | Path, *, filter_eval_overlap: bool = True) -> tuple[Dataset, dict[str, Any]]:
     """Filtered, merged STS-B + SICK-R training pairs on the 0-5 scale (columns sentence1, sentence2,
     label)."""
     root = Path(root)
@@ -79,9 +77,7 @@ def _snli(root: str | Path, splits: Sequence[str]) -> Dataset:
     return concatenate_datasets(parts) if len(parts) > 1 else parts[0]
 
 
-def nli_regression_pairs(
-    root: str | Path, splits: Sequence[str] = ("dev", "test")
-) -> tuple[Dataset, dict[str, Any]]:
+def nli_regression_pairs(root: str | Path, splits: Sequence[str] = ("dev", "test")) -> tuple[Dataset, dict[str, Any]]:
     """SNLI pairs with labels contradiction 0, neutral 1, entailment 2 (columns premise, hypothesis,
     label)."""
     ds = _snli(root, splits)

@@ -25,9 +25,7 @@ ClampMode = Literal["none", "lower", "both"]
 CLAMP_MODES = ("none", "lower", "both")
 
 
-def clamp_predictions(
-    pred: Tensor, mode: ClampMode = "lower", label_range: tuple[float, float] = (0.0, 5.0)
-) -> Tensor:
+def clamp_predictions(pred: Tensor, mode: ClampMode = "lower", label_range: tuple[float, float] = (0.0, 5.0)) -> Tensor:
     """Clamp predictions to the label range; clamped entries get zero gradient.
 
     ``"lower"`` reproduces the reference code's ``pred * (pred >= 0)`` generalised to ``low``:

@@ -26,9 +26,7 @@ def softmax_classification_loss(logits: Tensor, labels: Tensor) -> Tensor:
             raise ValueError("classification labels must be integer class ids, got fractional values")
         labels = labels.long()
     if labels.numel() and (labels.min() < 0 or labels.max() >= logits.shape[1]):
-        raise ValueError(
-            f"class ids must lie in [0, {logits.shape[1] - 1}], got {labels.min()}..{labels.max()}"
-        )
+        raise ValueError(f"class ids must lie in [0, {logits.shape[1] - 1}], got {labels.min()}..{labels.max()}")
     return torch.nn.functional.cross_entropy(logits, labels)
 
 

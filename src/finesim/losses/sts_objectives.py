@@ -41,9 +41,7 @@ _REG = {"clamp": "lower", "label_range": (0.0, 5.0), "concat": ("u", "v", "|u-v|
 STS_OBJECTIVES: dict[str, STSObjective] = {
     o.name: o
     for o in (
-        STSObjective(
-            "mse-cosine", "none", "unit", {}, "MSE between cos(u, v) and the label rescaled to [0, 1]"
-        ),
+        STSObjective("mse-cosine", "none", "unit", {}, "MSE between cos(u, v) and the label rescaled to [0, 1]"),
         STSObjective("cosent", "none", "raw", {"scale": 20.0}, "CoSENT ranking loss on cos(u, v)"),
         STSObjective(
             "pearson",
@@ -53,9 +51,7 @@ STS_OBJECTIVES: dict[str, STSObjective] = {
             "1 - Pearson r (Pcc-tuning)",
         ),
         STSObjective("l1", "regression", "raw", dict(_REG), "L1 on the regression head"),
-        STSObjective(
-            "translated-relu", "regression", "raw", {"k": 1.0, "x0": 0.25, **_REG}, "Translated ReLU"
-        ),
+        STSObjective("translated-relu", "regression", "raw", {"k": 1.0, "x0": 0.25, **_REG}, "Translated ReLU"),
         STSObjective("mse-regression", "regression", "raw", dict(_REG), "MSE on the regression head"),
         STSObjective("smooth-k2", "regression", "raw", {"k": 2.0, "x0": 0.25, **_REG}, "Smooth K2"),
         STSObjective(
@@ -88,9 +84,7 @@ def prepare_labels(name: str, labels: Any, label_range: tuple[float, float]) -> 
     return np.asarray(labels, dtype=np.float64).tolist()
 
 
-def build_sts_loss(
-    name: str, model: Any, options: Mapping[str, Any] | None = None, *, seed: int | None = None
-) -> Any:
+def build_sts_loss(name: str, model: Any, options: Mapping[str, Any] | None = None, *, seed: int | None = None) -> Any:
     """Build objective ``name`` for ``model``; adds a :class:`RegressionHead` when the objective needs
     one and the
     model has none. Unknown option names are errors."""
@@ -98,9 +92,7 @@ def build_sts_loss(
     options = dict(options or {})
     unknown = sorted(set(options) - set(obj.defaults))
     if unknown:
-        raise ValueError(
-            f"objective {name!r} has no option(s) {unknown}; its options are {sorted(obj.defaults)}"
-        )
+        raise ValueError(f"objective {name!r} has no option(s) {unknown}; its options are {sorted(obj.defaults)}")
     opts = {**obj.defaults, **options}
     if obj.head != "none":
         from finesim.models.regression_head import add_regression_head, find_regression_head
@@ -110,9 +102,7 @@ def build_sts_loss(
         if head is None:
             add_regression_head(model, out_features=out, concat=opts["concat"], seed=seed)
         elif head.out_features != out:
-            raise ValueError(
-                f"objective {name!r} needs a head with {out} outputs; the model's has {head.out_features}"
-            )
+            raise ValueError(f"objective {name!r} needs a head with {out} outputs; the model's has {head.out_features}")
     reg = {"clamp": opts.get("clamp"), "label_range": tuple(opts.get("label_range", (0.0, 5.0)))}
     if name == "mse-cosine":
         from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
@@ -125,9 +115,7 @@ def build_sts_loss(
     if name == "pearson":
         from finesim.losses.pearson import PearsonLoss
 
-        return PearsonLoss(
-            model, gather=bool(opts["gather"]), reference_scaling=bool(opts["reference_scaling"])
-        )
+        return PearsonLoss(model, gather=bool(opts["gather"]), reference_scaling=bool(opts["reference_scaling"]))
     if name == "l1":
         from finesim.losses.l1 import L1RegressionLoss
 

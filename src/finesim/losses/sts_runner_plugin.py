@@ -48,9 +48,7 @@ def _builder(name: str):
 
 for _name in RUNNER_OBJECTIVES:
     _obj = STS_OBJECTIVES[_name]
-    _defaults: dict[str, Any] = {
-        k: (list(v) if isinstance(v, tuple) else v) for k, v in _obj.defaults.items()
-    }
+    _defaults: dict[str, Any] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in _obj.defaults.items()}
     if _obj.head != "none":
         _defaults.update(freeze_encoder=False, seed=None)
     register_objective(
@@ -95,9 +93,7 @@ def _nli(kind: str):
         root = Path(path).parent.parent  # .../nli/SNLI -> data root
         fn = nli_regression_pairs if kind == "regression" else nli_classification_pairs
         ds, report = fn(root)
-        ds = Dataset.from_dict(
-            {"sentence1": ds["premise"], "sentence2": ds["hypothesis"], "label": ds["label"]}
-        )
+        ds = Dataset.from_dict({"sentence1": ds["premise"], "sentence2": ds["hypothesis"], "label": ds["label"]})
         return ds, report
 
     return load

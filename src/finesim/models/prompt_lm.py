@@ -158,9 +158,7 @@ def add_lora(
     output head); the base weights are frozen. Returns the ``LoraConfig``."""
     from peft import LoraConfig
 
-    config = LoraConfig(
-        r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none", target_modules=target_modules
-    )
+    config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none", target_modules=target_modules)
     model.add_adapter(config)
     return config
 
@@ -180,9 +178,7 @@ class PromptLMEncoder:
         self.template = resolve_template(self.config.template)
         self.tokenizer = model[0].tokenizer
         if self.tokenizer.padding_side != "left":
-            raise ValueError(
-                "prompt-based last-token pooling needs left padding (tokenizer.padding_side='left')"
-            )
+            raise ValueError("prompt-based last-token pooling needs left padding (tokenizer.padding_side='left')")
 
     def _truncate(self, sentence: str) -> str:
         limit = self.config.sentence_max_tokens

@@ -75,8 +75,7 @@ class RegressionHead(Module):
         """The concatenated pair features, ``N x (len(concat) * h)``."""
         if u.shape != v.shape or u.ndim != 2 or u.shape[1] != self.in_features:
             raise ValueError(
-                f"expected two N x {self.in_features} embedding matrices, "
-                f"got {tuple(u.shape)} and {tuple(v.shape)}"
+                f"expected two N x {self.in_features} embedding matrices, got {tuple(u.shape)} and {tuple(v.shape)}"
             )
         parts = {"u": lambda: u, "v": lambda: v, "|u-v|": lambda: (u - v).abs(), "u*v": lambda: u * v}
         return torch.cat([parts[p]() for p in self.concat], dim=-1)
@@ -100,14 +99,10 @@ class RegressionHead(Module):
 
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs: Any) -> RegressionHead:
-        hub_kwargs = {
-            k: kwargs[k] for k in ("token", "cache_folder", "revision", "local_files_only") if k in kwargs
-        }
+        hub_kwargs = {k: kwargs[k] for k in ("token", "cache_folder", "revision", "local_files_only") if k in kwargs}
         config = cls.load_config(model_name_or_path=model_name_or_path, subfolder=subfolder, **hub_kwargs)
         head = cls(**config)
-        cls.load_torch_weights(
-            model_name_or_path=model_name_or_path, subfolder=subfolder, model=head, **hub_kwargs
-        )
+        cls.load_torch_weights(model_name_or_path=model_name_or_path, subfolder=subfolder, model=head, **hub_kwargs)
         return head
 
 
