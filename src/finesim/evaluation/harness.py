@@ -18,8 +18,18 @@ from finesim.results import file_sha256
 
 logger = logging.getLogger("finesim.evaluation")
 
-# Extra analyses for conditional tasks: name -> fn(dataset, predictions) -> JSON-able dict.
-CONDITIONAL_ANALYSES: dict[str, Callable[[Any, np.ndarray], dict[str, Any]]] = {}
+# Extra analyses for conditional tasks: name -> fn(task, dataset, predictions) -> JSON-able dict.
+CONDITIONAL_ANALYSES: dict[str, Callable[[Task, Any, np.ndarray], dict[str, Any]]] = {}
+
+
+def _overestimation(task: Task, dataset: Any, predictions: np.ndarray) -> dict[str, Any]:
+    """The CCL paper's over-estimation count (Appendix A), labels mapped from the task's declared range."""
+    from finesim.analysis.overestimation import count_overestimation
+
+    return count_overestimation(dataset, predictions, label_range=task.score_range)
+
+
+CONDITIONAL_ANALYSES["overestimation"] = _overestimation
 
 
 @dataclass
@@ -146,7 +156,11 @@ def evaluate_task(
         result.files = {str(p): file_sha256(p) for p in task.files(data_root)}
     if task.conditional:
         for name, analysis in CONDITIONAL_ANALYSES.items():
-            result.analyses[name] = analysis(dataset, predictions)
+            try:
+                result.analyses[name] = analysis(task, dataset, predictions)
+            except ValueError as err:  # e.g. no sentence pair with two labelled conditions
+                logger.warning("%s: analysis %s skipped: %s", task.name, name, err)
+                result.analyses[name] = {"skipped": str(err)}
     return result
 
 
@@ -173,4 +187,11 @@ def format_table(results: Sequence[TaskResult]) -> str:
     if len(results) > 1:
         avg = float(np.mean([r.main_score for r in results]))
         lines.append(f"{'average (main)':<32}{'':>7}{avg:>8.2f}")
+    for r in results:
+        over = r.analyses.get("overestimation", {})
+        if "overestimated" in over:
+            lines.append(
+                f"{r.task}: {over['overestimated']} of {over['pairs']} sentence pairs over-estimated "
+                f"(CCL Eq. 16-17, t={over['threshold']})"
+            )
     return "\n".join(lines)
