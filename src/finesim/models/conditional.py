@@ -146,16 +146,12 @@ def load_conditional_model(path: str | Path, *, encoder: str | None = None, devi
         from sentence_transformers import CrossEncoder
 
         return CrossEncoder(str(folder), device=device, activation_fn=torch.nn.Identity())
-    from sentence_transformers import SentenceTransformer
+    from finesim.models.projection_head import load_model_with_projection_head
 
-    if encoder == "tri":
-        # The head class is finesim's own (already imported), so resolve it directly instead of asking for
-        # trust_remote_code=True, which would also let the backbone run code from the folder. This is the
-        # mechanism sentence-transformers' trainer uses to reload checkpoints with custom modules.
-        ref = f"{ConditionHead.__module__}.{ConditionHead.__qualname__}"
-        model = SentenceTransformer._load_with_module_classes(str(folder), {ref: ConditionHead}, device=device)
-    else:
-        model = SentenceTransformer(str(folder), device=device)
+    # finesim's module classes (condition, projection and regression heads, e.g. after CCL or regression
+    # training) are resolved directly instead of asking for trust_remote_code=True, which would also let the
+    # backbone run code from the folder; a plain bi-encoder folder loads exactly as in sentence-transformers.
+    model = load_model_with_projection_head(str(folder), device=device)
     if encoder == "tri" and find_condition_head(model) is None:
         raise ValueError(f"{folder} was declared a tri-encoder but has no ConditionHead module")
     return model

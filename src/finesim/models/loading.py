@@ -8,6 +8,7 @@ is looked up in the local Hugging Face cache and then in the known offline copie
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -120,6 +121,12 @@ def load_sentence_model(
         transformer = Transformer(path, max_seq_length=max_length)
         pool = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling or "mean")
         model = SentenceTransformer(modules=[transformer, pool], device=device, **kwargs)
+    elif is_st and _has_finesim_modules(Path(path)):
+        from finesim.models.projection_head import load_model_with_projection_head
+
+        model = load_model_with_projection_head(path, device=device, **kwargs)
+        if pooling is not None:
+            set_pooling(model, pooling)
     else:
         model = SentenceTransformer(path, device=device, **kwargs)
         if pooling is not None:
@@ -127,6 +134,15 @@ def load_sentence_model(
     if max_length is not None:
         model.max_seq_length = max_length
     return model
+
+
+def _has_finesim_modules(folder: Path) -> bool:
+    """Whether a sentence-transformers folder lists one of finesim's own module classes in ``modules.json``."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    return any(str(m.get("type", "")).startswith("finesim.") for m in modules if isinstance(m, dict))
 
 
 def set_pooling(model: Any, pooling: str) -> None:

@@ -93,17 +93,16 @@ def add_projection_head(
 
 
 def finesim_module_classes() -> dict[str, type]:
-    """``modules.json`` type -> class for finesim's own modules (projection and condition heads).
+    """``modules.json`` type -> class for finesim's own modules (projection, condition and regression heads).
 
     Saved models that contain them then load without ``trust_remote_code``.
     """
     classes: dict[str, type] = {f"{ProjectionHead.__module__}.{ProjectionHead.__qualname__}": ProjectionHead}
-    try:
-        from finesim.models.heads import ConditionHead
+    from finesim.models.heads import ConditionHead
+    from finesim.models.regression_head import RegressionHead
 
-        classes[f"{ConditionHead.__module__}.{ConditionHead.__qualname__}"] = ConditionHead
-    except ImportError:  # pragma: no cover - heads ship with finesim
-        pass
+    for cls in (ConditionHead, RegressionHead):
+        classes[f"{cls.__module__}.{cls.__qualname__}"] = cls
     return classes
 
 
