@@ -72,9 +72,7 @@ def recipe_dict(args: argparse.Namespace, name: str, objective: dict[str, Any], 
         "eval_batch_size": 64,
     }
     if args.max_steps:
-        train_spec.update(
-            max_steps=args.max_steps, epochs=1, eval_strategy="steps", eval_steps=args.max_steps
-        )
+        train_spec.update(max_steps=args.max_steps, epochs=1, eval_strategy="steps", eval_steps=args.max_steps)
     else:
         train_spec.update(epochs=args.epochs, eval_strategy="epoch")
     return {
@@ -138,24 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
     p.add_argument("--runs", default="bi-mse,bi-quad-mse,bi-ccl")
     p.add_argument("--epochs", type=float, default=3.0)
-    p.add_argument(
-        "--max-steps", type=int, default=0, help="fixed optimizer-step budget per run (0: --epochs)"
-    )
+    p.add_argument("--max-steps", type=int, default=0, help="fixed optimizer-step budget per run (0: --epochs)")
     p.add_argument("--max-train-rows", type=int, default=None)
-    p.add_argument(
-        "--batch-size", type=int, default=32, help="C-STS rows per step (pairs objectives: half as pairs)"
-    )
+    p.add_argument("--batch-size", type=int, default=32, help="C-STS rows per step (pairs objectives: half as pairs)")
     p.add_argument("--lr", type=float, default=3e-5)
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument(
-        "--sigma", type=float, default=0.75, help="CCL sigma of the bi-ccl run (Table 2 SimCSE-base)"
-    )
-    p.add_argument(
-        "--temperature", type=float, default=0.03, help="CCL temperature of the bi-ccl run (tau 3 as 0.03)"
-    )
+    p.add_argument("--sigma", type=float, default=0.75, help="CCL sigma of the bi-ccl run (Table 2 SimCSE-base)")
+    p.add_argument("--temperature", type=float, default=0.03, help="CCL temperature of the bi-ccl run (tau 3 as 0.03)")
     p.add_argument("--sigmas", default="", help="extra CCL runs: comma-separated sigma values to sweep")
     p.add_argument("--temperatures", default="", help="extra CCL runs: comma-separated temperatures to sweep")
     p.add_argument("--work", default=None, help="folder for run outputs (default: a temporary folder)")

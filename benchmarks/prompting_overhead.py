@@ -131,9 +131,7 @@ def main() -> int:
     from transformers import AutoTokenizer
 
     root = data_root()
-    tokenizer = AutoTokenizer.from_pretrained(
-        str(resolve_model_path("sentence-transformers/all-MiniLM-L6-v2"))
-    )
+    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")))
     payload = {
         "benchmark": "prompting_overhead",
         "what": __doc__.strip().split("\n\n")[0],

@@ -98,9 +98,7 @@ def test_bcl_alpha_cases() -> None:
     assert torch.allclose(bcl_alpha(labels, 4, sigma=1.01).diagonal(), 1 - labels)
     # with gathered negatives the own negative sits at offset + i
     shifted = bcl_alpha(labels[:2], 6, sigma=0.5, offset=3)
-    assert (
-        shifted[0, 3] == 0.0 and shifted[1, 4] == pytest.approx(0.8) and shifted.sum() == pytest.approx(10.8)
-    )
+    assert shifted[0, 3] == 0.0 and shifted[1, 4] == pytest.approx(0.8) and shifted.sum() == pytest.approx(10.8)
     with pytest.raises(ValueError, match="no own negative"):
         bcl_alpha(labels, 3, sigma=0.5)
 
@@ -122,9 +120,7 @@ def test_bcl_hand_computed_value() -> None:
     # temperature divides the cosines
     t = 0.5
     l0_t = -math.log(math.e ** (1 / t) / (math.e ** (1 / t) + math.e**0.0))
-    assert float(bcl_from_similarities(pos, neg, alpha, temperature=t, reduction="none")[0]) == pytest.approx(
-        l0_t
-    )
+    assert float(bcl_from_similarities(pos, neg, alpha, temperature=t, reduction="none")[0]) == pytest.approx(l0_t)
 
 
 def test_bcl_gradients_eq13_14_and_identity_eq15() -> None:

@@ -43,9 +43,7 @@ def test_keys_separate_backend_model_settings_and_prompt():
 def test_torn_and_bad_lines_are_skipped_and_new_entries_stay_readable(tmp_path, caplog):
     path = tmp_path / "replies.jsonl"
     good = json.dumps({"key": "k1", "reply": "1"})
-    path.write_text(
-        good + "\n" + "not json\n" + json.dumps({"key": "k2"}) + "\n" + '{"key": "k3", "re', "utf-8"
-    )
+    path.write_text(good + "\n" + "not json\n" + json.dumps({"key": "k2"}) + "\n" + '{"key": "k3", "re', "utf-8")
     cache = ReplyCache(path)
     assert cache.bad_lines == 3 and len(cache) == 1
     assert "line 2 is unreadable" in caplog.text
@@ -98,8 +96,7 @@ def test_real_csts_prompts_draw_demonstrations_from_train_only(shared_data):
         assert len(lines) == 6
         demos, query = lines[1:5], lines[5]
         assert all(
-            line.split(" Sentence 2: ")[0].removeprefix("Input: Sentence 1: ") in train_sentences
-            for line in demos
+            line.split(" Sentence 2: ")[0].removeprefix("Input: Sentence 1: ") in train_sentences for line in demos
         )
         assert demos[0].split(" Condition: ")[0] == demos[1].split(" Condition: ")[0]  # a contrasting pair
         assert query.endswith(f"Condition: {row['condition']} Output:")
@@ -114,9 +111,7 @@ def test_real_stsb_prompts(shared_data, instructions):
     folder = shared_data / "sts" / "STSBenchmark"
     train, _ = read_stsb(folder / "sts-train.csv")
     dev, _ = read_stsb(folder / "sts-dev.csv")
-    prompts, _ = build_prompts(
-        dev.select(range(5)), train, task="stsb", k=2, instructions=instructions, seed=0
-    )
+    prompts, _ = build_prompts(dev.select(range(5)), train, task="stsb", k=2, instructions=instructions, seed=0)
     for prompt in prompts:
         assert "Condition" not in prompt
         assert prompt.count("Input: ") == 3

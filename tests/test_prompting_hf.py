@@ -134,9 +134,7 @@ def test_evaluate_with_causal_lm_and_resume_from_cache(tiny_causal_lm_dir, csts_
         return original(prompts, on_reply)
 
     backend.generate = counting  # type: ignore[method-assign]
-    second = evaluate_prompting(
-        queries, train, backend, cache=ReplyCache(tmp_path / "replies.jsonl"), **kwargs
-    )
+    second = evaluate_prompting(queries, train, backend, cache=ReplyCache(tmp_path / "replies.jsonl"), **kwargs)
     assert calls == [0]  # nothing re-generated
     assert second["requests"]["from_cache"] == 8
     assert [r["reply"] for r in second["rows"]] == [r["reply"] for r in first["rows"]]
@@ -207,9 +205,7 @@ def test_chat_template_wraps_the_prompt_as_a_user_turn(tiny_causal_lm_dir, tmp_p
     folder = tmp_path / "chat-lm"
     shutil.copytree(tiny_causal_lm_dir, folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    tokenizer.chat_template = (
-        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
-    )
+    tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
     tokenizer.save_pretrained(folder)
     backend = HFBackend(str(folder), chat_template=True, max_new_tokens=2, show_progress=False)
     assert backend._render("how similar?") == "user: how similar?\nassistant:"

@@ -90,9 +90,7 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                     self._send(200, json.dumps({"choices": [{"message": {"content": None}}]}).encode())
                 else:  # an HTTP status code
                     headers = {"Retry-After": "0"} if kind == "429" else {}
-                    self._send(
-                        int(kind), json.dumps({"error": {"message": f"stub {kind}"}}).encode(), headers
-                    )
+                    self._send(int(kind), json.dumps({"error": {"message": f"stub {kind}"}}).encode(), headers)
             finally:
                 with state.lock:
                     state.in_flight -= 1

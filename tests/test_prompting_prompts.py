@@ -36,13 +36,8 @@ def test_instruction_texts_match_the_paper():
         "provided? Respond only with a score between 1 and 5."
     )
     long = instruction_text("csts", "long")
-    assert long.startswith(
-        "Definition: Evaluate the similarity between the two sentences, with respect to the"
-    )
-    assert (
-        "3 : The two sentences are roughly equivalent, but some important information differs or is missing"
-        in long
-    )
+    assert long.startswith("Definition: Evaluate the similarity between the two sentences, with respect to the")
+    assert "3 : The two sentences are roughly equivalent, but some important information differs or is missing" in long
     assert long.endswith("5 : The two sentences are completely equivalent with respect to the condition.")
     assert "between 0 and 5" in instruction_text("stsb", "short")
     assert "condition" not in instruction_text("stsb", "long")
@@ -83,8 +78,7 @@ def test_build_prompt_two_shot_short_matches_figure_5_layout():
     assert lines[1].endswith("Condition: The type of transportation. Output: 4.0")
     assert lines[2].endswith("Condition: The number of buses. Output: 1.0")
     assert lines[3] == (
-        "Input: Sentence 1: The skater descends. Sentence 2: A boy skateboards. Condition: The location. "
-        "Output:"
+        "Input: Sentence 1: The skater descends. Sentence 2: A boy skateboards. Condition: The location. Output:"
     )
     assert build_prompt(query).count("\n") == 0  # zero-shot, no instruction: the query alone
     with pytest.raises(ValueError, match="needs a label"):
@@ -121,9 +115,7 @@ def test_csts_sampler_odd_k_and_zero():
 
 
 def test_stsb_sampler_draws_distinct_rows():
-    train = Dataset.from_dict(
-        {"sentence1": list("abcdef"), "sentence2": list("ghijkl"), "label": [0, 1, 2, 3, 4, 5]}
-    )
+    train = Dataset.from_dict({"sentence1": list("abcdef"), "sentence2": list("ghijkl"), "label": [0, 1, 2, 3, 4, 5]})
     sampler = DemonstrationSampler(train, task="stsb", k=4, seed=3)
     for _ in range(10):
         demos = sampler.draw()

@@ -54,21 +54,15 @@ def register(subparsers: Any) -> None:
         description="Prompt a generative model for similarity scores on C-STS or STS-B and report Spearman, "
         "Pearson, invalid % and out-of-range %. Replies are cached so an interrupted run resumes.",
     )
-    p.add_argument(
-        "--backend", choices=("hf", "openai"), required=True, help="local transformers or HTTP API"
-    )
-    p.add_argument(
-        "--model", required=True, help="checkpoint folder / Hub id (hf) or served model name (openai)"
-    )
+    p.add_argument("--backend", choices=("hf", "openai"), required=True, help="local transformers or HTTP API")
+    p.add_argument("--model", required=True, help="checkpoint folder / Hub id (hf) or served model name (openai)")
     p.add_argument("--task", choices=TASKS, default="csts")
     p.add_argument("--k-shot", type=_non_negative, default=0, help="in-context examples (paper: 0, 2, 4)")
     p.add_argument("--instructions", choices=INSTRUCTION_NAMES, default="short")
     p.add_argument("--example-format", choices=EXAMPLE_FORMATS, default="plain", help="see docs/prompting.md")
     p.add_argument("--seed", type=int, default=42, help="demonstration sampling and invalid-reply draws")
     p.add_argument("--data", help="data root (default: $FINESIM_DATA or ../shared/data)")
-    p.add_argument(
-        "--split", choices=("validation", "test"), default="validation", help="STS-B only: dev or test"
-    )
+    p.add_argument("--split", choices=("validation", "test"), default="validation", help="STS-B only: dev or test")
     p.add_argument("--eval-file", help="evaluate this file instead (C-STS CSV or STS-B TSV, by --task)")
     p.add_argument("--train-file", help="draw demonstrations from this file instead")
     p.add_argument("--limit", type=_positive, help="only the first N evaluation rows")
@@ -81,14 +75,10 @@ def register(subparsers: Any) -> None:
     hf.add_argument("--model-kind", choices=("auto", "causal", "seq2seq"), default="auto")
     hf.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default="auto")
     hf.add_argument("--device", default="auto")
-    hf.add_argument(
-        "--device-map", help="e.g. 'auto' to spread a large model over devices (needs accelerate)"
-    )
+    hf.add_argument("--device-map", help="e.g. 'auto' to spread a large model over devices (needs accelerate)")
     hf.add_argument("--batch-size", type=_positive, default=8)
     hf.add_argument("--special-tokens", choices=("auto", "yes", "no"), default="auto")
-    hf.add_argument(
-        "--chat-template", action="store_true", help="wrap prompts with the tokenizer's chat template"
-    )
+    hf.add_argument("--chat-template", action="store_true", help="wrap prompts with the tokenizer's chat template")
     hf.add_argument("--trust-remote-code", action="store_true")
     api = p.add_argument_group("openai backend")
     api.add_argument(
@@ -117,9 +107,7 @@ def _resolve_files(args: argparse.Namespace) -> tuple[Path, Path]:
     from finesim.paths import data_root
 
     if args.split not in DATA_FILES[args.task] and not args.eval_file:
-        raise ValueError(
-            f"no default {args.split} file for task {args.task!r} (labels not public); pass --eval-file"
-        )
+        raise ValueError(f"no default {args.split} file for task {args.task!r} (labels not public); pass --eval-file")
     eval_rel, train_rel = DATA_FILES[args.task].get(args.split, DATA_FILES[args.task]["validation"])
     root = None if (args.eval_file and args.train_file) else data_root(args.data)
     eval_file = Path(args.eval_file) if args.eval_file else root / eval_rel  # type: ignore[operator]

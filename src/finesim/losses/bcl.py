@@ -54,9 +54,7 @@ def bcl_alpha(labels: Tensor, num_negatives: int, *, sigma: float, offset: int =
     """
     n = labels.shape[0]
     if offset < 0 or offset + n > num_negatives:
-        raise ValueError(
-            f"anchors {offset}..{offset + n - 1} have no own negative among {num_negatives} columns"
-        )
+        raise ValueError(f"anchors {offset}..{offset + n - 1} have no own negative among {num_negatives} columns")
     labels = labels.detach().float()
     alpha = torch.ones(n, num_negatives, dtype=labels.dtype, device=labels.device)
     diagonal = torch.where(labels >= sigma, torch.zeros_like(labels), 1.0 - labels)
@@ -84,8 +82,7 @@ def bcl_from_similarities(
         raise ValueError(f"reduction must be one of {BCL_REDUCTIONS}, got {reduction!r}")
     if neg_sim.shape != alpha.shape or neg_sim.shape[0] != pos_sim.shape[0]:
         raise ValueError(
-            f"shape mismatch: pos {tuple(pos_sim.shape)}, neg {tuple(neg_sim.shape)}, "
-            f"alpha {tuple(alpha.shape)}"
+            f"shape mismatch: pos {tuple(pos_sim.shape)}, neg {tuple(neg_sim.shape)}, alpha {tuple(alpha.shape)}"
         )
     if (alpha < 0).any():
         raise ValueError("alpha must be >= 0 (labels above 1? BCL expects labels on the [0, 1] scale)")

@@ -83,17 +83,13 @@ class CCLLoss(nn.Module):
         if w["w_acl"]:
             cos = nn.functional.cosine_similarity
             cos_pos, cos_neg = cos(h[0], h[1], dim=-1), cos(h[2], h[3], dim=-1)
-            parts["w_acl"] = w["w_acl"] * weighted_adaptive_contrastive_loss(
-                cos_pos, cos_neg, label_pos, label_neg
-            )
+            parts["w_acl"] = w["w_acl"] * weighted_adaptive_contrastive_loss(cos_pos, cos_neg, label_pos, label_neg)
         row_labels = torch.cat([label_pos, label_neg])
         if w["mse"]:
             parts["mse"] = w["mse"] * cosine_mse(torch.cat([h[0], h[2]]), torch.cat([h[1], h[3]]), row_labels)
         if w["bcl"] or w["c_mse"]:
             if any("projected_embedding" not in o for o in outputs):
-                raise KeyError(
-                    f"BCL and C-MSE need 'projected_embedding' in the model output; {PROJECTION_HINT}"
-                )
+                raise KeyError(f"BCL and C-MSE need 'projected_embedding' in the model output; {PROJECTION_HINT}")
             z = [o["projected_embedding"] for o in outputs]
             anchors, negatives = torch.cat([z[0], z[2]]), torch.cat([z[1], z[3]])
             if w["c_mse"]:

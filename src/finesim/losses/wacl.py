@@ -41,6 +41,4 @@ class WACLLoss(nn.Module):
     def forward(self, features: list[dict[str, Any]], labels: Tensor) -> Tensor:
         cos_pos, cos_neg = pair_cosines(self.model, features)
         label_pos, label_neg = pair_labels(labels)
-        return weighted_adaptive_contrastive_loss(
-            cos_pos, cos_neg, label_pos, label_neg, reduction=self.reduction
-        )
+        return weighted_adaptive_contrastive_loss(cos_pos, cos_neg, label_pos, label_neg, reduction=self.reduction)

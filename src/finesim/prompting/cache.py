@@ -57,9 +57,7 @@ class ReplyCache:
                         raise TypeError("key and reply must be strings")
                 except (ValueError, KeyError, TypeError) as err:
                     self.bad_lines += 1
-                    logger.warning(
-                        "reply cache %s line %d is unreadable (%s); it is ignored", self.path, n, err
-                    )
+                    logger.warning("reply cache %s line %d is unreadable (%s); it is ignored", self.path, n, err)
                     continue
                 self._replies[key] = reply
         self.loaded = len(self._replies)

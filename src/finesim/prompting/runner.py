@@ -68,9 +68,7 @@ def evaluate_prompting(
     if len(queries) < 2:
         raise ValueError(f"need at least 2 query rows to correlate, got {len(queries)}")
     cache = cache if cache is not None else ReplyCache(None)
-    prompts, sampler = build_prompts(
-        queries, train, task=task, k=k, instructions=instructions, style=style, seed=seed
-    )
+    prompts, sampler = build_prompts(queries, train, task=task, k=k, instructions=instructions, style=style, seed=seed)
     settings = backend.settings()
     keys = [cache_key(backend.name, backend.model, settings, p) for p in prompts]
     todo: dict[str, str] = {}

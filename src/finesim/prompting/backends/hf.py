@@ -103,9 +103,7 @@ class HFBackend:
         )
         if self.tokenizer.pad_token is None:
             if self.tokenizer.eos_token is None:
-                raise ValueError(
-                    f"the tokenizer of {model!r} has neither a pad nor an eos token; cannot batch"
-                )
+                raise ValueError(f"the tokenizer of {model!r} has neither a pad nor an eos token; cannot batch")
             self.tokenizer.pad_token = self.tokenizer.eos_token
         if chat_template and not getattr(self.tokenizer, "chat_template", None):
             raise ValueError(f"the tokenizer of {model!r} has no chat template; drop --chat-template")
@@ -162,9 +160,7 @@ class HFBackend:
         replies: list[str | None] = [None] * len(texts)
         batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         special = self.add_special_tokens and not self.chat_template
-        for batch in tqdm(
-            batches, desc="generate", unit="batch", disable=not self.show_progress or not batches
-        ):
+        for batch in tqdm(batches, desc="generate", unit="batch", disable=not self.show_progress or not batches):
             enc = self.tokenizer(
                 [texts[i] for i in batch],
                 return_tensors="pt",

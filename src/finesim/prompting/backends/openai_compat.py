@@ -160,9 +160,7 @@ class OpenAICompatibleBackend:
             "max_tokens": self.max_tokens,
         }
         if self.api == "chat":
-            messages = (
-                [] if self.system_prompt is None else [{"role": "system", "content": self.system_prompt}]
-            )
+            messages = [] if self.system_prompt is None else [{"role": "system", "content": self.system_prompt}]
             body["messages"] = [*messages, {"role": "user", "content": prompt}]
         else:
             body["prompt"] = prompt
