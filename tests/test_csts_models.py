@@ -150,3 +150,32 @@ def test_finesim_model_registry_loads_a_pair_scorer(tiny_bert_dir: Path, tmp_pat
     assert model_type_of(tmp_path / "tri") == "csts-tri"
     scorer = as_scorer(load_model(str(tmp_path / "tri")))
     np.testing.assert_allclose(scorer.score(S1, S2, C), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("head", ["projection", "regression"])
+def test_models_with_training_heads_reload_for_evaluation(head: str, tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """A bi-encoder saved after CCL (projection head) or regression training reloads through the registry
+    and through a plain folder path, and scores exactly as before saving."""
+    from finesim.evaluation.harness import as_scorer
+    from finesim.models.loading import load_sentence_model
+    from finesim.models.projection_head import add_projection_head
+    from finesim.models.regression_head import RegressionHead, add_regression_head, find_regression_head
+    from finesim.models.registry import load_model
+
+    torch.manual_seed(0)
+    model = build_bi_encoder(str(tiny_bert_dir), max_length=32)
+    if head == "projection":
+        add_projection_head(model, seed=0)
+    else:
+        add_regression_head(model, seed=0)
+    model.eval()
+    expected = ConditionalScorer(model).score(S1, S2, C)
+    save_conditional_model(model, tmp_path / "bi")
+    scorer = as_scorer(load_model(str(tmp_path / "bi")))
+    np.testing.assert_allclose(scorer.score(S1, S2, C), expected, rtol=1e-5, atol=1e-6)
+    # the same folder without the finesim card (e.g. copied elsewhere) still loads as a sentence model
+    (tmp_path / "bi" / "finesim_model.json").unlink()
+    plain = load_sentence_model(str(tmp_path / "bi"))
+    if head == "regression":
+        assert isinstance(find_regression_head(plain), RegressionHead)
+    np.testing.assert_allclose(ConditionalScorer(plain, encoder="bi").score(S1, S2, C), expected, rtol=1e-5, atol=1e-6)

@@ -141,6 +141,7 @@ def test_cli_evaluate_writes_self_describing_json(tiny_bert_dir: Path, toy_root:
     assert code == 0
     table = capsys.readouterr().out
     assert "toy-csts-uncond" in table and "average" in table
+    assert "toy-csts: 0 of 1 sentence pairs over-estimated" in table or "toy-csts: 1 of 1" in table
     payload = json.loads(out.read_text())
     assert payload["settings"]["batch_size"] == 64 and payload["settings"]["seed"] == 0
     assert payload["environment"]["versions"]["torch"]
@@ -149,6 +150,9 @@ def test_cli_evaluate_writes_self_describing_json(tiny_bert_dir: Path, toy_root:
     assert sts["pairs"] == 4 and len(sts["files"]) == 4 and all(len(h) == 64 for h in sts["files"].values())
     assert set(sts["intervals"]) == {"spearman", "pearson"}
     assert np.isfinite(payload["average_main_score"])
+    over = payload["results"]["toy-csts"]["analyses"]["overestimation"]
+    assert over["pairs"] == 1 and over["pairing"]  # the dog pair has one labelled condition only
+    assert "analyses" not in payload["results"]["toy-sts"] or not payload["results"]["toy-sts"]["analyses"]
 
 
 def test_cli_reports_missing_data(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
@@ -161,3 +165,20 @@ def test_cli_reports_missing_data(tiny_bert_dir: Path, tmp_path: Path, capsys) -
 def test_cli_reports_missing_data_root(tmp_path: Path, capsys) -> None:
     code = main(["evaluate", "--model", "x", "--data", str(tmp_path / "absent")])
     assert code == 1 and "--data PATH or set FINESIM_DATA" in capsys.readouterr().err
+
+
+class FixedScorer:
+    """Scores by condition: the activity pair far above its label's neighbour, the person pair below zero."""
+
+    def score(self, sentences1, sentences2, conditions=None):
+        table = {"the activity": 0.9, "the person": -0.1, "the action": 0.5}
+        return np.array([table[c] for c in conditions])
+
+
+def test_evaluate_counts_overestimated_pairs(toy_root: Path) -> None:
+    reg = load_registry(toy_root / "tasks.yaml")
+    result = evaluate_task(reg.tasks["toy-csts"], FixedScorer(), toy_root)
+    over = result.analyses["overestimation"]
+    # labels 4 / 2 on 1-5 -> 0.75 / 0.25: cos_pos - l_pos = 0.15 > 0 and l_neg - cos_neg = 0.35 > 0.25 (Eq. 17)
+    assert (over["pairs"], over["eq16"], over["eq17"], over["overestimated"]) == (1, 0, 1, 1)
+    assert over["examples"][0]["condition_pos"] == "the activity"
