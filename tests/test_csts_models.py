@@ -159,8 +159,8 @@ def test_models_with_training_heads_reload_for_evaluation(head: str, tiny_bert_d
     from finesim.evaluation.harness import as_scorer
     from finesim.models.loading import load_sentence_model
     from finesim.models.projection_head import add_projection_head
-    from finesim.models.regression_head import RegressionHead, add_regression_head, find_regression_head
     from finesim.models.registry import load_model
+    from finesim.models.regression_head import RegressionHead, add_regression_head, find_regression_head
 
     torch.manual_seed(0)
     model = build_bi_encoder(str(tiny_bert_dir), max_length=32)
