@@ -192,6 +192,8 @@ def test_finesim_evaluate_scores_a_saved_case_model(tiny_model, tiny_bert_dir, t
     (root / "tasks.yaml").write_text(
         "tasks:\n  toy-csts:\n    format: csts\n    path: csts/validation.csv\n    split: validation\n"
         "    score_range: [1, 5]\n    condition_mode: pair\n"
+        "  toy-uncond:\n    format: csts\n    path: csts/validation.csv\n    split: validation\n"
+        "    score_range: [1, 5]\n    condition_mode: ignore\n"
     )
     out = tmp_path / "eval.json"
     from finesim.cli.main import main
@@ -204,7 +206,7 @@ def test_finesim_evaluate_scores_a_saved_case_model(tiny_model, tiny_bert_dir, t
             "--model",
             str(folder),
             "--tasks",
-            "toy-csts",
+            "toy-csts,toy-uncond",
             "--data",
             str(root),
             "--task-file",
@@ -219,8 +221,11 @@ def test_finesim_evaluate_scores_a_saved_case_model(tiny_model, tiny_bert_dir, t
 
     s1, s2, cond, labels = _read_columns(root / "csts" / "validation.csv")
     expected = spearman(model.score(s1, s2, cond), labels)
-    result = json.loads(out.read_text())["results"]["toy-csts"]
+    payload = json.loads(out.read_text())
+    result = payload["results"]["toy-csts"]
     assert result["main_score"] == pytest.approx(expected, abs=1e-4)
+    # the unconditional task has no condition for CASE to use: skipped with the reason, not a crash
+    assert "toy-uncond" not in payload["results"] and "has none" in payload["skipped_tasks"]["toy-uncond"]
 
 
 def _read_columns(path):

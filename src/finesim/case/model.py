@@ -50,6 +50,9 @@ class CaseModel:
         metadata: anything to store with the model (training summary, data description).
     """
 
+    # finesim evaluate skips tasks without conditions (STS, unconditional C-STS) for such scorers
+    requires_condition: bool = True
+
     def __init__(
         self,
         encoder: ConditionAwareEncoder,

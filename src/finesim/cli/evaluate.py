@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from finesim.evaluation.harness import evaluate_task, format_table
+from finesim.evaluation.harness import evaluate_task, format_table, unsupported_reason
 from finesim.evaluation.tasks import default_registry, load_registry
 from finesim.paths import data_root
 from finesim.results import environment_record, write_json_atomic
@@ -71,6 +71,12 @@ def run(args: argparse.Namespace) -> int:
     load_start = time.perf_counter()
     model = load_model(args.model, **kwargs)
     load_seconds = time.perf_counter() - load_start
+    skipped_tasks = {t.name: r for t in tasks if (r := unsupported_reason(t, model))}
+    for name, reason in skipped_tasks.items():
+        print(f"[finesim] skipping {name}: {reason}", file=sys.stderr)
+    tasks = [t for t in tasks if t.name not in skipped_tasks]
+    if not tasks:
+        raise ValueError(f"{args.model} cannot score any of the requested tasks: {'; '.join(skipped_tasks.values())}")
     results = []
     start = time.perf_counter()
     for task in tasks:
@@ -115,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
             },
             "average_main_score": sum(r.main_score for r in results) / len(results),
             "results": {r.task: r.as_dict() for r in results},
+            "skipped_tasks": skipped_tasks,
         }
         write_json_atomic(args.output, payload)
         print(f"[finesim] wrote {args.output}", file=sys.stderr)

@@ -77,6 +77,22 @@ def as_scorer(
     raise TypeError(f"{type(model).__name__} neither encodes sentences nor implements score(...)")
 
 
+def task_gives_conditions(task: Task) -> bool:
+    """Whether the task hands its scorer a condition per pair (C-STS with ``condition_mode: pair``)."""
+    return task.conditional and task.condition_mode == "pair"
+
+
+def unsupported_reason(task: Task, model: Any) -> str | None:
+    """Why ``model`` cannot be scored on ``task`` (None when it can).
+
+    A scorer declaring ``requires_condition = True`` (e.g. a CASE model) cannot score tasks without conditions:
+    the STS tasks and the unconditional C-STS baseline.
+    """
+    if getattr(model, "requires_condition", False) and not task_gives_conditions(task):
+        return f"{type(model).__name__} scores sentence pairs under a condition and {task.name} has none"
+    return None
+
+
 def evaluate_task(
     task: Task,
     model: Any,
@@ -114,7 +130,10 @@ def evaluate_task(
         batch_size=batch_size,
         show_progress=show_progress,
     )
-    conditions = dataset["condition"] if task.conditional and task.condition_mode == "pair" else None
+    reason = unsupported_reason(task, model)
+    if reason:
+        raise ValueError(reason)
+    conditions = dataset["condition"] if task_gives_conditions(task) else None
     start = time.perf_counter()
     predictions = np.asarray(scorer.score(dataset["sentence1"], dataset["sentence2"], conditions), dtype=np.float64)
     seconds = time.perf_counter() - start
@@ -170,9 +189,16 @@ def evaluate(
     data_root: Path,
     **kwargs: Any,
 ) -> list[TaskResult]:
-    """Score ``model`` on every task in order (see :func:`evaluate_task` for keyword arguments)."""
+    """Score ``model`` on every task in order (see :func:`evaluate_task` for keyword arguments).
+
+    Tasks the model cannot score (see :func:`unsupported_reason`) are skipped with a warning.
+    """
     results = []
     for task in tasks:
+        reason = unsupported_reason(task, model)
+        if reason:
+            logger.warning("skipping %s: %s", task.name, reason)
+            continue
         logger.info("evaluating %s", task.name)
         results.append(evaluate_task(task, model, data_root, **kwargs))
     return results
