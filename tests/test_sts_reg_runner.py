@@ -73,3 +73,25 @@ def test_unknown_option_is_an_error(tiny_bert_dir: Path, tmp_path: Path) -> None
     )
     with pytest.raises(ValueError, match="no option"):
         train(recipe, output_dir=tmp_path / "run")
+
+
+def test_two_stage_recipes_chain_through_the_saved_model(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """Stage 1 (head only) saves a model with its RegressionHead; stage 2 names that folder as its backbone,
+    reuses the trained head (no second head) and trains the encoder."""
+    import torch
+
+    from finesim.models.regression_head import RegressionHead, find_regression_head
+
+    data = _stsb(tmp_path / "sts-train.csv")
+    stage1 = _recipe(tiny_bert_dir, data, {"name": "smooth-k2", "options": {"freeze_encoder": True}})
+    first = train(recipe_from_dict(stage1), output_dir=tmp_path / "stage1")
+    head1 = {k: v.clone() for k, v in find_regression_head(first.model).state_dict().items()}
+    enc1 = {k: v.clone() for k, v in first.model[0].state_dict().items()}
+
+    stage2 = _recipe(tmp_path / "stage1" / "model", data, {"name": "smooth-k2"})
+    stage2["train"]["learning_rate"] = 1e-2
+    second = train(recipe_from_dict(stage2), output_dir=tmp_path / "stage2")
+    heads = [m for m in second.model if isinstance(m, RegressionHead)]
+    assert len(heads) == 1
+    assert any(not torch.equal(v, heads[0].state_dict()[k]) for k, v in head1.items())  # trained further
+    assert any(not torch.equal(v, second.model[0].state_dict()[k]) for k, v in enc1.items())

@@ -6,7 +6,8 @@ it (the paper discards the head at evaluation); its parameters still belong to t
 optimises and saves them. Losses score a pair with :meth:`RegressionHead.score_pair`:
 ``Linear(concat(u, v)) -> out_features``. The head is inserted before a trailing ``Normalize`` module (as in
 all-MiniLM-L6-v2), so it scores the raw mean-pooled vectors like the reference code.
-Reloading a saved model with the head needs ``SentenceTransformer(path, trust_remote_code=True)`` (the
+finesim's loaders (``load_model_with_head``, ``finesim.models.loading.load_sentence_model``) reload a saved model
+with the head directly; plain sentence-transformers needs ``SentenceTransformer(path, trust_remote_code=True)`` (the
 module class lives in finesim); :func:`drop_regression_head` before saving gives a plain embedding model.
 
 Concatenations (the paper's Table 6, plus SBERT's optional product): any ordered subset of
