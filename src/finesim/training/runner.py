@@ -189,6 +189,10 @@ def training_arguments(recipe: Recipe, output_dir: Path, *, has_eval: bool, cros
         # without an accelerator, use_cpu makes torchrun / accelerate launch run CPU DDP (gloo)
         use_cpu=not torch.cuda.is_available(),
     )
+    if t.group_by_length:
+        from finesim.training.sampler import LengthGroupedBatchSampler
+
+        kwargs["batch_sampler"] = LengthGroupedBatchSampler
     if t.eval_strategy == "steps":
         kwargs["eval_steps"] = t.eval_steps
         kwargs["save_steps"] = t.eval_steps
