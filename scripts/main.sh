@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run the main job: evaluate the offline all-MiniLM-L6-v2 on the seven STS tasks and the
-# C-STS validation set (conditional and unconditional), writing runs/main/evaluate-minilm.json.
+# Set up (idempotent) and run the main job: train a C-STS bi-encoder (all-MiniLM-L6-v2, MSE on (y-1)/4, 3 epochs)
+# on the re-annotated C-STS train set with recipes/csts/minilm-bi-mse.yaml, then evaluate the trained model on
+# C-STS validation (conditional + unconditional, over-estimation count).
+# Outputs: $FINESIM_MAIN_OUT (default runs/minilm-bi-mse): model/, config.json, metrics.json, evaluate.json.
+# Extra arguments go to `finesim train` (e.g. --set train.epochs=1, --no-resume); a rerun resumes.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-finesim evaluate --model sentence-transformers/all-MiniLM-L6-v2 --tasks all \
-  --output runs/main/evaluate-minilm.json "$@"
+out="${FINESIM_MAIN_OUT:-runs/minilm-bi-mse}"
+finesim train recipes/csts/minilm-bi-mse.yaml --output "$out" "$@"
+finesim evaluate --model "$out/model" --tasks csts --output "$out/evaluate.json"
