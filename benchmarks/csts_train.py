@@ -76,6 +76,7 @@ def base_recipe(args: argparse.Namespace, name: str, overrides: dict[str, Any], 
         "logging_steps": 25,
         "num_threads": args.threads,
         "save_total_limit": 1,
+        "group_by_length": args.group_by_length,
         **overrides.get("train", {}),
     }
     if args.max_steps:
@@ -195,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--group-by-length", action="store_true", help="length-grouped batches in every finesim run")
     p.add_argument("--work", default=None, help="folder for run outputs (default: a temporary folder)")
     p.add_argument("--output", default="benchmarks/results/csts_train.json")
     args = p.parse_args(argv)
