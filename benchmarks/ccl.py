@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import TrainerCallback
+from _timing import StepTimer  # benchmarks/ is on sys.path when run as a script
 
 from finesim.results import environment_record, file_sha256, write_json_atomic
 from finesim.training import recipe_from_dict, train
@@ -40,24 +40,6 @@ RUNS: dict[str, dict[str, Any]] = {
     "bi-quad-mse": {"name": "quad-mse"},
     "bi-ccl": {"name": "ccl"},
 }
-
-
-class StepTimer(TrainerCallback):
-    """Sums the wall time of training steps (forward, backward, optimizer); evaluation and saving excluded."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self.steps = 0
-        self._start: float | None = None
-
-    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._start = time.perf_counter()
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._start is not None:
-            self.seconds += time.perf_counter() - self._start
-            self.steps += 1
-            self._start = None
 
 
 def recipe_dict(args: argparse.Namespace, name: str, objective: dict[str, Any], out: Path) -> dict[str, Any]:
@@ -70,6 +52,7 @@ def recipe_dict(args: argparse.Namespace, name: str, objective: dict[str, Any], 
         "num_threads": args.threads,
         "save_total_limit": 1,
         "eval_batch_size": 64,
+        "group_by_length": args.group_by_length,
     }
     if args.max_steps:
         train_spec.update(max_steps=args.max_steps, epochs=1, eval_strategy="steps", eval_steps=args.max_steps)
@@ -144,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--group-by-length", action="store_true", help="length-grouped batches in every run")
     p.add_argument("--sigma", type=float, default=0.75, help="CCL sigma of the bi-ccl run (Table 2 SimCSE-base)")
     p.add_argument("--temperature", type=float, default=0.03, help="CCL temperature of the bi-ccl run (tau 3 as 0.03)")
     p.add_argument("--sigmas", default="", help="extra CCL runs: comma-separated sigma values to sweep")

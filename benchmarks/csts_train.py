@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import TrainerCallback
+from _timing import StepTimer  # benchmarks/ is on sys.path when run as a script
 
 from finesim.results import environment_record, file_sha256, write_json_atomic
 from finesim.training import recipe_from_dict, train
@@ -41,24 +41,6 @@ RUNS: dict[str, dict[str, Any]] = {
     "cross-mse": {"model": {"encoder": "cross", "pooling": None}, "objective": {"name": "mse"}},
     "tri-mse": {"model": {"encoder": "tri", "head": "hadamard"}, "objective": {"name": "mse"}},
 }
-
-
-class StepTimer(TrainerCallback):
-    """Sums the wall time of training steps (forward, backward, optimizer step); no evaluation or saving."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self.steps = 0
-        self._start: float | None = None
-
-    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._start = time.perf_counter()
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._start is not None:
-            self.seconds += time.perf_counter() - self._start
-            self.steps += 1
-            self._start = None
 
 
 def base_recipe(args: argparse.Namespace, name: str, overrides: dict[str, Any], out: Path) -> dict[str, Any]:
