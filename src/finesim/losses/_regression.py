@@ -45,6 +45,14 @@ def clamp_predictions(pred: Tensor, mode: ClampMode = "lower", label_range: tupl
     return out
 
 
+def check_buffer_hparams(k: float, x0: float) -> None:
+    """Validate the slope/curvature ``k`` and buffer half-width ``x0`` of Translated ReLU and Smooth K2."""
+    if not k > 0:
+        raise ValueError(f"k must be > 0, got {k}")
+    if x0 < 0:
+        raise ValueError(f"x0 must be >= 0, got {x0}")
+
+
 def check_pair_batch(pred: Tensor, labels: Tensor, name: str) -> tuple[Tensor, Tensor]:
     """Flatten predictions and labels to 1-D float tensors and check they align."""
     pred = pred.reshape(-1)
@@ -105,3 +113,24 @@ class HeadRegressionLoss(nn.Module):
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"clamp": self.clamp, "label_range": list(self.label_range), **self.loss_kwargs()}
+
+
+class BufferZoneRegressionLoss(HeadRegressionLoss):
+    """Base for the losses with a zero-gradient buffer zone ``|pred - label| < x0`` and a scale ``k``
+    (Translated ReLU, Smooth K2): stores and validates ``k`` and ``x0`` and passes them to :attr:`loss_fn`."""
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        k: float,
+        x0: float = 0.25,
+        clamp: ClampMode = "lower",
+        label_range: tuple[float, float] = (0.0, 5.0),
+    ) -> None:
+        check_buffer_hparams(k, x0)
+        super().__init__(model, clamp=clamp, label_range=label_range)
+        self.k, self.x0 = float(k), float(x0)
+
+    def loss_kwargs(self) -> dict[str, float]:
+        return {"k": self.k, "x0": self.x0}

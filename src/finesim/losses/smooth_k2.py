@@ -11,19 +11,18 @@ from typing import Any
 
 from torch import Tensor
 
-from finesim.losses._regression import ClampMode, HeadRegressionLoss, check_pair_batch
-from finesim.losses.translated_relu import _check_hparams
+from finesim.losses._regression import BufferZoneRegressionLoss, check_buffer_hparams, check_pair_batch
 
 
 def smooth_k2_loss(pred: Tensor, labels: Tensor, *, k: float = 2.0, x0: float = 0.25) -> Tensor:
     """``mean(k * (|pred - label| - x0)^2 * 1[|pred - label| >= x0])``."""
-    _check_hparams(k, x0)
+    check_buffer_hparams(k, x0)
     pred, labels = check_pair_batch(pred, labels, "smooth_k2_loss")
     x = (pred - labels).abs()
     return (k * (x - x0).clamp_min(0.0).pow(2)).mean()
 
 
-class SmoothK2Loss(HeadRegressionLoss):
+class SmoothK2Loss(BufferZoneRegressionLoss):
     """Smooth K2 on the model's regression-head prediction.
 
     Args:
@@ -35,18 +34,5 @@ class SmoothK2Loss(HeadRegressionLoss):
 
     loss_fn = staticmethod(smooth_k2_loss)
 
-    def __init__(
-        self,
-        model: Any,
-        *,
-        k: float = 2.0,
-        x0: float = 0.25,
-        clamp: ClampMode = "lower",
-        label_range: tuple[float, float] = (0.0, 5.0),
-    ) -> None:
-        _check_hparams(k, x0)
-        super().__init__(model, clamp=clamp, label_range=label_range)
-        self.k, self.x0 = float(k), float(x0)
-
-    def loss_kwargs(self) -> dict[str, float]:
-        return {"k": self.k, "x0": self.x0}
+    def __init__(self, model: Any, *, k: float = 2.0, x0: float = 0.25, **options: Any) -> None:
+        super().__init__(model, k=k, x0=x0, **options)
