@@ -87,9 +87,14 @@ def test_projection_shapes_parameters_and_dropout():
     assert rebuilt.config() == non.config()
 
 
-def _synthetic(n: int, d: int = 16, k: int = 4, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    w = rng.standard_normal((k, d))
+def _synthetic(n: int, d: int = 16, k: int = 4, seed: int = 0, truth: int | None = None):
+    """``n`` random pairs rated by the cosine under a hidden linear map W (drawn from ``truth``, default ``seed``).
+
+    The points come from their own generator (``seed``), so two calls with the same ``truth`` and different
+    ``seed`` share the ground truth but no points.
+    """
+    w = np.random.default_rng(seed if truth is None else truth).standard_normal((k, d))
+    rng = np.random.default_rng([seed, 1])
     x1, x2 = rng.standard_normal((n, d)), rng.standard_normal((n, d))
     a, b = x1 @ w.T, x2 @ w.T
     cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
@@ -97,9 +102,10 @@ def _synthetic(n: int, d: int = 16, k: int = 4, seed: int = 0):
 
 
 def test_training_recovers_a_known_linear_projection():
-    train, dev = _synthetic(1200, seed=0), _synthetic(300, seed=0)
-    train = PairEmbeddings(train.x1[:1000], train.x2[:1000], train.labels[:1000])
-    dev = PairEmbeddings(dev.x1[-300:], dev.x2[-300:], dev.labels[-300:])
+    # same hidden W, disjoint points: dev is truly held out
+    train, dev = _synthetic(1000, seed=1, truth=0), _synthetic(300, seed=2, truth=0)
+    seen = {row.tobytes() for row in np.concatenate([train.x1, train.x2])}
+    assert not any(row.tobytes() in seen for row in np.concatenate([dev.x1, dev.x2]))
     before = evaluate_pairs(None, dev)
     config = TrainConfig(kind="linear", dim=4, lr=1e-2, batch_size=50, epochs=40, threads=1)
     result = train_projection(train, dev, config, show_progress=False)
