@@ -142,7 +142,7 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
                 "--dev-fraction",
                 "0.25",
                 "--dims",
-                "4,8",
+                "8,full,4",
                 "--epochs",
                 "1",
                 "--output",
@@ -151,7 +151,7 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
         )
         == 0
     )
-    assert [r["dim"] for r in json.loads(sweep.read_text())["rows"]] == [4, 8]
+    assert [r["dim"] for r in json.loads(sweep.read_text())["rows"]] == [4, 8, 32]  # full = the tiny width
     iso = tmp_path / "iso"
     assert main(["case", "isotropy", *common, str(held), "--output-dir", str(iso), "--num-directions", "50"]) == 0
     result = json.loads((iso / "isotropy.json").read_text())["results"]
@@ -163,6 +163,17 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     bad.write_text("dimension: 8\n")
     assert main(["case", "train", *common, "--recipe", str(bad), "--output-dir", str(out)]) == 1
     assert "unknown recipe keys ['dimension']" in capsys.readouterr().err
+
+
+def test_parse_dims_full_keyword():
+    from finesim.cli.case import parse_dims
+
+    assert parse_dims("64,full,128", width=384) == [64, 128, 384]
+    assert parse_dims("384, FULL", width=384) == [384]  # duplicates collapse
+    assert parse_dims(["full", 32], width=16) == [16, 32]
+    for bad, message in (("64,abc", "'abc' is neither"), ("0", "'0' is neither"), (" , ", "at least one")):
+        with pytest.raises(ValueError, match=message):
+            parse_dims(bad, width=8)
 
 
 def test_packaged_recipes_parse():

@@ -38,7 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "dev": None,
     "dev_fraction": 0.1,
     "eval": [],
-    "dims": "64,128,256,384,512",
+    "dims": "64,128,256,512,full",
     "num_directions": 1000,
 }
 
@@ -83,7 +83,11 @@ def _train_options(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     p.add_argument("--data", default=None, help="data root for the default --train")
     p.add_argument("--kind", default=None, choices=["linear", "nonlinear"], help="projection (default nonlinear)")
     if sweep:
-        p.add_argument("--dims", default=None, help="comma-separated output dimensions (default 64,...,512)")
+        p.add_argument(
+            "--dims",
+            default=None,
+            help="comma-separated output dimensions; 'full' = the encoder's width (default 64,128,256,512,full)",
+        )
     else:
         p.add_argument("--dim", type=int, default=None, help="output dimension k (default 512)")
     p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default 1e-3)")
@@ -336,17 +340,37 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_dims(spec: str | int | list[Any], width: int) -> list[int]:
+    """Output dimensions of a sweep, ascending and distinct; the keyword ``full`` stands for ``width``.
+
+    ``spec`` is a comma-separated string (``"64,128,full"``), a single number, or a list of those tokens.
+    """
+    tokens = spec if isinstance(spec, list) else str(spec).split(",")
+    dims = set()
+    for token in (str(t).strip() for t in tokens):
+        if not token:
+            continue
+        if token.lower() == "full":
+            dims.add(int(width))
+        elif token.isdigit() and int(token) > 0:
+            dims.add(int(token))
+        else:
+            raise ValueError(f"--dims: {token!r} is neither a positive integer nor 'full'")
+    if not dims:
+        raise ValueError("--dims needs at least one dimension")
+    return sorted(dims)
+
+
 def run_sweep(args: argparse.Namespace) -> int:
     from finesim.case import embed_pairs, sweep_dimensions
     from finesim.results import environment_record, write_json_atomic
 
     options = resolve_options(args)
-    dims = [int(d) for d in str(options["dims"]).split(",") if d.strip()]
-    if not dims:
-        raise ValueError("--dims needs at least one dimension")
+    parse_dims(options["dims"], width=1)  # syntax errors before any encoding
     encoder = build_encoder(options, show_progress=not args.no_progress)
     train, dev, evals, description = _splits(args, options)
     train_x, dev_x = embed_pairs(encoder, train), embed_pairs(encoder, dev)
+    dims = parse_dims(options["dims"], width=train_x.dim)
     eval_x = {name: embed_pairs(encoder, ds) for name, ds in evals.items()}
     rows = sweep_dimensions(train_x, dev_x, dims, _train_config(options, dims[0]), report=eval_x)
     header = ["dim", "params", "epoch", "dev", *eval_x, "seconds"]
