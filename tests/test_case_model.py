@@ -53,6 +53,25 @@ def test_save_and_reload_give_the_same_scores(tiny_model, tiny_bert_dir, tmp_pat
     assert reloaded.metadata == {"note": "test"}
 
 
+def test_saved_model_keeps_its_prompt_strings(tiny_model, tiny_bert_dir, tmp_path):
+    prompts = tmp_path / "prompts.yaml"
+    prompts.write_text("families:\n  mine:\n    conc_cs: 'C: {condition} S: {sentence}'\n    single: 'C: {query}'\n")
+    enc = ConditionAwareEncoder(tiny_model, PromptFormat("mine", "conc_cs", prompts_file=str(prompts)))
+    model = CaseModel(enc, CaseProjection("nonlinear", 32, 8))
+    model.encoder.description["model"] = str(tiny_bert_dir)
+    folder = model.save(tmp_path / "case")
+    stored = json.loads((folder / "case_model.json").read_text())["prompt"]
+    assert stored["templates"] == {"conc_cs": "C: {condition} S: {sentence}", "single": "C: {query}"}
+    # editing (here: rewriting) the prompts file after saving must not change the saved model
+    prompts.write_text("families:\n  mine:\n    conc_cs: '{sentence}'\n    single: '{query}'\n")
+    reloaded = CaseModel.load(folder)
+    assert reloaded.encoder.prompt.conditional("s", "c") == "C: c S: s"
+    assert reloaded.encoder.prompt.unconditional("c") == "C: c"
+    np.testing.assert_allclose(reloaded.score(S1, S2, C), model.score(S1, S2, C), atol=1e-5)
+    prompts.unlink()  # nor is the file needed any more
+    assert CaseModel.load(folder).encoder.prompt.conditional("s", "c") == "C: c S: s"
+
+
 def test_registry_and_harness_load_a_saved_case_model(tiny_model, tiny_bert_dir, tmp_path):
     from finesim.evaluation.harness import as_scorer
     from finesim.models.registry import load_model
@@ -95,7 +114,9 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     dev = _write_csts(tmp_path / "dev.csv", 12, 1)
     held = _write_csts(tmp_path / "held.csv", 12, 2)
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("formulation: conc_sc\nkind: linear\ndim: 8\nepochs: 2\n")
+    recipe.write_text("formulation: conc_sc\nkind: linear\ndim: 8\nepochs: 2\nfamily: mine\n")
+    prompts = tmp_path / "prompts.yaml"
+    prompts.write_text("families:\n  mine:\n    conc_sc: '{sentence} | {condition}'\n    single: '{query}'\n")
     common = ["--model", str(tiny_bert_dir), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
     out = tmp_path / "model"
     code = main(
@@ -115,6 +136,8 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
             str(out),
             "--dim",
             "6",
+            "--prompts-file",
+            str(prompts),
         ]
     )
     assert code == 0
@@ -128,6 +151,7 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
         "bias": False,
     }  # --dim on the command line beat the recipe's dim
     assert record["prompt"]["formulation"] == "conc_sc" and "held" in record["eval_spearman"]
+    assert record["prompt"]["templates"]["conc_sc"] == "{sentence} | {condition}"  # from --prompts-file
     assert main(["case", "score", str(out), str(held), "--cache-dir", str(tmp_path / "cache")]) == 0
     assert "Spearman" in capsys.readouterr().out
     sweep = tmp_path / "sweep.json"

@@ -66,6 +66,11 @@ def test_custom_prompt_file(tmp_path):
     p = PromptFormat("mine", "cond", prompts_file=str(f))
     assert p.conditional("s", "c") == "Q=c C=s"
     assert p.unconditional("c") == "Q=c"
+    assert p.as_dict()["templates"] == {"pair": "Q={query} C={context}", "single": "Q={query}"}
+    kept = PromptFormat("anything", "sent", templates=p.as_dict()["templates"])  # no file read
+    assert kept.conditional("s", "c") == "Q=s C=c"
+    with pytest.raises(ValueError, match=r"lack \['single'\]"):
+        PromptFormat("mine", "cond", templates={"pair": "{query}"})
 
 
 def test_cache_hits_and_misses(tmp_path):

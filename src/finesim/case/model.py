@@ -4,7 +4,7 @@ scorer.
 Folder layout written by :meth:`CaseModel.save`:
 
 * ``case_model.json``: format version, the encoder description (name, pooling, maximum length), the prompt
-  format, ``subtract_condition``, the projection config and any training summary;
+  format with its resolved template strings, ``subtract_condition``, the projection config and any training summary;
 * ``projection.safetensors``: the projection weights (absent for an unsupervised model);
 * ``finesim_model.json``: ``{"model_type": "case"}``, so :func:`finesim.models.registry.load_model` (and
   ``finesim evaluate --model DIR``) loads the folder as a :class:`CaseModel`.

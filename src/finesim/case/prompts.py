@@ -9,11 +9,14 @@ best).
 encoders.
 
 Every formulation also defines the unconditional text of the condition, f(c; I(∅)), used by "minus condition".
+
+A :class:`PromptFormat` resolves its two template strings once, when it is made; :meth:`PromptFormat.as_dict`
+records them, so a saved CASE model carries its exact prompts and editing the YAML file later cannot change it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -46,6 +49,11 @@ def load_prompt_families(path: str | None = None) -> dict[str, dict[str, str]]:
     return families
 
 
+def template_keys(formulation: str) -> tuple[str, str]:
+    """The family keys a formulation needs: its conditional template, then ``single`` (f(c; I(∅)))."""
+    return ("pair" if formulation in INSTRUCTION_FORMULATIONS else formulation), "single"
+
+
 @dataclass(frozen=True)
 class PromptFormat:
     """How one model family turns (sentence, condition) into encoder input strings.
@@ -54,30 +62,43 @@ class PromptFormat:
         family: a key of ``prompts.yaml`` (``case-instruct``, ``nv-embed``, ``mlm``).
         formulation: ``cond``, ``sent``, ``conc_sc`` or ``conc_cs``.
         prompts_file: an alternative YAML file with the same layout.
+        templates: the template strings themselves (keys as in the YAML: ``pair`` or ``conc_sc``/``conc_cs``,
+            and ``single``). When given, no file is read; this is how a saved model restores its prompts.
+            When None they are read from the file now, and kept.
     """
 
     family: str
     formulation: str
     prompts_file: str | None = None
+    templates: dict[str, str] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
+        if self.formulation not in FORMULATIONS:
+            raise ValueError(f"unknown formulation {self.formulation!r}; choose from {list(FORMULATIONS)}")
+        needed = template_keys(self.formulation)
+        if self.templates is not None:
+            missing = [k for k in needed if not isinstance(self.templates.get(k), str)]
+            if missing:
+                raise ValueError(f"prompt templates for formulation {self.formulation!r} lack {missing}")
+            object.__setattr__(self, "templates", {k: self.templates[k] for k in needed})
+            return
         families = load_prompt_families(self.prompts_file)
         if self.family not in families:
             raise ValueError(f"unknown prompt family {self.family!r}; known: {sorted(families)}")
-        if self.formulation not in FORMULATIONS:
-            raise ValueError(f"unknown formulation {self.formulation!r}; choose from {list(FORMULATIONS)}")
         spec = families[self.family]
-        needed = "pair" if self.formulation in INSTRUCTION_FORMULATIONS else self.formulation
-        if needed not in spec:
+        if needed[0] not in spec:
             have = [k for k in ("pair", *CONCAT_FORMULATIONS) if k in spec]
             raise ValueError(
-                f"prompt family {self.family!r} has no {needed!r} template, so it cannot run formulation "
+                f"prompt family {self.family!r} has no {needed[0]!r} template, so it cannot run formulation "
                 f"{self.formulation!r} (it has {have})"
             )
+        object.__setattr__(self, "templates", {k: spec[k] for k in needed})
 
     @property
     def spec(self) -> dict[str, str]:
-        return load_prompt_families(self.prompts_file)[self.family]
+        """The resolved template strings of this format."""
+        assert self.templates is not None  # set in __post_init__
+        return self.templates
 
     def conditional(self, sentence: str, condition: str) -> str:
         """The encoder input for a sentence under a condition."""
@@ -91,5 +112,11 @@ class PromptFormat:
         """The encoder input for the condition alone, f(c; I(∅)) (the vector "minus condition" subtracts)."""
         return self.spec["single"].format(query=condition)
 
-    def as_dict(self) -> dict[str, str | None]:
-        return {"family": self.family, "formulation": self.formulation, "prompts_file": self.prompts_file}
+    def as_dict(self) -> dict[str, object]:
+        """Family, formulation, the file they came from and the resolved template strings (JSON-able)."""
+        return {
+            "family": self.family,
+            "formulation": self.formulation,
+            "prompts_file": self.prompts_file,
+            "templates": dict(self.spec),
+        }

@@ -19,6 +19,7 @@ DEFAULTS: dict[str, Any] = {
     "pooling": None,
     "max_length": None,
     "family": None,
+    "prompts_file": None,
     "formulation": "conc_cs",
     "subtract_condition": True,
     "cache_dir": None,
@@ -55,6 +56,11 @@ def _encoder_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pooling", default=None, help="override the encoder's pooling (mean, cls, lasttoken)")
     p.add_argument("--max-length", type=int, default=None, help="truncate encoder inputs to this many tokens")
     p.add_argument("--family", default=None, help="prompt family of prompts.yaml (default: by formulation)")
+    p.add_argument(
+        "--prompts-file",
+        default=None,
+        help="YAML of prompt families laid out like finesim/case/prompts.yaml (default: the packaged one)",
+    )
     p.add_argument(
         "--formulation",
         default=None,
@@ -193,7 +199,7 @@ def build_encoder(options: dict[str, Any], show_progress: bool = True):
     torch.set_num_threads(int(options["threads"]))
     options["model"] = ALIASES.get(options["model"], options["model"])  # one cache namespace per real model
     family = options["family"] or DEFAULT_FAMILY_FOR[options["formulation"]]
-    prompt = PromptFormat(family, options["formulation"])
+    prompt = PromptFormat(family, options["formulation"], prompts_file=options["prompts_file"])
     model = load_sentence_model(
         options["model"],
         device=options["device"],
