@@ -66,3 +66,50 @@ def test_length_mismatch_is_an_error(tiny_model):
     enc = ConditionAwareEncoder(tiny_model, PromptFormat("mlm", "conc_cs"))
     with pytest.raises(ValueError, match="2 sentences but 1 conditions"):
         enc.embed(SENTS[:2], CONDS[:1])
+
+
+def _normalized_model(tiny_model):
+    """The tiny encoder with a final Normalize module, like all-MiniLM-L6-v2 or Qwen3-Embedding."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize
+
+    return SentenceTransformer(modules=[*tiny_model, Normalize()], device="cpu")
+
+
+def test_normalize_before_subtract_gives_the_defined_vectors(tiny_model, tmp_path):
+    normed = _normalized_model(tiny_model)
+    prompt = PromptFormat("mlm", "conc_cs")
+    texts = [f"{c} {s}" for s, c in zip(SENTS, CONDS)]
+    raw_s, raw_c = tiny_model.encode(texts), tiny_model.encode(CONDS)  # pooled output, no Normalize
+    unit_s, unit_c = normed.encode(texts), normed.encode(CONDS)  # the pipeline as it comes
+    assert np.allclose(np.linalg.norm(unit_s, axis=1), 1) and not np.allclose(np.linalg.norm(raw_s, axis=1), 1)
+
+    reference = ConditionAwareEncoder(normed, prompt, cache_dir=tmp_path)  # default: the reference's raw vectors
+    assert reference.normalize_before_subtract is False and reference.config()["normalize_before_subtract"] is False
+    assert reference.description["final_normalize_skipped"] is True
+    assert reference.description["modules"][-1] != "Normalize"
+    np.testing.assert_allclose(reference.embed(SENTS, CONDS), raw_s - raw_c, atol=1e-5)
+
+    unit = ConditionAwareEncoder(normed, prompt, normalize_before_subtract=True, cache_dir=tmp_path)
+    np.testing.assert_allclose(unit.embed(SENTS, CONDS), unit_s - unit_c, atol=1e-5)
+    assert unit.encoded == 0  # both settings are served by the same cache of un-normalised vectors
+    parts = unit.embed_parts(SENTS, CONDS)
+    np.testing.assert_allclose(parts[0], unit_s, atol=1e-5)
+    np.testing.assert_allclose(parts[1], unit_c, atol=1e-5)
+
+    no_minus = {
+        flag: ConditionAwareEncoder(normed, prompt, subtract_condition=False, normalize_before_subtract=flag)
+        for flag in (False, True)
+    }
+    np.testing.assert_allclose(no_minus[False].embed(SENTS, CONDS), raw_s, atol=1e-5)
+    np.testing.assert_allclose(no_minus[True].embed(SENTS, CONDS), unit_s, atol=1e-5)
+
+
+def test_normalize_before_subtract_on_an_encoder_without_normalize(tiny_model):
+    prompt = PromptFormat("mlm", "conc_cs")
+    enc = ConditionAwareEncoder(tiny_model, prompt, normalize_before_subtract=True)
+    assert enc.pipeline is tiny_model and enc.description["final_normalize_skipped"] is False
+    texts = [f"{c} {s}" for s, c in zip(SENTS, CONDS)]
+    raw_s, raw_c = tiny_model.encode(texts), tiny_model.encode(CONDS)
+    unit = raw_s / np.linalg.norm(raw_s, axis=1, keepdims=True) - raw_c / np.linalg.norm(raw_c, axis=1, keepdims=True)
+    np.testing.assert_allclose(enc.embed(SENTS, CONDS), unit, atol=1e-5)

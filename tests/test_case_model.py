@@ -72,6 +72,28 @@ def test_saved_model_keeps_its_prompt_strings(tiny_model, tiny_bert_dir, tmp_pat
     assert CaseModel.load(folder).encoder.prompt.conditional("s", "c") == "C: c S: s"
 
 
+def test_normalize_option_round_trips_and_legacy_folders_keep_their_behaviour(tiny_model, tiny_bert_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize
+
+    from finesim.models import load_sentence_model
+
+    normed = SentenceTransformer(modules=[*tiny_model, Normalize()], device="cpu")
+    enc = ConditionAwareEncoder(normed, PromptFormat("mlm", "conc_cs"), normalize_before_subtract=True)
+    enc.description["model"] = str(tiny_bert_dir)
+    folder = CaseModel(enc, CaseProjection("nonlinear", 32, 8)).save(tmp_path / "case")
+    config = json.loads((folder / "case_model.json").read_text())
+    assert config["normalize_before_subtract"] is True and config["format_version"] == 2
+    fresh = SentenceTransformer(modules=[*load_sentence_model(str(tiny_bert_dir)), Normalize()], device="cpu")
+    assert CaseModel.load(folder, model=fresh).encoder.normalize_before_subtract is True
+    # a version-1 folder (no option stored) used the pipeline output as it came: normalised after Normalize
+    for modules, expected in ((["Transformer", "Pooling", "Normalize"], True), (["Transformer", "Pooling"], False)):
+        legacy = dict(config, format_version=1, encoder=dict(config["encoder"], modules=modules))
+        del legacy["normalize_before_subtract"]
+        (folder / "case_model.json").write_text(json.dumps(legacy))
+        assert CaseModel.load(folder, model=fresh).encoder.normalize_before_subtract is expected
+
+
 def test_registry_and_harness_load_a_saved_case_model(tiny_model, tiny_bert_dir, tmp_path):
     from finesim.evaluation.harness import as_scorer
     from finesim.models.registry import load_model
@@ -167,6 +189,7 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
                 "0.25",
                 "--dims",
                 "8,full,4",
+                "--normalize-before-subtract",
                 "--epochs",
                 "1",
                 "--output",
@@ -175,7 +198,9 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
         )
         == 0
     )
-    assert [r["dim"] for r in json.loads(sweep.read_text())["rows"]] == [4, 8, 32]  # full = the tiny width
+    swept = json.loads(sweep.read_text())
+    assert [r["dim"] for r in swept["rows"]] == [4, 8, 32]  # full = the tiny width
+    assert swept["normalize_before_subtract"] is True and record["normalize_before_subtract"] is False
     iso = tmp_path / "iso"
     assert main(["case", "isotropy", *common, str(held), "--output-dir", str(iso), "--num-directions", "50"]) == 0
     result = json.loads((iso / "isotropy.json").read_text())["results"]

@@ -7,8 +7,15 @@ f(c; I(∅)), is subtracted ("minus condition", the paper's "− c"):
     x(s, c) = f(conditional text) - f(c; I(∅))        (or just f(conditional text) without "− c")
 
 Pooling is the encoder's own (its ``Pooling`` module: mean, lasttoken, cls, ...), applied to the whole
-input string, instruction included; the output is whatever the model's pipeline produces (e.g.
-all-MiniLM-L6-v2 ends in a ``Normalize`` module, so both vectors are unit length before the subtraction).
+input string, instruction included.
+
+Normalisation (``normalize_before_subtract``): f(·) is the encoder's pooled output *without* a final
+``Normalize`` module, so by default the vectors are subtracted un-normalised, as the reference code does (it
+never L2-normalises). A sentence-transformers pipeline that ends in ``Normalize`` (all-MiniLM-L6-v2,
+Qwen3-Embedding) has that module skipped. ``normalize_before_subtract=True`` L2-normalises both vectors first
+(what such a pipeline would give if used as it comes), and, without "− c", the conditional vector itself. The
+cache always stores the un-normalised vectors, so both settings share it.
+
 Every distinct input string is encoded at most once per run, and never again across runs when a cache
 folder is given.
 """
@@ -66,6 +73,35 @@ def describe_model(model: Any, name: str | None = None) -> dict[str, Any]:
     }
 
 
+def without_final_normalize(model: Any) -> tuple[Any, bool]:
+    """``model`` without a final ``Normalize`` module, and whether one was dropped.
+
+    The returned pipeline shares the model's modules (nothing is copied) and keeps its prompts; a model that is
+    not a module sequence, or does not end in ``Normalize``, is returned unchanged.
+    """
+    try:
+        modules = list(model)
+    except TypeError:
+        return model, False
+    if not modules or type(modules[-1]).__name__ != "Normalize":
+        return model, False
+    from sentence_transformers import SentenceTransformer
+
+    pipeline = SentenceTransformer(
+        modules=modules[:-1],
+        device=str(model.device),
+        prompts=getattr(model, "prompts", None),
+        default_prompt_name=getattr(model, "default_prompt_name", None),
+    )
+    return pipeline, True
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (a zero row stays zero)."""
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, 1e-12)
+
+
 class ConditionAwareEncoder:
     """Turn (sentence, condition) pairs into condition-aware embeddings with a frozen encoder.
 
@@ -73,6 +109,8 @@ class ConditionAwareEncoder:
         model: a ``SentenceTransformer`` (anything with ``encode(list[str], ...)`` returning a matrix).
         prompt: the :class:`PromptFormat` (model family + formulation).
         subtract_condition: apply "minus condition", subtracting f(c; I(∅)).
+        normalize_before_subtract: L2-normalise each encoder output before use (and so before "− c"); the
+            default False subtracts un-normalised vectors, as the reference does (see the module docstring).
         cache_dir: an on-disk :class:`EmbeddingCache` root; None keeps embeddings in memory for this object
         only. model_name: the name recorded in the cache key (default: the checkpoint path the model was
         loaded from). batch_size: encoding batch size.
@@ -88,6 +126,7 @@ class ConditionAwareEncoder:
         prompt: PromptFormat,
         *,
         subtract_condition: bool = True,
+        normalize_before_subtract: bool = False,
         cache_dir: str | Path | None = None,
         model_name: str | None = None,
         batch_size: int = 64,
@@ -96,16 +135,20 @@ class ConditionAwareEncoder:
         self.model = model
         self.prompt = prompt
         self.subtract_condition = subtract_condition
+        self.normalize_before_subtract = bool(normalize_before_subtract)
         self.batch_size = batch_size
         self.show_progress = show_progress
-        self.description = describe_model(model, model_name)
+        # The cache holds un-normalised vectors: encode with the pipeline minus a final Normalize.
+        self.pipeline, dropped = without_final_normalize(model)
+        self.description = describe_model(self.pipeline, model_name)
+        self.description["final_normalize_skipped"] = dropped
         self.cache = EmbeddingCache(cache_dir, self.description) if cache_dir is not None else None
         self._memory: dict[str, np.ndarray] = {}
         self.encoded = 0
 
     def _encode_now(self, texts: list[str]) -> np.ndarray:
         self.encoded += len(texts)
-        out = self.model.encode(
+        out = self.pipeline.encode(
             texts,
             batch_size=self.batch_size,
             convert_to_numpy=True,
@@ -114,7 +157,8 @@ class ConditionAwareEncoder:
         return np.asarray(out, dtype=np.float32)
 
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed encoder input strings, each distinct string once (and never again when cached)."""
+        """Un-normalised embeddings of encoder input strings, each distinct string encoded once (and never
+        again when cached)."""
         texts = list(texts)
         if self.cache is not None:
             return self.cache.get_or_encode(texts, self._encode_now)
@@ -128,13 +172,17 @@ class ConditionAwareEncoder:
         """The encoder inputs of the conditional embeddings."""
         return [self.prompt.conditional(s, c) for s, c in zip(sentences, conditions)]
 
+    def _finish(self, x: np.ndarray) -> np.ndarray:
+        return l2_normalize(x) if self.normalize_before_subtract and x.size else x
+
     def embed_parts(self, sentences: Sequence[str], conditions: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """The conditional embeddings and the unconditional condition embeddings f(c; I(∅)), row-aligned."""
+        """The conditional embeddings and the unconditional condition embeddings f(c; I(∅)), row-aligned
+        (each L2-normalised when ``normalize_before_subtract`` is set)."""
         if len(sentences) != len(conditions):
             raise ValueError(f"{len(sentences)} sentences but {len(conditions)} conditions")
         conditional_inputs = self.conditional_texts(sentences, conditions)
         unconditional_inputs = [self.prompt.unconditional(c) for c in conditions]
-        both = self.encode_texts(conditional_inputs + unconditional_inputs)
+        both = self._finish(self.encode_texts(conditional_inputs + unconditional_inputs))
         n = len(sentences)
         return both[:n], both[n:]
 
@@ -143,7 +191,7 @@ class ConditionAwareEncoder:
         if len(sentences) != len(conditions):
             raise ValueError(f"{len(sentences)} sentences but {len(conditions)} conditions")
         if not self.subtract_condition:
-            return self.encode_texts(self.conditional_texts(sentences, conditions))
+            return self._finish(self.encode_texts(self.conditional_texts(sentences, conditions)))
         conditional, unconditional = self.embed_parts(sentences, conditions)
         return conditional - unconditional
 
@@ -153,4 +201,5 @@ class ConditionAwareEncoder:
             "encoder": self.description,
             "prompt": self.prompt.as_dict(),
             "subtract_condition": self.subtract_condition,
+            "normalize_before_subtract": self.normalize_before_subtract,
         }

@@ -4,7 +4,8 @@ scorer.
 Folder layout written by :meth:`CaseModel.save`:
 
 * ``case_model.json``: format version, the encoder description (name, pooling, maximum length), the prompt
-  format with its resolved template strings, ``subtract_condition``, the projection config and any training summary;
+  format with its resolved template strings, ``subtract_condition``, ``normalize_before_subtract``, the
+  projection config and any training summary;
 * ``projection.safetensors``: the projection weights (absent for an unsupervised model);
 * ``finesim_model.json``: ``{"model_type": "case"}``, so :func:`finesim.models.registry.load_model` (and
   ``finesim evaluate --model DIR``) loads the folder as a :class:`CaseModel`.
@@ -33,7 +34,7 @@ from finesim.results import write_json_atomic
 CONFIG_NAME = "case_model.json"
 MODEL_TYPE = "case"
 WEIGHTS_NAME = "projection.safetensors"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: normalize_before_subtract and the resolved prompt templates are stored
 
 
 def is_case_model_dir(path: str | Path) -> bool:
@@ -152,10 +153,14 @@ class CaseModel:
                 max_length=described.get("max_seq_length"),
             )
         prompt = PromptFormat(**config["prompt"])
+        # Version-1 folders predate the option: they used the pipeline's output as it came, i.e. normalised
+        # exactly when the encoder ends in Normalize.
+        legacy_normalized = (described.get("modules") or [None])[-1] == "Normalize"
         encoder = ConditionAwareEncoder(
             model,
             prompt,
             subtract_condition=bool(config["subtract_condition"]),
+            normalize_before_subtract=bool(config.get("normalize_before_subtract", legacy_normalized)),
             cache_dir=cache_dir,
             model_name=described["model"],
             batch_size=batch_size,

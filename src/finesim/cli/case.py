@@ -22,6 +22,7 @@ DEFAULTS: dict[str, Any] = {
     "prompts_file": None,
     "formulation": "conc_cs",
     "subtract_condition": True,
+    "normalize_before_subtract": False,
     "cache_dir": None,
     "batch_size": 64,
     "threads": 1,
@@ -73,6 +74,13 @@ def _encoder_options(p: argparse.ArgumentParser) -> None:
         default=None,
         action=argparse.BooleanOptionalAction,
         help='subtract the unconditional condition embedding ("− c"; default on)',
+    )
+    p.add_argument(
+        "--normalize-before-subtract",
+        dest="normalize_before_subtract",
+        default=None,
+        action=argparse.BooleanOptionalAction,
+        help="L2-normalise the encoder outputs before − c (default off: un-normalised, as the reference)",
     )
     p.add_argument("--cache-dir", default=None, help="embedding cache folder (default ~/.cache/finesim/case)")
     p.add_argument("--batch-size", type=int, default=None, help="encoding batch size (default 64)")
@@ -210,6 +218,7 @@ def build_encoder(options: dict[str, Any], show_progress: bool = True):
         model,
         prompt,
         subtract_condition=bool(options["subtract_condition"]),
+        normalize_before_subtract=bool(options["normalize_before_subtract"]),
         cache_dir=options["cache_dir"],
         model_name=options["model"],
         batch_size=int(options["batch_size"]),
