@@ -108,6 +108,29 @@ def test_registry_and_harness_load_a_saved_case_model(tiny_model, tiny_bert_dir,
         load_model(str(folder), pooling="cls")
 
 
+def test_registry_load_uses_the_configured_cache(tiny_model, tiny_bert_dir, tmp_path, monkeypatch):
+    from finesim.models.registry import load_model
+
+    model = _model(tiny_model)
+    model.encoder.description["model"] = str(tiny_bert_dir)
+    folder = model.save(tmp_path / "case")
+    monkeypatch.delenv("FINESIM_CASE_CACHE", raising=False)
+    monkeypatch.delenv("FINESIM_CACHE", raising=False)
+    assert load_model(str(folder)).encoder.cache is None  # nothing configured: in memory only
+    monkeypatch.setenv("FINESIM_CACHE", str(tmp_path / "base"))
+    assert load_model(str(folder)).encoder.cache.root == tmp_path / "base" / "case"
+    monkeypatch.setenv("FINESIM_CASE_CACHE", str(tmp_path / "case-cache"))
+    first = load_model(str(folder))
+    assert first.encoder.cache.root == tmp_path / "case-cache"
+    first.score(S1, S2, C)
+    assert first.last_encoded > 0
+    second = load_model(str(folder))  # a new process would see the same: every text is served by the cache
+    np.testing.assert_allclose(second.score(S1, S2, C), first.score(S1, S2, C), atol=1e-6)
+    assert second.last_encoded == 0
+    explicit = load_model(str(folder), cache_dir=str(tmp_path / "other"))
+    assert explicit.encoder.cache.root == tmp_path / "other"  # an argument beats the environment
+
+
 def test_load_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a CASE model folder"):
         CaseModel.load(tmp_path)

@@ -24,6 +24,16 @@ from typing import Any
 import numpy as np
 
 
+def configured_cache_dir() -> Path | None:
+    """The embedding cache folder set in the environment: ``$FINESIM_CASE_CACHE``, else ``$FINESIM_CACHE/case``,
+    else None (no cache configured)."""
+    if os.environ.get("FINESIM_CASE_CACHE"):
+        return Path(os.environ["FINESIM_CASE_CACHE"]).expanduser()
+    if os.environ.get("FINESIM_CACHE"):
+        return Path(os.environ["FINESIM_CACHE"]).expanduser() / "case"
+    return None
+
+
 def text_key(text: str) -> str:
     """SHA-256 hex digest of the exact encoder input string."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from finesim.case.cache import configured_cache_dir
 from finesim.case.encoding import ConditionAwareEncoder
 from finesim.case.projection import CaseProjection
 from finesim.case.prompts import PromptFormat
@@ -176,10 +177,16 @@ class CaseModel:
 
 
 def _load_for_registry(path: str, **kwargs: Any) -> CaseModel:
-    """Loader for :func:`finesim.models.registry.load_model` (pooling and length are fixed when saved)."""
+    """Loader for :func:`finesim.models.registry.load_model` (pooling and length are fixed when saved).
+
+    Without a ``cache_dir`` argument the embedding cache configured in the environment is used
+    (:func:`~finesim.case.cache.configured_cache_dir`), so ``finesim evaluate --model DIR`` reuses cached texts.
+    """
     for fixed in ("pooling", "max_length"):
         if kwargs.pop(fixed, None) is not None:
             raise ValueError(f"{path}: {fixed} is fixed by the saved CASE model and cannot be overridden")
+    if kwargs.get("cache_dir") is None:
+        kwargs["cache_dir"] = configured_cache_dir()
     return CaseModel.load(path, **kwargs)
 
 

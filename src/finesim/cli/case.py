@@ -8,7 +8,6 @@ folder) and an optional ``--recipe`` YAML whose keys are option names (``dim``, 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -46,9 +45,18 @@ DEFAULTS: dict[str, Any] = {
 
 
 def default_cache_dir() -> Path:
-    """``$FINESIM_CACHE/case`` or ``~/.cache/finesim/case``."""
-    base = os.environ.get("FINESIM_CACHE")
-    return Path(base) / "case" if base else Path.home() / ".cache" / "finesim" / "case"
+    """``$FINESIM_CASE_CACHE``, else ``$FINESIM_CACHE/case``, else ``~/.cache/finesim/case``."""
+    from finesim.case.cache import configured_cache_dir
+
+    return configured_cache_dir() or Path.home() / ".cache" / "finesim" / "case"
+
+
+def _cache_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cache-dir",
+        default=None,
+        help="embedding cache folder (default: $FINESIM_CASE_CACHE, $FINESIM_CACHE/case, ~/.cache/finesim/case)",
+    )
 
 
 def _encoder_options(p: argparse.ArgumentParser) -> None:
@@ -82,7 +90,7 @@ def _encoder_options(p: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         help="L2-normalise the encoder outputs before − c (default off: un-normalised, as the reference)",
     )
-    p.add_argument("--cache-dir", default=None, help="embedding cache folder (default ~/.cache/finesim/case)")
+    _cache_option(p)
     p.add_argument("--batch-size", type=int, default=None, help="encoding batch size (default 64)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default 1; see docs/case.md)")
     p.add_argument("--device", default=None, help="torch device for the encoder")
@@ -161,7 +169,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = actions.add_parser("score", help="Spearman of a saved CASE model on C-STS CSV files")
     p.add_argument("model_dir", help="folder written by `finesim case train`")
     p.add_argument("data_files", nargs="+", help="C-STS CSV files")
-    p.add_argument("--cache-dir", default=None, help="embedding cache folder (default ~/.cache/finesim/case)")
+    _cache_option(p)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default 1)")
     p.add_argument("--output", default=None, help="results JSON")
     p.set_defaults(func=run_score)
