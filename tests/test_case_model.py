@@ -227,7 +227,7 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     iso = tmp_path / "iso"
     assert main(["case", "isotropy", *common, str(held), "--output-dir", str(iso), "--num-directions", "50"]) == 0
     result = json.loads((iso / "isotropy.json").read_text())["results"]
-    assert set(result) == {"conc_cs", "conc_cs - c"} and (iso / "cosine_to_mean.png").is_file()
+    assert set(result) == {"conc_sc", "conc_sc - c"} and (iso / "cosine_to_mean.png").is_file()  # the default
     embed_out = tmp_path / "embed.json"
     assert main(["case", "embed", *common, str(held), "--output", str(embed_out)]) == 0
     assert json.loads(embed_out.read_text())["results"][0]["texts_encoded"] == 0  # cached by isotropy
