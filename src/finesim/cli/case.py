@@ -51,6 +51,12 @@ def default_cache_dir() -> Path:
     return configured_cache_dir() or Path.home() / ".cache" / "finesim" / "case"
 
 
+def _switch(p: argparse.ArgumentParser, flag: str, help_text: str) -> None:
+    """An on/off option (``--x`` / ``--no-x``) whose unset value (None) leaves the recipe or default in force."""
+    dest = flag.lstrip("-").replace("-", "_")
+    p.add_argument(flag, dest=dest, default=None, action=argparse.BooleanOptionalAction, help=help_text)
+
+
 def _cache_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cache-dir",
@@ -76,19 +82,11 @@ def _encoder_options(p: argparse.ArgumentParser) -> None:
         choices=["cond", "sent", "conc_sc", "conc_cs"],
         help="cond = f(c; I(s)), sent = f(s; I(c)), conc_sc = CONC(s+c) (default), conc_cs = CONC(c+s)",
     )
-    p.add_argument(
-        "--subtract-condition",
-        dest="subtract_condition",
-        default=None,
-        action=argparse.BooleanOptionalAction,
-        help='subtract the unconditional condition embedding ("− c"; default on)',
-    )
-    p.add_argument(
+    _switch(p, "--subtract-condition", 'subtract the unconditional condition embedding ("− c"; default on)')
+    _switch(
+        p,
         "--normalize-before-subtract",
-        dest="normalize_before_subtract",
-        default=None,
-        action=argparse.BooleanOptionalAction,
-        help="L2-normalise the encoder outputs before − c (default off: un-normalised, as the reference)",
+        "L2-normalise the encoder outputs before − c (default off: un-normalised, as the reference)",
     )
     _cache_option(p)
     p.add_argument("--batch-size", type=int, default=None, help="encoding batch size (default 64)")
