@@ -74,12 +74,24 @@ def environment_record() -> dict[str, Any]:
     }
 
 
+def _umask() -> int:
+    """The process umask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_json_atomic(path: str | Path, payload: Any) -> Path:
-    """Write JSON to a temporary file in the same folder, then rename it over ``path``."""
+    """Write JSON to a temporary file in the same folder, then rename it over ``path``.
+
+    The file gets the mode a plain ``open(path, "w")`` would give it (``0o666`` less the umask, normally
+    ``0o644``); ``tempfile.mkstemp`` alone would leave it ``0o600``.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(payload, fh, indent=2, ensure_ascii=False, default=str)
             fh.write("\n")
