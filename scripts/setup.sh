@@ -9,10 +9,20 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # shellcheck disable=SC1091
 . "$VENV/bin/activate"
-python -m pip install -q --upgrade pip 2>&1 | grep -v -i "warning: location" || true
+# pip's output without the noisy "WARNING: location" lines; the set-up stops when pip itself fails.
+pip_install() {
+  local status=0
+  # with pipefail the pipeline's status is pip's (the filter itself never fails)
+  python -m pip install -q "$@" 2>&1 | { grep -v -i "warning: location" || true; } || status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "setup.sh: 'pip install $*' failed (exit $status)" >&2
+    exit "$status"
+  fi
+}
+pip_install --upgrade pip
 # torch first, pinned: an unpinned torch would pull a multi-GB CUDA build; 2.13.0 is the local CPU wheel.
-python -m pip install -q "torch==2.13.0" 2>&1 | grep -v -i "warning: location" || true
-python -m pip install -q -e ".[dev]" 2>&1 | grep -v -i "warning: location" || true
+pip_install "torch==2.13.0"
+pip_install -e ".[dev]"
 python -c "import finesim, torch, sentence_transformers; print('finesim', finesim.__version__, '| torch', torch.__version__, '| sentence-transformers', sentence_transformers.__version__)"
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 export TOKENIZERS_PARALLELISM=false
