@@ -13,9 +13,11 @@ A pair meeting either is over-estimated. **Reading of Eq. 17:** the paper prints
 the mirror image of Eq. 16 above (``eq17="mirror"``, default) and offers the printed form as
 ``eq17="as_printed"``.
 
-Labels are mapped to [0, 1] from their declared range (C-STS 1-5: ``(y - 1) / 4``). Predictions are used as
-they are (the cosine of a bi-/tri-encoder, already comparable to [0, 1] labels) unless ``prediction_range``
-declares a range to map from (e.g. a cross-encoder trained on raw 1-5 labels).
+Labels are mapped to [0, 1] from their declared range (C-STS 1-5: ``(y - 1) / 4``). Predictions are mapped
+linearly from ``prediction_range`` onto [0, 1]: ``(0, 1)`` (the default) uses them as they are, which is what the
+paper does with the cosine of a bi-/tri-encoder; a cross-encoder trained on raw 1-5 labels needs ``(1, 5)``.
+Predictions outside the range (a negative cosine, a regressor's overshoot) are mapped, not clipped or rejected;
+``predictions_outside_range`` counts them, and a large count says the declared range is wrong.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def count_overestimation(
     predictions: Sequence[float] | np.ndarray,
     *,
     label_range: tuple[float, float] = (1.0, 5.0),
-    prediction_range: tuple[float, float] | None = None,
+    prediction_range: tuple[float, float] = (0.0, 1.0),
     threshold: float = 0.25,
     eq17: Eq17Reading = "mirror",
     max_examples: int = 50,
@@ -49,19 +51,21 @@ def count_overestimation(
             :func:`finesim.data.csts.read_csts` returns; ``-1`` labels must already be left out).
         predictions: one score per dataset row, in dataset order.
         label_range: the labels' declared range, mapped onto [0, 1].
-        prediction_range: if given, predictions are mapped from this range onto [0, 1]; else used as they are.
+        prediction_range: the range of the predictions that maps linearly onto [0, 1] (default ``(0, 1)``: as
+            they are, for cosine scores).
         threshold: the over-estimation margin ``t`` (paper: 0.25).
         eq17: ``"mirror"`` (default) or ``"as_printed"`` (see the module docstring).
         max_examples: how many offending pairs to list (largest total deviation first); all are counted.
 
     Returns:
         A JSON-able dict: ``pairs`` (sentence pairs scored), ``eq16``, ``eq17``, ``overestimated`` (either),
-        ``rate``, ``mean_positive_excess`` / ``mean_negative_shortfall`` (mean of ``cos_pos - l_pos`` and of
-        ``l_neg - cos_neg`` over all pairs), ``examples`` and ``pairing`` (rows that did not form pairs) plus
-        the settings used.
+        ``rate``, ``predictions_outside_range``, ``mean_positive_excess`` / ``mean_negative_shortfall`` (mean
+        of ``cos_pos - l_pos`` and of ``l_neg - cos_neg`` over all pairs), ``examples`` and ``pairing`` (rows
+        that did not form pairs) plus the settings used.
 
     Raises:
-        ValueError: on a length mismatch, non-finite predictions or an unknown ``eq17``.
+        ValueError: on a length mismatch, non-finite predictions, an empty ``prediction_range`` or an unknown
+            ``eq17``.
     """
     if eq17 not in ("mirror", "as_printed"):
         raise ValueError(f"eq17 must be 'mirror' or 'as_printed', got {eq17!r}")
@@ -71,8 +75,11 @@ def count_overestimation(
     if not np.isfinite(preds).all():
         bad = int(np.flatnonzero(~np.isfinite(preds))[0])
         raise ValueError(f"prediction {bad} is not finite ({preds[bad]})")
-    if prediction_range is not None:
-        preds = minmax_scale(preds, *prediction_range)
+    low, high = (float(x) for x in prediction_range)
+    if not high > low:
+        raise ValueError(f"prediction range [{low:g}, {high:g}] is empty")
+    outside = int(((preds < low) | (preds > high)).sum())
+    preds = (preds - low) / (high - low)
     rows = dataset["row"] if "row" in dataset.column_names else list(range(1, len(dataset) + 1))
     position = {r: i for i, r in enumerate(rows)}
     if len(position) != len(rows):
@@ -118,7 +125,8 @@ def count_overestimation(
         "threshold": threshold,
         "eq17_reading": eq17,
         "label_range": list(label_range),
-        "prediction_range": list(prediction_range) if prediction_range is not None else None,
+        "prediction_range": [low, high],
+        "predictions_outside_range": outside,
         "pairs": n,
         "eq16": int(eq16.sum()),
         "eq17": int(eq17_mask.sum()),

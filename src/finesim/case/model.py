@@ -54,6 +54,8 @@ class CaseModel:
 
     # finesim evaluate skips tasks without conditions (STS, unconditional C-STS) for such scorers
     requires_condition: bool = True
+    # scores are cosines, compared with labels on [0, 1] as they are (finesim.evaluation.scoring.PairScorer)
+    prediction_range: tuple[float, float] = (0.0, 1.0)
 
     def __init__(
         self,

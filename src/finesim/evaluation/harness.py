@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from finesim.data.errors import DataFormatError
 from finesim.evaluation.metrics import bootstrap_interval, pearson, spearman
 from finesim.evaluation.scoring import EmbeddingScorer, PairScorer, Similarity
 from finesim.evaluation.tasks import Task
@@ -18,23 +19,80 @@ from finesim.results import file_sha256
 
 logger = logging.getLogger("finesim.evaluation")
 
-# Extra analyses for conditional tasks: name -> fn(task, dataset, predictions) -> JSON-able dict.
-CONDITIONAL_ANALYSES: dict[str, Callable[[Task, Any, np.ndarray], dict[str, Any]]] = {}
+Range = tuple[float, float]
+
+# Extra analyses for conditional tasks: name -> fn(task, dataset, predictions, prediction_range) -> JSON-able dict.
+# ``prediction_range`` is the range of the scorer's outputs that maps onto the [0, 1] label scale (None: unknown).
+CONDITIONAL_ANALYSES: dict[str, Callable[[Task, Any, np.ndarray, Range | None], dict[str, Any]]] = {}
 
 
-def _overestimation(task: Task, dataset: Any, predictions: np.ndarray) -> dict[str, Any]:
+def _overestimation(
+    task: Task, dataset: Any, predictions: np.ndarray, prediction_range: Range | None
+) -> dict[str, Any]:
     """The CCL paper's over-estimation count (Appendix A), labels mapped from the task's declared range."""
     from finesim.analysis.overestimation import count_overestimation
 
-    return count_overestimation(dataset, predictions, label_range=task.score_range)
+    if prediction_range is None:
+        raise ValueError(
+            "the scorer does not declare the scale of its predictions, so they cannot be compared with labels "
+            "on [0, 1]; pass prediction_range (finesim evaluate --prediction-range LOW,HIGH)"
+        )
+    return count_overestimation(dataset, predictions, label_range=task.score_range, prediction_range=prediction_range)
 
 
 CONDITIONAL_ANALYSES["overestimation"] = _overestimation
 
 
 @dataclass
+class TaskData:
+    """A task's pairs, read and validated before any model is loaded (see :func:`load_task_data`).
+
+    Attributes:
+        task: the task.
+        dataset: the scored pairs (``sentence1``, ``sentence2``, ``label``, and ``condition`` for C-STS).
+        skipped: rows left out, by reason (summed over the task's files).
+        files: SHA-256 of each data file (empty when not hashed).
+        seconds: time spent reading, validating and hashing.
+    """
+
+    task: Task
+    dataset: Any
+    skipped: dict[str, int]
+    files: dict[str, str]
+    seconds: float
+
+
+def load_task_data(task: Task, data_root: Path, *, hash_files: bool = True) -> TaskData:
+    """Read and validate one task's data.
+
+    Raises:
+        DataFormatError: bad input (naming file, row and column), or fewer than two scored pairs left (e.g. a
+            C-STS split whose labels are all ``-1``), naming the task and its data.
+    """
+    start = time.perf_counter()
+    dataset, reports = task.load(data_root)
+    skipped: dict[str, int] = {}
+    for report in reports:
+        for reason, n in report.skipped.items():
+            skipped[reason] = skipped.get(reason, 0) + n
+    if len(dataset) < 2:
+        detail = ", ".join(f"{n} {reason}" for reason, n in skipped.items()) or "nothing skipped"
+        raise DataFormatError(
+            f"task {task.name!r} has {len(dataset)} scored pairs ({detail}); at least 2 are needed to correlate",
+            path=data_root / task.path,
+        )
+    files = {str(p): file_sha256(p) for p in task.files(data_root)} if hash_files else {}
+    return TaskData(task, dataset, skipped, files, time.perf_counter() - start)
+
+
+@dataclass
 class TaskResult:
-    """Scores of one task (correlations x100)."""
+    """Scores of one task (correlations x100).
+
+    ``group`` says which tasks' main scores may be averaged together (see :attr:`Task.score_group`);
+    ``encode_seconds`` is the time spent inside the scorer (encoding and similarity), ``data_seconds`` the time spent
+    reading, validating and hashing the data.
+    """
 
     task: str
     pairs: int
@@ -42,17 +100,29 @@ class TaskResult:
     pearson: float
     main_score: float
     aggregation: str
+    group: str = "sts"
     subsets: dict[str, dict[str, float]] = field(default_factory=dict)
     mean_over_subsets: dict[str, float] | None = None
     intervals: dict[str, dict[str, float | int]] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     texts_encoded: int | None = None
-    seconds: float = 0.0
+    encode_seconds: float = 0.0
+    data_seconds: float = 0.0
     files: dict[str, str] = field(default_factory=dict)
     analyses: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def encodes_per_second(self) -> float | None:
+        """Distinct texts encoded per second of encoding time (None when the scorer does not count them)."""
+        if not self.texts_encoded or self.encode_seconds <= 0:
+            return None
+        return round(self.texts_encoded / self.encode_seconds, 2)
+
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        out = {k: v for k, v in self.__dict__.items() if v is not None}
+        if self.encodes_per_second is not None:
+            out["encodes_per_second"] = self.encodes_per_second
+        return out
 
 
 def as_scorer(
@@ -82,6 +152,16 @@ def task_gives_conditions(task: Task) -> bool:
     return task.conditional and task.condition_mode == "pair"
 
 
+def scorer_prediction_range(scorer: Any) -> Range | None:
+    """The range of ``scorer``'s outputs that corresponds to labels on [0, 1], as the scorer declares it.
+
+    Cosine scorers declare ``(0, 1)``: the cosine is compared with [0, 1] labels as it is, as in the CCL paper's
+    Appendix A. A scorer without a ``prediction_range`` attribute (or with None) has no known scale.
+    """
+    declared = getattr(scorer, "prediction_range", None)
+    return None if declared is None else (float(declared[0]), float(declared[1]))
+
+
 def unsupported_reason(task: Task, model: Any) -> str | None:
     """Why ``model`` cannot be scored on ``task`` (None when it can).
 
@@ -104,6 +184,8 @@ def evaluate_task(
     seed: int = 0,
     show_progress: bool = False,
     hash_files: bool = True,
+    data: TaskData | None = None,
+    prediction_range: Range | None = None,
 ) -> TaskResult:
     """Score ``model`` on one task.
 
@@ -116,13 +198,14 @@ def evaluate_task(
         bootstrap: number of bootstrap resamples for 95% confidence intervals (0 = none).
         seed: bootstrap seed.
         show_progress: progress bars while encoding.
-        hash_files: record SHA-256 of the data files.
+        hash_files: record SHA-256 of the data files (when ``data`` is not given).
+        data: the task's data from :func:`load_task_data` (read here when None).
+        prediction_range: the range of the model's scores that maps onto labels on [0, 1], for the conditional
+            analyses (over-estimation); None takes what the scorer declares (:func:`scorer_prediction_range`).
     """
-    dataset, reports = task.load(data_root)
-    skipped: dict[str, int] = {}
-    for report in reports:
-        for reason, n in report.skipped.items():
-            skipped[reason] = skipped.get(reason, 0) + n
+    if data is None:
+        data = load_task_data(task, data_root, hash_files=hash_files)
+    dataset = data.dataset
     scorer = as_scorer(
         model,
         condition_mode=task.condition_mode,
@@ -147,9 +230,12 @@ def evaluate_task(
         pearson=pearson(predictions, gold),
         main_score=0.0,
         aggregation=task.aggregation,
-        skipped=skipped,
+        group=task.score_group,
+        skipped=dict(data.skipped),
         texts_encoded=getattr(scorer, "last_encoded", None),
-        seconds=round(seconds, 3),
+        encode_seconds=round(seconds, 3),
+        data_seconds=round(data.seconds, 3),
+        files=dict(data.files),
     )
     result.main_score = result.spearman
     if task.subsets:
@@ -171,15 +257,16 @@ def evaluate_task(
             result.intervals[metric] = bootstrap_interval(
                 metric, predictions, gold, resamples=bootstrap, seed=seed
             ).as_dict()
-    if hash_files:
-        result.files = {str(p): file_sha256(p) for p in task.files(data_root)}
     if task.conditional:
+        source = "option" if prediction_range is not None else "scorer"
+        scale = prediction_range if prediction_range is not None else scorer_prediction_range(scorer)
         for name, analysis in CONDITIONAL_ANALYSES.items():
             try:
-                result.analyses[name] = analysis(task, dataset, predictions)
-            except ValueError as err:  # e.g. no sentence pair with two labelled conditions
+                result.analyses[name] = analysis(task, dataset, predictions, scale)
+            except ValueError as err:  # e.g. no sentence pair with two labelled conditions, or no known scale
                 logger.warning("%s: analysis %s skipped: %s", task.name, name, err)
                 result.analyses[name] = {"skipped": str(err)}
+            result.analyses[name]["prediction_range_source"] = source if scale is not None else None
     return result
 
 
@@ -204,15 +291,30 @@ def evaluate(
     return results
 
 
+def average_main_scores(results: Sequence[TaskResult]) -> tuple[float | None, dict[str, float]]:
+    """Mean main score per score group (``sts``, ``csts``, ``csts-unconditional``) and overall.
+
+    The overall mean is given only when every result belongs to one group: an STS correlation, a conditional C-STS
+    correlation and the condition-ignored C-STS reference measure different things, and their mean means nothing.
+    """
+    by_group: dict[str, list[float]] = {}
+    for r in results:
+        by_group.setdefault(r.group, []).append(r.main_score)
+    averages = {group: float(np.mean(scores)) for group, scores in by_group.items()}
+    overall = next(iter(averages.values())) if len(averages) == 1 else None
+    return overall, averages
+
+
 def format_table(results: Sequence[TaskResult]) -> str:
-    """A plain-text table of the results, with the average of main scores."""
+    """A plain-text table of the results, with the average of main scores of each group of two or more tasks."""
     lines = [f"{'task':<32}{'pairs':>7}{'main':>8}{'spearman':>10}{'pearson':>9}{'mean/subsets':>14}"]
     for r in results:
         mean = f"{r.mean_over_subsets['spearman']:.2f}" if r.mean_over_subsets else "-"
         lines.append(f"{r.task:<32}{r.pairs:>7}{r.main_score:>8.2f}{r.spearman:>10.2f}{r.pearson:>9.2f}{mean:>14}")
-    if len(results) > 1:
-        avg = float(np.mean([r.main_score for r in results]))
-        lines.append(f"{'average (main)':<32}{'':>7}{avg:>8.2f}")
+    _, averages = average_main_scores(results)
+    for group, avg in averages.items():
+        if sum(r.group == group for r in results) > 1:
+            lines.append(f"{f'average {group} (main)':<32}{'':>7}{avg:>8.2f}")
     for r in results:
         over = r.analyses.get("overestimation", {})
         if "overestimated" in over:

@@ -19,7 +19,12 @@ Similarity = Literal["cosine", "dot", "euclidean", "manhattan"]
 
 @runtime_checkable
 class PairScorer(Protocol):
-    """Anything that scores sentence pairs, optionally under a condition."""
+    """Anything that scores sentence pairs, optionally under a condition.
+
+    A scorer may also declare ``prediction_range = (low, high)``: the range of its scores that corresponds to labels
+    on [0, 1] (cosine scorers: ``(0, 1)``), which analyses comparing scores with labels need (the over-estimation
+    count); without it they are skipped unless the caller gives the range.
+    """
 
     def score(
         self,
@@ -74,6 +79,11 @@ class EmbeddingScorer:
         self.batch_size = batch_size
         self.show_progress = show_progress
         self.last_encoded = 0
+
+    @property
+    def prediction_range(self) -> tuple[float, float] | None:
+        """Cosine scores are compared with labels on [0, 1] as they are; other similarities have no known scale."""
+        return (0.0, 1.0) if self.similarity == "cosine" else None
 
     def _inputs(self, sentences: Sequence[str], conditions: Sequence[str] | None) -> list[Any]:
         if conditions is None or self.condition_mode == "ignore":

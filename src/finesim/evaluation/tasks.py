@@ -36,6 +36,14 @@ class Task:
     def conditional(self) -> bool:
         return self.format == "csts"
 
+    @property
+    def score_group(self) -> str:
+        """Tasks whose main scores may be averaged together: ``sts``, ``csts`` (condition given) or
+        ``csts-unconditional`` (condition ignored, the reference point)."""
+        if not self.conditional:
+            return "sts"
+        return "csts" if self.condition_mode == "pair" else "csts-unconditional"
+
     def files(self, root: Path) -> list[Path]:
         """The data files this task reads."""
         base = root / self.path

@@ -190,6 +190,12 @@ class ConditionalScorer:
         self.batch_size = batch_size
         self.show_progress = show_progress
 
+    @property
+    def prediction_range(self) -> tuple[float, float] | None:
+        """Bi- and tri-encoders score by cosine, comparable with labels on [0, 1] as it is; a cross-encoder's
+        regression output is on whatever scale it was trained on (unknown here: None)."""
+        return None if self.encoder == "cross" else (0.0, 1.0)
+
     def score(
         self,
         sentences1: Sequence[str],
