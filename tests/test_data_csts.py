@@ -76,6 +76,43 @@ def test_wrong_field_count(tmp_path: Path) -> None:
         read_csts(write(tmp_path, "a,b,3\n"))
 
 
+def test_duplicate_column_names_file_and_column(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,b,c,1,2\n", header="sentence1,sentence2,condition,label,label\n")
+    with pytest.raises(DataFormatError) as info:
+        read_csts(path)
+    assert (info.value.path, info.value.line, info.value.column) == (str(path), 1, "label")
+    assert "c.csv, line 1, column 'label': column 'label' appears more than once in the header" in str(info.value)
+
+
+def test_rename_hint_never_points_at_a_required_column(tmp_path: Path) -> None:
+    # 'sentence1' is close to the missing 'sentence2' but is needed itself: no hint
+    path = write(tmp_path, "a,b,c\n", header="sentence1,condition,label\n")
+    with pytest.raises(DataFormatError, match=r"missing column 'sentence2'; the header has") as info:
+        read_csts(path)
+    assert "found" not in info.value.reason
+
+
+@pytest.mark.parametrize(
+    ("body", "row", "line", "column", "opened"),
+    [
+        ('a,b,c,1\n"x,y,z,2\nq,w,e,3\n', 2, 3, "sentence1", 3),  # would read as "has 2 fields, the header has 4"
+        ('a,b,c,1\nx,y,"z,2\n', 2, 3, "condition", 3),
+        ('"a\nb",c,d,1\nx,y,z,"2\n', 2, 4, "label", 4),  # would read silently as label 2
+    ],
+)
+def test_unclosed_quote_says_so(tmp_path: Path, body: str, row: int, line: int, column: str, opened: int) -> None:
+    with pytest.raises(DataFormatError) as info:
+        read_csts(write(tmp_path, body))
+    err = info.value
+    assert (err.row, err.line, err.column) == (row, line, column)
+    assert f"a quoted field opened on line {opened} is never closed" in str(err)
+
+
+def test_doubled_quotes_and_quoted_newlines_are_not_unclosed(tmp_path: Path) -> None:
+    ds, _ = read_csts(write(tmp_path, 'a "b" c,"say ""hi""\nnow",c,1\n'))
+    assert ds["sentence1"] == ['a "b" c'] and ds["sentence2"] == ['say "hi"\nnow']
+
+
 def test_invalid_utf8_names_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.csv"
     path.write_bytes(HEADER.encode() + b"a,b,c,1\n\xff\xfe,b,c,2\n")

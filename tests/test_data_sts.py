@@ -84,6 +84,32 @@ def test_sick_unknown_entailment(tmp_path: Path) -> None:
         read_sick(path)
 
 
+SICK_HEADER = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"
+
+
+@pytest.mark.parametrize(
+    ("header", "column", "message"),
+    [
+        (SICK_HEADER.replace("_score", ""), "relatedness_score", "(found 'relatedness': rename it)"),
+        (SICK_HEADER + "\tsentence_A", "sentence_A", "column 'sentence_A' appears more than once in the header"),
+    ],
+)
+def test_sick_header_errors(tmp_path: Path, header: str, column: str, message: str) -> None:
+    path = tmp_path / "SICK.txt"
+    path.write_text(header + "\n1\tA\tB\t3\tNEUTRAL\tA\n", encoding="utf-8")
+    with pytest.raises(DataFormatError) as info:
+        read_sick(path)
+    assert (info.value.line, info.value.column) == (1, column)
+    assert f"SICK.txt, line 1, column '{column}': " in str(info.value) and message in str(info.value)
+
+
+def test_invalid_utf8_in_sts_files_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "sts-test.csv"
+    path.write_bytes(b"g\tf\ty\t1\t3.0\tA\tB\ng\tf\ty\t2\t3.0\t\xe9t\xe9\tB\n")
+    with pytest.raises(DataFormatError, match=r"sts-test.csv, line 2: not valid UTF-8 \(byte 0xe9"):
+        read_stsb(path)
+
+
 def test_snli(tmp_path: Path) -> None:
     (tmp_path / "s1.dev").write_text("p1\np2\n", encoding="utf-8")
     (tmp_path / "s2.dev").write_text("h1\nh2\n", encoding="utf-8")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from finesim.data.errors import DataFormatError
@@ -82,3 +84,34 @@ def require_text(value: str | None, *, path: str | Path, row: int, column: str, 
     if value is None or not value.strip():
         raise DataFormatError("text is empty", path=path, row=row, column=column, line=line)
     return value
+
+
+def header_index(path: str | Path, header: Sequence[str], required: Sequence[str]) -> dict[str, int]:
+    """Map each ``required`` column to its position in a file's header (line 1).
+
+    Raises:
+        DataFormatError: a column name appears twice (which one would be meant is unknown), or a required column
+            is missing; for a missing column, a close unused name in the header is offered as a rename hint.
+    """
+    seen: set[str] = set()
+    for name in header:
+        if name and name in seen:
+            raise DataFormatError(
+                f"column {name!r} appears more than once in the header {list(header)}; rename or remove the copy",
+                path=path,
+                line=1,
+                column=name,
+            )
+        seen.add(name)
+    for name in required:
+        if name not in seen:
+            unused = [h for h in header if h not in required]
+            close = difflib.get_close_matches(name, unused, n=1, cutoff=0.6)
+            hint = f" (found {close[0]!r}: rename it)" if close else ""
+            raise DataFormatError(
+                f"missing column {name!r}{hint}; the header has {list(header)}, finesim expects {list(required)}",
+                path=path,
+                line=1,
+                column=name,
+            )
+    return {name: list(header).index(name) for name in required}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from finesim.data._io import check_range, parse_label, read_text, require_text, split_lines
+from finesim.data._io import check_range, header_index, parse_label, read_text, require_text, split_lines
 from finesim.data.errors import DataFormatError, LoadReport
 
 STS_LABEL_RANGE = (0.0, 5.0)
@@ -114,10 +114,7 @@ def read_sick(path: str | Path, *, label_range: tuple[float, float] = SICK_LABEL
     if not lines:
         raise DataFormatError("file is empty (expected a header row)", path=p)
     header = [h.strip() for h in lines[0].split("\t")]
-    for name in SICK_COLUMNS:
-        if name not in header:
-            raise DataFormatError(f"missing column {name!r}; the header has {header}", path=p, line=1, column=name)
-    idx = {name: header.index(name) for name in SICK_COLUMNS}
+    idx = header_index(p, header, SICK_COLUMNS)
     report = LoadReport(path=str(p))
     low, high = label_range
     out: dict[str, list] = {"sentence1": [], "sentence2": [], "label": [], "entailment": [], "row": []}
