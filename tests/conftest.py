@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,12 +74,32 @@ def tiny_model(tiny_bert_dir: Path):
     return load_sentence_model(str(tiny_bert_dir), max_length=64)
 
 
+REQUIRE_ENV_VAR = "FINESIM_REQUIRE_DATA"
+
+
+def skip_unless_required(reason: str) -> None:
+    """Skip the test, or fail it when ``FINESIM_REQUIRE_DATA=1`` (CI sets it: a missing data folder or offline
+    model must not let the correctness tests pass by being skipped)."""
+    if os.environ.get(REQUIRE_ENV_VAR, "").strip() == "1":
+        pytest.fail(f"{reason} ({REQUIRE_ENV_VAR}=1 makes this a failure, not a skip)", pytrace=False)
+    pytest.skip(reason)
+
+
+def import_or_skip(module: str) -> Any:
+    """``pytest.importorskip`` that fails instead under ``FINESIM_REQUIRE_DATA=1``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        skip_unless_required(f"cannot import {module}: {err}")
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The real data folder; tests that need it are skipped when it is absent."""
+    """The real data folder; tests that need it are skipped when it is absent (failed under
+    ``FINESIM_REQUIRE_DATA=1``)."""
     root = Path(os.environ.get("FINESIM_DATA", SHARED_DATA))
     if not root.is_dir():
-        pytest.skip(f"shared data not found at {root}")
+        skip_unless_required(f"shared data not found at {root}")
     return root
 
 
