@@ -166,7 +166,7 @@ def unsupported_reason(task: Task, model: Any) -> str | None:
     """Why ``model`` cannot be scored on ``task`` (None when it can).
 
     A scorer declaring ``requires_condition = True`` (e.g. a CASE model) cannot score tasks without conditions:
-    the STS tasks and the unconditional C-STS baseline.
+    the STS tasks and the condition-ignored C-STS reference.
     """
     if getattr(model, "requires_condition", False) and not task_gives_conditions(task):
         return f"{type(model).__name__} scores sentence pairs under a condition and {task.name} has none"

@@ -55,8 +55,8 @@ class EmbeddingScorer:
     Args:
         model: a ``SentenceTransformer`` (anything with a compatible ``encode``).
         condition_mode: with conditions, ``"pair"`` encodes ``(sentence, condition)`` as a text pair
-            (``[CLS] s [SEP] c [SEP]``, the C-STS bi-encoder); ``"ignore"`` encodes the sentence alone (the
-            unconditional zero-shot baseline).
+            (``[CLS] s [SEP] c [SEP]``, the C-STS bi-encoder, zero-shot or trained); ``"ignore"`` encodes the
+            sentence alone (the condition-ignored reference point).
         similarity: the similarity function; cosine by default.
         batch_size: encoding batch size (the model sorts inputs by length within a call).
         show_progress: show a progress bar while encoding.
