@@ -57,6 +57,33 @@ def test_recipe_counts() -> None:
     assert sum(n.startswith("sigma/") for n in names) == 20  # Table 5
 
 
+def test_minilm_recipe_is_the_benchmarked_setting(tmp_path: Path) -> None:
+    """recipes/ccl/minilm-bi-ccl.yaml = benchmarks/ccl.py --epochs 1 --group-by-length at sigma 0.5, tau 0.03."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))  # ccl.py imports its sibling _timing
+    try:
+        spec = importlib.util.spec_from_file_location("ccl_benchmark", REPO / "benchmarks" / "ccl.py")
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    ns = bench.parse_args(["--epochs", "1", "--group-by-length", "--sigma", "0.5", "--temperature", "0.03"])
+    objective = {"name": "ccl", "options": {"sigma": ns.sigma, "temperature": ns.temperature}}
+    benchmarked = recipe_from_dict(bench.recipe_dict(ns, "bi-ccl", objective, tmp_path))
+    shipped = load_recipe(REPO / "recipes" / "ccl" / "minilm-bi-ccl.yaml")
+    assert shipped.model == benchmarked.model and shipped.labels == benchmarked.labels
+    assert shipped.data == benchmarked.data
+    assert shipped.seed == benchmarked.seed
+    ccl = get_objective("ccl")
+    assert ccl.resolve_options(shipped.objective.options) == ccl.resolve_options(benchmarked.objective.options)
+    ignore = {"num_threads"}  # the benchmark pins 2 threads for its timings
+    train_shipped = {k: v for k, v in vars(shipped.train).items() if k not in ignore}
+    train_benchmarked = {k: v for k, v in vars(benchmarked.train).items() if k not in ignore}
+    assert train_shipped == train_benchmarked
+
+
 def test_tiny_ccl_recipe_trains_and_logs_parts(tiny_bert_dir: Path, tmp_path: Path) -> None:
     root = write_csts(tmp_path / "data")
     recipe = recipe_from_dict(
