@@ -8,7 +8,12 @@ import pytest
 import torch
 
 from finesim.losses.acl import adaptive_contrastive_loss
-from finesim.losses.bcl import balanced_contrastive_loss, bcl_alpha, bcl_from_similarities
+from finesim.losses.bcl import (
+    balanced_contrastive_loss,
+    bcl_alpha,
+    bcl_from_similarities,
+    pair_batch_partners,
+)
 from finesim.losses.cmse import cosine_mse
 from finesim.losses.fdl import forward_directional_loss
 from finesim.losses.rdl import reverse_direction_loss
@@ -62,15 +67,25 @@ def test_gradient_directions() -> None:
     assert cp.grad.tolist() == pytest.approx([-0.5, 0.5]) and cn.grad.tolist() == pytest.approx([0.5, -0.5])
 
 
-def test_wacl_zero_exactly_when_gaps_match() -> None:
+def test_wacl_with_differing_labels_is_zero_exactly_when_the_cosine_gap_equals_the_label_gap() -> None:
     # dyadic numbers: exact in floating point
-    cp, cn = _t([0.75, 0.5, 1.0]), _t([0.25, 0.5, 0.0])
-    lp, ln = _t([1.0, 0.75, 1.0]), _t([0.5, 0.75, 0.0])
-    assert weighted_adaptive_contrastive_loss(cp, cn, lp, ln, reduction="none").tolist() == [0.0, 0.0, 0.0]
+    cp, cn = _t([0.75, 1.0]), _t([0.25, 0.0])
+    lp, ln = _t([1.0, 1.0]), _t([0.5, 0.0])
+    assert weighted_adaptive_contrastive_loss(cp, cn, lp, ln, reduction="none").tolist() == [0.0, 0.0]
     # any other cosine gap gives a positive loss when the labels differ
     for shift in (-0.25, -0.125, 0.125, 0.25):
         out = weighted_adaptive_contrastive_loss(cp[:1] + shift, cn[:1], lp[:1], ln[:1], reduction="none")
         assert float(out) == pytest.approx(0.5 * abs(shift)) and float(out) > 0
+
+
+def test_wacl_with_tied_labels_is_zero_whatever_the_cosines() -> None:
+    # weight l_pos - l_neg = 0: no loss and no gradient, even when the cosines disagree with the tie
+    cp, cn = _t([0.5, 0.9, -0.3], grad=True), _t([0.5, 0.1, 0.8], grad=True)
+    lp = ln = _t([0.75, 0.75, 0.25])
+    out = weighted_adaptive_contrastive_loss(cp, cn, lp, ln, reduction="none")
+    assert out.tolist() == [0.0, 0.0, 0.0]
+    out.sum().backward()
+    assert cp.grad.tolist() == [0.0, 0.0, 0.0] and cn.grad.tolist() == [0.0, 0.0, 0.0]
 
 
 def test_wacl_rejects_swapped_pairs() -> None:
@@ -101,6 +116,39 @@ def test_bcl_alpha_cases() -> None:
     assert shifted[0, 3] == 0.0 and shifted[1, 4] == pytest.approx(0.8) and shifted.sum() == pytest.approx(10.8)
     with pytest.raises(ValueError, match="no own negative"):
         bcl_alpha(labels, 3, sigma=0.5)
+
+
+def test_bcl_partner_negative_mask() -> None:
+    # 2 sentence pairs -> 4 rows: high views (rows 0, 1), then low views (rows 2, 3); row i's partner is the same
+    # sentence pair under its other condition
+    partner = pair_batch_partners(4)
+    assert partner.tolist() == [2, 3, 0, 1]
+    labels = torch.tensor([0.8, 0.2, 0.5, 1.0])
+    expected = torch.tensor(
+        [
+            [0.0, 1, 0, 1],  # own (l >= sigma) and partner (row 2) excluded
+            [1, 0.8, 1, 0],  # own is a hard negative (1 - 0.2); partner (row 3) excluded
+            [0, 1, 0.0, 1],
+            [1, 0, 1, 0.0],
+        ]
+    )
+    assert torch.equal(bcl_alpha(labels, 4, sigma=0.5, partner=partner), expected)
+    # gathered negatives: own and partner both sit behind the rank's offset
+    shifted = bcl_alpha(labels[:2], 6, sigma=0.5, offset=2, partner=torch.tensor([1, 0]))
+    assert torch.equal(shifted, torch.tensor([[1.0, 1, 0, 0, 1, 1], [1, 1, 0, 0.8, 1, 1]]))
+    # hand-computed loss, one pair (rows 0 and 1 are each other's partner)
+    pos, neg = _t([1.0, 0.5]), _t([[0.2, 0.0], [0.1, 0.3]])
+    alpha = bcl_alpha(_t([0.8, 0.2]), 2, sigma=0.5, partner=pair_batch_partners(2)).double()  # [[0, 0], [0, 0.8]]
+    l0 = 0.0  # no negative left: -log(e^1 / e^1)
+    l1 = -math.log(math.e**0.5 / (math.e**0.5 + 0.8 * math.e**0.3))
+    got = bcl_from_similarities(pos, neg, alpha, temperature=1.0, reduction="none")
+    assert got.tolist() == pytest.approx([l0, l1], abs=1e-7)  # alpha is float32: 0.8 to ~1e-8
+    with pytest.raises(ValueError, match="partner must hold 2 row indices"):
+        bcl_alpha(_t([0.8, 0.2]), 2, sigma=0.5, partner=torch.tensor([1, 2]))
+    with pytest.raises(ValueError, match="its own row"):
+        bcl_alpha(_t([0.8, 0.2]), 2, sigma=0.5, partner=torch.tensor([0, 0]))
+    with pytest.raises(ValueError, match="even number of rows"):
+        pair_batch_partners(3)
 
 
 def test_bcl_hand_computed_value() -> None:

@@ -202,3 +202,35 @@ def test_single_part_modules_match_ccl_parts(tiny_model) -> None:
         assert float(mse) == pytest.approx(float(parts["mse"]), rel=1e-5)
         fdl, rdl = FDLLoss(tiny_model)(features, labels), RDLLoss(tiny_model)(features, labels)
         assert float(ACLLoss(tiny_model)(features, labels)) == pytest.approx(float(fdl + rdl), rel=1e-5)
+
+
+@pytest.mark.parametrize("loss_kind", ["bcl", "ccl"])
+def test_partner_negative_mask_reaches_bcl(tiny_model, loss_kind: str) -> None:
+    """partner_negative="mask" drops each anchor's other-condition row from its negatives (BCLLoss and CCLLoss)."""
+    from finesim.losses.bcl import BCLLoss, balanced_contrastive_loss, pair_batch_partners
+
+    data = synthetic_pairs(3)
+    features, labels = batch_features(tiny_model, data)
+    add_projection_head(tiny_model, seed=0)
+    tiny_model.eval()  # no dropout: the positive is the anchor itself, so the reference is exact
+
+    def loss(partner_negative: str) -> float:
+        kw = {"sigma": 0.5, "temperature": 0.1, "partner_negative": partner_negative}
+        if loss_kind == "bcl":
+            return float(BCLLoss(tiny_model, **kw)(features, labels))
+        only_bcl = {"lambda_wacl": 0, "lambda_mse": 0, "lambda_cmse": 0}
+        return float(CCLLoss(tiny_model, **only_bcl, **kw)(features, labels)["bcl"])
+
+    with torch.no_grad():
+        z = [tiny_model(dict(f))["projected_embedding"] for f in features]
+        anchors, negatives = torch.cat([z[0], z[2]]), torch.cat([z[1], z[3]])
+        rows = torch.cat([labels[:, 0], labels[:, 1]])
+        common = {"sigma": 0.5, "temperature": 0.1}
+        keep = balanced_contrastive_loss(anchors, anchors, negatives, rows, **common)
+        mask = balanced_contrastive_loss(anchors, anchors, negatives, rows, partner=pair_batch_partners(6), **common)
+        assert loss("keep") == pytest.approx(float(keep), rel=1e-5)
+        assert loss("mask") == pytest.approx(float(mask), rel=1e-5)
+    # one negative fewer per anchor can only lower the loss
+    assert float(mask) < float(keep)
+    with pytest.raises(ValueError, match="partner_negative must be one of"):
+        CCLLoss(tiny_model, partner_negative="drop")

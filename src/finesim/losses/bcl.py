@@ -21,6 +21,10 @@ Choices where the paper is vague (all options):
   recipes read those values.
 - In-batch negatives are all-gathered across processes (gradient kept for the local shard and returned by the
   gather's backward); ``j == i`` is then the anchor's own row at its global index.
+- Both conditions of every sentence pair are rows, so anchor ``(s1_i, c_high)`` also meets ``(s2_i, c_low)``,
+  the same sentence pair under its other condition, as a negative. Eq. 11 gives every ``j != i`` the weight 1,
+  and so does the default ``partner_negative="keep"``; ``"mask"`` sets that one weight to 0 (the partner row
+  is neither a false nor a hard negative in the paper's terms, and its label is the other condition's).
 """
 
 from __future__ import annotations
@@ -40,9 +44,17 @@ from finesim.losses._condition_pairs import (
 )
 
 BCL_REDUCTIONS = ("mean", "sum", "none", "log_of_sum")
+PARTNER_NEGATIVE = ("keep", "mask")
 
 
-def bcl_alpha(labels: Tensor, num_negatives: int, *, sigma: float, offset: int = 0) -> Tensor:
+def bcl_alpha(
+    labels: Tensor,
+    num_negatives: int,
+    *,
+    sigma: float,
+    offset: int = 0,
+    partner: Tensor | None = None,
+) -> Tensor:
     """Eq. 11 weights as an ``(N, num_negatives)`` matrix.
 
     Args:
@@ -51,6 +63,9 @@ def bcl_alpha(labels: Tensor, num_negatives: int, *, sigma: float, offset: int =
         sigma: the false-/hard-negative cut-off.
         offset: global index of the first anchor's own negative (the rank's start when negatives are
         gathered).
+        partner: optional ``(N,)`` local row index, per anchor, of a negative to exclude (weight 0): the same
+        sentence pair under its other condition (``partner_negative="mask"``). Like the own negative, it sits
+        at ``offset + partner[i]``.
     """
     n = labels.shape[0]
     if offset < 0 or offset + n > num_negatives:
@@ -60,6 +75,15 @@ def bcl_alpha(labels: Tensor, num_negatives: int, *, sigma: float, offset: int =
     diagonal = torch.where(labels >= sigma, torch.zeros_like(labels), 1.0 - labels)
     rows = torch.arange(n, device=labels.device)
     alpha[rows, rows + offset] = diagonal
+    if partner is not None:
+        partner = partner.to(device=labels.device, dtype=torch.long)
+        if partner.shape != (n,) or bool((partner < 0).any()) or bool((offset + partner >= num_negatives).any()):
+            raise ValueError(
+                f"partner must hold {n} row indices in 0..{num_negatives - offset - 1}, got {partner.tolist()}"
+            )
+        if bool((partner == rows).any()):
+            raise ValueError("an anchor's partner cannot be its own row")
+        alpha[rows, partner + offset] = 0.0
     return alpha
 
 
@@ -105,12 +129,16 @@ def balanced_contrastive_loss(
     temperature: float,
     offset: int = 0,
     reduction: str = "mean",
+    partner: Tensor | None = None,
 ) -> Tensor:
-    """BCL over embeddings: anchors/positives (N, d), negatives (M, d); row ``offset + i`` is anchor i's."""
+    """BCL over embeddings: anchors/positives (N, d), negatives (M, d); row ``offset + i`` is anchor i's.
+
+    ``partner`` (see :func:`bcl_alpha`) excludes one more negative per anchor.
+    """
     a = nn.functional.normalize(anchors, dim=-1)
     pos_sim = (a * nn.functional.normalize(positives, dim=-1)).sum(-1)
     neg_sim = a @ nn.functional.normalize(negatives, dim=-1).T
-    alpha = bcl_alpha(labels, negatives.shape[0], sigma=sigma, offset=offset)
+    alpha = bcl_alpha(labels, negatives.shape[0], sigma=sigma, offset=offset, partner=partner)
     return bcl_from_similarities(pos_sim, neg_sim, alpha, temperature=temperature, reduction=reduction)
 
 
@@ -153,6 +181,8 @@ class BCLLoss(nn.Module):
         temperature: divides the cosines.
         reduction: see :data:`BCL_REDUCTIONS` and the module docstring.
         gather_across_devices: all-gather negatives when training distributed.
+        partner_negative: ``"keep"`` (Eq. 11: weight 1) or ``"mask"`` (weight 0) for the negative that is the
+            anchor's own sentence pair under its other condition.
     """
 
     def __init__(
@@ -163,13 +193,16 @@ class BCLLoss(nn.Module):
         temperature: float = 0.05,
         reduction: str = "mean",
         gather_across_devices: bool = True,
+        partner_negative: str = "keep",
     ) -> None:
         super().__init__()
+        check_partner_negative(partner_negative)
         self.model = model
         self.sigma = sigma
         self.temperature = temperature
         self.reduction = reduction
         self.gather_across_devices = gather_across_devices
+        self.partner_negative = partner_negative
 
     def forward(self, features: list[dict[str, Any]], labels: Tensor) -> Tensor:
         label_pos, label_neg = pair_labels(labels)
@@ -187,7 +220,22 @@ class BCLLoss(nn.Module):
             temperature=self.temperature,
             reduction=self.reduction,
             gather_across_devices=self.gather_across_devices,
+            partner_negative=self.partner_negative,
         )
+
+
+def check_partner_negative(value: str) -> None:
+    """Raise unless ``value`` is one of :data:`PARTNER_NEGATIVE`."""
+    if value not in PARTNER_NEGATIVE:
+        raise ValueError(f"partner_negative must be one of {PARTNER_NEGATIVE}, got {value!r}")
+
+
+def pair_batch_partners(rows: int, device: Any = None) -> Tensor:
+    """For the ``2B`` rows of a condition-pair batch (all high views, then all low views), each row's index
+    of the same sentence pair under its other condition: ``(i + B) mod 2B``."""
+    if rows % 2:
+        raise ValueError(f"a condition-pair batch has an even number of rows, got {rows}")
+    return (torch.arange(rows, device=device) + rows // 2) % rows
 
 
 def bcl_for_pair_batch(
@@ -201,12 +249,16 @@ def bcl_for_pair_batch(
     temperature: float,
     reduction: str = "mean",
     gather_across_devices: bool = True,
+    partner_negative: str = "keep",
 ) -> Tensor:
     """BCL of a condition-pair batch given its first-pass projections (rows: all high, then all low views).
 
     Runs the second (dropout) forward pass of the ``s1`` views for the positives and, when distributed,
-    gathers the negatives of all processes.
+    gathers the negatives of all processes. ``partner_negative="mask"`` gives weight 0 to each anchor's
+    negative from the same sentence pair under the other condition.
     """
+    check_partner_negative(partner_negative)
+    partner = pair_batch_partners(anchors.shape[0], anchors.device) if partner_negative == "mask" else None
     positives = second_pass_projections(model, features)
     offset = 0
     if gather_across_devices:
@@ -220,4 +272,5 @@ def bcl_for_pair_batch(
         temperature=temperature,
         offset=offset,
         reduction=reduction,
+        partner=partner,
     )

@@ -8,7 +8,8 @@ c_low]``), label ``[l_high, l_low]`` on the [0, 1] scale (``(y - 1) / 4`` for C-
 - W-ACL (Eq. 9) on ``cos(h1, h2)`` of each pair under its high and low condition;
 - BCL (Eq. 10-11) on the projected ``g(h)`` of every row (both conditions of every pair are BCL rows), with a
   second dropout forward pass of the ``s1`` inputs as positives and the ``s2`` inputs of all rows (gathered
-  over processes) as negatives;
+  over processes) as negatives, including the anchor's own pair under its other condition (weight 1 as Eq. 11
+  prints; ``partner_negative="mask"`` drops it);
 - MSE: ``(cos(h1, h2) - l)^2`` over all rows; C-MSE: the same on ``g(h)`` (see :mod:`finesim.losses.cmse`).
 
 The forward returns a dict of the weighted parts (``w_acl``, ``bcl``, ``mse``, ``c_mse``); the
@@ -25,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from finesim.losses._condition_pairs import PROJECTION_HINT, pair_labels, pair_outputs
-from finesim.losses.bcl import BCL_REDUCTIONS, bcl_for_pair_batch
+from finesim.losses.bcl import BCL_REDUCTIONS, bcl_for_pair_batch, check_partner_negative
 from finesim.losses.cmse import cosine_mse
 from finesim.losses.wacl import weighted_adaptive_contrastive_loss
 
@@ -41,6 +42,8 @@ class CCLLoss(nn.Module):
         bcl_reduction: ``"mean"`` over anchors (default) or the literal Eq. 10 ``"log_of_sum"`` (see
             :mod:`finesim.losses.bcl`).
         gather_across_devices: all-gather BCL negatives across processes when distributed.
+        partner_negative: BCL weight of the negative that is the anchor's own sentence pair under its other
+            condition: ``"keep"`` (1, Eq. 11 as printed) or ``"mask"`` (0); see :mod:`finesim.losses.bcl`.
         return_dict: return the weighted parts as a dict (logged per part by the trainer), not their sum.
     """
 
@@ -56,6 +59,7 @@ class CCLLoss(nn.Module):
         temperature: float = 0.05,
         bcl_reduction: str = "mean",
         gather_across_devices: bool = True,
+        partner_negative: str = "keep",
         return_dict: bool = True,
     ) -> None:
         super().__init__()
@@ -66,12 +70,14 @@ class CCLLoss(nn.Module):
             raise ValueError(f"bcl_reduction must be one of {BCL_REDUCTIONS}, got {bcl_reduction!r}")
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
+        check_partner_negative(partner_negative)
         self.model = model
         self.weights = weights
         self.sigma = sigma
         self.temperature = temperature
         self.bcl_reduction = bcl_reduction
         self.gather_across_devices = gather_across_devices
+        self.partner_negative = partner_negative
         self.return_dict = return_dict
 
     def forward(self, features: list[dict[str, Any]], labels: Tensor) -> dict[str, Tensor] | Tensor:
@@ -105,6 +111,7 @@ class CCLLoss(nn.Module):
                     temperature=self.temperature,
                     reduction=self.bcl_reduction,
                     gather_across_devices=self.gather_across_devices,
+                    partner_negative=self.partner_negative,
                 )
         if self.return_dict:
             return parts
@@ -116,6 +123,7 @@ class CCLLoss(nn.Module):
             "sigma": self.sigma,
             "temperature": self.temperature,
             "bcl_reduction": self.bcl_reduction,
+            "partner_negative": self.partner_negative,
         }
 
     @property

@@ -4,6 +4,9 @@
 whose two conditions differ more (more confident positive/negative samples) weigh more, and pairs with equal
 labels weigh 0. Labels on the [0, 1] scale; the weight is the raw gap (no normalisation), reduced by the batch
 mean by default.
+
+For a pair with differing labels W-ACL is zero exactly when the cosine gap ``cos_pos - cos_neg`` equals the
+label gap; for a pair with tied labels it is zero (with zero gradient) whatever the cosines.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ CCL_DEFAULTS: dict[str, Any] = {
     "temperature": 0.05,
     "bcl_reduction": "mean",
     "gather_across_devices": True,
+    "partner_negative": "keep",
     "projection_dim": None,
     "projection_activation": "tanh",
 }
