@@ -1,10 +1,8 @@
-"""The "ccl" objective in the recipe runner: shipped recipes validate; a tiny recipe trains end to end."""
+"""The "ccl" objective in the runner: shipped recipes validate; tiny bi- and tri-encoder recipes train end to end."""
 
 from __future__ import annotations
 
-import csv
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -15,21 +13,6 @@ from finesim.training.runner import check_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted((REPO / "recipes" / "ccl").rglob("*.yaml"))
-
-
-def write_csts(folder: Path, pairs: int = 12, seed: int = 0) -> Path:
-    rng = random.Random(seed)
-    subjects, acts = ["a man", "a woman", "a dog", "a cat"], ["plays guitar", "eats food", "runs in the park"]
-    (folder / "csts").mkdir(parents=True, exist_ok=True)
-    for name in ("train", "validation"):
-        with open(folder / "csts" / f"{name}.csv", "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
-            w.writerow(["sentence1", "sentence2", "condition", "label"])
-            for _ in range(pairs):
-                a, b, x, y = rng.choice(subjects), rng.choice(subjects), rng.choice(acts), rng.choice(acts)
-                w.writerow([f"{a} {x}", f"{b} {y}", "the activity", 5.0 if x == y else 1.0])
-                w.writerow([f"{a} {x}", f"{b} {y}", "the person", 4.0 if a == b else 2.0])
-    return folder
 
 
 def test_ccl_objective_registered_with_paper_defaults() -> None:
@@ -84,21 +67,40 @@ def test_minilm_recipe_is_the_benchmarked_setting(tmp_path: Path) -> None:
     assert train_shipped == train_benchmarked
 
 
-def test_tiny_ccl_recipe_trains_and_logs_parts(tiny_bert_dir: Path, tmp_path: Path) -> None:
-    root = write_csts(tmp_path / "data")
+@pytest.mark.parametrize("model", [{"encoder": "bi"}, {"encoder": "tri", "head": "hadamard"}], ids=["bi", "tri"])
+def test_tiny_ccl_recipe_trains_and_logs_parts(model: dict, tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """The runner trains CCL on the bi- and the tri-encoder: every part logged, loss down, validation up."""
+    from transformers import set_seed
+
+    from finesim.training import get_encoder
+    from finesim.training.runner import prepare_data
+    from test_csts_training import write_synthetic_csts  # labels that depend on the condition
+
+    root = write_synthetic_csts(tmp_path / "data")
     recipe = recipe_from_dict(
         {
             "name": "tiny-ccl",
             "seed": 1,
-            "model": {"backbone": str(tiny_bert_dir), "encoder": "bi", "max_length": 32},
+            "model": {"backbone": str(tiny_bert_dir), "max_length": 32, **model},
             "objective": {"name": "ccl", "options": {"sigma": 0.5, "temperature": 0.1}},
             "data": {"root": str(root)},
-            "train": {"epochs": 1, "batch_size": 8, "learning_rate": 2e-3, "logging_steps": 1},
+            "train": {"epochs": 2, "batch_size": 8, "learning_rate": 2e-3, "logging_steps": 2, "warmup_ratio": 0.0},
         }
     )
+    set_seed(recipe.seed)  # the untrained model train() starts from
+    untrained = get_encoder(recipe.model.encoder).build(recipe.model)
+    before = prepare_data(recipe, untrained, data_root=str(root))["evaluator"].compute(untrained)["spearman"]
     result = train(recipe, output_dir=tmp_path / "out")
-    logged = [e for e in result.metrics["log_history"] if "loss" in e]
-    assert logged and all({"w_acl", "bcl", "mse", "c_mse"} <= set(e) for e in logged)
-    assert "spearman" in result.metrics["validation"]
+    m = result.metrics
+    assert m["encoder"] == model["encoder"]
+    logged = [e for e in m["log_history"] if "loss" in e]
+    assert len(logged) >= 4 and all({"w_acl", "bcl", "mse", "c_mse"} <= set(e) for e in logged)
+    assert all(e[part] > 0 for e in logged for part in ("w_acl", "bcl", "mse", "c_mse"))
+    # the parts add up to the logged loss (the trainer sums the dict the loss returns)
+    for e in logged:
+        assert e["loss"] == pytest.approx(e["w_acl"] + e["bcl"] + e["mse"] + e["c_mse"], abs=2e-3)
+    assert max(e["loss"] for e in logged[-2:]) < 0.5 * logged[0]["loss"]
+    # measured: bi 49.4 -> 60.8, tri 43.8 -> 54.2 (best of the 2 epochs, restored)
+    assert m["validation"]["spearman"] > before + 5, (before, m["validation"]["spearman"])
     modules = json.loads((result.model_dir / "modules.json").read_text())
     assert any(m["type"].endswith("ProjectionHead") for m in modules)
