@@ -294,6 +294,7 @@ def test_cli_openai_backend_end_to_end(stub, tmp_path, capsys):
     assert main(argv) == 0
     result = json.loads(out.read_text())
     assert result["backend"]["backend"] == "openai" and result["backend"]["base_url"] == stub.base_url
+    assert result["data"]["train_is_eval_file"] is False
     assert result["metrics"]["n"] == 8 and result["metrics"]["invalid"] == 0
     assert result["requests"]["generated"] == 8
     sent = len(stub.bodies)
@@ -301,6 +302,31 @@ def test_cli_openai_backend_end_to_end(stub, tmp_path, capsys):
     assert len(stub.bodies) == sent
     assert json.loads(out.read_text())["requests"]["from_cache"] == 8
     assert Path(str(out).replace(".json", ".replies.jsonl")).exists()
+    capsys.readouterr()
+
+
+def test_cli_warns_when_demonstrations_come_from_the_evaluated_file(stub, tmp_path, capsys, caplog):
+    val = tmp_path / "val.csv"
+    with open(val, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["sentence1", "sentence2", "condition", "label"])
+        for i in range(3):
+            w.writerow([f"sentence {i}", f"other {i}", "the color", 5])
+            w.writerow([f"sentence {i}", f"other {i}", "the size", 1 + i % 3])
+    out = tmp_path / "r.json"
+    argv = ["prompt-eval", "--backend", "openai", "--model", "stub-model", "--base-url", stub.base_url]
+    argv += ["--k-shot", "2", "--instructions", "none", "--task", "csts", "--no-cache"]
+    argv += ["--eval-file", str(val), "--train-file", str(tmp_path / "." / "val.csv"), "--output", str(out)]
+    with caplog.at_level(logging.WARNING, logger="finesim.prompting"):
+        assert main(argv) == 0
+    assert "the demonstrations come from the evaluated file" in caplog.text
+    result = json.loads(out.read_text())
+    assert result["data"]["train_is_eval_file"] is True
+    assert result["demonstrations"]["own_pair_excluded"]["queries"] == 6
+    for body in stub.bodies:
+        lines = body["messages"][-1]["content"].split("\n")
+        query_s1 = lines[-1].split(" Sentence 2:")[0]
+        assert all(query_s1 + " " not in line for line in lines[:-1])
     capsys.readouterr()
 
 

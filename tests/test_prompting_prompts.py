@@ -123,6 +123,51 @@ def test_stsb_sampler_draws_distinct_rows():
         assert all(d.condition is None for d in demos)
 
 
+def test_a_query_never_gets_its_own_pair_as_a_demonstration():
+    train = csts_train()
+    sampler = DemonstrationSampler(train, task="csts", k=2, seed=0)
+    own = ("s1 of pair 2", "s2 of pair 2")
+    for query in (own, own[::-1]):  # either order
+        for _ in range(30):
+            assert all((d.sentence1, d.sentence2) != own for d in sampler.draw(query))
+    assert sampler.describe()["own_pair_excluded"] == {
+        "queries": 60,
+        "candidates": 60,
+        "unit": "sentence pairs with two conditions",
+    }
+    # a query whose pair is not in train draws exactly as without a query
+    plain, other = (
+        DemonstrationSampler(train, task="csts", k=4, seed=7),
+        DemonstrationSampler(train, task="csts", k=4, seed=7),
+    )
+    assert [plain.draw() for _ in range(5)] == [other.draw(("new", "pair")) for _ in range(5)]
+    assert other.queries_with_own_pair == 0
+    # k=4 needs 2 of the 4 pairs; excluding the own pair leaves 3
+    with pytest.raises(ValueError, match="k=8 needs 4 training sentence pairs with two conditions other than"):
+        DemonstrationSampler(train, task="csts", k=8).draw(own)
+    # STS-B: every training row with the query's sentences is left out
+    stsb = Dataset.from_dict(
+        {"sentence1": ["a", "a", "b", "c"], "sentence2": ["x", "x", "y", "z"], "label": [1, 2, 3, 4]}
+    )
+    sampler = DemonstrationSampler(stsb, task="stsb", k=2, seed=0)
+    for _ in range(20):
+        assert {d.sentence1 for d in sampler.draw(("a", "x"))} == {"b", "c"}
+    assert sampler.describe()["own_pair_excluded"] == {"queries": 20, "candidates": 40, "unit": "rows"}
+
+
+def test_build_prompts_excludes_the_query_pair_when_train_is_the_eval_data(caplog):
+    train = csts_train()
+    queries = train.select(range(8))  # the four paired sentence pairs, both conditions
+    with caplog.at_level("WARNING", logger="finesim.prompting"):
+        prompts, sampler = build_prompts(queries, train, task="csts", k=2, instructions="none", seed=0)
+    for prompt, s1 in zip(prompts, queries["sentence1"]):
+        demos, query_line = prompt.split("\n")[:2], prompt.split("\n")[2]
+        assert query_line.startswith(f"Input: Sentence 1: {s1} ")
+        assert all(f"Sentence 1: {s1} " not in line for line in demos)
+    assert sampler.queries_with_own_pair == 8 and sampler.excluded_candidates == 8
+    assert "8 of 8 queries have their own sentence pair in the demonstration data" in caplog.text
+
+
 def test_build_prompts_never_shows_the_query_label_and_uses_train():
     train = csts_train()
     queries = Dataset.from_dict(

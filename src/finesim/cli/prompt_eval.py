@@ -115,6 +115,13 @@ def _resolve_files(args: argparse.Namespace) -> tuple[Path, Path]:
     return eval_file, train_file
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:  # a missing file: the loader reports it
+        return a.resolve() == b.resolve()
+
+
 def _backend(args: argparse.Namespace) -> Any:
     from finesim.prompting.backends import HFBackend, OpenAICompatibleBackend
 
@@ -152,6 +159,13 @@ def run(args: argparse.Namespace) -> int:
     from finesim.prompting.runner import evaluate_prompting
 
     eval_file, train_file = _resolve_files(args)
+    same_file = _same_file(eval_file, train_file)
+    if same_file:
+        logger.warning(
+            "the demonstrations come from the evaluated file %s itself; each query's own sentence pair is left "
+            "out of its demonstrations, but the other evaluated rows are not (use a separate training file)",
+            eval_file,
+        )
     queries, eval_report = _load(args.task, eval_file)
     train, train_report = _load(args.task, train_file)
     if args.limit is not None:
@@ -200,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
             "train_file": str(train_file),
             "train_sha256": file_sha256(train_file),
             "train_load": train_report,
+            "train_is_eval_file": same_file,
         },
         "backend": backend.describe(),
         **result,

@@ -36,7 +36,17 @@ def build_prompts(
     prompts = []
     for s1, s2, condition in zip(cols["sentence1"], cols["sentence2"], conditions):
         query = Example(s1, s2, condition)
-        prompts.append(build_prompt(query, sampler.draw(), instruction=instruction, style=style))  # type: ignore[arg-type]
+        demonstrations = sampler.draw((s1, s2))
+        prompts.append(build_prompt(query, demonstrations, instruction=instruction, style=style))  # type: ignore[arg-type]
+    if sampler.queries_with_own_pair:
+        logger.warning(
+            "%d of %d queries have their own sentence pair in the demonstration data; it was left out of their "
+            "draws (%d %s excluded in all)",
+            sampler.queries_with_own_pair,
+            len(prompts),
+            sampler.excluded_candidates,
+            sampler.unit,
+        )
     return prompts, sampler
 
 

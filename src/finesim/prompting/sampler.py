@@ -8,11 +8,17 @@ with a lone high row). STS-B: ``k`` distinct training rows are drawn.
 Draws use one ``random.Random(seed)`` consumed query after query, so the same seed, training file and query
 order give the same prompts, and the first ``n`` queries of a run get the same demonstrations as in a
 ``--limit n`` run.
+
+A query never sees its own sentence pair as a demonstration: when the training data holds the query's
+``(sentence1, sentence2)`` (in either order; e.g. ``--train-file`` is the evaluated file, or the files overlap),
+those candidates are left out of that query's draw, and the queries and candidates concerned are counted
+(:meth:`DemonstrationSampler.describe`). Queries whose pair is not in the training data draw exactly as before.
 """
 
 from __future__ import annotations
 
 import random
+from collections import defaultdict
 from typing import Any
 
 from datasets import Dataset
@@ -70,22 +76,52 @@ class DemonstrationSampler:
             unit = "rows"
         if needed > available:
             raise ValueError(f"k={k} needs {needed} training {unit}, the training data has {available}")
+        self._needed = needed
+        self.unit = unit
+        candidates = [pair[0] for pair in self._pairs] if task == "csts" else self._rows
+        self._by_sentences: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for i, ex in enumerate(candidates):
+            self._by_sentences[(ex.sentence1, ex.sentence2)].append(i)
+        self.queries_with_own_pair = 0
+        self.excluded_candidates = 0
 
-    def draw(self) -> list[Example]:
-        """The demonstrations for the next query."""
+    def _own(self, query: tuple[str, str]) -> set[int]:
+        s1, s2 = query
+        return set(self._by_sentences.get((s1, s2), ())) | set(self._by_sentences.get((s2, s1), ()))
+
+    def draw(self, query: tuple[str, str] | None = None) -> list[Example]:
+        """The demonstrations for the next query, never from the query's own sentence pair ``(s1, s2)``."""
         if self.k == 0:
             return []
+        size = len(self._pairs) if self.task == "csts" else len(self._rows)
+        own = self._own(query) if query is not None else set()
+        if own:
+            self.queries_with_own_pair += 1
+            self.excluded_candidates += len(own)
+            pool = [i for i in range(size) if i not in own]
+            if len(pool) < self._needed:
+                raise ValueError(
+                    f"k={self.k} needs {self._needed} training {self.unit} other than the query's own sentence "
+                    f"pair {query!r}; the training data has {len(pool)}"
+                )
+            chosen = self._rng.sample(pool, self._needed)
+        else:
+            chosen = self._rng.sample(range(size), self._needed)
         if self.task == "csts":
-            chosen = self._rng.sample(range(len(self._pairs)), (self.k + 1) // 2)
             return [ex for i in chosen for ex in self._pairs[i]][: self.k]
-        return [self._rows[i] for i in self._rng.sample(range(len(self._rows)), self.k)]
+        return [self._rows[i] for i in chosen]
 
     def describe(self) -> dict[str, Any]:
-        """Settings and pairing facts for a results file."""
+        """Settings, pairing facts and own-pair exclusions for a results file."""
         out: dict[str, Any] = {"k": self.k, "seed": self.seed, "source": "train split only"}
         if self.task == "csts":
             out["scheme"] = "ceil(k/2) random condition pairs, high then low, cut to k"
             out["pairing"] = self.pairing_report
         else:
             out["scheme"] = "k distinct random rows"
+        out["own_pair_excluded"] = {
+            "queries": self.queries_with_own_pair,
+            "candidates": self.excluded_candidates,
+            "unit": self.unit,
+        }
         return out
