@@ -16,6 +16,7 @@ from datasets import Dataset
 
 from finesim.cli.main import main
 from finesim.prompting import BackendError, OpenAICompatibleBackend, ReplyCache, evaluate_prompting
+from finesim.prompting.backends.openai_compat import quote_reply
 
 SECRET = "sk-test-0123456789-secret"
 
@@ -86,6 +87,11 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                     self._send(200, b"<html>proxy error</html>")
                 elif kind == "nochoices":
                     self._send(200, json.dumps({"object": "error", "message": "overloaded"}).encode())
+                elif kind == "echo":  # echo:CODE:PAD -> PAD filler bytes, then the request's Authorization header
+                    code, _, pad = arg.partition(":")
+                    auth = self.headers.get("Authorization") or ""
+                    body = b"x" * int(pad or 0) + f"you sent Authorization: {auth}; again: {auth}".encode()
+                    self._send(int(code), body)
                 elif kind == "nullcontent":
                     self._send(200, json.dumps({"choices": [{"message": {"content": None}}]}).encode())
                 else:  # an HTTP status code
@@ -190,6 +196,38 @@ def test_client_errors_fail_at_once_without_leaking_the_key(stub, monkeypatch):
         backend(stub).generate(["unauth"])
     assert "HTTP 401" in str(info.value) and SECRET not in str(info.value)
     assert stub.attempts["unauth"] == 1  # not retried
+
+
+def test_quote_reply_redacts_the_key_even_across_the_cut():
+    key = "k" * 40
+    assert quote_reply(b"abc" + key.encode() + b"def", 300, key) == "abc[redacted]def"
+    assert quote_reply(b"abc" + key.encode(), 300, None) == "abc" + key  # no key set: nothing to hide
+    # an occurrence straddling the cut goes whole; the text stays a prefix of the redacted reply
+    straddling = b"x" * 290 + key.encode() + b"tail"
+    assert quote_reply(straddling, 300, key) == "x" * 290 + "[redacted]"
+    # positions are the original ones: the second copy starts at byte 310, past the cut, and a shorter
+    # replacement of the first copy must not pull part of it into view (replace-then-cut would show 20 bytes)
+    two = key.encode() + b"y" * 270 + key.encode()
+    assert quote_reply(two[:340], 300, key) == "[redacted]" + "y" * 260
+
+
+@pytest.mark.parametrize("code", ["401", "500", "200"])
+def test_error_bodies_echoing_the_key_are_redacted(stub, monkeypatch, caplog, code):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    prefix = len("you sent Authorization: Bearer ")
+    cut = 200 if code == "200" else 300  # bytes quoted from a malformed reply / from an HTTP error body
+    stub.plans["echo"] = [f"echo:{code}:{cut - prefix - 5}"]  # the first copy of the key straddles the cut
+    with caplog.at_level(logging.WARNING, logger="finesim.prompting"):
+        with pytest.raises(BackendError) as info:
+            backend(stub, max_retries=1).generate(["echo"])
+    assert stub.auth[0] == f"Bearer {SECRET}"  # the server did receive (and echo) the key
+    text = str(info.value) + caplog.text
+    assert SECRET not in text and SECRET[:5] not in text
+    if code == "200":  # malformed reply: quoted (200 bytes) in the retry warning and the final error
+        assert "malformed reply" in str(info.value) and stub.attempts["echo"] == 2
+    else:
+        assert f"HTTP {code}" in str(info.value) and "Bearer [redacted]" in str(info.value)
+        assert stub.attempts["echo"] == (2 if code == "500" else 1)
 
 
 def test_unreachable_server_is_retried_then_reported():

@@ -11,8 +11,10 @@
   fail at once.
 * At most ``concurrency`` requests are in flight (a thread pool).
 * The API key is read from the environment variable named by ``api_key_env`` when the backend is built, sent
-  only in the ``Authorization`` header, and never stored in settings, logs, errors or results. No key = no
-  header (a local vLLM server needs none).
+  only in the ``Authorization`` header, and never stored in settings, logs, errors or results. Server replies
+  quoted in errors and log lines (the first 300 bytes of an HTTP error body, 200 of a malformed reply) have
+  every occurrence of the key replaced by ``[redacted]`` first, since some servers echo the request headers.
+  No key = no header (a local vLLM server needs none).
 * When a request still fails after its retries, ``on_error="fail"`` stops the run with :class:`BackendError`
   (replies already received stay in the cache, so a rerun resumes); ``on_error="invalid"`` records ``None``
   for that prompt, which is scored as an invalid reply, counted separately as a failed request, and not
@@ -41,6 +43,29 @@ logger = logging.getLogger("finesim.prompting")
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+REDACTED = b"[redacted]"
+
+
+def quote_reply(raw: bytes, limit: int, secret: str | None) -> str:
+    """The first ``limit`` bytes of a server reply as text, with every occurrence of ``secret`` redacted.
+
+    Occurrences are found in ``raw`` at their original positions, so one that starts before the cut is removed
+    whole and never leaks in part; ``raw`` must therefore hold ``limit + len(secret)`` bytes when the reply is
+    that long.
+    """
+    if not secret:
+        return raw[:limit].decode("utf-8", "replace")
+    key = secret.encode("utf-8")
+    pieces: list[bytes] = []
+    i = 0
+    while i < limit:
+        j = raw.find(key, i)
+        if j == -1 or j >= limit:
+            pieces.append(raw[i:limit])
+            break
+        pieces += [raw[i:j], REDACTED]
+        i = j + len(key)
+    return b"".join(pieces).decode("utf-8", "replace")
 
 
 class _Retryable(Exception):
@@ -172,7 +197,7 @@ class OpenAICompatibleBackend:
             choice = data["choices"][0]
             text = choice["message"]["content"] if self.api == "chat" else choice["text"]
         except (ValueError, KeyError, IndexError, TypeError) as err:
-            snippet = raw[:200].decode("utf-8", "replace")
+            snippet = quote_reply(raw, 200, self.__api_key)
             raise _Retryable(f"malformed reply ({type(err).__name__}): {snippet!r}") from None
         if text is None:  # some servers send null content (e.g. a refusal or tool call)
             return ""
@@ -193,7 +218,8 @@ class OpenAICompatibleBackend:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as err:
-            body = err.read()[:300].decode("utf-8", "replace")
+            secret_len = len(self.__api_key.encode("utf-8")) if self.__api_key else 0
+            body = quote_reply(err.read(300 + secret_len), 300, self.__api_key)
             message = f"HTTP {err.code} from {self.url}: {body}"
             if err.code in RETRY_STATUS:
                 raise _Retryable(message, _retry_after(err.headers.get("Retry-After"))) from None
