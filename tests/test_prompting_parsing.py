@@ -16,7 +16,11 @@ from finesim.prompting import parse_score, prompting_metrics, resolve_replies
         ("  3.5 ", 3.5),
         ("Output: 4.0\nInput: Sentence 1: 2 men", 4.0),  # first number wins
         ("Score: 3/5", 3.0),
-        ("-1", 1.0),  # the sign is not read (reference regex)
+        # quirks of the reference regex, kept for exact reproduction (docs/prompting.md)
+        ("-1", 1.0),  # the sign is not read
+        (".5", 5.0),  # no leading digit: the decimal point is skipped
+        ("1,5", 1.0),  # a decimal comma ends the number
+        ("1-5", 1.0),  # a range gives its first bound
         ("12.", 12.0),
         ("1.25.", 1.25),
         ("I'd say five.", None),

@@ -28,20 +28,46 @@ def csts_train() -> Dataset:
     )
 
 
+# The instruction wording is data needed for exact reproduction, typed here independently of
+# src/finesim/prompting/instructions.json. C-STS: the paper's App. B (Fig. 5 short, Fig. 6 long). STS-B: the
+# paper does not print its texts; these are the ones of the authors' prompting code
+# (utils/fewshot/generate_in_context_dataset.py in princeton-nlp/c-sts).
+CSTS_SHORT = (
+    "On a scale between 1 and 5, how similar are the following two sentences with respect to the condition "
+    "provided? Respond only with a score between 1 and 5."
+)
+CSTS_LONG = (
+    "Definition: Evaluate the similarity between the two sentences, with respect to the condition. Assign the pair "
+    "a score between 1 and 5 as follows: "
+    "1 : The two sentences are completely dissimilar with respect to the condition. "
+    "2 : The two sentences are dissimilar, but are on a similar topic with respect to the condition. "
+    "3 : The two sentences are roughly equivalent, but some important information differs or is missing with "
+    "respect to the condition. "
+    "4 : The two sentences are mostly equivalent, but some unimportant details differ with respect to the "
+    "condition. "
+    "5 : The two sentences are completely equivalent with respect to the condition."
+)
+STSB_SHORT = (
+    "On a scale between 0 and 5, how similar are the following two sentences? Respond only with a score between 0 "
+    "and 5."
+)
+STSB_LONG = (
+    "Definition: Evaluate the similarity between them and classify them into classes from 0-5 as follows: "
+    "0 : The two sentences are completely dissimilar. "
+    "1 : The two sentences are not equivalent, but are on the same topic. "
+    "2 : The two sentences are not equivalent, but share some details. "
+    "3 : The two sentences are roughly equivalent, but some important information differs/missing. "
+    "4 : The two sentences are mostly equivalent, but some unimportant details differ. "
+    "5 : The two sentences are completely equivalent, as they mean the same thing."
+)
+
+
 def test_instruction_texts_match_the_paper():
-    assert instruction_text("csts", "none") is None
-    assert instruction_text("csts", "short") == (
-        "On a scale between 1 and 5, how similar are the following two sentences with respect to the "
-        "condition "
-        "provided? Respond only with a score between 1 and 5."
-    )
-    long = instruction_text("csts", "long")
-    assert long.startswith("Definition: Evaluate the similarity between the two sentences, with respect to the")
-    assert "3 : The two sentences are roughly equivalent, but some important information differs or is missing" in long
-    assert long.endswith("5 : The two sentences are completely equivalent with respect to the condition.")
-    assert "between 0 and 5" in instruction_text("stsb", "short")
-    assert "condition" not in instruction_text("stsb", "long")
-    assert instruction_text("stsb", "long").startswith("Definition: Evaluate the similarity between them")
+    assert instruction_text("csts", "none") is None and instruction_text("stsb", "none") is None
+    assert instruction_text("csts", "short") == CSTS_SHORT
+    assert instruction_text("csts", "long") == CSTS_LONG
+    assert instruction_text("stsb", "short") == STSB_SHORT
+    assert instruction_text("stsb", "long") == STSB_LONG
     with pytest.raises(ValueError, match="unknown instructions"):
         instruction_text("csts", "medium")
     with pytest.raises(ValueError, match="unknown task"):

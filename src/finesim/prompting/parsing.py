@@ -2,7 +2,8 @@
 
 Parsing follows the C-STS paper (App. A, "Processing Prompting Baseline Generations") and its reference code:
 the score is the first unsigned number in the reply (``\\d+\\.\\d+`` or ``\\d+``), so ``"The Answer is 2.0."``
-gives 2.0. The sign is not read: ``"-1"`` gives 1.0, and ``"1-5"`` gives 1.0 (reference behaviour, kept).
+gives 2.0. Quirks of that regex are kept so scores reproduce the reference: the sign is not read (``"-1"``
+gives 1.0), ``".5"`` gives 5.0, ``"1,5"`` gives 1.0 and ``"1-5"`` gives 1.0.
 A reply without a number is *invalid*: its score is replaced by a uniform draw in the label range (seeded) and
 counted. A parsed score outside the label range is *out of range*: it is kept as is (not clipped) and counted.
 """
