@@ -100,13 +100,32 @@ def test_seq2seq_backend_is_detected_and_batched(tiny_t5_dir):
 
 
 def test_dtype_choice_and_bad_options(tiny_causal_lm_dir):
+    import torch
+
     bf16 = HFBackend(str(tiny_causal_lm_dir), dtype="bf16", show_progress=False, max_new_tokens=2)
     assert bf16.settings()["dtype"] == "bfloat16"
+    assert next(bf16.lm.parameters()).dtype == torch.bfloat16  # the weights really load in bf16
     assert len(bf16.generate(["a dog", "a cat runs"])) == 2
     with pytest.raises(ValueError, match="unknown dtype"):
         HFBackend(str(tiny_causal_lm_dir), dtype="int3")
     with pytest.raises(ValueError, match="no chat template"):
         HFBackend(str(tiny_causal_lm_dir), chat_template=True)
+
+
+@pytest.mark.parametrize(
+    ("version", "keyword"),
+    [
+        ("4.41.2", "torch_dtype"),
+        ("4.55.4", "torch_dtype"),
+        ("4.56.0", "dtype"),
+        ("4.56.0.dev0", "dtype"),
+        ("5.23.0", "dtype"),
+    ],
+)
+def test_dtype_keyword_follows_the_transformers_version(version, keyword):
+    from finesim.prompting.backends.hf import dtype_keyword
+
+    assert dtype_keyword(version) == keyword
 
 
 def test_evaluate_with_causal_lm_and_resume_from_cache(tiny_causal_lm_dir, csts_files, tmp_path):
