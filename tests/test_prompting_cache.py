@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 
 import pytest
+from datasets import Dataset
 
-from finesim.prompting import ReplyCache, build_prompts, cache_key
+from finesim.prompting import ReplyCache, build_prompts, cache_key, evaluate_prompting
 
 
 def test_round_trip_unicode_and_meta(tmp_path):
@@ -38,6 +40,67 @@ def test_keys_separate_backend_model_settings_and_prompt():
         )
         == 5
     )
+
+
+def test_namespace_separates_keys_and_its_absence_keeps_the_old_key():
+    blob = '{"backend": "openai", "model": "m", "prompt": "p", "settings": {"max_tokens": 5}}'
+    old_key = hashlib.sha256(blob.encode("utf-8")).hexdigest()  # the key before namespaces existed
+    assert cache_key("openai", "m", {"max_tokens": 5}, "p") == old_key
+    assert cache_key("openai", "m", {"max_tokens": 5}, "p", namespace=None) == old_key
+    keys = {cache_key("openai", "m", {"max_tokens": 5}, "p", namespace=ns) for ns in ("rev-a", "rev-b", "")}
+    assert len(keys) == 3 and old_key not in keys
+
+
+class CountingBackend:
+    """A backend whose replies depend on which weights it "serves"; counts the prompts it is sent."""
+
+    name = "openai"
+    model = "served-name"
+
+    def __init__(self, weights: str) -> None:
+        self.weights = weights
+        self.sent = 0
+
+    def settings(self) -> dict:
+        return {"max_tokens": 5}
+
+    def describe(self) -> dict:
+        return {"backend": self.name, "model": self.model}
+
+    def generate(self, prompts, on_reply=None):
+        replies = []
+        for i in range(len(prompts)):
+            self.sent += 1
+            reply = "5" if self.weights == "a" else "1"
+            replies.append(reply)
+            if on_reply is not None:
+                on_reply(i, reply)
+        return replies
+
+
+def test_cache_namespace_keeps_two_weights_under_one_model_name_apart(tmp_path):
+    queries = Dataset.from_dict({"sentence1": ["a", "b", "c"], "sentence2": ["x", "y", "z"], "label": [1.0, 3.0, 5.0]})
+    train = Dataset.from_dict({"sentence1": ["t"], "sentence2": ["u"], "label": [2.0]})
+    path = tmp_path / "replies.jsonl"
+
+    def run(weights: str, namespace: str | None) -> tuple[dict, int]:
+        backend = CountingBackend(weights)
+        cache = ReplyCache(path)
+        kw = {"task": "stsb", "k": 0, "instructions": "short", "cache": cache, "cache_namespace": namespace}
+        result = evaluate_prompting(queries, train, backend, **kw)
+        return result, backend.sent
+
+    first, sent = run("a", "rev-a")
+    assert sent == 3 and [r["reply"] for r in first["rows"]] == ["5"] * 3
+    assert first["requests"]["cache_namespace"] == "rev-a"
+    second, sent = run("b", "rev-b")  # other weights, same name: asked again, its own replies
+    assert sent == 3 and [r["reply"] for r in second["rows"]] == ["1"] * 3
+    again, sent = run("b", "rev-a")  # same namespace: every reply from the cache (those of rev-a)
+    assert sent == 0 and again["requests"]["from_cache"] == 3 and [r["reply"] for r in again["rows"]] == ["5"] * 3
+    _, sent = run("b", None)  # no namespace: its own keys, as before namespaces existed
+    assert sent == 3
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line.get("namespace") for line in lines] == ["rev-a"] * 3 + ["rev-b"] * 3 + [None] * 3
 
 
 def test_torn_and_bad_lines_are_skipped_and_new_entries_stay_readable(tmp_path, caplog):

@@ -340,6 +340,9 @@ def test_cli_openai_backend_end_to_end(stub, tmp_path, capsys):
     assert len(stub.bodies) == sent
     assert json.loads(out.read_text())["requests"]["from_cache"] == 8
     assert Path(str(out).replace(".json", ".replies.jsonl")).exists()
+    assert main([*argv, "--cache-namespace", "weights-v2"]) == 0  # other weights under the same name: asked anew
+    assert len(stub.bodies) == sent + 8
+    assert json.loads(out.read_text())["requests"]["cache_namespace"] == "weights-v2"
     capsys.readouterr()
 
 

@@ -69,6 +69,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--output", help="results JSON (written atomically)")
     p.add_argument("--cache", help="reply cache JSONL (default: next to --output, <output>.replies.jsonl)")
     p.add_argument("--no-cache", action="store_true", help="keep replies in memory only")
+    p.add_argument(
+        "--cache-namespace",
+        help="label added to every cache key, e.g. the weights' revision: keeps apart the replies of different "
+        "weights served under one --model name (the key omits --base-url)",
+    )
     p.add_argument("--no-rows", action="store_true", help="leave per-row replies out of the results file")
     p.add_argument("--max-new-tokens", type=_positive, default=20, help="reply length limit (paper: 20)")
     hf = p.add_argument_group("hf backend")
@@ -192,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
         style=args.example_format,
         seed=args.seed,
         cache=cache,
+        cache_namespace=args.cache_namespace,
         keep_rows=not args.no_rows,
     )
     payload: dict[str, Any] = {

@@ -20,13 +20,20 @@ from typing import Any
 logger = logging.getLogger("finesim.prompting")
 
 
-def cache_key(backend: str, model: str, settings: Mapping[str, Any], prompt: str) -> str:
-    """SHA-256 over backend, model, generation settings (they change replies) and prompt."""
-    blob = json.dumps(
-        {"backend": backend, "model": model, "settings": dict(settings), "prompt": prompt},
-        sort_keys=True,
-        ensure_ascii=False,
-    )
+def cache_key(
+    backend: str, model: str, settings: Mapping[str, Any], prompt: str, *, namespace: str | None = None
+) -> str:
+    """SHA-256 over backend, model, generation settings (they change replies) and prompt.
+
+    The endpoint (``base_url``) is deliberately not part of the key, so a cache survives moving a server. Two
+    different models served under one name would then share replies; a ``namespace`` (any label the user
+    picks, e.g. the weights' revision) separates them. Without one the key is unchanged, so caches written
+    before namespaces existed stay valid.
+    """
+    fields: dict[str, Any] = {"backend": backend, "model": model, "settings": dict(settings), "prompt": prompt}
+    if namespace is not None:
+        fields["namespace"] = namespace
+    blob = json.dumps(fields, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 

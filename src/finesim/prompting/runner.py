@@ -61,12 +61,15 @@ def evaluate_prompting(
     style: str = "plain",
     seed: int = 42,
     cache: ReplyCache | None = None,
+    cache_namespace: str | None = None,
     keep_rows: bool = True,
 ) -> dict[str, Any]:
     """Prompt ``backend`` for every query row and score the replies against the rows' labels.
 
-    Replies already in ``cache`` (same backend, model, settings and prompt) are reused; new replies are added
-    to it as they arrive, so an interrupted run resumes where it stopped. Identical prompts are sent once.
+    Replies already in ``cache`` (same backend, model, settings, prompt and ``cache_namespace``) are reused;
+    new replies are added to it as they arrive, so an interrupted run resumes where it stopped. Identical
+    prompts are sent once. ``cache_namespace`` keeps apart replies of different weights served under one model
+    name (see :func:`finesim.prompting.cache.cache_key`).
 
     Returns:
         A dict with ``metrics`` (spearman, pearson, mse, invalid/out-of-range counts and percentages),
@@ -80,7 +83,7 @@ def evaluate_prompting(
     cache = cache if cache is not None else ReplyCache(None)
     prompts, sampler = build_prompts(queries, train, task=task, k=k, instructions=instructions, style=style, seed=seed)
     settings = backend.settings()
-    keys = [cache_key(backend.name, backend.model, settings, p) for p in prompts]
+    keys = [cache_key(backend.name, backend.model, settings, p, namespace=cache_namespace) for p in prompts]
     todo: dict[str, str] = {}
     for key, prompt in zip(keys, prompts):
         if key not in cache and key not in todo:
@@ -95,7 +98,10 @@ def evaluate_prompting(
     )
 
     def store(i: int, reply: str) -> None:
-        cache.put(todo_keys[i], reply, backend=backend.name, model=backend.model)
+        meta = {"backend": backend.name, "model": backend.model}
+        if cache_namespace is not None:
+            meta["namespace"] = cache_namespace
+        cache.put(todo_keys[i], reply, **meta)
 
     start = time.perf_counter()
     backend.generate([todo[key] for key in todo_keys], on_reply=store)
@@ -116,6 +122,7 @@ def evaluate_prompting(
             "generated": sum(1 for key in todo_keys if key in cache),
             "failed": failed,
             "generation_seconds": round(seconds, 3),
+            "cache_namespace": cache_namespace,
         },
         "demonstrations": sampler.describe(),
         "example_prompt": prompts[0],
