@@ -112,22 +112,6 @@ def test_dtype_choice_and_bad_options(tiny_causal_lm_dir):
         HFBackend(str(tiny_causal_lm_dir), chat_template=True)
 
 
-@pytest.mark.parametrize(
-    ("version", "keyword"),
-    [
-        ("4.41.2", "torch_dtype"),
-        ("4.55.4", "torch_dtype"),
-        ("4.56.0", "dtype"),
-        ("4.56.0.dev0", "dtype"),
-        ("5.23.0", "dtype"),
-    ],
-)
-def test_dtype_keyword_follows_the_transformers_version(version, keyword):
-    from finesim.prompting.backends.hf import dtype_keyword
-
-    assert dtype_keyword(version) == keyword
-
-
 def test_evaluate_with_causal_lm_and_resume_from_cache(tiny_causal_lm_dir, csts_files, tmp_path):
     from finesim.data import read_csts
 

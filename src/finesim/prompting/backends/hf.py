@@ -28,19 +28,6 @@ ModelKind = Literal["auto", "causal", "seq2seq"]
 DTYPES = ("auto", "fp32", "bf16", "fp16")
 
 
-def dtype_keyword(version: str | None = None) -> str:
-    """The ``from_pretrained`` keyword for the weights' dtype: ``dtype`` from transformers 4.56 on, where
-    ``torch_dtype`` is deprecated; ``torch_dtype`` before, where ``dtype`` is passed on to the model's
-    ``__init__`` and raises a ``TypeError``."""
-    from packaging.version import Version
-
-    if version is None:
-        import transformers
-
-        version = transformers.__version__
-    return "dtype" if Version(version).release >= (4, 56) else "torch_dtype"
-
-
 def _torch_dtype(name: str, device: str) -> Any:
     import torch
 
@@ -121,7 +108,7 @@ class HFBackend:
         if chat_template and not getattr(self.tokenizer, "chat_template", None):
             raise ValueError(f"the tokenizer of {model!r} has no chat template; drop --chat-template")
         cls = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
-        kwargs: dict[str, Any] = {dtype_keyword(): torch_dtype, "trust_remote_code": trust_remote_code}
+        kwargs: dict[str, Any] = {"dtype": torch_dtype, "trust_remote_code": trust_remote_code}
         if device_map is not None:
             kwargs["device_map"] = device_map
         self.lm = cls.from_pretrained(model, **kwargs)
