@@ -79,6 +79,21 @@ def test_module_trains_a_tiny_model(tiny_model) -> None:
         PearsonLoss(tiny_model, similarity="euclidean")  # type: ignore[arg-type]
 
 
+def test_single_pair_batch_is_a_zero_loss_that_keeps_the_graph(tiny_model) -> None:
+    """A last batch of one pair (N mod batch == 1) has no correlation: zero loss, zero gradient, no error."""
+    loss_fn = PearsonLoss(tiny_model)
+    feats = [
+        {k: v for k, v in tiny_model.preprocess([s]).items() if isinstance(v, torch.Tensor)}
+        for s in ("a man plays guitar", "a man plays piano")
+    ]
+    loss = loss_fn(feats, torch.tensor([4.0]))
+    assert loss.item() == 0.0
+    assert loss.requires_grad
+    loss.backward()
+    grads = [p.grad for p in tiny_model.parameters() if p.grad is not None]
+    assert grads and all(torch.count_nonzero(g) == 0 for g in grads)
+
+
 def _worker(rank: int, world: int, port: int, out: list) -> None:  # pragma: no cover - runs in subprocesses
     import torch.distributed as dist
 

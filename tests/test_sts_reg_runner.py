@@ -67,6 +67,18 @@ def test_runner_trains_sts_objectives(tiny_bert_dir: Path, tmp_path: Path, objec
     assert result is not None
 
 
+def test_pearson_trains_through_a_last_batch_of_one_pair(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """17 pairs in batches of 8: the third batch holds one pair (no correlation); training still completes."""
+    data = _stsb(tmp_path / "sts-train.csv")
+    with data.open("a", encoding="utf-8") as f:
+        f.write("main-captions\tMSRvid\t2012test\t0099\t2.5\ta boy sings\ta girl sings\n")
+    spec = _recipe(tiny_bert_dir, data, {"name": "pearson"})
+    spec["data"]["validation"] = None
+    result = train(recipe_from_dict(spec), output_dir=tmp_path / "run")
+    assert result.metrics["data"]["train_rows_used"] == 17
+    assert result.metrics["global_steps"] == 3
+
+
 def test_unknown_option_is_an_error(tiny_bert_dir: Path, tmp_path: Path) -> None:
     recipe = recipe_from_dict(
         _recipe(tiny_bert_dir, _stsb(tmp_path / "sts-train.csv"), {"name": "smooth-k2", "options": {"tau": 1}})

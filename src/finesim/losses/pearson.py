@@ -8,6 +8,11 @@ gradient (as in the reference code), the other shards are constants.
 Choice made explicit: the reference code divides the mean cross-product by the square roots of *unbiased*
 variances, which yields ``r * (N - 1) / N``. The default here is the true Pearson ``r`` (equal to scipy's);
 ``reference_scaling=True`` reproduces the reference value.
+
+A batch of a single pair (the last batch when the number of pairs leaves a remainder of 1) has no Pearson
+correlation. :class:`PearsonLoss` then returns a zero that stays attached to the graph (``0 * sum(sims)``): the
+step changes nothing, the trainer's backward pass still works, and no row is dropped silently from the data
+(``drop_last`` would drop up to ``batch - 1`` rows every epoch). :func:`pearson_r` itself still raises.
 """
 
 from __future__ import annotations
@@ -112,6 +117,8 @@ class PearsonLoss(nn.Module):
         labels = labels.reshape(-1).to(sims.dtype)
         if self.gather:
             sims, labels = gather_with_grad(sims), gather_with_grad(labels)
+        if sims.numel() < 2:  # no correlation for one pair: a zero that keeps the graph (module docstring)
+            return sims.sum() * 0.0
         return pearson_loss(sims, labels, reference_scaling=self.reference_scaling)
 
     def get_config_dict(self) -> dict[str, Any]:
