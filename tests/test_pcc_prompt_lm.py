@@ -12,10 +12,13 @@ from finesim.models.prompt_lm import (
     TEMPLATES,
     PromptConfig,
     PromptLMEncoder,
+    PromptTransformer,
     QLoRAUnavailableError,
     add_lora,
     build_prompt_lm,
     eval_normalize,
+    fit_prompts,
+    load_prompt_lm,
     resolve_template,
 )
 
@@ -50,7 +53,8 @@ def test_left_padding_bos_and_no_eos(prompt_model) -> None:
     tok = prompt_model[0].tokenizer
     prompts = enc.prompts(["a dog", "a man plays guitar in the park"])
     assert prompts[0] == tok.bos_token + 'This sentence : "a dog" means in one word:"'
-    feats = prompt_model.preprocess(prompts)
+    feats = prompt_model.preprocess(["a dog", "a man plays guitar in the park"])
+    assert feats["input_ids"].tolist() == tok(prompts, add_special_tokens=False, padding=True)["input_ids"]
     ids, mask = feats["input_ids"], feats["attention_mask"]
     assert mask[0, 0] == 0 and mask[0, -1] == 1  # the short one is padded on the left
     assert (ids[:, mask[0].argmax()] == tok.bos_token_id).any()
@@ -61,7 +65,8 @@ def test_embedding_is_last_token_of_last_layer(prompt_model) -> None:
     enc = PromptLMEncoder(prompt_model)
     texts = ["a dog", "a man plays guitar in the park"]
     emb = enc.encode(texts, convert_to_tensor=True)
-    feats = prompt_model.preprocess(enc.prompts(texts))
+    assert torch.allclose(prompt_model.encode(texts, convert_to_tensor=True), emb)  # the model templates itself
+    feats = prompt_model.preprocess(texts)
     with torch.no_grad():
         hidden = (
             prompt_model[0]
@@ -74,6 +79,47 @@ def test_embedding_is_last_token_of_last_layer(prompt_model) -> None:
 def test_sentence_truncation(prompt_model) -> None:
     enc = PromptLMEncoder(prompt_model, PromptConfig(template="sth", sentence_max_tokens=2))
     assert enc.prompts(["a man plays guitar"])[0].endswith('"a man" means something')
+
+
+LONG = [
+    "a man plays guitar in the park with a dog while the sun sets over the old town and the river",
+    "the woman is slicing an onion on the kitchen table for dinner with her sister and two friends",
+]
+
+
+@pytest.mark.parametrize("template", ["eol", "sth", "sum"])
+def test_long_sentences_keep_the_whole_template(tiny_causal_lm_dir: Path, template: str) -> None:
+    """Under a tight token limit the sentence is cut, never the template: the last input token is the
+    template's last token, the input fits the limit, and different sentences stay different."""
+    model = build_prompt_lm(str(tiny_causal_lm_dir), max_length=40, template=template)  # templates: 29-32 tokens
+    tok = model[0].tokenizer
+    end = tok(TEMPLATES[template].split("{sentence}")[1], add_special_tokens=False)["input_ids"]
+    feats = model.preprocess(LONG)
+    ids, mask = feats["input_ids"], feats["attention_mask"]
+    assert ids.shape[1] <= 40
+    for row, m in zip(ids.tolist(), mask.tolist()):
+        real = [t for t, keep in zip(row, m) if keep]
+        assert real[0] == tok.bos_token_id
+        assert real[-len(end) :] == end  # the pooled last token is the template's last token
+    assert ids[0].tolist() != ids[1].tolist()
+    full = [TEMPLATES[template].format(sentence=x) for x in LONG]
+    assert min(len(x) for x in tok(full, add_special_tokens=False)["input_ids"]) > 40  # untruncated: too long
+
+
+def test_fit_prompts_limits(tiny_causal_lm_dir: Path) -> None:
+    model = build_prompt_lm(str(tiny_causal_lm_dir), max_length=None)
+    tok = model[0].tokenizer
+    short = fit_prompts(tok, ["a dog"], "sth", max_length=64)
+    assert short == ['This sentence : "a dog" means something']
+    capped = fit_prompts(tok, ["a man plays guitar"], "sth", max_length=64, sentence_max_tokens=2)
+    assert capped == ['This sentence : "a man" means something']
+    template_only = len(tok('This sentence : "" means something', add_special_tokens=False)["input_ids"])
+    empty = fit_prompts(tok, [LONG[0]], "sth", max_length=template_only)
+    assert empty == ['This sentence : "" means something']
+    with pytest.raises(ValueError, match="alone takes more than max_length"):
+        fit_prompts(tok, [LONG[0]], "sth", max_length=template_only - 1)
+    with pytest.raises(ValueError, match="single sentences"):
+        model.preprocess([("a", "b")])
 
 
 def test_qlora_without_gpu_is_a_clear_error(tiny_causal_lm_dir: Path) -> None:
@@ -115,15 +161,9 @@ def test_lora_two_stage_pcc_tuning(prompt_model, tmp_path: Path) -> None:
     enc = PromptLMEncoder(prompt_model)
 
     triplets = Dataset.from_dict({"anchor": S1, "positive": S2, "negative": S2[1:] + S2[:1]})
-    _fit(
-        prompt_model,
-        MultipleNegativesRankingLoss(prompt_model, scale=20.0),
-        enc.template_dataset(triplets, ["anchor", "positive", "negative"]),
-        tmp_path / "s1",
-        epochs=1,
-    )
+    _fit(prompt_model, MultipleNegativesRankingLoss(prompt_model, scale=20.0), triplets, tmp_path / "s1", epochs=1)
 
-    pairs = enc.template_dataset(Dataset.from_dict({"s1": S1, "s2": S2, "label": Y}), ["s1", "s2"])
+    pairs = Dataset.from_dict({"s1": S1, "s2": S2, "label": Y})  # raw sentences: the model templates them
 
     def current_loss() -> float:
         a = enc.encode(S1, convert_to_tensor=True)
@@ -138,10 +178,9 @@ def test_lora_two_stage_pcc_tuning(prompt_model, tmp_path: Path) -> None:
             assert torch.equal(p, base_before[n]), f"base weight {n} changed under LoRA"
 
 
-def test_template_dataset_errors(prompt_model) -> None:
-    enc = PromptLMEncoder(prompt_model)
-    with pytest.raises(ValueError, match="no column"):
-        enc.template_dataset(Dataset.from_dict({"a": ["x"]}), ["b"])
+def test_not_a_prompt_model_is_a_clear_error(tiny_model) -> None:
+    with pytest.raises(ValueError, match="not a prompt-based model"):
+        PromptLMEncoder(tiny_model)
 
 
 def test_works_with_the_embedding_scorer(prompt_model) -> None:
@@ -164,6 +203,10 @@ def test_save_and_load_round_trip(prompt_model, tmp_path: Path) -> None:
     enc.save(tmp_path / "enc")
     loaded = PromptLMEncoder.load(tmp_path / "enc")
     assert loaded.config == enc.config
+    assert isinstance(loaded.model[0], PromptTransformer)
+    plain = load_prompt_lm(tmp_path / "enc")  # the template is saved with the model itself
+    assert (plain[0].template, plain[0].sentence_max_tokens) == ("eol", 16)
+    assert torch.allclose(plain.encode(S1[:2], convert_to_tensor=True), before, atol=1e-5)
     assert not torch.allclose(before, base, atol=1e-3)  # the adapter matters
     assert torch.allclose(loaded.encode(S1[:2], convert_to_tensor=True), before, atol=1e-5)
     with pytest.raises(FileNotFoundError, match=r"PromptLMEncoder\.save"):

@@ -93,15 +93,17 @@ def add_projection_head(
 
 
 def finesim_module_classes() -> dict[str, type]:
-    """``modules.json`` type -> class for finesim's own modules (projection, condition and regression heads).
+    """``modules.json`` type -> class for finesim's own modules (projection, condition and regression heads, the
+    prompt-templating transformer of decoder-LM encoders).
 
     Saved models that contain them then load without ``trust_remote_code``.
     """
     classes: dict[str, type] = {f"{ProjectionHead.__module__}.{ProjectionHead.__qualname__}": ProjectionHead}
     from finesim.models.heads import ConditionHead
+    from finesim.models.prompt_lm import PromptTransformer
     from finesim.models.regression_head import RegressionHead
 
-    for cls in (ConditionHead, RegressionHead):
+    for cls in (ConditionHead, RegressionHead, PromptTransformer):
         classes[f"{cls.__module__}.{cls.__qualname__}"] = cls
     return classes
 
