@@ -33,6 +33,7 @@ class ModelSpec:
     head: str | None = None  # tri-encoder: hadamard | concat | hypernet (required for tri)
     head_options: dict[str, Any] = field(default_factory=dict)  # e.g. {rank: 32, dropout: 0.1}
     max_length: int | None = None  # None keeps the backbone's maximum
+    options: dict[str, Any] = field(default_factory=dict)  # encoder-type options, e.g. prompt-lm: template, lora
 
 
 @dataclass
@@ -51,6 +52,7 @@ class DataSpec:
     format: str = "csts"
     train: str = "csts/train.csv"
     validation: str | None = "csts/validation.csv"
+    validation_format: str | None = None  # format of the validation file; None: the training ``format``
     root: str | None = None
     equal_labels: str = "keep"  # condition-pair objectives: keep | drop | error pairs whose two labels tie
     max_train_rows: int | None = None  # use only the first N training rows (smoke tests, budgets)

@@ -23,6 +23,12 @@ Layouts (what the runner hands the loss; column order matters):
 - ``pairs``: one sentence pair under both its conditions (from :func:`finesim.data.pairing.pair_conditions`).
   bi: ``[(s1, c_high), (s2, c_high), (s1, c_low), (s2, c_low)]``; tri: ``[s1, s2, c_high, c_low]``;
   label: ``[label_high, label_low]``.
+- ``triplets``: the data format's ``anchor, positive, negative`` columns as they are, no label (in-batch
+  negative losses such as ``infonce``); for encoders that take plain sentences (``bi``, ``prompt-lm``).
+
+Objectives may also set training arguments (``Objective.training_args``), e.g. a batch sampler or a separate
+learning rate for some parameters, through sentence-transformers' own arguments (``batch_sampler``,
+``learning_rate_mapping``), so the trainer itself is never replaced.
 """
 
 from __future__ import annotations
@@ -35,11 +41,26 @@ from typing import Any
 
 from datasets import Dataset
 
-LAYOUTS = ("rows", "pairs")
+LAYOUTS = ("rows", "pairs", "triplets")
+TRIPLET_COLUMNS = ("anchor", "positive", "negative")
 
 # Modules that register objectives / formats when imported; others append their module name here (one line).
-PLUGIN_MODULES: list[str] = ["finesim.training.ccl_objective", "finesim.losses.sts_runner_plugin"]
+PLUGIN_MODULES: list[str] = [
+    "finesim.training.ccl_objective",
+    "finesim.losses.sts_runner_plugin",
+]
 _plugins_loaded: set[str] = set()
+
+
+def _resolve_options(
+    what: str, defaults: Mapping[str, Any], options: Mapping[str, Any] | None, key: str = "options"
+) -> dict[str, Any]:
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        allowed = f"its {key} are {sorted(defaults)}" if defaults else f"it takes no {key}"
+        raise ValueError(f"{what} has no option(s) {unknown}; {allowed}")
+    return {**defaults, **options}
 
 
 @dataclass(frozen=True)
@@ -54,6 +75,9 @@ class Objective:
         layout: ``rows`` or ``pairs`` (see the module docstring).
         defaults: default options; a recipe option not listed here is an error.
         description: one line for ``finesim train --list``.
+        training_args: optional ``training_args(model, loss, options) -> dict`` of extra
+            sentence-transformers training arguments (called after ``build``), e.g. ``batch_sampler`` or
+            ``learning_rate_mapping``; None adds nothing.
     """
 
     name: str
@@ -62,16 +86,11 @@ class Objective:
     layout: str = "rows"
     defaults: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
+    training_args: Callable[[Any, Any, Mapping[str, Any]], dict[str, Any]] | None = None
 
     def resolve_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
         """Defaults updated with ``options``; unknown option names are errors."""
-        options = dict(options or {})
-        unknown = sorted(set(options) - set(self.defaults))
-        if unknown:
-            raise ValueError(
-                f"objective {self.name!r} has no option(s) {unknown}; its options are {sorted(self.defaults)}"
-            )
-        return {**self.defaults, **options}
+        return _resolve_options(f"objective {self.name!r}", self.defaults, options)
 
 
 @dataclass(frozen=True)
@@ -84,6 +103,10 @@ class EncoderType:
         rows: ``rows(model, dataset) -> Dataset`` with the rows-layout columns plus ``label``.
         pairs: ``pairs(model, paired_dataset) -> Dataset`` with the pairs-layout columns plus ``label``, or
         None. trainer: ``"sentence"`` (SentenceTransformerTrainer) or ``"cross"`` (CrossEncoderTrainer).
+        saved_as: the encoder type (``bi``, ``cross`` or ``tri``) the trained model is validated and saved as,
+            when it differs from ``name`` (a decoder-LM ``prompt-lm`` model is scored like a ``bi`` encoder);
+            None: ``name``.
+        defaults: default ``model.options`` of this encoder type; an option not listed here is an error.
     """
 
     name: str
@@ -91,6 +114,12 @@ class EncoderType:
     rows: Callable[[Any, Dataset], Dataset]
     pairs: Callable[[Any, Dataset], Dataset] | None = None
     trainer: str = "sentence"
+    saved_as: str | None = None
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    def resolve_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Defaults updated with the recipe's ``model.options``; unknown option names are errors."""
+        return _resolve_options(f"encoder type {self.name!r}", self.defaults, options, key="model.options")
 
 
 # A data format loader returns (dataset with sentence1, sentence2, [condition,] label[, row], report-dict).

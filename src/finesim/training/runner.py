@@ -27,7 +27,7 @@ from finesim.data.labels import minmax_scale
 from finesim.results import environment_record, write_json_atomic
 from finesim.training.evaluator import ConditionalSimilarityEvaluator
 from finesim.training.recipe import Recipe, RecipeError
-from finesim.training.registry import get_data_format, get_encoder, get_objective
+from finesim.training.registry import TRIPLET_COLUMNS, get_data_format, get_encoder, get_objective
 
 logger = logging.getLogger("finesim.training")
 
@@ -111,6 +111,15 @@ def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) ->
         train = encoder.pairs(model, paired)
         info["train_examples"] = len(train)
         info["train_rows_used"] = 2 * len(train)
+    elif objective.layout == "triplets":  # the format's own columns, as they are
+        missing = sorted(set(TRIPLET_COLUMNS) - set(train_raw.column_names))
+        if missing:
+            raise RecipeError(
+                f"objective {objective.name!r} needs {list(TRIPLET_COLUMNS)} columns; data format "
+                f"{d.format!r} gives {train_raw.column_names} ({missing} missing)"
+            )
+        train = train_raw.select_columns(list(TRIPLET_COLUMNS))
+        info["train_examples"] = info["train_rows_used"] = len(train)
     else:
         train = encoder.rows(model, train_raw)
         info["train_examples"] = len(train)
@@ -118,7 +127,8 @@ def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) ->
     evaluator = None
     if d.validation:
         val_path = resolve_data_path(d.validation, root)
-        val_raw, val_report = loader(val_path)
+        val_loader = get_data_format(d.validation_format) if d.validation_format else loader
+        val_raw, val_report = val_loader(val_path)
         val_raw = scale_labels(_limit(val_raw, d.max_validation_rows), recipe, what=str(val_path))
         info.update(validation_path=str(val_path), validation_report=val_report, validation_rows=len(val_raw))
         evaluator = ConditionalSimilarityEvaluator(
@@ -126,7 +136,7 @@ def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) ->
             val_raw["sentence2"],
             val_raw["condition"] if "condition" in val_raw.column_names else None,
             val_raw["label"],
-            encoder=encoder.name,
+            encoder=encoder.saved_as or encoder.name,
             name=EVAL_NAME,
             batch_size=recipe.train.eval_batch_size,
         )
@@ -138,18 +148,25 @@ def check_recipe(recipe: Recipe) -> None:
     encoder = get_encoder(recipe.model.encoder)
     objective = get_objective(recipe.objective.name)
     get_data_format(recipe.data.format)
+    if recipe.data.validation_format:
+        get_data_format(recipe.data.validation_format)
+    encoder.resolve_options(recipe.model.options)
     if encoder.name not in objective.encoders:
         raise RecipeError(
             f"objective {objective.name!r} does not support encoder {encoder.name!r} (supported: "
             f"{list(objective.encoders)})"
         )
     objective.resolve_options(recipe.objective.options)
+    if objective.layout == "triplets" and recipe.labels.scale != "none":
+        raise RecipeError(f"objective {objective.name!r} trains on unlabelled triplets: set labels.scale: none")
     if objective.layout == "pairs" and recipe.train.batch_size % 2:
         raise RecipeError(f"train.batch_size must be even for {objective.name!r} (two rows per sentence pair)")
 
 
-def training_arguments(recipe: Recipe, output_dir: Path, *, has_eval: bool, cross: bool) -> Any:
-    """The sentence-transformers training arguments for a recipe."""
+def training_arguments(
+    recipe: Recipe, output_dir: Path, *, has_eval: bool, cross: bool, extra: dict[str, Any] | None = None
+) -> Any:
+    """The sentence-transformers training arguments for a recipe (``extra``: the objective's own)."""
     import torch
 
     t = recipe.train
@@ -193,6 +210,9 @@ def training_arguments(recipe: Recipe, output_dir: Path, *, has_eval: bool, cros
         from finesim.training.sampler import LengthGroupedBatchSampler
 
         kwargs["batch_sampler"] = LengthGroupedBatchSampler
+    if extra and "batch_sampler" in extra and t.group_by_length:
+        raise RecipeError(f"train.group_by_length and objective {objective.name!r}'s batch sampler exclude each other")
+    kwargs.update(extra or {})
     if t.eval_strategy == "steps":
         kwargs["eval_steps"] = t.eval_steps
         kwargs["save_steps"] = t.eval_steps
@@ -234,7 +254,8 @@ def train(
     options = objective.resolve_options(recipe.objective.options)
     loss = objective.build(model, options)
     cross = encoder.trainer == "cross"
-    args = training_arguments(recipe, out, has_eval=data["evaluator"] is not None, cross=cross)
+    extra = objective.training_args(model, loss, options) if objective.training_args else None
+    args = training_arguments(recipe, out, has_eval=data["evaluator"] is not None, cross=cross, extra=extra)
     if cross:
         from sentence_transformers.cross_encoder import CrossEncoderTrainer as Trainer
     else:
@@ -262,7 +283,7 @@ def train(
         model_dir = out / "model"
         from finesim.models.conditional import save_conditional_model
 
-        save_conditional_model(model, model_dir, encoder=encoder.name)
+        save_conditional_model(model, model_dir, encoder=encoder.saved_as or encoder.name)
         resolved = recipe.to_dict()
         resolved["output_dir"] = str(out)
         resolved["objective"]["options"] = options
