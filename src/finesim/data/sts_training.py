@@ -10,6 +10,8 @@
   baseline.
 - :func:`nli_triplets`: (premise, entailment hypothesis, contradiction hypothesis) for InfoNCE with hard
   negatives (Pcc-tuning stage 1, the SimCSE NLI format).
+- :func:`read_simcse_nli`: SimCSE's own NLI triplet file (``nli_for_simcse.csv``, columns ``sent0, sent1,
+  hard_neg``), the Pcc-tuning paper's stage-1 data, when a user has it (it is not in the shared data).
 
 All return ``datasets.Dataset`` objects whose columns are only the model inputs and ``label`` (ready for a
 sentence-transformers trainer), plus a small report dict.
@@ -17,6 +19,8 @@ sentence-transformers trainer), plus a small report dict.
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
@@ -25,6 +29,8 @@ from typing import Any
 
 from datasets import Dataset, concatenate_datasets
 
+from finesim.data._io import read_text, require_text
+from finesim.data.errors import DataFormatError
 from finesim.data.labels import sick_to_sts
 from finesim.data.nli import read_snli
 from finesim.data.overlap import filter_overlap
@@ -125,4 +131,26 @@ def nli_triplets(root: str | Path, splits: Sequence[str] = ("dev", "test")) -> t
         "premises_without_both_classes": unusable,
     }
     logger.info("NLI triplets: %s", report)
+    return Dataset.from_dict(out), report
+
+
+SIMCSE_NLI_COLUMNS = {"sent0": "anchor", "sent1": "positive", "hard_neg": "negative"}
+
+
+def read_simcse_nli(path: str | Path) -> tuple[Dataset, dict[str, Any]]:
+    """SimCSE's NLI triplet CSV (columns ``sent0, sent1, hard_neg``) as ``anchor, positive, negative``.
+
+    Every row is kept; an empty field is a :class:`DataFormatError` naming the file, row and column.
+    """
+    text = read_text(path, what="SimCSE NLI triplet file")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = [c for c in SIMCSE_NLI_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise DataFormatError(f"missing column(s) {missing}; the header has {reader.fieldnames}", path=path, line=1)
+    out: dict[str, list[str]] = {name: [] for name in SIMCSE_NLI_COLUMNS.values()}
+    for row, record in enumerate(reader, start=1):
+        for column, name in SIMCSE_NLI_COLUMNS.items():
+            out[name].append(require_text(record.get(column), path=path, row=row, column=column))
+    report = {"triplets": len(out["anchor"]), "file": str(path)}
+    logger.info("SimCSE NLI triplets: %s", report)
     return Dataset.from_dict(out), report

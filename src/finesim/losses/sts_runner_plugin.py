@@ -1,14 +1,19 @@
 """Registers the STS objectives and data formats with the recipe runner (:mod:`finesim.training.registry`).
 
-Objectives (encoder ``bi``, layout ``rows``): ``smooth-k2``, ``translated-relu``, ``l1``, ``mse-regression``,
-``softmax`` (these add a :class:`~finesim.models.regression_head.RegressionHead` to the model), ``pearson``
-and ``cosent``. The head-based objectives take ``freeze_encoder: true`` for stage 1 of the two-stage recipe
-(only the head trains). MSE on the cosine is the runner's own ``mse`` objective.
+Objectives (layout ``rows``): ``smooth-k2``, ``translated-relu``, ``l1``, ``mse-regression``, ``softmax``
+(these add a :class:`~finesim.models.regression_head.RegressionHead` to the model; encoder ``bi``), ``pearson``
+and ``cosent`` (encoders ``bi`` and ``prompt-lm``). MSE on the cosine is the runner's own ``mse`` objective.
+
+The head-based objectives take ``freeze_encoder: true`` for stage 1 of the two-stage recipe (only the head
+trains).
 
 Data formats:
 
 - ``sts``: ``train:`` a data root folder (``.``) gives the overlap-filtered merged STS-B + SICK-R training set
   (0-5); an ``sts-*.csv`` path gives an STS-B split; a ``SICK_*.txt`` path gives SICK rescaled to 0-5.
+- ``sts-unfiltered``: ``train:`` a data root folder gives STS-B train + SICK-R train (0-5) **without** the
+  overlap filter: the 10,249 pairs of the Pcc-tuning paper (which contain pairs that also occur in STS12-16,
+  since STS-B was drawn from them).
 - ``snli-regression``: the SNLI folder (``nli/SNLI``), dev + test pairs as regression data (0 / 1 / 2).
 - ``snli-classification``: the same pairs with integer class ids for ``softmax``.
 """
@@ -49,13 +54,14 @@ def _builder(name: str):
 for _name in RUNNER_OBJECTIVES:
     _obj = STS_OBJECTIVES[_name]
     _defaults: dict[str, Any] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in _obj.defaults.items()}
-    if _obj.head != "none":
+    _head = _obj.head != "none"
+    if _head:
         _defaults.update(freeze_encoder=False, seed=None)
     register_objective(
         Objective(
             name=_name,
             build=_builder(_name),
-            encoders=("bi",),
+            encoders=("bi",) if _head else ("bi", "prompt-lm"),
             layout="rows",
             defaults=_defaults,
             description=_obj.description,
@@ -86,6 +92,15 @@ def load_sts(path: Path) -> tuple[Dataset, dict[str, Any]]:
     return _cols(ds), {"rows": len(ds)}
 
 
+def load_sts_unfiltered(path: Path) -> tuple[Dataset, dict[str, Any]]:
+    """The ``sts-unfiltered`` data format (see the module docstring)."""
+    from finesim.data.sts_training import merged_sts_training_set
+
+    if not Path(path).is_dir():
+        raise ValueError(f"data format 'sts-unfiltered' needs the data root folder as train:, got {path}")
+    return merged_sts_training_set(path, filter_eval_overlap=False)
+
+
 def _nli(kind: str):
     def load(path: Path) -> tuple[Dataset, dict[str, Any]]:
         from finesim.data.sts_training import nli_classification_pairs, nli_regression_pairs
@@ -100,5 +115,6 @@ def _nli(kind: str):
 
 
 register_data_format("sts", load_sts, replace=True)
+register_data_format("sts-unfiltered", load_sts_unfiltered, replace=True)
 register_data_format("snli-regression", _nli("regression"), replace=True)
 register_data_format("snli-classification", _nli("classification"), replace=True)

@@ -48,6 +48,7 @@ TRIPLET_COLUMNS = ("anchor", "positive", "negative")
 PLUGIN_MODULES: list[str] = [
     "finesim.training.ccl_objective",
     "finesim.losses.sts_runner_plugin",
+    "finesim.training.pcc_plugin",
 ]
 _plugins_loaded: set[str] = set()
 
