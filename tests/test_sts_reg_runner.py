@@ -79,6 +79,39 @@ def test_pearson_trains_through_a_last_batch_of_one_pair(tiny_bert_dir: Path, tm
     assert result.metrics["global_steps"] == 3
 
 
+def test_head_lr_gives_the_head_its_own_param_groups(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """``head_lr``: the head's weight (decayed) and bias (not decayed) get head_lr; the encoder keeps the
+    recipe's learning rate; both follow the same schedule."""
+    from transformers import TrainerCallback
+
+    from finesim.models.regression_head import get_regression_head
+
+    groups: list[dict] = []
+
+    class Capture(TrainerCallback):
+        def on_train_begin(self, args, state, control, optimizer=None, model=None, **kwargs):
+            head = get_regression_head(model)
+            kinds = {id(head.linear.weight): "head.weight", id(head.linear.bias): "head.bias"}
+            kinds[id(model[0].auto_model.embeddings.word_embeddings.weight)] = "encoder.weight"
+            for g in optimizer.param_groups:
+                for p in g["params"]:
+                    if id(p) in kinds:
+                        groups.append({"what": kinds[id(p)], "lr": g["initial_lr"], "wd": g["weight_decay"]})
+
+    spec = _recipe(
+        tiny_bert_dir, _stsb(tmp_path / "sts-train.csv"), {"name": "smooth-k2", "options": {"head_lr": 0.05}}
+    )
+    spec["train"]["weight_decay"] = 0.01
+    train(recipe_from_dict(spec), output_dir=tmp_path / "run", callbacks=[Capture()])
+    by = {g["what"]: g for g in groups}
+    assert by["head.weight"] == {"what": "head.weight", "lr": 0.05, "wd": 0.01}
+    assert by["head.bias"] == {"what": "head.bias", "lr": 0.05, "wd": 0.0}
+    assert by["encoder.weight"]["lr"] == pytest.approx(1e-3)
+    with pytest.raises(ValueError, match="head_lr must be > 0"):
+        spec["objective"]["options"]["head_lr"] = 0
+        train(recipe_from_dict(spec), output_dir=tmp_path / "run2")
+
+
 def test_unknown_option_is_an_error(tiny_bert_dir: Path, tmp_path: Path) -> None:
     recipe = recipe_from_dict(
         _recipe(tiny_bert_dir, _stsb(tmp_path / "sts-train.csv"), {"name": "smooth-k2", "options": {"tau": 1}})

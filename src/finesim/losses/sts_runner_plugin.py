@@ -4,8 +4,16 @@ Objectives (layout ``rows``): ``smooth-k2``, ``translated-relu``, ``l1``, ``mse-
 (these add a :class:`~finesim.models.regression_head.RegressionHead` to the model; encoder ``bi``), ``pearson``
 and ``cosent`` (encoders ``bi`` and ``prompt-lm``). MSE on the cosine is the runner's own ``mse`` objective.
 
-The head-based objectives take ``freeze_encoder: true`` for stage 1 of the two-stage recipe (only the head
-trains).
+Options of the head-based objectives besides the loss's own:
+
+- ``freeze_encoder: true``: stage 1 of the two-stage recipe (only the head trains).
+- ``head_lr``: a learning rate for the head's parameters alone (through sentence-transformers'
+  ``learning_rate_mapping`` training argument: the head gets its own optimizer parameter groups with the same
+  schedule and weight decay rules); null (default) trains the head at ``train.learning_rate`` like the rest, as
+  the reference code does (there the head shares the top layer's rate). Meant for stage 2, where a head
+  calibrated on 0-2 NLI labels meets 0-5 STS labels and its early errors would otherwise be corrected mostly by
+  moving the encoder.
+- ``seed``: the head's initialisation seed.
 
 Data formats:
 
@@ -37,6 +45,7 @@ def _builder(name: str):
         opts = dict(options)
         freeze = bool(opts.pop("freeze_encoder", False))
         seed = opts.pop("seed", None)
+        opts.pop("head_lr", None)  # a training argument (head_training_args), not a loss option
         if "label_range" in opts:
             opts["label_range"] = tuple(float(x) for x in opts["label_range"])
         if "concat" in opts:
@@ -51,12 +60,32 @@ def _builder(name: str):
     return build
 
 
+def head_training_args(model: Any, loss: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``learning_rate_mapping`` giving the regression head's parameters ``options["head_lr"]`` (none when
+    null). The pattern lists the head's exact parameter names as the trainer sees them (through the loss)."""
+    import re
+
+    head_lr = options.get("head_lr")
+    if head_lr is None:
+        return {}
+    head_lr = float(head_lr)
+    if head_lr <= 0:
+        raise ValueError(f"head_lr must be > 0, got {head_lr}")
+    from finesim.models.regression_head import get_regression_head
+
+    head_params = {id(p) for p in get_regression_head(model).parameters()}
+    names = [n for n, p in loss.named_parameters() if id(p) in head_params]
+    if not names:
+        raise ValueError("head_lr: the loss does not reach the regression head's parameters")
+    return {"learning_rate_mapping": {"^(?:" + "|".join(re.escape(n) for n in names) + ")$": head_lr}}
+
+
 for _name in RUNNER_OBJECTIVES:
     _obj = STS_OBJECTIVES[_name]
     _defaults: dict[str, Any] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in _obj.defaults.items()}
     _head = _obj.head != "none"
     if _head:
-        _defaults.update(freeze_encoder=False, seed=None)
+        _defaults.update(freeze_encoder=False, seed=None, head_lr=None)
     register_objective(
         Objective(
             name=_name,
@@ -65,6 +94,7 @@ for _name in RUNNER_OBJECTIVES:
             layout="rows",
             defaults=_defaults,
             description=_obj.description,
+            training_args=head_training_args if _head else None,
         ),
         replace=True,
     )
