@@ -5,7 +5,8 @@ passes the pooled ``sentence_embedding`` through unchanged, so ``model.encode`` 
 it (the paper discards the head at evaluation); its parameters still belong to the model, so the trainer
 optimises and saves them. Losses score a pair with :meth:`RegressionHead.score_pair`:
 ``Linear(concat(u, v)) -> out_features``. The head is inserted before a trailing ``Normalize`` module (as in
-all-MiniLM-L6-v2), so it scores the raw mean-pooled vectors like the reference code.
+all-MiniLM-L6-v2), so it scores the un-normalised pooled vectors: the backbone's own pooling (mean for
+all-MiniLM-L6-v2 and plain transformers checkpoints, as in the reference code; e.g. CLS if so configured).
 finesim's loaders (``load_model_with_head``, ``finesim.models.loading.load_sentence_model``) reload a saved model
 with the head directly; plain sentence-transformers needs ``SentenceTransformer(path, trust_remote_code=True)`` (the
 module class lives in finesim); :func:`drop_regression_head` before saving gives a plain embedding model.
@@ -119,7 +120,7 @@ def add_regression_head(
     """Add a :class:`RegressionHead` sized to the model's embedding dimension; returns the head.
 
     With ``before_normalize`` (default) the head is inserted before a trailing ``Normalize`` module, so it
-    scores the un-normalised mean-pooled ``u, v`` as in the paper (a unit-norm input cannot produce scores
+    scores the un-normalised pooled ``u, v`` as in the paper (a unit-norm input cannot produce scores
     on a 0-5 scale without distorting the encoder); otherwise it is appended last.
 
     Raises:
