@@ -60,6 +60,25 @@ def build_tiny_bert(folder: Path, *, hidden: int = 32, layers: int = 2, seed: in
     return folder
 
 
+TINY_STS_ROWS = [
+    (4.0, "a man plays guitar", "a man plays piano"),
+    (1.0, "a dog runs in the park", "a cat sits in the house"),
+    (3.0, "the cat eats food", "the dog eats"),
+    (0.5, "a girl walks", "two boys sit"),
+    (5.0, "a red car", "a red car"),
+    (2.0, "a woman sits", "a woman runs"),
+    (3.5, "the boy is happy", "the girl is happy"),
+    (0.0, "music on the street", "a big old house"),
+]
+
+
+def write_tiny_stsb(path: Path) -> Path:
+    """Write a 16-row STS-B-format file (the 8 ``TINY_STS_ROWS`` twice) to ``path``; returns it."""
+    lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{y}\t{a}\t{b}" for i, (y, a, b) in enumerate(TINY_STS_ROWS)]
+    path.write_text("\n".join(lines * 2) + "\n", encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A plain transformers checkpoint of a tiny random BERT."""

@@ -9,27 +9,12 @@ import pytest
 import torch
 import yaml
 
+from conftest import write_tiny_stsb
 from finesim.cli.main import main
 from finesim.training import available, load_recipe, recipe_from_dict
 from finesim.training.runner import check_recipe, training_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
-ROWS = [
-    (4.0, "a man plays guitar", "a man plays piano"),
-    (1.0, "a dog runs in the park", "a cat sits in the house"),
-    (3.0, "the cat eats food", "the dog eats"),
-    (0.5, "a girl walks", "two boys sit"),
-    (5.0, "a red car", "a red car"),
-    (2.0, "a woman sits", "a woman runs"),
-    (3.5, "the boy is happy", "the girl is happy"),
-    (0.0, "music on the street", "a big old house"),
-]
-
-
-def _stsb(path: Path) -> Path:
-    lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{y}\t{a}\t{b}" for i, (y, a, b) in enumerate(ROWS)]
-    path.write_text("\n".join(lines * 2) + "\n", encoding="utf-8")
-    return path
 
 
 def _stage1(backbone: Path, encoder: str = "bi", **model: object) -> dict:
@@ -159,7 +144,7 @@ def test_triplets_need_unscaled_labels_and_triplet_columns(tiny_bert_dir: Path, 
     with pytest.raises(RecipeError, match=r"labels\.scale: none"):
         check_recipe(recipe_from_dict(spec))
     spec = _stage1(tiny_bert_dir)
-    spec["data"] = {"format": "sts", "train": str(_stsb(tmp_path / "sts-train.csv")), "validation": None}
+    spec["data"] = {"format": "sts", "train": str(write_tiny_stsb(tmp_path / "sts-train.csv")), "validation": None}
     with pytest.raises(RecipeError, match=r"needs \['anchor', 'positive', 'negative'\] columns"):
         train(recipe_from_dict(spec), output_dir=tmp_path / "run")
 
@@ -170,7 +155,9 @@ def test_two_stage_bi_encoder_through_finesim_train(tiny_bert_dir: Path, tmp_pat
     assert first["objective"] == "infonce" and first["objective_options"]["no_duplicates"] is True
     assert first["data"]["train_rows_used"] == 24
     assert _falls(_losses(first)), _losses(first)
-    second = _cli_train(_stage2(tmp_path / "s1" / "model", _stsb(tmp_path / "sts-train.csv")), tmp_path / "s2")
+    second = _cli_train(
+        _stage2(tmp_path / "s1" / "model", write_tiny_stsb(tmp_path / "sts-train.csv")), tmp_path / "s2"
+    )
     assert _falls(_losses(second)), _losses(second)
 
 
@@ -191,7 +178,9 @@ def test_two_stage_prompt_lm_with_lora(tiny_causal_lm_dir: Path, tmp_path: Path,
     assert adapter1
 
     lora2 = {**lora, "sentence_max_tokens": 64}
-    spec2 = _stage2(tmp_path / "s1" / "model", _stsb(tmp_path / "sts-train.csv"), encoder="prompt-lm", options=lora2)
+    spec2 = _stage2(
+        tmp_path / "s1" / "model", write_tiny_stsb(tmp_path / "sts-train.csv"), encoder="prompt-lm", options=lora2
+    )
     second = _cli_train(spec2, tmp_path / "s2")
     assert _falls(_losses(second)), _losses(second)
     final = load_conditional_model(tmp_path / "s2" / "model")
@@ -203,10 +192,12 @@ def test_two_stage_prompt_lm_with_lora(tiny_causal_lm_dir: Path, tmp_path: Path,
 
 
 def test_prompt_lm_options_are_checked(tiny_causal_lm_dir: Path, tmp_path: Path) -> None:
-    spec = _stage2(tiny_causal_lm_dir, _stsb(tmp_path / "sts-train.csv"), encoder="prompt-lm", options={"tmpl": 1})
+    spec = _stage2(
+        tiny_causal_lm_dir, write_tiny_stsb(tmp_path / "sts-train.csv"), encoder="prompt-lm", options={"tmpl": 1}
+    )
     with pytest.raises(ValueError, match=r"encoder type 'prompt-lm' has no option\(s\) \['tmpl'\]"):
         check_recipe(recipe_from_dict(spec))
-    spec = _stage2(tiny_causal_lm_dir, _stsb(tmp_path / "sts-train.csv"), options={"template": "sth"})
+    spec = _stage2(tiny_causal_lm_dir, write_tiny_stsb(tmp_path / "sts-train.csv"), options={"template": "sth"})
     with pytest.raises(ValueError, match="encoder type 'bi' has no option"):
         check_recipe(recipe_from_dict(spec))
 

@@ -6,25 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_tiny_stsb
 from finesim.training import available, recipe_from_dict, train
 from finesim.training.runner import check_recipe
-
-ROWS = [
-    (4.0, "a man plays guitar", "a man plays piano"),
-    (1.0, "a dog runs in the park", "a cat sits in the house"),
-    (3.0, "the cat eats food", "the dog eats"),
-    (0.5, "a girl walks", "two boys sit"),
-    (5.0, "a red car", "a red car"),
-    (2.0, "a woman sits", "a woman runs"),
-    (3.5, "the boy is happy", "the girl is happy"),
-    (0.0, "music on the street", "a big old house"),
-]
-
-
-def _stsb(path: Path) -> Path:
-    lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{y}\t{a}\t{b}" for i, (y, a, b) in enumerate(ROWS)]
-    path.write_text("\n".join(lines * 2) + "\n", encoding="utf-8")
-    return path
 
 
 def _recipe(tiny_bert_dir: Path, train_file: Path, objective: dict, scale: str = "none") -> dict:
@@ -61,7 +45,7 @@ def test_recipes_in_the_repo_validate() -> None:
     [{"name": "smooth-k2", "options": {"k": 2.0, "x0": 0.1}}, {"name": "pearson"}],
 )
 def test_runner_trains_sts_objectives(tiny_bert_dir: Path, tmp_path: Path, objective: dict) -> None:
-    recipe = recipe_from_dict(_recipe(tiny_bert_dir, _stsb(tmp_path / "sts-train.csv"), objective))
+    recipe = recipe_from_dict(_recipe(tiny_bert_dir, write_tiny_stsb(tmp_path / "sts-train.csv"), objective))
     result = train(recipe, output_dir=tmp_path / "run")
     assert (tmp_path / "run" / "model").is_dir()
     assert result is not None
@@ -69,7 +53,7 @@ def test_runner_trains_sts_objectives(tiny_bert_dir: Path, tmp_path: Path, objec
 
 def test_pearson_trains_through_a_last_batch_of_one_pair(tiny_bert_dir: Path, tmp_path: Path) -> None:
     """17 pairs in batches of 8: the third batch holds one pair (no correlation); training still completes."""
-    data = _stsb(tmp_path / "sts-train.csv")
+    data = write_tiny_stsb(tmp_path / "sts-train.csv")
     with data.open("a", encoding="utf-8") as f:
         f.write("main-captions\tMSRvid\t2012test\t0099\t2.5\ta boy sings\ta girl sings\n")
     spec = _recipe(tiny_bert_dir, data, {"name": "pearson"})
@@ -99,7 +83,7 @@ def test_head_lr_gives_the_head_its_own_param_groups(tiny_bert_dir: Path, tmp_pa
                         groups.append({"what": kinds[id(p)], "lr": g["initial_lr"], "wd": g["weight_decay"]})
 
     spec = _recipe(
-        tiny_bert_dir, _stsb(tmp_path / "sts-train.csv"), {"name": "smooth-k2", "options": {"head_lr": 0.05}}
+        tiny_bert_dir, write_tiny_stsb(tmp_path / "sts-train.csv"), {"name": "smooth-k2", "options": {"head_lr": 0.05}}
     )
     spec["train"]["weight_decay"] = 0.01
     train(recipe_from_dict(spec), output_dir=tmp_path / "run", callbacks=[Capture()])
@@ -114,7 +98,9 @@ def test_head_lr_gives_the_head_its_own_param_groups(tiny_bert_dir: Path, tmp_pa
 
 def test_unknown_option_is_an_error(tiny_bert_dir: Path, tmp_path: Path) -> None:
     recipe = recipe_from_dict(
-        _recipe(tiny_bert_dir, _stsb(tmp_path / "sts-train.csv"), {"name": "smooth-k2", "options": {"tau": 1}})
+        _recipe(
+            tiny_bert_dir, write_tiny_stsb(tmp_path / "sts-train.csv"), {"name": "smooth-k2", "options": {"tau": 1}}
+        )
     )
     with pytest.raises(ValueError, match="no option"):
         train(recipe, output_dir=tmp_path / "run")
@@ -127,7 +113,7 @@ def test_two_stage_recipes_chain_through_the_saved_model(tiny_bert_dir: Path, tm
 
     from finesim.models.regression_head import RegressionHead, find_regression_head
 
-    data = _stsb(tmp_path / "sts-train.csv")
+    data = write_tiny_stsb(tmp_path / "sts-train.csv")
     stage1 = _recipe(tiny_bert_dir, data, {"name": "smooth-k2", "options": {"freeze_encoder": True}})
     first = train(recipe_from_dict(stage1), output_dir=tmp_path / "stage1")
     head1 = {k: v.clone() for k, v in find_regression_head(first.model).state_dict().items()}
