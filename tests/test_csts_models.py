@@ -72,6 +72,31 @@ def test_bi_encoder_encodes_text_pairs_and_transform(tiny_bert_dir: Path) -> Non
     assert ids[0] == tok.cls_token_id and ids.count(tok.sep_token_id) == 2 and ids[-1] == tok.sep_token_id
 
 
+@pytest.mark.parametrize("spelling", ["last-token", "last_token", "lasttoken"])
+def test_last_token_pooling_spellings(spelling: str, tiny_bert_dir: Path) -> None:
+    """The issue's ``last-token`` is read as sentence-transformers' ``lasttoken``: the embedding is the output at
+    the last real (non-padding) token, here the final [SEP] of the (sentence, condition) pair."""
+    for model in (
+        build_bi_encoder(str(tiny_bert_dir), pooling=spelling, max_length=32),
+        build_tri_encoder(str(tiny_bert_dir), head="hadamard", pooling=spelling, max_length=32),
+    ):
+        assert model[1].pooling_mode == "lasttoken"
+    model = build_bi_encoder(str(tiny_bert_dir), pooling=spelling, max_length=32).eval()
+    inputs = [["a man plays guitar in the park", "the activity"], ["a dog", "the animal"]]
+    features = model.preprocess(inputs)
+    with torch.no_grad():
+        out = model(dict(features))
+    last = features["attention_mask"].sum(dim=1) - 1  # right padding: last attended position
+    assert last[0] > last[1]  # the second row is padded
+    expected = out["token_embeddings"][torch.arange(2), last]
+    torch.testing.assert_close(out["sentence_embedding"], expected)
+
+
+def test_unknown_pooling_names_the_valid_modes(tiny_bert_dir: Path) -> None:
+    with pytest.raises(ValueError, match=r"Invalid pooling mode: 'last token'.*lasttoken"):
+        build_bi_encoder(str(tiny_bert_dir), pooling="last token", max_length=32)
+
+
 @pytest.mark.parametrize("kind", ["bi", "tri-hadamard", "tri-concat", "tri-hypernet", "cross"])
 def test_save_load_identical_scores(kind: str, tiny_bert_dir: Path, tmp_path: Path) -> None:
     torch.manual_seed(0)

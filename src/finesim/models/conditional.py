@@ -53,8 +53,8 @@ def build_bi_encoder(
     """A bi-encoder ``SentenceTransformer`` over ``backbone`` (Hub id, ST folder or transformers folder).
 
     Args:
-        pooling: ``cls``, ``mean``, ``lasttoken`` (any sentence-transformers pooling mode); None keeps the
-            backbone's own pooling (``mean`` for a plain transformers checkpoint).
+        pooling: ``cls``, ``mean``, ``lasttoken`` (alias ``last-token``), any sentence-transformers pooling mode;
+            None keeps the backbone's own pooling (``mean`` for a plain transformers checkpoint).
         transform: append the paper's transform MLP (Dropout → Linear → GELU).
         max_length: maximum tokens of the (sentence, condition) pair; None keeps the backbone's.
     """

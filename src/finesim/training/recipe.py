@@ -28,7 +28,7 @@ class ModelSpec:
 
     backbone: str = "sentence-transformers/all-MiniLM-L6-v2"
     encoder: str = "bi"
-    pooling: str | None = None  # cls | mean | lasttoken | ...; None keeps the backbone's pooling
+    pooling: str | None = None  # cls | mean | lasttoken (or last-token) | ...; None keeps the backbone's
     transform: bool = False  # the paper's Dropout → Linear → GELU after pooling
     head: str | None = None  # tri-encoder: hadamard | concat | hypernet (required for tri)
     head_options: dict[str, Any] = field(default_factory=dict)  # e.g. {rank: 32, dropout: 0.1}
