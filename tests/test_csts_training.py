@@ -104,6 +104,32 @@ def test_recipe_type_and_value_errors() -> None:
         recipe_from_dict({"data": {"equal_labels": "maybe"}})
 
 
+def test_recipe_model_keys_checked_before_building(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A tri-encoder without a head fails at validation (so ``--dry-run`` catches it), naming file and key."""
+    from finesim.cli.main import main
+
+    path = tmp_path / "tri.yaml"
+    path.write_text("model:\n  encoder: tri\n  backbone: /nonexistent/model\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match=rf"^{path}: model\.head is required for encoder 'tri'"):
+        load_recipe(path)
+    assert main(["train", str(path), "--dry-run"]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}: model.head is required for encoder 'tri' (hadamard, concat or hypernet)" in err
+    # the same through --set, and a recipe built from the dataclasses directly
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("model:\n  encoder: tri\n  head: concat\n", encoding="utf-8")
+    assert main(["train", str(ok), "--dry-run"]) == 0
+    capsys.readouterr()
+    assert main(["train", str(ok), "--dry-run", "--set", "model.head=null"]) == 1
+    assert "model.head is required" in capsys.readouterr().err
+    from finesim.training.recipe import ModelSpec, Recipe
+
+    with pytest.raises(RecipeError, match=r"^recipe: model\.head is required"):
+        check_recipe(Recipe(model=ModelSpec(encoder="tri")))
+    with pytest.raises(RecipeError, match=r"my\.yaml: model\.head 'concat' does not apply to encoder 'bi'"):
+        recipe_from_dict({"model": {"encoder": "bi", "head": "concat"}}, source="my.yaml")
+
+
 def test_recipe_defaults_are_the_papers() -> None:
     r = recipe_from_dict({})
     assert (r.train.epochs, r.train.batch_size, r.train.learning_rate) == (3.0, 32, 3e-5)

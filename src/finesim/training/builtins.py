@@ -27,8 +27,6 @@ def _has_conditions(ds: Dataset) -> bool:
 def _build_bi(spec: Any) -> Any:
     from finesim.models.conditional import build_bi_encoder
 
-    if spec.head:
-        raise ValueError(f"model.head {spec.head!r} is for tri-encoders; remove it for encoder 'bi'")
     return build_bi_encoder(spec.backbone, pooling=spec.pooling, transform=spec.transform, max_length=spec.max_length)
 
 

@@ -194,8 +194,21 @@ def recipe_from_dict(data: dict[str, Any], *, source: str = "recipe") -> Recipe:
     return recipe
 
 
+def _check_model(m: ModelSpec, source: str) -> None:
+    """The ``model`` keys of the built-in encoder types, checked before anything is built (so ``--dry-run``
+    catches them); encoders registered by plug-ins check their own keys when they build the model."""
+    if m.encoder == "tri" and not m.head:
+        raise RecipeError(
+            f"{source}: model.head is required for encoder 'tri' (hadamard, concat or hypernet); without a "
+            "head the condition would be ignored (the C-STS reference code's silent default)"
+        )
+    if m.encoder == "bi" and m.head:
+        raise RecipeError(f"{source}: model.head {m.head!r} does not apply to encoder 'bi'; remove it")
+
+
 def validate_recipe(recipe: Recipe, *, source: str = "recipe") -> None:
-    """Checks that do not need the registry (value ranges, choices)."""
+    """Checks that do not need the registry (value ranges, choices, the built-in encoders' model keys)."""
+    _check_model(recipe.model, source)
     t, lab, d = recipe.train, recipe.labels, recipe.data
     if t.batch_size < 1:
         raise RecipeError(f"{source}: train.batch_size must be >= 1")

@@ -26,7 +26,7 @@ from datasets import Dataset
 from finesim.data.labels import minmax_scale
 from finesim.results import environment_record, write_json_atomic
 from finesim.training.evaluator import ConditionalSimilarityEvaluator
-from finesim.training.recipe import Recipe, RecipeError
+from finesim.training.recipe import Recipe, RecipeError, validate_recipe
 from finesim.training.registry import TRIPLET_COLUMNS, get_data_format, get_encoder, get_objective
 
 logger = logging.getLogger("finesim.training")
@@ -144,7 +144,10 @@ def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) ->
 
 
 def check_recipe(recipe: Recipe) -> None:
-    """Registry-dependent checks: the encoder supports the objective, the options exist."""
+    """All checks of a recipe: :func:`~finesim.training.recipe.validate_recipe` again (a recipe may be built
+    from the dataclasses directly) and the registry-dependent ones: the encoder supports the objective, the
+    options exist."""
+    validate_recipe(recipe)
     encoder = get_encoder(recipe.model.encoder)
     objective = get_objective(recipe.objective.name)
     get_data_format(recipe.data.format)
