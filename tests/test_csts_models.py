@@ -97,13 +97,16 @@ def test_unknown_pooling_names_the_valid_modes(tiny_bert_dir: Path) -> None:
         build_bi_encoder(str(tiny_bert_dir), pooling="last token", max_length=32)
 
 
-@pytest.mark.parametrize("kind", ["bi", "tri-hadamard", "tri-concat", "tri-hypernet", "cross"])
+@pytest.mark.parametrize(
+    "kind", ["bi", "tri-hadamard", "tri-concat", "tri-hypernet", "cross", "cross-transform", "cross-sequence"]
+)
 def test_save_load_identical_scores(kind: str, tiny_bert_dir: Path, tmp_path: Path) -> None:
     torch.manual_seed(0)
     if kind == "bi":
         model = build_bi_encoder(str(tiny_bert_dir), max_length=32, transform=True)
-    elif kind == "cross":
-        model = build_cross_encoder(str(tiny_bert_dir), max_length=48)
+    elif kind.startswith("cross"):
+        head = "sequence-classification" if kind == "cross-sequence" else "linear"
+        model = build_cross_encoder(str(tiny_bert_dir), head=head, transform=kind == "cross-transform", max_length=48)
     else:
         model = build_tri_encoder(str(tiny_bert_dir), head=kind.split("-")[1], max_length=32)
     scorer = ConditionalScorer(model)
@@ -116,6 +119,12 @@ def test_save_load_identical_scores(kind: str, tiny_bert_dir: Path, tmp_path: Pa
     assert encoder_type_of(reloaded) == scorer.encoder
     after = ConditionalScorer(tmp_path / "m").score(S1, S2, C)
     np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-6)
+    if scorer.encoder == "cross":  # plain sentence-transformers reloads it, raw score included (no sigmoid)
+        from sentence_transformers import CrossEncoder
+
+        plain = CrossEncoder(str(tmp_path / "m"))
+        pairs = [(a, cross_second_text(plain, b, c)) for a, b, c in zip(S1, S2, C)]
+        np.testing.assert_allclose(plain.predict(pairs), before, rtol=1e-5, atol=1e-6)
 
 
 def test_bi_encoder_loads_without_finesim(tiny_bert_dir: Path, tmp_path: Path) -> None:
@@ -161,6 +170,55 @@ def test_cross_encoder_input_layout(tiny_bert_dir: Path) -> None:
     assert second == "a cat sits [SEP] the animal"
     ids = model.preprocess([["a man plays", second]])["input_ids"][0].tolist()
     assert ids.count(model.tokenizer.sep_token_id) == 3  # [CLS] s1 [SEP] s2 [SEP] c [SEP]
+
+
+def _bert_forward(model, first: list[str], second: list[str]) -> tuple[dict, torch.Tensor]:
+    features = model.preprocess([[a, b] for a, b in zip(first, second)])
+    with torch.no_grad():
+        tokens = model[0](dict(features))["token_embeddings"]
+    return features, tokens
+
+
+def test_cross_encoder_reference_head_hand_check(tiny_bert_dir: Path) -> None:
+    """Default head = the C-STS reference: score = Linear(h, 1)(token output at [CLS]) in eval mode, with
+    transform Linear(h, 1)(GELU(Linear(h, h)(CLS))); BERT's pretrained pooler is not used."""
+    torch.manual_seed(0)
+    plain = build_cross_encoder(str(tiny_bert_dir), max_length=48).eval()
+    second = [cross_second_text(plain, b, c) for b, c in zip(S2, C)]
+    assert [type(m).__name__ for m in plain] == ["Transformer", "Pooling", "Dropout", "Dense"]
+    assert plain[1].pooling_mode == "cls" and plain.num_labels == 1
+    _, tokens = _bert_forward(plain, S1, second)
+    with torch.no_grad():
+        expected = plain[3].linear(tokens[:, 0]).squeeze(-1)
+    scores = ConditionalScorer(plain).score(S1, S2, C)
+    np.testing.assert_allclose(scores, expected.numpy(), rtol=1e-5, atol=1e-6)
+    # BERT's pooler (Linear + Tanh) is not on the path: changing it leaves the scores unchanged
+    with torch.no_grad():
+        plain[0].auto_model.pooler.dense.weight.mul_(-3.0)
+    np.testing.assert_allclose(ConditionalScorer(plain).score(S1, S2, C), scores, rtol=1e-6, atol=1e-7)
+
+    torch.manual_seed(0)
+    shaped = build_cross_encoder(str(tiny_bert_dir), transform=True, pooling="mean", max_length=48).eval()
+    assert [type(m).__name__ for m in shaped] == ["Transformer", "Pooling", "Dropout", "Dense", "Dropout", "Dense"]
+    features, tokens = _bert_forward(shaped, S1, second)
+    mask = features["attention_mask"].unsqueeze(-1).float()
+    pooled = (tokens * mask).sum(1) / mask.sum(1)
+    with torch.no_grad():
+        expected = shaped[5].linear(torch.nn.functional.gelu(shaped[3].linear(pooled))).squeeze(-1)
+    np.testing.assert_allclose(ConditionalScorer(shaped).score(S1, S2, C), expected.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_cross_encoder_sequence_classification_head_uses_the_pooler(tiny_bert_dir: Path) -> None:
+    """The ``sequence-classification`` head is transformers' own: for BERT it reads the pooler output."""
+    model = build_cross_encoder(str(tiny_bert_dir), head="sequence-classification", max_length=48).eval()
+    scores = ConditionalScorer(model).score(S1, S2, C)
+    with torch.no_grad():
+        model[0].auto_model.bert.pooler.dense.weight.mul_(-3.0)
+    assert not np.allclose(ConditionalScorer(model).score(S1, S2, C), scores)
+    with pytest.raises(ValueError, match="do not apply to the cross-encoder head 'sequence-classification'"):
+        build_cross_encoder(str(tiny_bert_dir), head="sequence-classification", transform=True)
+    with pytest.raises(ValueError, match="unknown cross-encoder head 'hadamard'"):
+        build_cross_encoder(str(tiny_bert_dir), head="hadamard")
 
 
 def test_finesim_model_registry_loads_a_pair_scorer(tiny_bert_dir: Path, tmp_path: Path) -> None:

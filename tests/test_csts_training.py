@@ -128,6 +128,22 @@ def test_recipe_model_keys_checked_before_building(tmp_path: Path, capsys: pytes
         check_recipe(Recipe(model=ModelSpec(encoder="tri")))
     with pytest.raises(RecipeError, match=r"my\.yaml: model\.head 'concat' does not apply to encoder 'bi'"):
         recipe_from_dict({"model": {"encoder": "bi", "head": "concat"}}, source="my.yaml")
+    # cross-encoder heads: linear (the reference's, default) takes pooling/transform; sequence-classification not
+    recipe_from_dict(
+        {"model": {"encoder": "cross", "transform": True, "pooling": "cls", "head_options": {"dropout": 0}}}
+    )
+    with pytest.raises(RecipeError, match=r"my\.yaml: model\.pooling and model\.transform do not apply .*fixed"):
+        recipe_from_dict(
+            {"model": {"encoder": "cross", "head": "sequence-classification", "transform": True}}, source="my.yaml"
+        )
+    with pytest.raises(RecipeError, match=r"my\.yaml: model\.head 'hadamard' is not a cross-encoder head"):
+        recipe_from_dict({"model": {"encoder": "cross", "head": "hadamard"}}, source="my.yaml")
+    with pytest.raises(RecipeError, match=r"model\.head_options has unknown key\(s\) \['rank'\] for encoder 'cross'"):
+        recipe_from_dict({"model": {"encoder": "cross", "head_options": {"rank": 4}}})
+    with pytest.raises(
+        RecipeError, match=r"unknown key\(s\) \['rnak'\] for encoder 'tri'; allowed: \['dropout', 'rank'\]"
+    ):
+        recipe_from_dict({"model": {"encoder": "tri", "head": "hypernet", "head_options": {"rnak": 4}}})
 
 
 def test_recipe_defaults_are_the_papers() -> None:

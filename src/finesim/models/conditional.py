@@ -5,6 +5,8 @@
 - **cross**: a sentence-transformers ``CrossEncoder`` with one output and no activation, fed the text pair
   ``(s1, s2 [SEP] c)``, i.e. the tokens ``[CLS] s1 [SEP] s2 [SEP] c [SEP]`` of the reference code's joined
   string (the reference tokenises it as one segment; here ``s2 [SEP] c`` is segment 1, the only difference).
+  Its head (:data:`CROSS_HEADS`) is by default the reference's: pooled ``[CLS]`` → [transform] → Dropout →
+  Linear(h, 1), built from sentence-transformers' own modules, so ``CrossEncoder(path)`` reloads it.
 - **tri**: a ``SentenceTransformer`` whose last module is a :class:`~finesim.models.heads.ConditionHead`;
   sentences and condition go separately through the shared backbone and the head fuses them.
 
@@ -29,6 +31,9 @@ from finesim.models.loading import load_sentence_model, resolve_model_path
 ENCODER_TYPES = ("bi", "cross", "tri")
 MARKER_FILE = "finesim_model.json"  # = finesim.models.registry.MODEL_CARD_FILE
 MODEL_TYPE_PREFIX = "csts-"  # model_type "csts-bi" | "csts-cross" | "csts-tri" in the model card
+# cross-encoder heads: "linear" = the C-STS reference's (no pretrained pooler), "sequence-classification" =
+# transformers' AutoModelForSequenceClassification head (BERT keeps its pretrained pooler Linear + Tanh)
+CROSS_HEADS = ("linear", "sequence-classification")
 
 
 def _check_encoder(encoder: str) -> str:
@@ -37,14 +42,23 @@ def _check_encoder(encoder: str) -> str:
     return encoder
 
 
-def _add_transform(model: Any) -> None:
-    """Append the paper's "transform" MLP (Dropout → Linear(h, h) → GELU) after pooling."""
+def _config_dropout(transformer: Any) -> float:
+    """The backbone's ``hidden_dropout_prob`` (0.1 when it has none): the dropout of the reference's heads."""
+    return float(getattr(transformer.auto_model.config, "hidden_dropout_prob", 0.1) or 0.1)
+
+
+def _transform_modules(dim: int, dropout: float) -> list[Any]:
+    """The paper's "transform" MLP after pooling, ``Dropout → Linear(h, h) → GELU``, as sentence-transformers
+    modules (they act on ``sentence_embedding``)."""
     from sentence_transformers.sentence_transformer.modules import Dense, Dropout
 
-    dim = model.get_embedding_dimension()
-    dropout = float(getattr(model[0].auto_model.config, "hidden_dropout_prob", 0.1) or 0.1)
-    model.append(Dropout(dropout))
-    model.append(Dense(dim, dim, activation_function=torch.nn.GELU()))
+    return [Dropout(dropout), Dense(dim, dim, activation_function=torch.nn.GELU())]
+
+
+def _add_transform(model: Any) -> None:
+    """Append the transform MLP to a bi-encoder."""
+    for module in _transform_modules(model.get_embedding_dimension(), _config_dropout(model[0])):
+        model.append(module)
 
 
 def build_bi_encoder(
@@ -90,13 +104,61 @@ def build_tri_encoder(
     return model
 
 
-def build_cross_encoder(backbone: str, *, max_length: int | None = None) -> Any:
-    """A one-output ``CrossEncoder`` (identity activation: raw regression score as in the reference)."""
+def build_cross_encoder(
+    backbone: str,
+    *,
+    head: str | None = "linear",
+    pooling: str | None = None,
+    transform: bool = False,
+    dropout: float | None = None,
+    max_length: int | None = None,
+) -> Any:
+    """A one-output ``CrossEncoder`` with identity activation (the raw regression score, as in the reference).
+
+    Args:
+        head: ``linear`` (default; None means the same): the C-STS reference head. The backbone runs without its
+            pretrained pooler; the pooled token output (``pooling``, default ``cls``) goes through the optional
+            ``transform`` MLP (Dropout → Linear(h, h) → GELU), then Dropout → Linear(h, 1). It is made of
+            sentence-transformers modules (Transformer, Pooling, Dropout, Dense writing ``scores``), so the saved
+            model reloads with plain ``CrossEncoder(path)``.
+            ``sequence-classification``: transformers' ``AutoModelForSequenceClassification`` head, fixed by the
+            architecture: for BERT-style models (MiniLM) the pretrained pooler (Linear + Tanh on [CLS]) →
+            Dropout → Linear(h, 1); for RoBERTa Dropout → Linear(h, h) → Tanh → Dropout → Linear(h, 1) on
+            ``<s>``. ``pooling`` and ``transform`` do not apply to it.
+        pooling: ``linear`` head only: any sentence-transformers pooling mode (``cls``, ``mean``, ``lasttoken``).
+        transform: ``linear`` head only: insert the paper's transform MLP.
+        dropout: ``linear`` head only: dropout of the head and the transform (default: the backbone's
+            ``hidden_dropout_prob``, as the reference).
+        max_length: maximum tokens of the ``(s1, s2 [SEP] c)`` pair; None keeps the backbone's.
+    """
     from sentence_transformers import CrossEncoder
 
-    path = resolve_model_path(backbone)
-    model = CrossEncoder(path, num_labels=1, max_length=max_length, activation_fn=torch.nn.Identity())
-    return model
+    head = head or "linear"
+    if head not in CROSS_HEADS:
+        raise ValueError(f"unknown cross-encoder head {head!r}; choose one of {list(CROSS_HEADS)}")
+    if head == "sequence-classification":
+        if pooling or transform or dropout is not None:
+            raise ValueError(
+                "pooling, transform and dropout do not apply to the cross-encoder head 'sequence-classification' "
+                "(transformers' classification head is fixed by the architecture); use head 'linear'"
+            )
+        path = resolve_model_path(backbone)
+        return CrossEncoder(path, num_labels=1, max_length=max_length, activation_fn=torch.nn.Identity())
+
+    from sentence_transformers.cross_encoder.modules import Dense
+    from sentence_transformers.sentence_transformer.modules import Dropout, Pooling
+
+    from finesim.models.loading import pooling_mode
+
+    # the backbone's Transformer module (feature extraction: token embeddings, the pooler output is not used)
+    transformer = load_sentence_model(backbone, max_length=max_length)[0]
+    dim = transformer.get_embedding_dimension()
+    p = _config_dropout(transformer) if dropout is None else float(dropout)
+    modules: list[Any] = [transformer, Pooling(dim, pooling_mode=pooling_mode(pooling or "cls"))]
+    if transform:
+        modules += _transform_modules(dim, p)
+    modules += [Dropout(p), Dense(dim, 1, activation_function=torch.nn.Identity(), module_output_name="scores")]
+    return CrossEncoder(modules=modules, activation_fn=torch.nn.Identity())
 
 
 def cross_second_text(model: Any, sentence2: str, condition: str | None) -> str:

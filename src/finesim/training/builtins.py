@@ -59,17 +59,13 @@ def _bi_pairs(model: Any, ds: Dataset) -> Dataset:
 def _build_tri(spec: Any) -> Any:
     from finesim.models.conditional import build_tri_encoder
 
-    options = dict(spec.head_options)
-    unknown = sorted(set(options) - {"dropout", "rank"})
-    if unknown:
-        raise ValueError(f"model.head_options has unknown key(s) {unknown}; allowed: dropout, rank")
     return build_tri_encoder(
         spec.backbone,
         head=spec.head,
         pooling=spec.pooling,
         transform=spec.transform,
         max_length=spec.max_length,
-        **options,
+        **spec.head_options,
     )
 
 
@@ -101,9 +97,14 @@ def _tri_pairs(model: Any, ds: Dataset) -> Dataset:
 def _build_cross(spec: Any) -> Any:
     from finesim.models.conditional import build_cross_encoder
 
-    if spec.head or spec.pooling or spec.transform:
-        raise ValueError("model.head, model.pooling and model.transform do not apply to a cross-encoder")
-    return build_cross_encoder(spec.backbone, max_length=spec.max_length)
+    return build_cross_encoder(
+        spec.backbone,
+        head=spec.head,
+        pooling=spec.pooling,
+        transform=spec.transform,
+        max_length=spec.max_length,
+        **spec.head_options,
+    )
 
 
 def _cross_rows(model: Any, ds: Dataset) -> Dataset:

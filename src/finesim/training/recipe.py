@@ -30,8 +30,9 @@ class ModelSpec:
     encoder: str = "bi"
     pooling: str | None = None  # cls | mean | lasttoken (or last-token) | ...; None keeps the backbone's
     transform: bool = False  # the paper's Dropout → Linear → GELU after pooling
-    head: str | None = None  # tri-encoder: hadamard | concat | hypernet (required for tri)
-    head_options: dict[str, Any] = field(default_factory=dict)  # e.g. {rank: 32, dropout: 0.1}
+    # tri: hadamard | concat | hypernet (required); cross: linear (None: the reference head) | sequence-classification
+    head: str | None = None
+    head_options: dict[str, Any] = field(default_factory=dict)  # tri {rank, dropout}; cross linear {dropout}
     max_length: int | None = None  # None keeps the backbone's maximum
     options: dict[str, Any] = field(default_factory=dict)  # encoder-type options, e.g. prompt-lm: template, lora
 
@@ -194,6 +195,15 @@ def recipe_from_dict(data: dict[str, Any], *, source: str = "recipe") -> Recipe:
     return recipe
 
 
+def _head_option_keys(m: ModelSpec) -> tuple[str, ...] | None:
+    """``model.head_options`` keys a built-in encoder accepts (None: a plug-in encoder, checked by its builder)."""
+    if m.encoder == "tri":
+        return ("dropout", "rank")
+    if m.encoder == "cross":
+        return () if m.head == "sequence-classification" else ("dropout",)
+    return () if m.encoder == "bi" else None
+
+
 def _check_model(m: ModelSpec, source: str) -> None:
     """The ``model`` keys of the built-in encoder types, checked before anything is built (so ``--dry-run``
     catches them); encoders registered by plug-ins check their own keys when they build the model."""
@@ -204,6 +214,27 @@ def _check_model(m: ModelSpec, source: str) -> None:
         )
     if m.encoder == "bi" and m.head:
         raise RecipeError(f"{source}: model.head {m.head!r} does not apply to encoder 'bi'; remove it")
+    if m.encoder == "cross":
+        from finesim.models.conditional import CROSS_HEADS
+
+        if m.head not in (None, *CROSS_HEADS):
+            raise RecipeError(
+                f"{source}: model.head {m.head!r} is not a cross-encoder head; choose one of {list(CROSS_HEADS)}"
+            )
+    if m.encoder == "cross" and m.head == "sequence-classification" and (m.pooling or m.transform):
+        raise RecipeError(
+            f"{source}: model.pooling and model.transform do not apply to the cross-encoder head "
+            "'sequence-classification': transformers' classification head is fixed by the architecture (BERT: "
+            "pretrained pooler Linear+Tanh, Dropout, Linear; RoBERTa: Dropout, Linear, Tanh, Dropout, Linear); "
+            "model.head: linear is the C-STS reference head and takes pooling and transform"
+        )
+    allowed = _head_option_keys(m)
+    unknown = sorted(set(m.head_options) - set(allowed or ()))
+    if allowed is not None and unknown:
+        raise RecipeError(
+            f"{source}: model.head_options has unknown key(s) {unknown} for encoder {m.encoder!r}; "
+            f"allowed: {list(allowed)}"
+        )
 
 
 def validate_recipe(recipe: Recipe, *, source: str = "recipe") -> None:
