@@ -105,3 +105,98 @@ def test_cosine_loss_modules_on_fake_model() -> None:
     assert set(qm) == {"quad", "mse"}
     with pytest.raises(ValueError, match="4 columns"):
         QuadLoss(model)([a, b], labels)
+
+
+# ---------------------------------------------------------------- through a real (tiny) model
+
+PAIRS = [
+    ("a man plays guitar", "a woman plays piano", "the activity", "the person"),
+    ("a dog runs in the park", "a cat sits in the house", "the animal", "the location"),
+    ("a boy eats food", "a girl eats food", "the activity", "the person"),
+]
+
+
+def _pair_batch(model, tri: bool) -> list[dict]:
+    """The pairs layout the runner feeds a loss (see finesim.losses._cosine), tokenised by the model."""
+    s1, s2, high, low = (list(column) for column in zip(*PAIRS))
+    if tri:
+        columns = [s1, s2, high, low]
+    else:
+        columns = [
+            [[s, c] for s, c in zip(sentences, conds)]
+            for sentences, conds in ((s1, high), (s2, high), (s1, low), (s2, low))
+        ]
+    return [dict(model.preprocess(column)) for column in columns]
+
+
+def _model(kind: str, tiny_bert_dir):
+    from finesim.models.conditional import build_bi_encoder, build_tri_encoder
+
+    torch.manual_seed(0)
+    if kind == "bi":
+        model = build_bi_encoder(str(tiny_bert_dir), transform=True, max_length=32)  # mean pooling
+    else:
+        model = build_tri_encoder(str(tiny_bert_dir), head=kind.split("-")[1], max_length=32)
+    return model.eval()  # no dropout: the step's effect is deterministic
+
+
+@pytest.mark.parametrize("kind", ["bi", "tri-hadamard", "tri-concat", "tri-hypernet"])
+def test_quad_mse_gradient_through_the_model(kind: str, tiny_bert_dir) -> None:
+    """Quad+MSE through ``pair_cosines`` on a real encoder: the gradient reaching each cosine is the hand-derived
+    one, the model's trainable head gets a gradient, and one small SGD step on the Quad part widens
+    cos(p) - cos(n) while the margin is violated; one step on the MSE part moves the cosines towards the labels."""
+    model = _model(kind, tiny_bert_dir)
+    batch = _pair_batch(model, tri=kind != "bi")
+    labels = torch.tensor([[1.0, 0.25], [0.75, 0.0], [0.5, 0.5]])
+    label_high, label_low = pair_labels(labels)
+    b = len(PAIRS)
+
+    high, low = pair_cosines(model, batch)
+    high.retain_grad()
+    low.retain_grad()
+    parts = quad_mse_loss(high, low, label_high, label_low)
+    (parts["quad"] + parts["mse"]).backward()
+    # an untrained encoder puts every pair near cos 1, so all margins are violated: 1 + low - high > 0
+    active = (1.0 + low - high > 0).float().detach()
+    assert active.all()
+    # d/d cos_high = -active/B + 2 (cos_high - y_high) / (2B); d/d cos_low = +active/B + 2 (cos_low - y_low) / (2B)
+    torch.testing.assert_close(high.grad, -active / b + (high.detach() - label_high) / b)
+    torch.testing.assert_close(low.grad, active / b + (low.detach() - label_low) / b)
+    # the trainable layers after pooling (the transform of the bi-encoder, the tri-encoder's head) are on the path
+    last = model[-1].linear if kind == "bi" else model[-1].condition_transform[1]
+    assert last.weight.grad is not None and last.weight.grad.abs().sum() > 0
+
+    def gap() -> torch.Tensor:
+        with torch.no_grad():
+            h, lo = pair_cosines(model, batch)
+        return (h - lo).mean()
+
+    def sgd_step(loss_name: str, lr: float) -> None:
+        model.zero_grad()
+        h, lo = pair_cosines(model, batch)
+        quad_mse_loss(h, lo, label_high, label_low)[loss_name].backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.grad is not None:
+                    p -= lr * p.grad
+
+    # all margins violated, so Quad = mean(1 + cos(n) - cos(p)) and its gradient is -grad(mean gap): a step of
+    # size lr changes the mean gap by lr * |grad(mean gap)|^2 to first order
+    model.zero_grad()
+    h, lo = pair_cosines(model, batch)
+    (h - lo).mean().backward()
+    predicted = 1e-2 * sum(float(p.grad.pow(2).sum()) for p in model.parameters() if p.grad is not None)
+    before = gap()
+    sgd_step("quad", lr=1e-2)
+    change = float(gap() - before)
+    assert change > 0  # mean(cos(p) - cos(n)) grew: the margin term pushes p up and n down
+    assert change == pytest.approx(predicted, rel=0.25)
+
+    def mse_distance() -> torch.Tensor:
+        with torch.no_grad():
+            h, lo = pair_cosines(model, batch)
+        return cosine_mse_loss(torch.cat([h, lo]), torch.cat([label_high, label_low]))
+
+    before = mse_distance()
+    sgd_step("mse", lr=1e-2)
+    assert mse_distance() < before
