@@ -15,7 +15,7 @@ from transformers import TrainerCallback
 from finesim.training import get_encoder, load_recipe, recipe_from_dict, train
 from finesim.training.recipe import RecipeError
 from finesim.training.registry import Objective, get_objective, register_objective
-from finesim.training.runner import check_recipe, scale_labels
+from finesim.training.runner import check_recipe, rows_seen, scale_labels
 
 REPO = Path(__file__).resolve().parents[1]
 PEOPLE = ["a man", "a woman", "a boy", "a girl"]
@@ -343,6 +343,22 @@ def test_tiny_training_improves_validation_metric(
     val, _ = read_csts(learnable_root / "csts" / "validation.csv")
     scores = ConditionalScorer(out / "model").score(val["sentence1"], val["sentence2"], val["condition"])
     assert spearman(scores, val["label"]) == pytest.approx(after, abs=1e-4)
+
+
+def test_rows_seen_counts_partial_batches_once(tiny_bert_dir: Path, csts_root: Path, tmp_path: Path) -> None:
+    # 11,342 C-STS rows, batch 32: 355 steps per epoch, the last batch holds 14 rows
+    assert rows_seen(3 * 355, examples=11342, per_step=32) == 3 * 11342  # not 3 * 355 * 32 = 34,080
+    assert rows_seen(100, examples=11342, per_step=32) == 3200
+    assert rows_seen(356, examples=11342, per_step=32) == 11342 + 32
+    # 10 condition pairs, 4 pairs per step: steps of 4, 4, 2 pairs = 20 rows
+    assert rows_seen(3, examples=10, per_step=4, rows_per_example=2) == 20
+    # 2 processes x 4 examples: 2 steps cover the 10 examples (DDP repeats 6 of them to even out the batches)
+    assert rows_seen(2, examples=10, per_step=8) == 10
+    assert rows_seen(0, examples=10, per_step=8) == 0
+    # end to end: 60 rows in batches of 8 -> 8 steps, the last with 4 rows
+    spec = tiny_recipe(tiny_bert_dir, csts_root, data={"max_train_rows": 60, "validation": None}, train={"epochs": 1})
+    m = train(recipe_from_dict(spec), output_dir=tmp_path / "out").metrics
+    assert (m["global_steps"], m["train_rows_available"], m["train_rows_seen"]) == (8, 60, 60)
 
 
 class _StopAt(TrainerCallback):

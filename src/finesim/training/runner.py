@@ -143,6 +143,23 @@ def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) ->
     return {"train": train, "evaluator": evaluator, "info": info}
 
 
+def rows_seen(steps: int, *, examples: int, per_step: int, rows_per_example: int = 1) -> int:
+    """Training rows covered by ``steps`` optimizer steps over ``examples`` training examples, ``per_step``
+    examples per step (batch x gradient accumulation x processes).
+
+    An epoch takes ``ceil(examples / per_step)`` steps and covers every example once: its last, partial batch
+    counts only the rows it holds (``steps * per_step`` would overcount them), and examples repeated by DDP to
+    even out the processes' batches are not counted. A final epoch cut short by ``max_steps`` counts
+    ``steps * per_step`` rows (exact with random batches, whose partial batch comes last; within one batch with
+    length-grouped batches). ``rows_per_example`` is 2 for condition-pair examples (two C-STS rows each).
+    """
+    if steps <= 0 or examples <= 0:
+        return 0
+    steps_per_epoch = -(-examples // per_step)
+    full, rest = divmod(steps, steps_per_epoch)
+    return rows_per_example * (full * examples + min(rest * per_step, examples))
+
+
 def check_recipe(recipe: Recipe) -> None:
     """All checks of a recipe: :func:`~finesim.training.recipe.validate_recipe` again (a recipe may be built
     from the dataclasses directly) and the registry-dependent ones: the encoder supports the objective, the
@@ -297,8 +314,12 @@ def train(
         rows = data["info"]["train_rows_used"]
         epochs_done = float(state.epoch or 0.0)
         steps = int(state.global_step)
-        per_step_rows = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
-        rows_seen = steps * per_step_rows * (2 if objective.layout == "pairs" else 1)
+        seen = rows_seen(
+            steps,
+            examples=data["info"]["train_examples"],
+            per_step=args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
+            rows_per_example=2 if objective.layout == "pairs" else 1,
+        )
         metrics = {
             "kind": "finesim-train",
             "recipe": recipe.name,
@@ -322,11 +343,11 @@ def train(
             "epochs": epochs_done,
             "world_size": args.world_size,
             "train_rows_available": rows,
-            "train_rows_seen": rows_seen,
+            "train_rows_seen": seen,
             "wall_seconds": wall,
             "train_runtime_seconds": output.metrics.get("train_runtime"),
             # throughput of this invocation only (None after a resume: earlier steps ran in another process)
-            "train_rows_per_second": rows_seen / output.metrics["train_runtime"]
+            "train_rows_per_second": seen / output.metrics["train_runtime"]
             if output.metrics.get("train_runtime") and not checkpoint
             else None,
             "trainer_metrics": output.metrics,
