@@ -200,3 +200,24 @@ def test_quad_mse_gradient_through_the_model(kind: str, tiny_bert_dir) -> None:
     before = mse_distance()
     sgd_step("mse", lr=1e-2)
     assert mse_distance() < before
+
+
+def test_cross_encoder_mse_hand_value(tiny_bert_dir) -> None:
+    """mean((raw score - y)^2) over the batch; the model gets a plain dict (what DDP can search for tensors)."""
+    from finesim.losses.cross_mse import CrossEncoderMSELoss
+    from finesim.models.conditional import build_cross_encoder
+
+    torch.manual_seed(0)
+    model = build_cross_encoder(str(tiny_bert_dir), max_length=32).eval()
+    first, second = ["a man plays guitar", "a dog runs"], ["a woman sings [SEP] the activity", "a cat [SEP] the animal"]
+    labels = torch.tensor([0.75, 0.25])
+    scores = torch.as_tensor(model.predict(list(zip(first, second))))
+    seen: list[type] = []
+    model.register_forward_pre_hook(lambda module, args: seen.append(type(args[0])))
+    loss = CrossEncoderMSELoss(model)([first, second], labels)
+    assert loss.item() == pytest.approx(((scores - labels) ** 2).mean().item(), rel=1e-5)
+    assert seen == [dict]
+    loss.backward()
+    assert model[-1].linear.weight.grad is not None
+    with pytest.raises(ValueError, match="2 text columns"):
+        CrossEncoderMSELoss(model)([first], labels)

@@ -131,10 +131,9 @@ def _build_mse(model: Any, options: Mapping[str, Any]) -> Any:
     from sentence_transformers import CrossEncoder
 
     if isinstance(model, CrossEncoder):
-        import torch
-        from sentence_transformers.cross_encoder.losses import MSELoss
+        from finesim.losses.cross_mse import CrossEncoderMSELoss
 
-        return MSELoss(model, activation_fn=torch.nn.Identity())
+        return CrossEncoderMSELoss(model)
     from finesim.losses.cosine_mse import CosineMSELoss
 
     return CosineMSELoss(model)
