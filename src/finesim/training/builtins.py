@@ -56,17 +56,18 @@ def _bi_pairs(model: Any, ds: Dataset) -> Dataset:
     )
 
 
+def _headed_model_options(spec: Any) -> dict[str, Any]:
+    """Builder keywords of an encoder with a head (tri, cross): head, pooling, transform, max_length, head options
+    (checked against the encoder by the recipe validation)."""
+    return dict(
+        head=spec.head, pooling=spec.pooling, transform=spec.transform, max_length=spec.max_length, **spec.head_options
+    )
+
+
 def _build_tri(spec: Any) -> Any:
     from finesim.models.conditional import build_tri_encoder
 
-    return build_tri_encoder(
-        spec.backbone,
-        head=spec.head,
-        pooling=spec.pooling,
-        transform=spec.transform,
-        max_length=spec.max_length,
-        **spec.head_options,
-    )
+    return build_tri_encoder(spec.backbone, **_headed_model_options(spec))
 
 
 def _tri_rows(model: Any, ds: Dataset) -> Dataset:
@@ -97,14 +98,7 @@ def _tri_pairs(model: Any, ds: Dataset) -> Dataset:
 def _build_cross(spec: Any) -> Any:
     from finesim.models.conditional import build_cross_encoder
 
-    return build_cross_encoder(
-        spec.backbone,
-        head=spec.head,
-        pooling=spec.pooling,
-        transform=spec.transform,
-        max_length=spec.max_length,
-        **spec.head_options,
-    )
+    return build_cross_encoder(spec.backbone, **_headed_model_options(spec))
 
 
 def _cross_rows(model: Any, ds: Dataset) -> Dataset:
