@@ -128,6 +128,8 @@ def test_recipe_model_keys_checked_before_building(tmp_path: Path, capsys: pytes
 
     with pytest.raises(RecipeError, match=r"^recipe: model\.head is required"):
         check_recipe(Recipe(model=ModelSpec(encoder="tri")))
+    with pytest.raises(RecipeError, match=r"my\.yaml: model\.head 'hadamart' is not a tri-encoder head"):
+        recipe_from_dict({"model": {"encoder": "tri", "head": "hadamart"}}, source="my.yaml")
     with pytest.raises(RecipeError, match=r"my\.yaml: model\.head 'concat' does not apply to encoder 'bi'"):
         recipe_from_dict({"model": {"encoder": "bi", "head": "concat"}}, source="my.yaml")
     # cross-encoder heads: linear (the reference's, default) takes pooling/transform; sequence-classification not

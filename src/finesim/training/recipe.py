@@ -213,6 +213,13 @@ def _check_model(m: ModelSpec, source: str) -> None:
             f"{source}: model.head is required for encoder 'tri' (hadamard, concat or hypernet); without a "
             "head the condition would be ignored (the C-STS reference code's silent default)"
         )
+    if m.encoder == "tri":
+        from finesim.models.heads import HEAD_KINDS
+
+        if m.head not in HEAD_KINDS:
+            raise RecipeError(
+                f"{source}: model.head {m.head!r} is not a tri-encoder head; choose one of {list(HEAD_KINDS)}"
+            )
     if m.encoder == "bi" and m.head:
         raise RecipeError(f"{source}: model.head {m.head!r} does not apply to encoder 'bi'; remove it")
     if m.encoder == "cross":
