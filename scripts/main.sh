@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run the main job: train a C-STS bi-encoder (all-MiniLM-L6-v2, MSE on (y-1)/4, 3 epochs)
-# on the re-annotated C-STS train set with recipes/csts/minilm-bi-mse.yaml, then evaluate the trained model on
+# Set up (idempotent) and run the main job: train a C-STS bi-encoder (all-MiniLM-L6-v2, MSE on (y-1)/4, lr 1e-4, 3 epochs)
+# on the re-annotated C-STS train set with recipes/csts/minilm-bi-mse-tuned.yaml, then evaluate the trained model on
 # C-STS validation (conditional + unconditional, over-estimation count).
-# Outputs: $FINESIM_MAIN_OUT (default runs/minilm-bi-mse): model/, config.json, metrics.json, evaluate.json.
+# Outputs: $FINESIM_MAIN_OUT (default runs/minilm-bi-mse-tuned): model/, config.json, metrics.json, evaluate.json.
 # Extra arguments go to `finesim train` (e.g. --set train.epochs=1, --no-resume); a rerun resumes.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-out="${FINESIM_MAIN_OUT:-runs/minilm-bi-mse}"
-finesim train recipes/csts/minilm-bi-mse.yaml --output "$out" "$@"
+out="${FINESIM_MAIN_OUT:-runs/minilm-bi-mse-tuned}"
+finesim train recipes/csts/minilm-bi-mse-tuned.yaml --output "$out" "$@"
 finesim evaluate --model "$out/model" --tasks csts --output "$out/evaluate.json"
