@@ -1,4 +1,5 @@
-"""C-STS training under ``torchrun --nproc_per_node 2`` on CPU (gloo DDP) with a tiny random model.
+"""C-STS training under ``torchrun --nproc_per_node 2`` (and once under ``accelerate launch``) on CPU (gloo DDP)
+with a tiny random model.
 
 Each run goes through the ``finesim train`` command. A small launcher script (written by the test) adds one
 trainer callback that records, on every process after every optimizer step, a checksum of the model's parameters,
@@ -69,27 +70,32 @@ EPOCHS = 3
 
 @pytest.mark.slow  # two processes each import torch and build a model: about 20-40 s per run
 @pytest.mark.parametrize(
-    ("model", "objective"),
+    ("model", "objective", "launcher"),
     [
-        ({"encoder": "tri", "head": "concat"}, "quad-mse"),
+        ({"encoder": "tri", "head": "concat"}, "quad-mse", "torchrun"),
         # CCL: the runner adds a projection head; BCL gathers its negatives from both processes
-        ({"encoder": "bi"}, "ccl"),
-        ({"encoder": "cross", "transform": True}, "mse"),  # CrossEncoderTrainer
+        ({"encoder": "bi"}, "ccl", "torchrun"),
+        ({"encoder": "cross", "transform": True}, "mse", "torchrun"),  # CrossEncoderTrainer
+        ({"encoder": "tri", "head": "hadamard"}, "mse", "accelerate"),  # the other launcher the docs name
     ],
-    ids=["tri-concat-quad-mse", "bi-ccl", "cross-mse"],
+    ids=["tri-concat-quad-mse", "bi-ccl", "cross-mse", "accelerate-tri-hadamard-mse"],
 )
-def test_torchrun_two_cpu_processes(model: dict, objective: str, tiny_bert_dir: Path, tmp_path: Path) -> None:
+def test_two_cpu_processes(model: dict, objective: str, launcher: str, tiny_bert_dir: Path, tmp_path: Path) -> None:
     root = write_synthetic_csts(tmp_path / "data", train_pairs=64)
     spec = tiny_recipe(tiny_bert_dir, root, model=model, objective={"name": objective})
     spec["train"].update(epochs=EPOCHS, learning_rate=5e-3, save_total_limit=1, logging_steps=2)
     recipe = tmp_path / "recipe.json"
     recipe.write_text(json.dumps(spec), encoding="utf-8")
-    launcher = tmp_path / "launch.py"
-    launcher.write_text(LAUNCHER, encoding="utf-8")
+    script = tmp_path / "launch.py"
+    script.write_text(LAUNCHER, encoding="utf-8")
     out, checksums = tmp_path / "out", tmp_path / "checksums"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    cmd += [str(launcher), str(recipe), str(out), str(checksums)]
+    if launcher == "torchrun":
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    else:  # accelerate launch: --multi_gpu starts N processes (its --cpu runs one); the runner picks gloo on CPU
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+        cmd += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    cmd += [str(script), str(recipe), str(out), str(checksums)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     metrics = json.loads((out / "metrics.json").read_text())
