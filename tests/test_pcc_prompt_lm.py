@@ -104,6 +104,16 @@ def test_long_sentences_keep_the_whole_template(tiny_causal_lm_dir: Path, templa
     assert ids[0].tolist() != ids[1].tolist()
     full = [TEMPLATES[template].format(sentence=x) for x in LONG]
     assert min(len(x) for x in tok(full, add_special_tokens=False)["input_ids"]) > 40  # untruncated: too long
+    # a per-call limit (the trainer's max_length, or processing_kwargs) is fitted the same way
+    for call in ({"max_length": 36}, {"processing_kwargs": {"text": {"max_length": 36}}}):
+        ids = model.preprocess(LONG, **call)["input_ids"]
+        assert ids.shape[1] <= 36
+        assert all([t for t in row if t != tok.pad_token_id][-len(end) :] == end for row in ids.tolist())
+
+
+def test_template_with_other_braces(tiny_causal_lm_dir: Path) -> None:
+    model = build_prompt_lm(str(tiny_causal_lm_dir), max_length=64, template='Text {x}: "{sentence}" {means}')
+    assert model[0].prompts(["hi"]) == [model[0].tokenizer.bos_token + 'Text {x}: "hi" {means}']
 
 
 def test_fit_prompts_limits(tiny_causal_lm_dir: Path) -> None:
@@ -211,3 +221,34 @@ def test_save_and_load_round_trip(prompt_model, tmp_path: Path) -> None:
     assert torch.allclose(loaded.encode(S1[:2], convert_to_tensor=True), before, atol=1e-5)
     with pytest.raises(FileNotFoundError, match=r"PromptLMEncoder\.save"):
         PromptLMEncoder.load(tmp_path)
+
+
+def test_reload_keeps_saved_options_and_trains_the_adapter(
+    tiny_causal_lm_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Stage 2 reloads the stage-1 folder: options left unset keep the saved ones; the adapter stays trainable,
+    also after the k-bit preparation (which freezes every weight; faked here, 4-bit needs CUDA)."""
+    import peft
+
+    import finesim.models.prompt_lm as prompt_lm
+
+    model = build_prompt_lm(str(tiny_causal_lm_dir), max_length=48, template="eol", sentence_max_tokens=16)
+    add_lora(model, r=4, alpha=8, dropout=0.0)
+    model.save(str(tmp_path / "stage1"))
+
+    kept = build_prompt_lm(str(tmp_path / "stage1"))
+    assert (kept[0].template, kept[0].sentence_max_tokens, kept[0].max_seq_length) == ("eol", 16, 48)
+    replaced = build_prompt_lm(str(tmp_path / "stage1"), template="sum", max_length=40)
+    assert (replaced[0].template, replaced[0].max_seq_length) == ("sum", 40)
+
+    def freeze_all(module):
+        for p in module.parameters():
+            p.requires_grad = False
+        return module
+
+    monkeypatch.setattr(prompt_lm, "_quantization_kwargs", lambda quantize: {})
+    monkeypatch.setattr(peft, "prepare_model_for_kbit_training", freeze_all)
+    quantized = build_prompt_lm(str(tmp_path / "stage1"), quantize="4bit")
+    trainable = {n for n, p in quantized.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n for n in trainable)
+    assert len(trainable) == sum("lora_" in n for n, _ in quantized.named_parameters())

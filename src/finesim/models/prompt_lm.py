@@ -39,6 +39,8 @@ from typing import Any, ClassVar
 
 from sentence_transformers.base.modules.transformer import Transformer
 
+from finesim.results import write_json_atomic
+
 TEMPLATES: dict[str, str] = {
     "eol": 'This sentence : "{sentence}" means in one word:"',
     "sth": 'This sentence : "{sentence}" means something',
@@ -109,7 +111,7 @@ def fit_prompts(
         s = sentences[i]
         if limits[i] < len(ids[i]):
             s = tokenizer.decode(ids[i][: limits[i]], skip_special_tokens=True)
-        return bos + text.format(sentence=s)
+        return bos + text.replace("{sentence}", s)  # not str.format: other braces in a template stay as they are
 
     prompts = [render(i) for i in range(len(sentences))]
     if max_length is None:
@@ -140,6 +142,7 @@ class PromptTransformer(Transformer):
     """
 
     config_keys: ClassVar[list[str]] = [*Transformer.config_keys, "template", "add_bos", "sentence_max_tokens"]
+    accepts_text_pairs: ClassVar[bool] = False  # one {sentence} slot: C-STS tasks are skipped by the harness
 
     def __init__(
         self,
@@ -189,7 +192,11 @@ class PromptTransformer(Transformer):
             raise ValueError(
                 "a prompt-based encoder applies its own template; do not pass a sentence-transformers prompt"
             )
-        texts = self.prompts(list(inputs), max_length=kwargs.get("max_length"))
+        # the limit the tokenizer will apply: per-call processing_kwargs win over a caller's max_length (as in
+        # sentence-transformers), else the module's max_seq_length
+        text_kwargs = (processing_kwargs or {}).get("text") or {}
+        limit = text_kwargs.get("max_length") or kwargs.get("max_length")
+        texts = self.prompts(list(inputs), max_length=limit)
         return super().preprocess(texts, processing_kwargs=processing_kwargs, **kwargs)
 
 
@@ -255,26 +262,28 @@ def has_lora(model: Any) -> bool:
 def build_prompt_lm(
     model_name_or_path: str,
     *,
-    max_length: int | None = 128,
+    max_length: int | None = None,
     quantize: str | None = None,
     device: str | None = None,
-    template: str = "sth",
-    add_bos: bool = True,
+    template: str | None = None,
+    add_bos: bool | None = None,
     sentence_max_tokens: int | None = None,
 ) -> Any:
     """A ``SentenceTransformer`` for a decoder LM: :class:`PromptTransformer` + last-token pooling.
 
     ``model_name_or_path`` may also be a folder saved from such a model (e.g. the stage-1 output); it is reloaded
-    with its LoRA adapter, which stays trainable, and the template options given here replace the saved ones.
+    with its LoRA adapter, which stays trainable. On reload, an option left at None keeps the saved value and an
+    option given replaces it.
 
     Args:
         model_name_or_path: a causal LM checkpoint (folder or Hub id) or a saved prompt-based model.
-        max_length: token limit of the templated input (the sentence is shortened to fit); None keeps the
-            tokenizer's limit (or the saved model's).
+        max_length: token limit of the templated input (the sentence is shortened to fit); None keeps the saved
+            model's limit, or for a fresh model the tokenizer's.
         quantize: None or ``"4bit"`` (NF4 with double quantisation, fp32 compute, as the reference; needs CUDA
             and bitsandbytes).
         device: where to put the model.
-        template, add_bos, sentence_max_tokens: see :class:`PromptTransformer`.
+        template, add_bos, sentence_max_tokens: see :class:`PromptTransformer`; None keeps the saved value, or
+            for a fresh model ``"sth"``, True and no sentence limit.
     """
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
@@ -286,18 +295,20 @@ def build_prompt_lm(
     if (Path(path) / "modules.json").is_file():
         model = load_prompt_lm(path, device=device, model_kwargs=model_kwargs or None)
         module = find_prompt_transformer(model)
-        resolve_template(template)
-        module.template, module.add_bos, module.sentence_max_tokens = template, bool(add_bos), sentence_max_tokens
+        if template is not None:
+            resolve_template(template)
+            module.template = template
+        if add_bos is not None:
+            module.add_bos = bool(add_bos)
+        if sentence_max_tokens is not None:
+            module.sentence_max_tokens = sentence_max_tokens
         if max_length is not None:
             module.max_seq_length = max_length
-        if has_lora(model):  # continue training the saved adapter (the reference's is_trainable=True)
-            for name, p in model.named_parameters():
-                p.requires_grad = "lora_" in name
     else:
         transformer = PromptTransformer(
             path,
-            template=template,
-            add_bos=add_bos,
+            template="sth" if template is None else template,
+            add_bos=True if add_bos is None else add_bos,
             sentence_max_tokens=sentence_max_tokens,
             model_kwargs=model_kwargs,
             max_seq_length=max_length,
@@ -308,7 +319,10 @@ def build_prompt_lm(
         from peft import prepare_model_for_kbit_training
 
         module = find_prompt_transformer(model)
-        module.model = prepare_model_for_kbit_training(module.model)
+        module.model = prepare_model_for_kbit_training(module.model)  # freezes every parameter
+    if has_lora(model):  # a reloaded adapter goes on training (the reference's is_trainable=True)
+        for name, p in model.named_parameters():
+            p.requires_grad = "lora_" in name
     return model
 
 
@@ -387,7 +401,7 @@ class PromptLMEncoder:
         """Save the model (with any LoRA adapter and its template) and the prompt configuration."""
         path = Path(path)
         self.model.save(str(path))
-        (path / CONFIG_NAME).write_text(json.dumps(asdict(self.config), indent=2), encoding="utf-8")
+        write_json_atomic(path / CONFIG_NAME, asdict(self.config))
 
     @classmethod
     def load(cls, path: str | Path, *, device: str | None = None) -> PromptLMEncoder:

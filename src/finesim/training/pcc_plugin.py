@@ -19,7 +19,8 @@
   ``add_bos``, ``sentence_max_tokens``, ``quantize`` (null or ``4bit``), ``lora`` (``{r, alpha, dropout,
   target_modules}`` or null for full fine-tuning). ``model.max_length`` limits the templated prompt (the
   sentence is shortened to fit). A ``backbone`` that is a saved prompt-lm model (the stage-1 output) is reloaded
-  with its adapter, which keeps training.
+  with its adapter, which keeps training; the options and ``max_length`` left unset keep its saved values (a
+  fresh model: template ``sth``, ``add_bos`` true).
 """
 
 from __future__ import annotations
@@ -63,6 +64,15 @@ def infonce_training_args(model: Any, loss: Any, options: Mapping[str, Any]) -> 
     return {"batch_sampler": BatchSamplers.NO_DUPLICATES} if options["no_duplicates"] else {}
 
 
+def check_infonce(options: Mapping[str, Any], train: Any) -> None:
+    """``no_duplicates`` brings its own batch sampler, which length grouping would replace."""
+    if options["no_duplicates"] and getattr(train, "group_by_length", False):
+        raise ValueError(
+            "train.group_by_length and objective option no_duplicates exclude each other (both choose the "
+            "batches); set one of them to false"
+        )
+
+
 for _name in ("infonce", "mnrl"):
     register_objective(
         Objective(
@@ -74,6 +84,7 @@ for _name in ("infonce", "mnrl"):
             description="InfoNCE with hard negatives on (anchor, positive, negative) triplets (sentence-"
             "transformers MultipleNegativesRankingLoss, scale 1/temperature); Pcc-tuning stage 1",
             training_args=infonce_training_args,
+            check=check_infonce,
         ),
         replace=True,
     )
@@ -128,8 +139,8 @@ def build_prompt_lm_encoder(spec: Any) -> Any:
         spec.backbone,
         max_length=spec.max_length,
         quantize=opts["quantize"],
-        template=str(opts["template"]),
-        add_bos=bool(opts["add_bos"]),
+        template=None if opts["template"] is None else str(opts["template"]),
+        add_bos=None if opts["add_bos"] is None else bool(opts["add_bos"]),
         sentence_max_tokens=opts["sentence_max_tokens"],
     )
     if lora is not None and not has_lora(model):  # a reloaded stage-1 model keeps (and trains) its adapter
@@ -152,9 +163,10 @@ register_encoder(
         None,
         trainer="sentence",
         saved_as="bi",
+        conditions=False,
         defaults={
-            "template": "sth",
-            "add_bos": True,
+            "template": None,  # None: a reloaded model keeps its saved value; a fresh one gets "sth" / True
+            "add_bos": None,
             "sentence_max_tokens": None,
             "quantize": None,
             "lora": dict(LORA_DEFAULTS),
