@@ -86,11 +86,25 @@ def test_simcse_nli_csv_format(tmp_path: Path) -> None:
     assert report["triplets"] == 1
     bad = tmp_path / "bad.csv"
     bad.write_text("sent0,sent1,hard_neg\na,b,c\nd,e,\n", encoding="utf-8")
-    with pytest.raises(DataFormatError, match=r"row 2, column 'hard_neg': text is empty"):
+    with pytest.raises(DataFormatError, match=r"row 2 \(line 3\), column 'hard_neg': text is empty"):
         load(bad)
     (tmp_path / "nohead.csv").write_text("a,b\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match="missing column"):
         load(tmp_path / "nohead.csv")
+    # a blank line is counted, not a row: the next record is row 2, on line 4
+    short = tmp_path / "short.csv"
+    short.write_text("sent0,sent1,hard_neg\na,b,c\n\nd,e\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"row 2.*has 2 fields, the header has 3") as info:
+        load(short)
+    assert info.value.line == 4
+    blank = tmp_path / "blank.csv"
+    blank.write_text("sent0,sent1,hard_neg\na,b,c\n\nd,e,f\n", encoding="utf-8")
+    ds, report = load(blank)
+    assert len(ds) == report["triplets"] == 2 and report["skipped"] == {"blank lines": 1}
+    stray = tmp_path / "stray.csv"
+    stray.write_text('sent0,sent1,hard_neg\na,b,c\n"d,e,f\ng,h,i\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match="opened on line 3 is never closed"):
+        load(stray)
 
 
 def test_sts_unfiltered_is_the_pcc_papers_10249_pairs(shared_data: Path) -> None:
@@ -133,6 +147,10 @@ def test_no_duplicates_reaches_the_trainer_and_excludes_length_grouping(tiny_ber
     spec["train"]["group_by_length"] = True
     with pytest.raises(RecipeError, match="exclude each other"):
         training_arguments(recipe_from_dict(spec), tmp_path, has_eval=False, cross=False, extra=extra)
+    with pytest.raises(ValueError, match="group_by_length and objective option no_duplicates"):
+        check_recipe(recipe_from_dict(spec))  # caught by the recipe checks, before any model is built
+    spec["objective"]["options"]["no_duplicates"] = False
+    check_recipe(recipe_from_dict(spec))
 
 
 def test_triplets_need_unscaled_labels_and_triplet_columns(tiny_bert_dir: Path, tmp_path: Path) -> None:
@@ -208,3 +226,33 @@ def test_pcc_recipes_validate() -> None:
     for p in paths:
         check_recipe(load_recipe(p))
         assert main(["train", str(p), "--dry-run"]) == 0
+
+
+def test_prompt_lm_takes_no_conditions(tiny_causal_lm_dir: Path, tmp_path: Path) -> None:
+    """A prompt template has one sentence slot: C-STS tasks are skipped with a reason (STS tasks are scored),
+    and a C-STS validation file in a prompt-lm recipe is a clear error, not a crash at the first evaluation."""
+    from finesim.evaluation.harness import unsupported_reason
+    from finesim.evaluation.tasks import default_registry
+    from finesim.models.conditional import ConditionalScorer
+    from finesim.models.prompt_lm import build_prompt_lm
+    from finesim.training.recipe import RecipeError
+
+    tasks = default_registry().tasks
+    model = build_prompt_lm(str(tiny_causal_lm_dir), max_length=64)
+    for scorer in (model, ConditionalScorer(model, encoder="bi")):
+        assert "embeds single sentences" in unsupported_reason(tasks["CSTS-validation"], scorer)
+        assert unsupported_reason(tasks["CSTS-validation-unconditional"], scorer) is None
+        assert unsupported_reason(tasks["STSBenchmark"], scorer) is None
+
+    csts = tmp_path / "val.csv"
+    csts.write_text(
+        "sentence1,sentence2,condition,label\n"
+        + "".join(f"a man plays {i},a man sings {i},the action,{1 + i % 5}\n" for i in range(6)),
+        encoding="utf-8",
+    )
+    spec = _stage2(tiny_causal_lm_dir, write_tiny_stsb(tmp_path / "sts-train.csv"), encoder="prompt-lm")
+    spec["data"].update(validation=str(csts), validation_format="csts")
+    from finesim.training.runner import train
+
+    with pytest.raises(RecipeError, match=r"embeds single sentences.*val\.csv"):
+        train(recipe_from_dict(spec), output_dir=tmp_path / "out")

@@ -91,9 +91,16 @@ def test_head_lr_gives_the_head_its_own_param_groups(tiny_bert_dir: Path, tmp_pa
     assert by["head.weight"] == {"what": "head.weight", "lr": 0.05, "wd": 0.01}
     assert by["head.bias"] == {"what": "head.bias", "lr": 0.05, "wd": 0.0}
     assert by["encoder.weight"]["lr"] == pytest.approx(1e-3)
+    from finesim.training.runner import check_recipe
+
+    spec["objective"]["options"]["head_lr"] = 0
     with pytest.raises(ValueError, match="head_lr must be > 0"):
-        spec["objective"]["options"]["head_lr"] = 0
+        check_recipe(recipe_from_dict(spec))  # before any model is built
+    with pytest.raises(ValueError, match="head_lr must be > 0"):
         train(recipe_from_dict(spec), output_dir=tmp_path / "run2")
+    spec["objective"]["options"]["head_lr"] = "fast"
+    with pytest.raises(ValueError, match="head_lr must be a number > 0 or null, got 'fast'"):
+        check_recipe(recipe_from_dict(spec))
 
 
 def test_unknown_option_is_an_error(tiny_bert_dir: Path, tmp_path: Path) -> None:

@@ -170,7 +170,20 @@ def unsupported_reason(task: Task, model: Any) -> str | None:
     """
     if getattr(model, "requires_condition", False) and not task_gives_conditions(task):
         return f"{type(model).__name__} scores sentence pairs under a condition and {task.name} has none"
+    if task_gives_conditions(task) and not _embeds_text_pairs(model):
+        return f"the model embeds single sentences (no (sentence, condition) pairs) and {task.name} gives conditions"
     return None
+
+
+def _embeds_text_pairs(model: Any) -> bool:
+    """False when the model's first module declares ``accepts_text_pairs = False`` (a prompt-based decoder LM:
+    its template has one sentence slot); scorers that wrap a model (``.model``) are looked through."""
+    inner = getattr(model, "model", model)
+    try:
+        first = inner[0]
+    except (TypeError, IndexError, KeyError):
+        return True
+    return bool(getattr(first, "accepts_text_pairs", True))
 
 
 def evaluate_task(

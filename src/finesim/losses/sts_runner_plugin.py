@@ -60,6 +60,19 @@ def _builder(name: str):
     return build
 
 
+def check_head_lr(options: Mapping[str, Any], train: Any) -> None:
+    """``head_lr`` is null or a positive number (checked before the model is built)."""
+    head_lr = options.get("head_lr")
+    if head_lr is None:
+        return
+    try:
+        value = float(head_lr)
+    except (TypeError, ValueError):
+        raise ValueError(f"objective option head_lr must be a number > 0 or null, got {head_lr!r}") from None
+    if not value > 0:
+        raise ValueError(f"objective option head_lr must be > 0, got {head_lr!r}")
+
+
 def head_training_args(model: Any, loss: Any, options: Mapping[str, Any]) -> dict[str, Any]:
     """``learning_rate_mapping`` giving the regression head's parameters ``options["head_lr"]`` (none when
     null). The pattern lists the head's exact parameter names as the trainer sees them (through the loss)."""
@@ -68,9 +81,8 @@ def head_training_args(model: Any, loss: Any, options: Mapping[str, Any]) -> dic
     head_lr = options.get("head_lr")
     if head_lr is None:
         return {}
+    check_head_lr(options, None)
     head_lr = float(head_lr)
-    if head_lr <= 0:
-        raise ValueError(f"head_lr must be > 0, got {head_lr}")
     from finesim.models.regression_head import get_regression_head
 
     head_params = {id(p) for p in get_regression_head(model).parameters()}
@@ -95,6 +107,7 @@ for _name in RUNNER_OBJECTIVES:
             defaults=_defaults,
             description=_obj.description,
             training_args=head_training_args if _head else None,
+            check=check_head_lr if _head else None,
         ),
         replace=True,
     )

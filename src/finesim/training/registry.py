@@ -73,12 +73,14 @@ class Objective:
         build: ``build(model, options) -> nn.Module`` returning a sentence-transformers style loss
             (``forward(features, labels)`` returning a tensor or a dict of named tensors, which the trainer
         sums and logs separately). encoders: encoder types the objective supports.
-        layout: ``rows`` or ``pairs`` (see the module docstring).
+        layout: ``rows``, ``pairs`` or ``triplets`` (see the module docstring).
         defaults: default options; a recipe option not listed here is an error.
         description: one line for ``finesim train --list``.
         training_args: optional ``training_args(model, loss, options) -> dict`` of extra
             sentence-transformers training arguments (called after ``build``), e.g. ``batch_sampler`` or
             ``learning_rate_mapping``; None adds nothing.
+        check: optional ``check(options, train_spec)`` raising ``ValueError`` on options that cannot work with
+            the recipe's ``train`` section; run by the recipe checks, before any model is built.
     """
 
     name: str
@@ -88,6 +90,7 @@ class Objective:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     training_args: Callable[[Any, Any, Mapping[str, Any]], dict[str, Any]] | None = None
+    check: Callable[[Mapping[str, Any], Any], None] | None = None
 
     def resolve_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
         """Defaults updated with ``options``; unknown option names are errors."""
@@ -108,6 +111,8 @@ class EncoderType:
             when it differs from ``name`` (a decoder-LM ``prompt-lm`` model is scored like a ``bi`` encoder);
             None: ``name``.
         defaults: default ``model.options`` of this encoder type; an option not listed here is an error.
+        conditions: whether the model takes a condition with each pair; False (a prompt-based decoder LM):
+            training or validation data with a ``condition`` column is an error.
     """
 
     name: str
@@ -117,6 +122,7 @@ class EncoderType:
     trainer: str = "sentence"
     saved_as: str | None = None
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    conditions: bool = True
 
     def resolve_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
         """Defaults updated with the recipe's ``model.options``; unknown option names are errors."""

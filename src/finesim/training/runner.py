@@ -130,6 +130,11 @@ def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) ->
         val_loader = get_data_format(d.validation_format) if d.validation_format else loader
         val_raw, val_report = val_loader(val_path)
         val_raw = scale_labels(_limit(val_raw, d.max_validation_rows), recipe, what=str(val_path))
+        if not encoder.conditions and "condition" in val_raw.column_names:
+            raise RecipeError(
+                f"encoder {encoder.name!r} embeds single sentences, but the validation data {val_path} "
+                f"(format {d.validation_format or d.format!r}) gives a condition per pair; use an STS validation file"
+            )
         info.update(validation_path=str(val_path), validation_report=val_report, validation_rows=len(val_raw))
         evaluator = ConditionalSimilarityEvaluator(
             val_raw["sentence1"],
@@ -176,7 +181,9 @@ def check_recipe(recipe: Recipe) -> None:
             f"objective {objective.name!r} does not support encoder {encoder.name!r} (supported: "
             f"{list(objective.encoders)})"
         )
-    objective.resolve_options(recipe.objective.options)
+    options = objective.resolve_options(recipe.objective.options)
+    if objective.check is not None:
+        objective.check(options, recipe.train)
     if objective.layout == "triplets" and recipe.labels.scale != "none":
         raise RecipeError(f"objective {objective.name!r} trains on unlabelled triplets: set labels.scale: none")
     if objective.layout == "pairs" and recipe.train.batch_size % 2:
