@@ -142,3 +142,16 @@ def test_real_csts_counts(shared_data: Path) -> None:
     assert len(validation) == 1824 and report.skipped == {"unlabeled (-1) rows": 160}
     _, pairing = pair_conditions(train)
     assert pairing.pairs == 5671 and not pairing.bad_groups
+
+
+def test_unclosed_quote_with_bare_cr_line_ends_and_a_huge_field(tmp_path: Path) -> None:
+    # old Mac line ends: the reader counts a bare \r as a line end, so must the quote scan
+    path = tmp_path / "cr.csv"
+    path.write_bytes((HEADER + 'a,b,c,1\n"x,y,z,2\n').replace("\n", "\r").encode())
+    with pytest.raises(DataFormatError, match="opened on line 3 is never closed") as info:
+        read_csts(path)
+    assert (info.value.row, info.value.line) == (2, 3)
+    # a stray quote early in a large file reads past the csv module's field size limit: same clear error
+    big = write(tmp_path, 'a,b,c,1\n"x,y,z,2\n' + "".join(f"s{i},t{i},c,3\n" for i in range(20_000)))
+    with pytest.raises(DataFormatError, match="opened on line 3 is never closed"):
+        read_csts(big)

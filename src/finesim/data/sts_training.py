@@ -19,8 +19,6 @@ sentence-transformers trainer), plus a small report dict.
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
@@ -30,7 +28,8 @@ from typing import Any
 from datasets import Dataset, concatenate_datasets
 
 from finesim.data._io import read_text, require_text
-from finesim.data.errors import DataFormatError
+from finesim.data.csv_records import csv_records
+from finesim.data.errors import LoadReport
 from finesim.data.labels import sick_to_sts
 from finesim.data.nli import read_snli
 from finesim.data.overlap import filter_overlap
@@ -140,17 +139,17 @@ SIMCSE_NLI_COLUMNS = {"sent0": "anchor", "sent1": "positive", "hard_neg": "negat
 def read_simcse_nli(path: str | Path) -> tuple[Dataset, dict[str, Any]]:
     """SimCSE's NLI triplet CSV (columns ``sent0, sent1, hard_neg``) as ``anchor, positive, negative``.
 
-    Every row is kept; an empty field is a :class:`DataFormatError` naming the file, row and column.
+    Every row is kept (blank lines are counted in the report); an empty field, a record with another number of
+    fields than the header or a quote that never closes is a :class:`DataFormatError` naming the file, row,
+    line and column.
     """
     text = read_text(path, what="SimCSE NLI triplet file")
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    missing = [c for c in SIMCSE_NLI_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise DataFormatError(f"missing column(s) {missing}; the header has {reader.fieldnames}", path=path, line=1)
+    skipped = LoadReport(path=str(path))
+    index, records = csv_records(Path(path), text, list(SIMCSE_NLI_COLUMNS), report=skipped)
     out: dict[str, list[str]] = {name: [] for name in SIMCSE_NLI_COLUMNS.values()}
-    for row, record in enumerate(reader, start=1):
+    for row, line, fields in records:
         for column, name in SIMCSE_NLI_COLUMNS.items():
-            out[name].append(require_text(record.get(column), path=path, row=row, column=column))
-    report = {"triplets": len(out["anchor"]), "file": str(path)}
+            out[name].append(require_text(fields[index[column]], path=path, row=row, column=column, line=line))
+    report = {"triplets": len(out["anchor"]), "file": str(path), "skipped": dict(skipped.skipped)}
     logger.info("SimCSE NLI triplets: %s", report)
     return Dataset.from_dict(out), report

@@ -1,0 +1,125 @@
+"""Reading CSV records with errors that name the file, row, line and column.
+
+Python's ``csv`` module, in its default dialect, reads a field that opens a quote and never closes it as the rest
+of the file (silently, or with a bare "field larger than field limit"); :func:`unclosed_quote` finds such a
+quote first so the error can say where it opened. :func:`csv_records` reads a header and yields the records with
+their 1-based record number and first line, skipping (and counting) blank lines.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from finesim.data._io import header_index
+from finesim.data.errors import DataFormatError, LoadReport
+
+
+def unclosed_quote(text: str) -> tuple[int, int] | None:
+    """Where a quoted field opens that is never closed, as ``(line, field index)``; None if every quote closes.
+
+    Follows the rules of Python's default (non-strict) CSV dialect: a ``"`` at the start of a field opens a quoted
+    field, ``""`` inside it is a literal quote, and any other ``"`` inside it closes it. Python's reader does not
+    complain about an unclosed quote: it silently reads the rest of the file into one field.
+    """
+    quoted = after_quote = False
+    field_start, field, line = True, 0, 1
+    opened: tuple[int, int] = (0, 0)
+    previous = ""
+    for ch in text:
+        # lines end at \n, \r\n or a bare \r, as the reader counts them (``line_num``)
+        new_line = ch == "\r" or (ch == "\n" and previous != "\r")
+        previous = ch
+        if quoted:
+            if after_quote:
+                after_quote = False
+                if ch == '"':  # a doubled quote: literal, the field stays quoted
+                    continue
+                quoted = False  # the previous quote closed the field; ``ch`` is read outside quotes below
+            else:
+                after_quote = ch == '"'
+                line += new_line
+                continue
+        if ch == '"' and field_start:
+            quoted, field_start, opened = True, False, (line, field)
+        elif ch == ",":
+            field_start, field = True, field + 1
+        elif ch in "\r\n":
+            field_start, field = True, 0
+            line += new_line
+        else:
+            field_start = False
+    return opened if quoted and not after_quote else None
+
+
+def unclosed_quote_error(
+    path: Path, opened: tuple[int, int], record: tuple[int, int] | None, header: list[str]
+) -> DataFormatError:
+    """The error for a quoted field that never closes (``record``: the (row, line) being read, None: the header)."""
+    quote_line, field = opened
+    row, line = record if record is not None else (None, 1)
+    return DataFormatError(
+        f'a quoted field opened on line {quote_line} is never closed: no closing " before the end of the file '
+        "(a stray quote? double it inside a quoted field, or quote the whole field)",
+        path=path,
+        row=row,
+        line=line,
+        column=header[field] if record is not None and field < len(header) else None,
+    )
+
+
+def csv_records(
+    path: Path, text: str, required: Sequence[str], *, report: LoadReport | None = None
+) -> tuple[dict[str, int], Iterator[tuple[int, int, list[str]]]]:
+    """Read the header of CSV ``text`` now and its records lazily.
+
+    Returns:
+        The position of each ``required`` column in the header, and an iterator of ``(row, line, fields)``:
+        ``row`` the 1-based record number (blank lines not counted), ``line`` the file line it starts on.
+
+    Raises:
+        DataFormatError: an empty file, a missing or repeated column, a quote that never closes, malformed CSV,
+            or a record with another number of fields than the header (while iterating, for the records).
+    """
+    reader = csv.reader(io.StringIO(text, newline=""))
+    open_quote = unclosed_quote(text)
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise DataFormatError("file is empty (expected a header row)", path=path) from None
+    except csv.Error as err:  # e.g. a field over the csv module's size limit after a stray quote
+        if open_quote is not None:
+            raise unclosed_quote_error(path, open_quote, None, []) from None
+        raise DataFormatError(f"malformed CSV header: {err}", path=path, line=1) from None
+    if open_quote is not None and reader.line_num >= open_quote[0]:
+        raise unclosed_quote_error(path, open_quote, None, header)
+    index = header_index(path, header, required)
+
+    def records() -> Iterator[tuple[int, int, list[str]]]:
+        row = 0
+        while True:
+            line = reader.line_num + 1
+            try:
+                fields = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as err:
+                if open_quote is not None:  # the stray quote read the rest of the file into one field
+                    raise unclosed_quote_error(path, open_quote, (row + 1, line), header) from None
+                raise DataFormatError(f"malformed CSV: {err}", path=path, row=row + 1, line=line) from None
+            if open_quote is not None and reader.line_num >= open_quote[0]:
+                raise unclosed_quote_error(path, open_quote, (row + 1, line), header)
+            if not fields or all(not f.strip() for f in fields):
+                if report is not None:
+                    report.skip("blank lines")
+                continue
+            row += 1
+            if len(fields) != len(header):
+                raise DataFormatError(
+                    f"has {len(fields)} fields, the header has {len(header)}", path=path, row=row, line=line
+                )
+            yield row, line, fields
+
+    return index, records()
