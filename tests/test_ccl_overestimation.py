@@ -55,6 +55,8 @@ def test_prediction_range_and_errors() -> None:
     ds = csts_rows()
     preds = np.array([4.0, 3.0, 5.0, 1.0, 3.0, 3.0, 4.0, 2.0])  # a regressor on the raw 1-5 scale, exact
     assert count_overestimation(ds, preds, prediction_range=(1.0, 5.0))["overestimated"] == 0
+    with pytest.raises(ValueError, match="must be finite"):
+        count_overestimation(ds, preds, prediction_range=(0.0, float("inf")))
     with pytest.raises(ValueError, match="7 predictions for 8"):
         count_overestimation(ds, preds[:7])
     with pytest.raises(ValueError, match="not finite"):

@@ -256,11 +256,12 @@ def test_prediction_range_option_is_parsed_and_checked(capsys) -> None:
     from finesim.cli.evaluate import parse_range
 
     assert parse_range("1,5") == (1.0, 5.0) and parse_range(" -1 , 1 ") == (-1.0, 1.0)
-    for bad in ("5,1", "1", "a,b"):
+    for bad in ("5,1", "1", "a,b", "0,inf", "nan,1"):
         with pytest.raises(SystemExit) as exit_info:
             main(["evaluate", "--list", "--prediction-range", bad])
         assert exit_info.value.code == 2
-    assert "LOW must be below HIGH" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "LOW must be below HIGH" in err and "must be finite numbers, got '0,inf'" in err
 
 
 class RawScaleScorer:

@@ -75,7 +75,14 @@ def environment_record() -> dict[str, Any]:
 
 
 def _umask() -> int:
-    """The process umask (read by setting it and putting it back)."""
+    """The process umask: from ``/proc/self/status`` where Linux gives it (read-only, so no other thread sees the
+    mask change), else read by setting it and putting it back."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -91,8 +98,9 @@ def write_json_atomic(path: str | Path, payload: Any) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:  # owns (and closes) fd from here on
+            if hasattr(os, "fchmod"):  # not on Windows before Python 3.13
+                os.fchmod(fh.fileno(), 0o666 & ~_umask())
             json.dump(payload, fh, indent=2, ensure_ascii=False, default=str)
             fh.write("\n")
         os.replace(tmp, target)

@@ -76,6 +76,8 @@ def count_overestimation(
         bad = int(np.flatnonzero(~np.isfinite(preds))[0])
         raise ValueError(f"prediction {bad} is not finite ({preds[bad]})")
     low, high = (float(x) for x in prediction_range)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        raise ValueError(f"prediction range [{low:g}, {high:g}] must be finite")
     if not high > low:
         raise ValueError(f"prediction range [{low:g}, {high:g}] is empty")
     outside = int(((preds < low) | (preds > high)).sum())

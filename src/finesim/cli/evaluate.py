@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 import time
@@ -27,6 +28,8 @@ def parse_range(text: str) -> tuple[float, float]:
         low, high = (float(p) for p in parts)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected LOW,HIGH (two numbers), got {text!r}") from None
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise argparse.ArgumentTypeError(f"LOW and HIGH must be finite numbers, got {text!r}")
     if not high > low:
         raise argparse.ArgumentTypeError(f"LOW must be below HIGH, got {text!r}")
     return low, high

@@ -27,6 +27,7 @@ import torch
 from finesim.evaluation.scoring import EmbeddingScorer
 from finesim.models.heads import ConditionHead, find_condition_head
 from finesim.models.loading import load_sentence_model, resolve_model_path
+from finesim.results import write_json_atomic
 
 ENCODER_TYPES = ("bi", "cross", "tri")
 MARKER_FILE = "finesim_model.json"  # = finesim.models.registry.MODEL_CARD_FILE
@@ -181,7 +182,7 @@ def encoder_type_of(model: Any) -> str:
 def write_marker(folder: str | Path, encoder: str, extra: dict[str, Any] | None = None) -> None:
     """Write ``finesim_model.json`` (the model-registry card: ``model_type`` ``csts-<encoder>`` and ``encoder``)."""
     payload = {"model_type": MODEL_TYPE_PREFIX + _check_encoder(encoder), "encoder": encoder, **(extra or {})}
-    Path(folder, MARKER_FILE).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    write_json_atomic(Path(folder, MARKER_FILE), payload)
 
 
 def save_conditional_model(model: Any, folder: str | Path, *, encoder: str | None = None) -> Path:
