@@ -181,7 +181,7 @@ def _embeds_text_pairs(model: Any) -> bool:
     inner = getattr(model, "model", model)
     try:
         first = inner[0]
-    except (TypeError, IndexError, KeyError):
+    except Exception:  # not an indexable module list (a custom scorer): nothing declared
         return True
     return bool(getattr(first, "accepts_text_pairs", True))
 
