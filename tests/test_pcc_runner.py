@@ -256,3 +256,6 @@ def test_prompt_lm_takes_no_conditions(tiny_causal_lm_dir: Path, tmp_path: Path)
 
     with pytest.raises(RecipeError, match=r"embeds single sentences.*val\.csv"):
         train(recipe_from_dict(spec), output_dir=tmp_path / "out")
+    spec["data"].update(train=str(csts), format="csts", validation=None, validation_format=None)
+    with pytest.raises(RecipeError, match=r"embeds single sentences.*val\.csv \(format 'csts'\)"):
+        train(recipe_from_dict(spec), output_dir=tmp_path / "out2")

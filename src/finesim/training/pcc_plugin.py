@@ -149,9 +149,7 @@ def build_prompt_lm_encoder(spec: Any) -> Any:
 
 
 def prompt_lm_rows(model: Any, ds: Dataset) -> Dataset:
-    """Plain sentence pairs; a prompt-based encoder takes no conditions."""
-    if "condition" in ds.column_names:
-        raise ValueError("encoder 'prompt-lm' embeds single sentences; data with a condition column is not supported")
+    """Plain sentence pairs (data with conditions is refused by the runner: ``conditions=False``)."""
     return ds.select_columns(["sentence1", "sentence2", "label"])
 
 

@@ -84,6 +84,15 @@ def _last_checkpoint(folder: Path) -> str | None:
     return get_last_checkpoint(str(folder)) if folder.is_dir() else None
 
 
+def _check_conditions(encoder: Any, dataset: Dataset, path: Path, data_format: str) -> None:
+    """An encoder without conditions (``EncoderType.conditions``) cannot take data that has them."""
+    if not encoder.conditions and "condition" in dataset.column_names:
+        raise RecipeError(
+            f"encoder {encoder.name!r} embeds single sentences, but the data {path} (format {data_format!r}) "
+            "gives a condition per pair; use STS-style data without conditions"
+        )
+
+
 def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) -> dict[str, Any]:
     """Load, scale and lay out the data for the recipe's encoder and objective."""
     d = recipe.data
@@ -94,6 +103,7 @@ def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) ->
     train_path = resolve_data_path(d.train, root)
     train_raw, train_report = loader(train_path)
     train_raw = scale_labels(_limit(train_raw, d.max_train_rows), recipe, what=str(train_path))
+    _check_conditions(encoder, train_raw, train_path, d.format)
     info: dict[str, Any] = {
         "train_path": str(train_path),
         "train_report": train_report,
@@ -130,11 +140,7 @@ def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) ->
         val_loader = get_data_format(d.validation_format) if d.validation_format else loader
         val_raw, val_report = val_loader(val_path)
         val_raw = scale_labels(_limit(val_raw, d.max_validation_rows), recipe, what=str(val_path))
-        if not encoder.conditions and "condition" in val_raw.column_names:
-            raise RecipeError(
-                f"encoder {encoder.name!r} embeds single sentences, but the validation data {val_path} "
-                f"(format {d.validation_format or d.format!r}) gives a condition per pair; use an STS validation file"
-            )
+        _check_conditions(encoder, val_raw, val_path, d.validation_format or d.format)
         info.update(validation_path=str(val_path), validation_report=val_report, validation_rows=len(val_raw))
         evaluator = ConditionalSimilarityEvaluator(
             val_raw["sentence1"],
