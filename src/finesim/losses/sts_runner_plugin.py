@@ -81,8 +81,7 @@ def head_training_args(model: Any, loss: Any, options: Mapping[str, Any]) -> dic
     head_lr = options.get("head_lr")
     if head_lr is None:
         return {}
-    check_head_lr(options, None)
-    head_lr = float(head_lr)
+    head_lr = float(head_lr)  # validated by check_head_lr when the recipe was checked
     from finesim.models.regression_head import get_regression_head
 
     head_params = {id(p) for p in get_regression_head(model).parameters()}
