@@ -51,7 +51,7 @@ from finesim.case import (
 )
 from finesim.case.data import split_summary
 from finesim.case.isotropy import cosine_to_mean
-from finesim.cli.case import parse_dims
+from finesim.case.options import parse_dims
 from finesim.data import read_csts
 from finesim.evaluation.metrics import spearman
 from finesim.evaluation.scoring import EmbeddingScorer

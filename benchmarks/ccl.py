@@ -82,9 +82,9 @@ def recipe_dict(args: argparse.Namespace, name: str, objective: dict[str, Any], 
 def run(args: argparse.Namespace, name: str, objective: dict[str, Any], out: Path) -> dict[str, Any]:
     from finesim.analysis.overestimation import count_overestimation
     from finesim.data.csts import read_csts
-    from finesim.models.conditional import ConditionalScorer
+    from finesim.evaluation.scoring import ConditionalScorer
     from finesim.paths import data_root
-    from finesim.training.registry import get_objective
+    from finesim.training import get_objective
 
     recipe = recipe_from_dict(recipe_dict(args, name, objective, out), source=f"benchmark:{name}")
     timer = StepTimer()

@@ -130,7 +130,7 @@ def run_baseline(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
 
     from finesim.data.csts import read_csts
-    from finesim.models.loading import resolve_model_path
+    from finesim.models.hub import resolve_model_path
     from finesim.paths import data_root
 
     torch.manual_seed(args.seed)

@@ -67,20 +67,20 @@ def run(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     from datasets import Dataset
 
     from finesim.data.sts_training import nli_classification_pairs, nli_regression_pairs
-    from finesim.losses.sts_objectives import build_sts_loss
     from finesim.models import load_sentence_model
     from finesim.models.regression_head import drop_regression_head
+    from finesim.training.objectives import build_loss
 
     torch.manual_seed(args.seed)
     model = load_sentence_model(args.model, max_length=args.max_length, device="cpu")
-    pairs, _ = (nli_classification_pairs if name == "softmax" else nli_regression_pairs)(root)
+    pairs, _ = (nli_classification_pairs if name == "softmax" else nli_regression_pairs)(root / "nli" / "SNLI")
     if args.limit_train:
         pairs = pairs.shuffle(seed=args.seed).select(range(min(args.limit_train, len(pairs))))
     ds = Dataset.from_dict({"sentence1": pairs["premise"], "sentence2": pairs["hypothesis"], "label": pairs["label"]})
     options: dict[str, Any] = dict(PAPER_OPTIONS.get(name, {}))
     if name != "softmax":
         options.update(clamp=args.clamp, label_range=(0.0, 2.0))
-    loss = build_sts_loss(name, model, options, seed=args.seed)
+    loss = build_loss(name, model, {**options, "seed": args.seed})
     record: dict[str, Any] = {"objective": name, "options": options, "pairs": len(ds)}
     record["train"] = fit(
         model,
@@ -97,14 +97,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     torch.set_num_threads(args.threads)
-    from finesim.losses.sts_objectives import get_sts_objective
     from finesim.models import load_sentence_model
     from finesim.paths import data_root
     from finesim.results import environment_record, write_json_atomic
+    from finesim.training.objectives import get_objective
 
     names = [n.strip() for n in args.objectives.split(",") if n.strip()]
     for n in names:
-        get_sts_objective(n)
+        get_objective(n)
     root = data_root(args.data)
     payload: dict[str, Any] = {
         "benchmark": "nli_regression",

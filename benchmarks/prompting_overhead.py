@@ -24,7 +24,7 @@ import torch
 
 from finesim.cli.main import main as finesim_main
 from finesim.data import read_csts, read_stsb
-from finesim.models.loading import resolve_model_path
+from finesim.models.hub import resolve_model_path
 from finesim.paths import data_root
 from finesim.prompting import DemonstrationSampler, Example, build_prompt, instruction_text
 from finesim.results import environment_record, file_sha256, write_json_atomic

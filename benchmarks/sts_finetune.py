@@ -199,6 +199,15 @@ def evaluate_model(model: Any, args: argparse.Namespace, root: Path) -> dict[str
     }
 
 
+# benchmark names -> objective names ("mse-cosine" is the C-STS "mse" objective: MSE of the cosine against y/5)
+OBJECTIVE_NAMES = {"mse-cosine": "mse"}
+
+
+def objective_name(name: str) -> str:
+    """The objective behind a benchmark name."""
+    return OBJECTIVE_NAMES.get(name, name)
+
+
 def stage_options(name: str, args: argparse.Namespace, stage: int) -> dict[str, Any]:
     """Loss options of a head objective in stage 1 (SNLI, labels 0-2) or stage 2 (STS, labels 0-5)."""
     label_range = (0.0, 2.0) if stage == 1 else (0.0, 5.0)
@@ -215,10 +224,10 @@ def run_objective(
     from datasets import Dataset
 
     from finesim.data.sts_training import nli_regression_pairs
-    from finesim.losses.sts_objectives import build_sts_loss, prepare_labels
-    from finesim.losses.sts_runner_plugin import head_training_args
     from finesim.models import load_sentence_model
     from finesim.models.regression_head import drop_regression_head, freeze_encoder, unfreeze_all
+    from finesim.training.objectives import build_loss, prepare_labels
+    from finesim.training.objectives.sts import head_training_args
 
     torch.manual_seed(seed)
     model = load_sentence_model(args.model, max_length=args.max_length, device="cpu")
@@ -227,9 +236,9 @@ def run_objective(
     extra = None
     if name in HEAD_OBJECTIVES:
         if args.stage1_nli_pairs > 0:
-            nli, _ = nli_regression_pairs(root)
+            nli, _ = nli_regression_pairs(root / "nli" / "SNLI")
             nli = nli.shuffle(seed=seed).select(range(min(args.stage1_nli_pairs, len(nli))))
-            stage1_loss = build_sts_loss(name, model, stage_options(name, args, 1), seed=seed)
+            stage1_loss = build_loss(name, model, {**stage_options(name, args, 1), "seed": seed})
             frozen = freeze_encoder(model)
             logger.info("stage 1: head only (%d encoder parameters frozen) on %d SNLI pairs", frozen, len(nli))
             targs = train_args(args, work / "stage1", lr=args.stage1_lr, epochs=1, seed=seed, select=False)
@@ -243,12 +252,12 @@ def run_objective(
                 "frozen_parameters": frozen,
             }
         options = stage_options(name, args, 2)
-        loss = build_sts_loss(name, model, options, seed=seed)
+        loss = build_loss(name, model, {**options, "seed": seed})
         record["options"] = {**options, "clamp": "lower", "head_lr": args.head_lr}
         extra = head_training_args(model, loss, {"head_lr": args.head_lr})
     else:
-        loss = build_sts_loss(name, model, seed=seed)
-    labels = prepare_labels(name, train_ds["label"], label_range)
+        loss = build_loss(objective_name(name), model)
+    labels = prepare_labels(objective_name(name), train_ds["label"], label_range)
     ds = Dataset.from_dict({"sentence1": train_ds["sentence1"], "sentence2": train_ds["sentence2"], "label": labels})
     select = args.eval_steps > 0
     targs = train_args(args, work / "stage2", lr=args.lr, epochs=args.epochs, seed=seed, select=select, extra=extra)
@@ -281,14 +290,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     torch.set_num_threads(args.threads)
     from finesim.data.sts_training import merged_sts_training_set
-    from finesim.losses.sts_objectives import get_sts_objective
     from finesim.models import load_sentence_model
     from finesim.paths import data_root
     from finesim.results import environment_record, write_json_atomic
+    from finesim.training.objectives import get_objective
 
     names = [n.strip() for n in args.objectives.split(",") if n.strip()]
     for n in names:
-        get_sts_objective(n)
+        get_objective(objective_name(n))
     root = data_root(args.data)
     train_ds, data_report = merged_sts_training_set(root)
     if args.limit_train:  # shuffle first: the merged set is STS-B followed by SICK-R

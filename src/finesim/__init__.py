@@ -1,15 +1,51 @@
 """finesim: fine-grained and conditional semantic textual similarity.
 
-Sub-packages:
+The public API (imported on first use, so ``import finesim`` stays light and never imports torch)::
 
-- :mod:`finesim.data` -- loaders for C-STS, STS12-16, STS-B, SICK and SNLI as ``datasets.Dataset``.
-- :mod:`finesim.evaluation` -- task registry, metrics and the evaluation harness.
-- :mod:`finesim.models` -- model resolution (Hub id, local folder, plain transformers checkpoint).
-- :mod:`finesim.cli` -- the ``finesim`` command.
+    import finesim
+
+    scorer = finesim.ConditionalScorer("runs/minilm-bi-mse-tuned/model")   # or a Hub id, or any finesim folder
+    scorer.similarity("A man plays a guitar.", "A woman plays a violin.", "the instrument")
+
+    recipe = finesim.load_recipe("recipes/csts/minilm-bi-mse-tuned.yaml")
+    result = finesim.train(recipe, output_dir="runs/x")
+    record = finesim.evaluate("runs/x/model", tasks="csts")      # the results record of `finesim evaluate`
+
+Sub-packages: :mod:`finesim.data` (loaders), :mod:`finesim.models` (resolution, builders, heads, saving),
+:mod:`finesim.losses` (one loss per file), :mod:`finesim.training` (recipes and the runner),
+:mod:`finesim.evaluation` (tasks, metrics, scorers, harness), :mod:`finesim.case` (CASE),
+:mod:`finesim.prompting` (LLM prompting baselines), :mod:`finesim.analysis`, :mod:`finesim.cli`.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["ConditionalScorer", "__version__", "evaluate", "load_recipe", "load_scorer", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the public API on first use (PEP 562)."""
+    if name == "ConditionalScorer":
+        from finesim.evaluation.scoring import ConditionalScorer
+
+        return ConditionalScorer
+    if name == "load_scorer":
+        from finesim.evaluation.loading import load_scorer
+
+        return load_scorer
+    if name == "load_recipe":
+        from finesim.training.recipe import load_recipe
+
+        return load_recipe
+    if name == "train":
+        from finesim.training.runner import train
+
+        return train
+    if name == "evaluate":
+        from finesim.evaluation.record import evaluate_model
+
+        return evaluate_model
+    raise AttributeError(f"module 'finesim' has no attribute {name!r}")

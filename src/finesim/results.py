@@ -7,10 +7,11 @@ import json
 import os
 import platform
 import tempfile
+from collections.abc import Callable
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 TRACKED_PACKAGES = (
     "finesim",
@@ -88,23 +89,35 @@ def _umask() -> int:
     return mask
 
 
-def write_json_atomic(path: str | Path, payload: Any) -> Path:
-    """Write JSON to a temporary file in the same folder, then rename it over ``path``.
+def atomic_write(path: str | Path, writer: Callable[[IO[Any]], object], mode: str = "wb") -> Path:
+    """Write a file through a temporary file in the same folder, then rename it over ``path``: a reader never
+    sees a half-written file, and a failure (or Ctrl-C) leaves the old file, if any, in place.
 
-    The file gets the mode a plain ``open(path, "w")`` would give it (``0o666`` less the umask, normally
-    ``0o644``); ``tempfile.mkstemp`` alone would leave it ``0o600``.
+    ``writer(fh)`` writes the content into the open temporary file (``mode`` ``"wb"`` or ``"w"``, UTF-8). The file
+    gets the mode a plain ``open(path, "w")`` would give it (``0o666`` less the umask, normally ``0o644``);
+    ``tempfile.mkstemp`` alone would leave it ``0o600``.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:  # owns (and closes) fd from here on
+        encoding = None if "b" in mode else "utf-8"
+        with os.fdopen(fd, mode, encoding=encoding) as fh:  # owns (and closes) fd from here on
             if hasattr(os, "fchmod"):  # not on Windows before Python 3.13
                 os.fchmod(fh.fileno(), 0o666 & ~_umask())
-            json.dump(payload, fh, indent=2, ensure_ascii=False, default=str)
-            fh.write("\n")
+            writer(fh)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def write_json_atomic(path: str | Path, payload: Any) -> Path:
+    """Write ``payload`` as indented UTF-8 JSON, atomically (:func:`atomic_write`)."""
+
+    def write(fh: IO[Any]) -> None:
+        json.dump(payload, fh, indent=2, ensure_ascii=False, default=str)
+        fh.write("\n")
+
+    return atomic_write(path, write, mode="w")

@@ -4,7 +4,8 @@ Step 1 (:mod:`~finesim.case.encoding`): a frozen encoder embeds each sentence un
 formats per model family in ``prompts.yaml``), optionally minus the condition's own embedding, through an
 on-disk cache (:mod:`~finesim.case.cache`). Step 2 (:mod:`~finesim.case.training`): a small linear or
 non-linear projection is trained with MSE between the cosine and the scaled rating. :class:`CaseModel`
-bundles both and scores pairs.
+bundles both and scores pairs. The actions of ``finesim case`` are library functions in
+:mod:`~finesim.case.pipeline`, taking options merged by :func:`finesim.case.options.resolve_options`.
 """
 
 from __future__ import annotations
@@ -14,15 +15,23 @@ from finesim.case.data import embed_pairs, split_by_pair
 from finesim.case.encoding import ConditionAwareEncoder, describe_model
 from finesim.case.isotropy import approximate_isotropy, cosine_to_mean, isotropy_summary, save_histograms
 from finesim.case.model import CaseModel, is_case_model_dir
+from finesim.case.pipeline import (
+    build_encoder,
+    embed_files,
+    measure_isotropy,
+    score_files,
+    sweep_dims,
+    train_model,
+)
 from finesim.case.projection import CaseProjection
 from finesim.case.prompts import FORMULATIONS, PromptFormat, load_prompt_families
 from finesim.case.training import (
     PairEmbeddings,
+    ProjectionResult,
     TrainConfig,
-    TrainResult,
     evaluate_pairs,
     projected_cosine,
-    scale_labels,
+    scale_targets,
     sweep_dimensions,
     train_projection,
 )
@@ -34,22 +43,28 @@ __all__ = [
     "ConditionAwareEncoder",
     "EmbeddingCache",
     "PairEmbeddings",
+    "ProjectionResult",
     "PromptFormat",
     "TrainConfig",
-    "TrainResult",
     "approximate_isotropy",
+    "build_encoder",
     "cosine_to_mean",
     "describe_model",
+    "embed_files",
     "embed_pairs",
     "evaluate_pairs",
     "is_case_model_dir",
     "isotropy_summary",
     "load_prompt_families",
+    "measure_isotropy",
     "projected_cosine",
     "save_histograms",
-    "scale_labels",
+    "scale_targets",
+    "score_files",
     "split_by_pair",
     "sweep_dimensions",
+    "sweep_dims",
     "text_key",
+    "train_model",
     "train_projection",
 ]

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from finesim.results import atomic_write
 
 
 def configured_cache_dir() -> Path | None:
@@ -48,17 +49,6 @@ def namespace_for(model_description: dict[str, Any]) -> str:
     return f"{slug}-{digest}"
 
 
-def _atomic_write(path: Path, writer: Callable[[Any], None], mode: str = "wb") -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode) as fh:
-            writer(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class EmbeddingCache:
     """Embeddings of encoder input strings for one model description, persisted under ``root``.
 
@@ -83,7 +73,7 @@ class EmbeddingCache:
                 raise ValueError(f"{meta}: cache namespace collision (stored model description differs)")
         else:
             payload = json.dumps({"model": self.model_description}, indent=2, default=str).encode("utf-8")
-            _atomic_write(meta, lambda fh: fh.write(payload))
+            atomic_write(meta, lambda fh: fh.write(payload))
         self._index: dict[str, tuple[str, int]] = {}
         self._parts: dict[str, np.ndarray] = {}
         self._loaded_parts: set[str] = set()
@@ -146,9 +136,9 @@ class EmbeddingCache:
         number = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         matrix = np.ascontiguousarray(embeddings[keep])
         keys = [text_key(texts[i]) for i in keep]
-        _atomic_write(self.folder / f"part-{number}.npy", lambda fh: np.save(fh, matrix))
+        atomic_write(self.folder / f"part-{number}.npy", lambda fh: np.save(fh, matrix))
         payload = json.dumps(keys).encode("utf-8")
-        _atomic_write(self.folder / f"part-{number}.keys.json", lambda fh: fh.write(payload))
+        atomic_write(self.folder / f"part-{number}.keys.json", lambda fh: fh.write(payload))
         self._loaded_parts.add(number)
         for row, key in enumerate(keys):
             self._index[key] = (number, row)

@@ -31,6 +31,7 @@ import numpy as np
 
 from finesim.case.cache import EmbeddingCache
 from finesim.case.prompts import PromptFormat
+from finesim.models.encode import encode_distinct, rows
 
 logger = logging.getLogger("finesim.case")
 
@@ -147,14 +148,12 @@ class ConditionAwareEncoder:
         self.encoded = 0
 
     def _encode_now(self, texts: list[str]) -> np.ndarray:
-        self.encoded += len(texts)
-        out = self.pipeline.encode(
-            texts,
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            show_progress_bar=self.show_progress,
+        """Embeddings of ``texts`` (one row each), each distinct text encoded once."""
+        embeddings, position = encode_distinct(
+            self.pipeline, texts, batch_size=self.batch_size, show_progress=self.show_progress
         )
-        return np.asarray(out, dtype=np.float32)
+        self.encoded += len(position)
+        return rows(embeddings, position, texts).numpy()
 
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Un-normalised embeddings of encoder input strings, each distinct string encoded once (and never
@@ -162,10 +161,9 @@ class ConditionAwareEncoder:
         texts = list(texts)
         if self.cache is not None:
             return self.cache.get_or_encode(texts, self._encode_now)
-        missing = [t for t in dict.fromkeys(texts) if t not in self._memory]
+        missing = [t for t in texts if t not in self._memory]
         if missing:
-            for text, row in zip(missing, self._encode_now(missing)):
-                self._memory[text] = row
+            self._memory.update(zip(missing, self._encode_now(missing)))
         return np.stack([self._memory[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
     def conditional_texts(self, sentences: Sequence[str], conditions: Sequence[str]) -> list[str]:

@@ -7,11 +7,11 @@ Folder layout written by :meth:`CaseModel.save`:
   format with its resolved template strings, ``subtract_condition``, ``normalize_before_subtract``, the
   projection config and any training summary;
 * ``projection.safetensors``: the projection weights (absent for an unsupervised model);
-* ``finesim_model.json``: ``{"model_type": "case"}``, so :func:`finesim.models.registry.load_model` (and
+* ``finesim_model.json``: ``{"model_type": "case"}``, so :func:`finesim.evaluation.loading.load_scorer` (and
   ``finesim evaluate --model DIR``) loads the folder as a :class:`CaseModel`.
 
 The encoder weights are not copied: they are loaded again by name (or path) with
-:func:`finesim.models.load_sentence_model`.
+:func:`finesim.models.io.load_sentence_model`.
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from finesim.case.cache import configured_cache_dir
 from finesim.case.encoding import ConditionAwareEncoder
 from finesim.case.projection import CaseProjection
 from finesim.case.prompts import PromptFormat
 from finesim.case.training import projected_cosine
-from finesim.models.registry import MODEL_CARD_FILE, register_model_type
+from finesim.models.io import write_marker
 from finesim.results import write_json_atomic
 
 CONFIG_NAME = "case_model.json"
@@ -120,7 +119,7 @@ class CaseModel:
         else:
             weights.unlink(missing_ok=True)
         write_json_atomic(folder / CONFIG_NAME, config)
-        write_json_atomic(folder / MODEL_CARD_FILE, {"model_type": MODEL_TYPE, "config": CONFIG_NAME})
+        write_marker(folder, MODEL_TYPE, config=CONFIG_NAME)
         return folder
 
     @classmethod
@@ -147,7 +146,7 @@ class CaseModel:
             raise ValueError(f"{config_file}: format version {config['format_version']} is newer than this finesim")
         described = config["encoder"]
         if model is None:
-            from finesim.models import load_sentence_model
+            from finesim.models.io import load_sentence_model
 
             model = load_sentence_model(
                 described["model"],
@@ -176,20 +175,3 @@ class CaseModel:
                 raise FileNotFoundError(f"{weights} is missing (the config names a projection)")
             projection.load_state_dict(load_file(str(weights)))
         return cls(encoder, projection, config.get("metadata"))
-
-
-def _load_for_registry(path: str, **kwargs: Any) -> CaseModel:
-    """Loader for :func:`finesim.models.registry.load_model` (pooling and length are fixed when saved).
-
-    Without a ``cache_dir`` argument the embedding cache configured in the environment is used
-    (:func:`~finesim.case.cache.configured_cache_dir`), so ``finesim evaluate --model DIR`` reuses cached texts.
-    """
-    for fixed in ("pooling", "max_length"):
-        if kwargs.pop(fixed, None) is not None:
-            raise ValueError(f"{path}: {fixed} is fixed by the saved CASE model and cannot be overridden")
-    if kwargs.get("cache_dir") is None:
-        kwargs["cache_dir"] = configured_cache_dir()
-    return CaseModel.load(path, **kwargs)
-
-
-register_model_type(MODEL_TYPE, _load_for_registry)

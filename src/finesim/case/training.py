@@ -75,7 +75,7 @@ class TrainConfig:
 
 
 @dataclass
-class TrainResult:
+class ProjectionResult:
     """A trained projection and how it got there."""
 
     projection: CaseProjection
@@ -97,7 +97,7 @@ class TrainResult:
         }
 
 
-def scale_labels(labels: np.ndarray | torch.Tensor, divisor: float = 5.0, offset: float = 0.0):
+def scale_targets(labels: np.ndarray | torch.Tensor, divisor: float = 5.0, offset: float = 0.0):
     """Map ratings to cosine targets: ``(label - offset) / divisor``."""
     if divisor == 0:
         raise ValueError("label_divisor must not be 0")
@@ -128,7 +128,7 @@ def train_projection(
     config: TrainConfig | None = None,
     *,
     show_progress: bool = True,
-) -> TrainResult:
+) -> ProjectionResult:
     """Train a :class:`CaseProjection` with MSE between the cosine and the scaled rating.
 
     Args:
@@ -151,7 +151,9 @@ def train_projection(
         torch.set_num_threads(previous_threads)
 
 
-def _train(train: PairEmbeddings, dev: PairEmbeddings | None, config: TrainConfig, show_progress: bool) -> TrainResult:
+def _train(
+    train: PairEmbeddings, dev: PairEmbeddings | None, config: TrainConfig, show_progress: bool
+) -> ProjectionResult:
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     projection = CaseProjection(
@@ -161,7 +163,7 @@ def _train(train: PairEmbeddings, dev: PairEmbeddings | None, config: TrainConfi
     optimizer = torch.optim.Adam(projection.parameters(), lr=config.lr)
     x1 = torch.as_tensor(train.x1)
     x2 = torch.as_tensor(train.x2)
-    targets = scale_labels(torch.as_tensor(train.labels), config.label_divisor, config.label_offset)
+    targets = scale_targets(torch.as_tensor(train.labels), config.label_divisor, config.label_offset)
     n = len(train)
     best_state = copy.deepcopy(projection.state_dict())
     best_epoch, best_dev = config.epochs, None
@@ -192,7 +194,7 @@ def _train(train: PairEmbeddings, dev: PairEmbeddings | None, config: TrainConfi
         projection.load_state_dict(best_state)
     projection.eval()
     seconds = time.perf_counter() - start
-    return TrainResult(projection, config, best_epoch, best_dev, history, seconds)
+    return ProjectionResult(projection, config, best_epoch, best_dev, history, seconds)
 
 
 def sweep_dimensions(

@@ -15,8 +15,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 
 def register(subparsers: Any) -> None:
     """Add the ``bound`` sub-command."""
@@ -35,7 +33,9 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _read_labels(path: Path) -> np.ndarray:
+def _read_labels(path: Path) -> Any:
+    import numpy as np
+
     from finesim.data.errors import DataFormatError
 
     try:
@@ -55,7 +55,9 @@ def _read_labels(path: Path) -> np.ndarray:
 
 def run(args: argparse.Namespace) -> int:
     """Compute and print the bound(s)."""
-    from finesim.bound import exact_bound, exact_limit, paper_bound, paper_limit
+    import numpy as np
+
+    from finesim.analysis.bound import exact_bound, exact_limit, paper_bound, paper_limit
 
     rows: list[dict[str, Any]] = []
     if args.n is not None:

@@ -4,21 +4,8 @@ from __future__ import annotations
 
 import argparse
 import math
-import random
 import sys
-import time
 from typing import Any
-
-from finesim.evaluation.harness import (
-    average_main_scores,
-    evaluate_task,
-    format_table,
-    load_task_data,
-    unsupported_reason,
-)
-from finesim.evaluation.tasks import default_registry, load_registry
-from finesim.paths import data_root
-from finesim.results import environment_record, write_json_atomic
 
 
 def parse_range(text: str) -> tuple[float, float]:
@@ -81,13 +68,11 @@ def _list(registry: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the evaluation described by ``args``.
-
-    Every requested task's data is read and validated (and hashed) before the model is loaded, so a bad file fails
-    at once; then the model is loaded and each task scored.
-    """
-    from finesim.models.loading import resolve_model_path
-    from finesim.models.registry import load_model
+    """Run the evaluation described by ``args``: print the table, write the results record when asked."""
+    from finesim.evaluation.harness import format_table
+    from finesim.evaluation.record import run_evaluation
+    from finesim.evaluation.tasks import default_registry, load_registry
+    from finesim.results import write_json_atomic
 
     registry = load_registry(args.task_file) if args.task_file else default_registry()
     if args.list:
@@ -98,95 +83,25 @@ def run(args: argparse.Namespace) -> int:
         if usage_error is None:
             raise ValueError(message)
         usage_error(message)  # exits with status 2, like any argparse usage error
-    root = data_root(args.data)
-    tasks = registry.resolve(args.tasks)
-    missing = [str(f) for t in tasks for f in t.files(root) if not f.exists()]
-    if missing:
-        raise FileNotFoundError(f"data files not found under {root}: {', '.join(missing[:5])}")
-    prediction_range = getattr(args, "prediction_range", None)
-    start = time.perf_counter()
-    data = {t.name: load_task_data(t, root) for t in tasks}
-    data_seconds = time.perf_counter() - start
-    print(f"[finesim] read and checked the data of {len(tasks)} tasks in {data_seconds:.1f}s", file=sys.stderr)
-    random.seed(args.seed)
-    kwargs: dict[str, Any] = {"device": args.device}
-    if args.max_length is not None:
-        kwargs["max_length"] = args.max_length
-    if args.pooling is not None:
-        kwargs["pooling"] = args.pooling
-    load_start = time.perf_counter()
-    resolved = resolve_model_path(args.model)
-    model = load_model(resolved, **kwargs)
-    load_seconds = time.perf_counter() - load_start
-    skipped_tasks = {t.name: r for t in tasks if (r := unsupported_reason(t, model))}
-    for name, reason in skipped_tasks.items():
-        print(f"[finesim] skipping {name}: {reason}", file=sys.stderr)
-    tasks = [t for t in tasks if t.name not in skipped_tasks]
-    if not tasks:
-        raise ValueError(f"{args.model} cannot score any of the requested tasks: {'; '.join(skipped_tasks.values())}")
-    results = []
-    score_start = time.perf_counter()
-    for task in tasks:
-        print(f"[finesim] {task.name} ...", file=sys.stderr, flush=True)
-        results.append(
-            evaluate_task(
-                task,
-                model,
-                root,
-                similarity=args.similarity,
-                batch_size=args.batch_size,
-                bootstrap=args.bootstrap,
-                seed=args.seed,
-                show_progress=not args.no_progress,
-                data=data[task.name],
-                prediction_range=prediction_range,
-            )
-        )
-    seconds = data_seconds + time.perf_counter() - score_start
+    results, record = run_evaluation(
+        args.model,
+        tasks=args.tasks,
+        data=args.data,
+        registry=registry,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        pooling=args.pooling,
+        similarity=args.similarity,
+        bootstrap=args.bootstrap,
+        prediction_range=getattr(args, "prediction_range", None),
+        seed=args.seed,
+        device=args.device,
+        show_progress=not args.no_progress,
+        argv=sys.argv[1:],
+        progress=lambda line: print(f"[finesim] {line}", file=sys.stderr, flush=True),
+    )
     print(format_table(results))
     if args.output:
-        encoded = sum(r.texts_encoded or 0 for r in results)
-        encode_seconds = sum(r.encode_seconds for r in results)
-        overall, by_group = average_main_scores(results)
-        payload = {
-            "command": "finesim evaluate",
-            "argv": sys.argv[1:],
-            "model": args.model,
-            "model_resolved": _describe_resolved(resolved),
-            "settings": {
-                "tasks": [t.name for t in tasks],
-                "batch_size": args.batch_size,
-                "max_length": getattr(model, "max_seq_length", args.max_length),
-                "pooling": args.pooling,
-                "similarity": args.similarity,
-                "bootstrap": args.bootstrap,
-                "prediction_range": list(prediction_range) if prediction_range else None,
-                "seed": args.seed,
-                "device": str(getattr(model, "device", args.device)),
-            },
-            "data_root": str(root),
-            "environment": environment_record(),
-            "timing": {
-                "model_load_seconds": round(load_seconds, 3),
-                "data_seconds": round(data_seconds, 3),
-                "encode_seconds": round(encode_seconds, 3),
-                "evaluation_seconds": round(seconds, 3),
-                "texts_encoded": encoded,
-                "encodes_per_second": round(encoded / encode_seconds, 2) if encode_seconds > 0 and encoded else None,
-            },
-            "average_main_score": overall,
-            "average_main_score_by_group": by_group,
-            "results": {r.task: r.as_dict() for r in results},
-            "skipped_tasks": skipped_tasks,
-        }
-        write_json_atomic(args.output, payload)
+        write_json_atomic(args.output, record)
         print(f"[finesim] wrote {args.output}", file=sys.stderr)
     return 0
-
-
-def _describe_resolved(resolved: str) -> str:
-    """The loaded model as an absolute folder, or the Hub id when it was loaded from the Hub."""
-    from pathlib import Path
-
-    path = Path(resolved)
-    return str(path.resolve()) if path.is_dir() else resolved

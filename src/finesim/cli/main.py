@@ -1,27 +1,22 @@
 """Entry point of the ``finesim`` command.
 
 Each sub-command lives in its own module under :mod:`finesim.cli` and exposes ``register(subparsers)``, which adds
-its parser and sets ``func`` (called with the parsed namespace, returning an exit code). Add new commands to
-:data:`COMMAND_MODULES`.
+its parser and sets ``func`` (called with the parsed namespace, returning an exit code). The command modules are
+listed in :data:`COMMANDS`; they import only ``argparse`` at module level, so ``finesim --help`` stays fast (the
+library, torch included, is imported by the command that runs).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Sequence
 
 from finesim import __version__
+from finesim.cli import bound, case, evaluate, prompt_eval, train
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "finesim.cli.evaluate",
-    "finesim.cli.prompt_eval",
-    "finesim.cli.train",
-    "finesim.cli.bound",
-    "finesim.cli.case",
-)
+COMMANDS = (evaluate, prompt_eval, train, bound, case)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,8 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"finesim {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for command in COMMANDS:
+        command.register(sub)
     return parser
 
 

@@ -16,18 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from finesim.results import environment_record, file_sha256, write_json_atomic
-
 logger = logging.getLogger("finesim.prompting")
-
-# task -> split -> (eval file, train file), relative to the data root
-DATA_FILES: dict[str, dict[str, tuple[str, str]]] = {
-    "csts": {"validation": ("csts/validation.csv", "csts/train.csv")},
-    "stsb": {
-        "validation": ("sts/STSBenchmark/sts-dev.csv", "sts/STSBenchmark/sts-train.csv"),
-        "test": ("sts/STSBenchmark/sts-test.csv", "sts/STSBenchmark/sts-train.csv"),
-    },
-}
 
 
 def _non_negative(text: str) -> int:
@@ -109,14 +98,17 @@ def _load(task: str, path: Path) -> tuple[Any, dict[str, Any]]:
 
 
 def _resolve_files(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The evaluated file and the demonstrations file: ``--eval-file`` / ``--train-file``, else the task's files in
+    the evaluation task registry (``tasks.yaml``), relative to the data root."""
     from finesim.paths import data_root
+    from finesim.prompting.prompts import REGISTRY_TASKS, registry_task
 
-    if args.split not in DATA_FILES[args.task] and not args.eval_file:
+    if args.split not in REGISTRY_TASKS[args.task] and not args.eval_file:
         raise ValueError(f"no default {args.split} file for task {args.task!r} (labels not public); pass --eval-file")
-    eval_rel, train_rel = DATA_FILES[args.task].get(args.split, DATA_FILES[args.task]["validation"])
+    task = registry_task(args.task, args.split if args.split in REGISTRY_TASKS[args.task] else "validation")
     root = None if (args.eval_file and args.train_file) else data_root(args.data)
-    eval_file = Path(args.eval_file) if args.eval_file else root / eval_rel  # type: ignore[operator]
-    train_file = Path(args.train_file) if args.train_file else root / train_rel  # type: ignore[operator]
+    eval_file = Path(args.eval_file) if args.eval_file else root / task.path  # type: ignore[operator]
+    train_file = Path(args.train_file) if args.train_file else root / str(task.demonstrations)  # type: ignore[operator]
     return eval_file, train_file
 
 
@@ -162,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``finesim prompt-eval``; returns the exit code."""
     from finesim.prompting.cache import ReplyCache
     from finesim.prompting.runner import evaluate_prompting
+    from finesim.results import environment_record, file_sha256, write_json_atomic
 
     eval_file, train_file = _resolve_files(args)
     same_file = _same_file(eval_file, train_file)

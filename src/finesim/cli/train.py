@@ -34,9 +34,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``finesim train``."""
-    from finesim.training.recipe import load_recipe
-    from finesim.training.registry import available, get_objective
-    from finesim.training.runner import check_recipe, train
+    from finesim.training import available, check_recipe, get_objective, load_recipe
+    from finesim.training.runner import train
 
     if args.list:
         info = available()

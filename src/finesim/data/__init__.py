@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from finesim.data.csts import load_csts, read_csts
+from finesim.data.csts import read_csts
 from finesim.data.errors import DataFormatError, LoadReport
 from finesim.data.labels import minmax_scale, rescale, sick_to_sts
 from finesim.data.nli import read_snli
@@ -15,7 +15,6 @@ __all__ = [
     "LoadReport",
     "PairingReport",
     "filter_overlap",
-    "load_csts",
     "minmax_scale",
     "pair_conditions",
     "read_csts",

@@ -61,9 +61,3 @@ def read_csts(
         report.rows_kept += 1
     report.log()
     return Dataset.from_dict(columns), report
-
-
-def load_csts(path: str | Path, **kwargs: object) -> Dataset:
-    """Like :func:`read_csts` but returns only the dataset (the report is logged)."""
-    dataset, _ = read_csts(path, **kwargs)  # type: ignore[arg-type]
-    return dataset

@@ -77,31 +77,33 @@ def merged_sts_training_set(root: str | Path, *, filter_eval_overlap: bool = Tru
     return merged, report
 
 
-def _snli(root: str | Path, splits: Sequence[str]) -> Dataset:
-    parts = [read_snli(Path(root) / "nli" / "SNLI", split)[0] for split in splits]
+def _snli(folder: str | Path, splits: Sequence[str]) -> Dataset:
+    parts = [read_snli(Path(folder), split)[0] for split in splits]
     return concatenate_datasets(parts) if len(parts) > 1 else parts[0]
 
 
-def nli_regression_pairs(root: str | Path, splits: Sequence[str] = ("dev", "test")) -> tuple[Dataset, dict[str, Any]]:
+def nli_regression_pairs(folder: str | Path, splits: Sequence[str] = ("dev", "test")) -> tuple[Dataset, dict[str, Any]]:
     """SNLI pairs with labels contradiction 0, neutral 1, entailment 2 (columns premise, hypothesis,
-    label)."""
-    ds = _snli(root, splits)
+    label); ``folder`` is the SNLI folder (``<data>/nli/SNLI``)."""
+    ds = _snli(folder, splits)
     labels = [NLI_REGRESSION_LABELS[x] for x in ds["label"]]
     out = Dataset.from_dict({"premise": ds["premise"], "hypothesis": ds["hypothesis"], "label": labels})
     return out, {"pairs": len(out), "splits": list(splits), "mapping": NLI_REGRESSION_LABELS}
 
 
 def nli_classification_pairs(
-    root: str | Path, splits: Sequence[str] = ("dev", "test")
+    folder: str | Path, splits: Sequence[str] = ("dev", "test")
 ) -> tuple[Dataset, dict[str, Any]]:
-    """SNLI pairs with integer class ids (contradiction 0, neutral 1, entailment 2) for cross-entropy."""
-    ds, report = nli_regression_pairs(root, splits)
+    """SNLI pairs with integer class ids (contradiction 0, neutral 1, entailment 2) for cross-entropy; ``folder``
+    is the SNLI folder."""
+    ds, report = nli_regression_pairs(folder, splits)
     ds = ds.map(lambda b: {"label": [int(x) for x in b["label"]]}, batched=True)
     return ds, report
 
 
-def nli_triplets(root: str | Path, splits: Sequence[str] = ("dev", "test")) -> tuple[Dataset, dict[str, Any]]:
-    """(anchor, positive, negative) triplets: premise, an entailed hypothesis, a contradicting hypothesis.
+def nli_triplets(folder: str | Path, splits: Sequence[str] = ("dev", "test")) -> tuple[Dataset, dict[str, Any]]:
+    """(anchor, positive, negative) triplets from the SNLI folder ``folder``: premise, an entailed hypothesis, a
+    contradicting hypothesis.
 
     Each premise with at least one entailment and one contradiction gives one triplet per entailment
     hypothesis,
@@ -109,7 +111,7 @@ def nli_triplets(root: str | Path, splits: Sequence[str] = ("dev", "test")) -> t
     either class
     are counted in the report, not used.
     """
-    ds = _snli(root, splits)
+    ds = _snli(folder, splits)
     groups: dict[str, dict[str, list[str]]] = defaultdict(lambda: {"entailment": [], "contradiction": []})
     for premise, hypothesis, label in zip(ds["premise"], ds["hypothesis"], ds["label"]):
         if label in ("entailment", "contradiction"):

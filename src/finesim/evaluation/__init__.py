@@ -1,22 +1,16 @@
-"""Evaluation: task registry, metrics, scorers and the harness."""
+"""Evaluation: task registry (tasks as data in ``tasks.yaml``), metrics, scorers, model loading by marker, the
+harness and the results record of a run.
+
+The names below are imported from their modules on first use, so a light module of this package (e.g.
+:mod:`finesim.evaluation.metrics`) can be imported without torch.
+"""
 
 from __future__ import annotations
 
-from finesim.evaluation.harness import (
-    TaskData,
-    TaskResult,
-    as_scorer,
-    average_main_scores,
-    evaluate,
-    evaluate_task,
-    format_table,
-    load_task_data,
-)
-from finesim.evaluation.metrics import bootstrap_interval, pearson, spearman
-from finesim.evaluation.scoring import EmbeddingScorer, PairScorer
-from finesim.evaluation.tasks import Registry, Task, default_registry, load_registry
+from typing import Any
 
 __all__ = [
+    "ConditionalScorer",
     "EmbeddingScorer",
     "PairScorer",
     "Registry",
@@ -31,7 +25,20 @@ __all__ = [
     "evaluate_task",
     "format_table",
     "load_registry",
+    "load_scorer",
     "load_task_data",
     "pearson",
     "spearman",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported from their modules on first use (PEP 562)."""
+    if name not in __all__:
+        raise AttributeError(f"module 'finesim.evaluation' has no attribute {name!r}")
+    from finesim.evaluation import harness, loading, metrics, scoring, tasks
+
+    for module in (harness, loading, metrics, scoring, tasks):
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(name)

@@ -1,17 +1,21 @@
-"""Pair scorers: the one interface the evaluation harness needs from any model.
+"""Pair scorers: the one interface the evaluation harness, ``finesim score`` and the server need from any model.
 
-A scorer maps (sentence1, sentence2[, condition]) batches to similarity scores. Embedding models are wrapped by
-:class:`EmbeddingScorer`; other model types (cross-encoders, tri-encoders, CASE projections) implement
-:class:`PairScorer` themselves and plug into the same harness.
+A scorer maps (sentence1, sentence2[, condition]) batches to similarity scores (:class:`PairScorer`). Embedding
+models are wrapped by :class:`EmbeddingScorer`; :class:`ConditionalScorer` scores with a C-STS bi-, cross- or
+tri-encoder or a CASE model. Every scorer encodes each distinct input of a batch once
+(:func:`finesim.models.encode.encode_distinct`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import torch
+
+from finesim.models.encode import encode_distinct, rows
 
 ConditionMode = Literal["pair", "ignore"]
 Similarity = Literal["cosine", "dot", "euclidean", "manhattan"]
@@ -21,9 +25,13 @@ Similarity = Literal["cosine", "dot", "euclidean", "manhattan"]
 class PairScorer(Protocol):
     """Anything that scores sentence pairs, optionally under a condition.
 
-    A scorer may also declare ``prediction_range = (low, high)``: the range of its scores that corresponds to labels
-    on [0, 1] (cosine scorers: ``(0, 1)``), which analyses comparing scores with labels need (the over-estimation
-    count); without it they are skipped unless the caller gives the range.
+    Capability flags a scorer may declare (read with ``getattr`` and a default, so a minimal scorer needs none):
+
+    - ``prediction_range = (low, high)``: the range of its scores that corresponds to labels on [0, 1] (cosine
+      scorers: ``(0, 1)``), which analyses comparing scores with labels need (the over-estimation count); without
+      it they are skipped unless the caller gives the range.
+    - ``requires_condition = True``: it scores pairs only under a condition (a CASE model); tasks without
+      conditions are skipped.
     """
 
     def score(
@@ -47,6 +55,18 @@ def pairwise_similarity(a: torch.Tensor, b: torch.Tensor, similarity: Similarity
     if similarity == "manhattan":
         return -(a - b).abs().sum(-1)
     raise ValueError(f"unknown similarity {similarity!r}")
+
+
+def as_conditions(condition: str | Sequence[str] | None, n: int) -> list[str] | None:
+    """One condition per pair: a single string applies to all ``n`` pairs; a sequence must have ``n`` items."""
+    if condition is None:
+        return None
+    if isinstance(condition, str):
+        return [condition] * n
+    conditions = list(condition)
+    if len(conditions) != n:
+        raise ValueError(f"{n} sentence pairs but {len(conditions)} conditions")
+    return conditions
 
 
 class EmbeddingScorer:
@@ -85,7 +105,8 @@ class EmbeddingScorer:
         """Cosine scores are compared with labels on [0, 1] as they are; other similarities have no known scale."""
         return (0.0, 1.0) if self.similarity == "cosine" else None
 
-    def _inputs(self, sentences: Sequence[str], conditions: Sequence[str] | None) -> list[Any]:
+    def inputs(self, sentences: Sequence[str], conditions: Sequence[str] | None) -> list[Any]:
+        """What the model encodes for each sentence: the sentence, or ``(sentence, condition)``."""
         if conditions is None or self.condition_mode == "ignore":
             return list(sentences)
         if len(conditions) != len(sentences):
@@ -100,18 +121,177 @@ class EmbeddingScorer:
     ) -> np.ndarray:
         if len(sentences1) != len(sentences2):
             raise ValueError(f"{len(sentences1)} first sentences but {len(sentences2)} second sentences")
-        left = self._inputs(sentences1, conditions)
-        right = self._inputs(sentences2, conditions)
-        unique = list(dict.fromkeys(left + right))
-        position = {item: i for i, item in enumerate(unique)}
-        embeddings = self.model.encode(
-            unique,
-            batch_size=self.batch_size,
-            convert_to_tensor=True,
-            show_progress_bar=self.show_progress,
+        left = self.inputs(sentences1, conditions)
+        right = self.inputs(sentences2, conditions)
+        embeddings, position = encode_distinct(
+            self.model, left + right, batch_size=self.batch_size, show_progress=self.show_progress
         )
-        self.last_encoded = len(unique)
-        embeddings = embeddings.float().cpu()
-        a = embeddings[[position[x] for x in left]]
-        b = embeddings[[position[x] for x in right]]
+        self.last_encoded = len(position)
+        a, b = rows(embeddings, position, left), rows(embeddings, position, right)
         return pairwise_similarity(a, b, self.similarity).numpy()
+
+
+class ConditionalScorer:
+    """Score (sentence1, sentence2, condition) triples with any bi-, cross- or tri-encoder.
+
+    Implements :class:`PairScorer`, so ``finesim evaluate`` and the harness can use it.
+
+    Args:
+        model: a loaded model (``SentenceTransformer``, ``CrossEncoder`` or
+            :class:`~finesim.case.model.CaseModel`), or a name: a folder saved by finesim, a sentence-transformers
+            folder or a Hub id (resolved offline like the command line; a model without finesim's marker is a
+            bi-encoder unless ``encoder`` says otherwise).
+        encoder: ``bi``, ``cross``, ``tri`` or ``case``; inferred from the model (or its marker) when None.
+        batch_size: inference batch size.
+        show_progress: progress bars while encoding.
+        device: torch device when ``model`` is a name.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        encoder: str | None = None,
+        batch_size: int = 64,
+        show_progress: bool = False,
+        device: str | None = None,
+    ) -> None:
+        if isinstance(model, (str, Path)):
+            model = load_model_object(str(model), encoder=encoder, device=device)
+        self.model = model
+        self.encoder = scorer_encoder(model, encoder)
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.last_encoded = 0
+
+    @property
+    def prediction_range(self) -> tuple[float, float] | None:
+        """Bi- and tri-encoders and CASE score by cosine, comparable with labels on [0, 1] as it is; a
+        cross-encoder's regression output is on whatever scale it was trained on (unknown here: None)."""
+        return None if self.encoder == "cross" else (0.0, 1.0)
+
+    @property
+    def requires_condition(self) -> bool:
+        """A CASE model scores pairs only under a condition."""
+        return self.encoder == "case"
+
+    def score(
+        self,
+        sentences1: Sequence[str],
+        sentences2: Sequence[str],
+        conditions: Sequence[str] | None = None,
+    ) -> np.ndarray:
+        """One score per triple: cosine for bi/tri encoders, the raw regression output for cross-encoders."""
+        if len(sentences1) != len(sentences2):
+            raise ValueError(f"{len(sentences1)} first sentences but {len(sentences2)} second sentences")
+        conds = as_conditions(conditions, len(sentences1))
+        if len(sentences1) == 0:
+            return np.zeros(0, dtype=np.float32)
+        if self.encoder == "bi":
+            scorer = EmbeddingScorer(
+                self.model, condition_mode="pair", batch_size=self.batch_size, show_progress=self.show_progress
+            )
+            out = scorer.score(sentences1, sentences2, conds)
+            self.last_encoded = scorer.last_encoded
+            return out
+        if self.encoder == "cross":
+            return self._score_cross(sentences1, sentences2, conds)
+        if self.encoder == "case":
+            out = self.model.score(sentences1, sentences2, conds)
+            self.last_encoded = self.model.last_encoded
+            return out
+        return self._score_tri(sentences1, sentences2, conds)
+
+    def _score_cross(
+        self, sentences1: Sequence[str], sentences2: Sequence[str], conditions: list[str] | None
+    ) -> np.ndarray:
+        from finesim.models.builders import cross_second_text
+
+        second = [
+            cross_second_text(self.model, s2, None if conditions is None else conditions[i])
+            for i, s2 in enumerate(sentences2)
+        ]
+        out = self.model.predict(
+            list(zip(sentences1, second)),
+            batch_size=self.batch_size,
+            show_progress_bar=self.show_progress,
+            convert_to_numpy=True,
+        )
+        self.last_encoded = len(second)
+        return np.asarray(out, dtype=np.float32).reshape(-1)
+
+    def _score_tri(
+        self, sentences1: Sequence[str], sentences2: Sequence[str], conditions: list[str] | None
+    ) -> np.ndarray:
+        from finesim.models.condition_head import find_condition_head
+
+        if conditions is None:
+            raise ValueError("a tri-encoder needs a condition for every pair")
+        head = find_condition_head(self.model)
+        assert head is not None
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            emb, position = encode_distinct(
+                self.model,
+                [*sentences1, *sentences2, *conditions],
+                batch_size=self.batch_size,
+                show_progress=self.show_progress,
+            )
+            self.last_encoded = len(position)
+            with torch.no_grad():
+                c = rows(emb, position, conditions)
+                a = head.fuse(rows(emb, position, sentences1), c)
+                b = head.fuse(rows(emb, position, sentences2), c)
+                scores = torch.nn.functional.cosine_similarity(a, b, dim=-1)
+        finally:
+            self.model.train(was_training)
+        return scores.cpu().numpy()
+
+    def similarity(
+        self,
+        sentences1: Sequence[str] | str,
+        sentences2: Sequence[str] | str,
+        condition: Sequence[str] | str | None = None,
+    ) -> np.ndarray:
+        """Batch scoring; a single string condition applies to every pair, single sentences are allowed."""
+        s1 = [sentences1] if isinstance(sentences1, str) else list(sentences1)
+        s2 = [sentences2] if isinstance(sentences2, str) else list(sentences2)
+        return self.score(s1, s2, as_conditions(condition, len(s1)))
+
+
+CASE_ENCODER = "case"
+
+
+def scorer_encoder(model: Any, encoder: str | None = None) -> str:
+    """The encoder type a :class:`ConditionalScorer` uses for a loaded model: ``encoder`` when given (checked),
+    else inferred (``case`` for a CASE model, else bi / cross / tri from the model object)."""
+    from finesim.case.model import CaseModel
+    from finesim.models.io import check_encoder, encoder_type_of
+
+    if isinstance(model, CaseModel):
+        if encoder not in (None, CASE_ENCODER):
+            raise ValueError(f"a CASE model cannot be scored as encoder {encoder!r}")
+        return CASE_ENCODER
+    if encoder == CASE_ENCODER:
+        raise ValueError(f"encoder 'case' needs a CASE model, got {type(model).__name__}")
+    return check_encoder(encoder or encoder_type_of(model))
+
+
+def load_model_object(name: str, *, encoder: str | None = None, device: str | None = None) -> Any:
+    """Load a conditional model by name: a folder finesim saved by its marker (``csts-*`` or ``case``), anything else
+    (a Hub id or sentence-transformers folder, resolved offline like the command line) as ``encoder`` (default
+    ``bi``)."""
+    from finesim.models.hub import resolve_model_path
+    from finesim.models.io import load_conditional_model, read_marker
+
+    path = resolve_model_path(name)
+    marker = read_marker(path) if Path(path).is_dir() else None
+    if marker is not None and marker.get("model_type") == CASE_ENCODER:
+        from finesim.case.cache import configured_cache_dir
+        from finesim.case.model import CaseModel
+
+        return CaseModel.load(path, device=device, cache_dir=configured_cache_dir())
+    if encoder == CASE_ENCODER:
+        raise ValueError(f"{name} is not a CASE model folder (no case marker)")
+    return load_conditional_model(path, encoder=encoder or (None if marker is not None else "bi"), device=device)

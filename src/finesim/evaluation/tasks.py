@@ -31,6 +31,7 @@ class Task:
     split: str = "test"
     aggregation: Literal["pooled", "mean"] = "pooled"
     condition_mode: Literal["pair", "ignore"] = "pair"
+    demonstrations: str | None = None  # training file of in-context examples (prompting baseline)
 
     @property
     def conditional(self) -> bool:
@@ -68,7 +69,7 @@ class Task:
 
 
 def _parse_task(name: str, spec: dict[str, Any], source: str) -> Task:
-    allowed = {"format", "path", "score_range", "subsets", "split", "aggregation", "condition_mode"}
+    allowed = {"format", "path", "score_range", "subsets", "split", "aggregation", "condition_mode", "demonstrations"}
     unknown = set(spec) - allowed
     if unknown:
         raise ValueError(f"{source}: task {name!r} has unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -87,6 +88,7 @@ def _parse_task(name: str, spec: dict[str, Any], source: str) -> Task:
         split=str(spec.get("split", "test")),
         aggregation=spec.get("aggregation", "pooled"),
         condition_mode=spec.get("condition_mode", "pair"),
+        demonstrations=None if spec.get("demonstrations") is None else str(spec["demonstrations"]),
     )
 
 

@@ -8,12 +8,9 @@ gradient.
 
 from __future__ import annotations
 
-from typing import Any
+from torch import Tensor
 
-from torch import Tensor, nn
-
-from finesim.losses._condition_pairs import reduce
-from finesim.losses._cosine import pair_cosines, pair_labels
+from finesim.losses._features import PairCosineLoss, reduce
 from finesim.losses.fdl import forward_directional_loss
 from finesim.losses.rdl import reverse_direction_loss
 
@@ -27,15 +24,7 @@ def adaptive_contrastive_loss(
     return reduce(fdl + rdl, reduction)
 
 
-class ACLLoss(nn.Module):
+class ACLLoss(PairCosineLoss):
     """ACL as a sentence-transformers loss over the four condition-pair columns."""
 
-    def __init__(self, model: Any, *, reduction: str = "mean") -> None:
-        super().__init__()
-        self.model = model
-        self.reduction = reduction
-
-    def forward(self, features: list[dict[str, Any]], labels: Tensor) -> Tensor:
-        cos_pos, cos_neg = pair_cosines(self.model, features)
-        label_pos, label_neg = pair_labels(labels)
-        return adaptive_contrastive_loss(cos_pos, cos_neg, label_pos, label_neg, reduction=self.reduction)
+    loss_fn = staticmethod(adaptive_contrastive_loss)

@@ -32,10 +32,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import Tensor, nn
 
-from finesim.losses._condition_pairs import (
+from finesim.losses._distributed import all_gather
+from finesim.losses._features import (
     PROJECTION_HINT,
     pair_labels,
     pair_outputs,
@@ -143,30 +143,9 @@ def balanced_contrastive_loss(
 
 
 def gather_with_offset(local: Tensor) -> tuple[Tensor, int]:
-    """All-gather ``local`` ``(n_rank, d)`` from every process, keeping the gradient of the local shard.
-
-    Shards may differ in size (the last batch); they are padded to the largest and trimmed after gathering.
-    Returns the concatenation in rank order and the global index of this rank's first row. Without an
-    initialised process group it returns ``(local, 0)``.
-    """
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return local, 0
-    from sentence_transformers.util import all_gather_with_grad
-
-    world = dist.get_world_size()
-    rank = dist.get_rank()
-    size = torch.tensor([local.shape[0]], device=local.device)
-    sizes = [torch.zeros_like(size) for _ in range(world)]
-    dist.all_gather(sizes, size)
-    counts = [int(s.item()) for s in sizes]
-    longest = max(counts)
-    padded = local
-    if local.shape[0] < longest:
-        pad = local.new_zeros((longest - local.shape[0], *local.shape[1:]))
-        padded = torch.cat([local, pad], dim=0)
-    shards = all_gather_with_grad(padded).split(longest, dim=0)
-    gathered = torch.cat([shard[:count] for shard, count in zip(shards, counts)], dim=0)
-    return gathered, sum(counts[:rank])
+    """All-gather ``local`` ``(n_rank, d)`` from every process, every shard keeping its gradient; returns the
+    concatenation in rank order and the global index of this rank's first row (``(local, 0)`` on one process)."""
+    return all_gather(local, grad="all")
 
 
 class BCLLoss(nn.Module):

@@ -3,7 +3,7 @@
 One training row is one C-STS sentence pair under both conditions: the training runner's ``pairs`` layout
 (bi-encoder ``[(s1, c_high), (s2, c_high), (s1, c_low), (s2, c_low)]``, tri-encoder ``[s1, s2, c_high,
 c_low]``), label ``[l_high, l_low]`` on the [0, 1] scale (``(y - 1) / 4`` for C-STS; see
-:mod:`finesim.losses._condition_pairs`).
+:mod:`finesim.losses._features`).
 
 - W-ACL (Eq. 9) on ``cos(h1, h2)`` of each pair under its high and low condition;
 - BCL (Eq. 10-11) on the projected ``g(h)`` of every row (both conditions of every pair are BCL rows), with a
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from finesim.losses._condition_pairs import PROJECTION_HINT, pair_labels, pair_outputs
+from finesim.losses._features import PROJECTION_HINT, pair_labels, pair_outputs
 from finesim.losses.bcl import BCL_REDUCTIONS, bcl_for_pair_batch, check_partner_negative
 from finesim.losses.cmse import cosine_mse
 from finesim.losses.wacl import weighted_adaptive_contrastive_loss

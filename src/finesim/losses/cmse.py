@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from finesim.losses._condition_pairs import PROJECTION_HINT, pair_labels, pair_outputs, reduce
+from finesim.losses._features import PROJECTION_HINT, pair_labels, pair_outputs, reduce
 
 
 def cosine_mse(a: Tensor, b: Tensor, labels: Tensor, *, reduction: str = "mean") -> Tensor:

@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from finesim.losses._cosine import row_cosines
+from finesim.losses._features import row_cosines
 
 
 def cosine_mse_loss(cosines: Tensor, labels: Tensor) -> Tensor:
@@ -21,7 +21,7 @@ def cosine_mse_loss(cosines: Tensor, labels: Tensor) -> Tensor:
 
 
 class CosineMSELoss(nn.Module):
-    """Bi-/tri-encoder MSE on ``cos(f(s1, c), f(s2, c))`` (rows layout, see :mod:`finesim.losses._cosine`)."""
+    """Bi-/tri-encoder MSE on ``cos(f(s1, c), f(s2, c))`` (rows layout, see :mod:`finesim.losses._features`)."""
 
     def __init__(self, model: Any) -> None:
         super().__init__()

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from finesim.losses._distributed import all_gather, distributed
 from finesim.losses._regression import check_pair_batch
 
 Similarity = Literal["cosine", "dot"]
@@ -53,30 +54,9 @@ def pearson_loss(x: Tensor, y: Tensor, *, reference_scaling: bool = False) -> Te
 
 
 def gather_with_grad(t: Tensor) -> Tensor:
-    """Concatenate a 1-D tensor across processes; the local shard keeps its gradient.
-
-    Without an initialised process group (or with one process) the tensor is returned unchanged. Shards
-    may have
-    different lengths (a short last batch): lengths are exchanged first and shards padded for the collective.
-    """
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return t
-    world, rank = dist.get_world_size(), dist.get_rank()
-    t = t.reshape(-1)
-    size = torch.tensor([t.numel()], device=t.device)
-    sizes = [torch.zeros_like(size) for _ in range(world)]
-    dist.all_gather(sizes, size)
-    lengths = [int(s.item()) for s in sizes]
-    longest = max(lengths)
-    padded = torch.zeros(longest, dtype=t.dtype, device=t.device)
-    padded[: t.numel()] = t.detach()
-    shards = [torch.zeros_like(padded) for _ in range(world)]
-    dist.all_gather(shards, padded)
-    parts = [shard[:n] for shard, n in zip(shards, lengths)]
-    parts[rank] = t
-    return torch.cat(parts)
+    """Concatenate a 1-D tensor across processes; the local shard keeps its gradient, the others are constants
+    (as in the reference code). Without an initialised process group (or with one process) it is unchanged."""
+    return all_gather(t.reshape(-1), grad="local")[0] if distributed() else t
 
 
 class PearsonLoss(nn.Module):

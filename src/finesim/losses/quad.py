@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from finesim.losses._cosine import pair_cosines, pair_labels
+from finesim.losses._features import pair_cosines, pair_labels
 
 
 def quad_loss(cos_high: Tensor, cos_low: Tensor, margin: float = 1.0, mask: Tensor | None = None) -> Tensor:
@@ -36,7 +36,7 @@ def quad_loss(cos_high: Tensor, cos_low: Tensor, margin: float = 1.0, mask: Tens
 
 
 class QuadLoss(nn.Module):
-    """Quad over a pairs-layout batch (see :mod:`finesim.losses._cosine`); labels are ``(B, 2)``.
+    """Quad over a pairs-layout batch (see :mod:`finesim.losses._features`); labels are ``(B, 2)``.
 
     Args:
         model: a bi- or tri-encoder ``SentenceTransformer``.

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from finesim.losses._cosine import pair_cosines, pair_labels
+from finesim.losses._features import pair_cosines, pair_labels
 from finesim.losses.cosine_mse import cosine_mse_loss
 from finesim.losses.quad import quad_loss
 

@@ -11,12 +11,9 @@ scale.
 
 from __future__ import annotations
 
-from typing import Any
+from torch import Tensor
 
-from torch import Tensor, nn
-
-from finesim.losses._condition_pairs import reduce
-from finesim.losses._cosine import pair_cosines, pair_labels
+from finesim.losses._features import PairCosineLoss, reduce
 
 
 def reverse_direction_loss(
@@ -26,15 +23,7 @@ def reverse_direction_loss(
     return reduce((label_neg - label_pos - cos_neg + cos_pos).clamp(min=0), reduction)
 
 
-class RDLLoss(nn.Module):
+class RDLLoss(PairCosineLoss):
     """RDL as a sentence-transformers loss over the four condition-pair columns."""
 
-    def __init__(self, model: Any, *, reduction: str = "mean") -> None:
-        super().__init__()
-        self.model = model
-        self.reduction = reduction
-
-    def forward(self, features: list[dict[str, Any]], labels: Tensor) -> Tensor:
-        cos_pos, cos_neg = pair_cosines(self.model, features)
-        label_pos, label_neg = pair_labels(labels)
-        return reverse_direction_loss(cos_pos, cos_neg, label_pos, label_neg, reduction=self.reduction)
+    loss_fn = staticmethod(reverse_direction_loss)

@@ -11,12 +11,9 @@ label gap; for a pair with tied labels it is zero (with zero gradient) whatever 
 
 from __future__ import annotations
 
-from typing import Any
+from torch import Tensor
 
-from torch import Tensor, nn
-
-from finesim.losses._condition_pairs import check_label_order, reduce
-from finesim.losses._cosine import pair_cosines, pair_labels
+from finesim.losses._features import PairCosineLoss, check_label_order, reduce
 from finesim.losses.acl import adaptive_contrastive_loss
 
 
@@ -33,15 +30,7 @@ def weighted_adaptive_contrastive_loss(
     return reduce((label_pos - label_neg) * acl, reduction)
 
 
-class WACLLoss(nn.Module):
+class WACLLoss(PairCosineLoss):
     """W-ACL as a sentence-transformers loss over the four condition-pair columns."""
 
-    def __init__(self, model: Any, *, reduction: str = "mean") -> None:
-        super().__init__()
-        self.model = model
-        self.reduction = reduction
-
-    def forward(self, features: list[dict[str, Any]], labels: Tensor) -> Tensor:
-        cos_pos, cos_neg = pair_cosines(self.model, features)
-        label_pos, label_neg = pair_labels(labels)
-        return weighted_adaptive_contrastive_loss(cos_pos, cos_neg, label_pos, label_neg, reduction=self.reduction)
+    loss_fn = staticmethod(weighted_adaptive_contrastive_loss)

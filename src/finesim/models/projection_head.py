@@ -15,13 +15,14 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
-from sentence_transformers.base.modules.module import Module
 from torch import Tensor, nn
+
+from finesim.models.head_module import HeadModule
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU, "identity": nn.Identity}
 
 
-class ProjectionHead(Module):
+class ProjectionHead(HeadModule):
     """Adds ``projected_embedding = act(Linear(sentence_embedding))``; ``sentence_embedding`` is kept."""
 
     config_keys: ClassVar[list[str]] = ["in_features", "out_features", "activation"]
@@ -44,19 +45,6 @@ class ProjectionHead(Module):
     def get_embedding_dimension(self) -> int | None:
         """``None``: the head leaves the sentence embedding (and so its dimension) unchanged."""
         return None
-
-    def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
-        self.save_config(output_path)
-        self.save_torch_weights(output_path, safe_serialization=safe_serialization)
-
-    @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs: Any) -> ProjectionHead:
-        """Rebuild the head from its config and load its trained weights."""
-        hub = {k: kwargs[k] for k in ("token", "cache_folder", "revision", "local_files_only") if k in kwargs}
-        config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub)
-        head = cls(**config)
-        cls.load_torch_weights(model_name_or_path, subfolder=subfolder, model=head, **hub)
-        return head
 
 
 def has_projection_head(model: Any) -> bool:
@@ -90,36 +78,3 @@ def add_projection_head(
     device = next(model.parameters()).device
     model.append(head.to(device))
     return head
-
-
-def finesim_module_classes() -> dict[str, type]:
-    """``modules.json`` type -> class for finesim's own modules (projection, condition and regression heads, the
-    prompt-templating transformer of decoder-LM encoders).
-
-    Saved models that contain them then load without ``trust_remote_code``.
-    """
-    classes: dict[str, type] = {f"{ProjectionHead.__module__}.{ProjectionHead.__qualname__}": ProjectionHead}
-    from finesim.models.heads import ConditionHead
-    from finesim.models.prompt_lm import PromptTransformer
-    from finesim.models.regression_head import RegressionHead
-
-    for cls in (ConditionHead, RegressionHead, PromptTransformer):
-        classes[f"{cls.__module__}.{cls.__qualname__}"] = cls
-    return classes
-
-
-def load_model_with_projection_head(path: str, **kwargs: Any) -> Any:
-    """Load a saved SentenceTransformer containing a :class:`ProjectionHead` (and maybe a condition head).
-
-    sentence-transformers imports module classes outside its own package only with
-    ``trust_remote_code=True``, which would also let the backbone run code from the folder. finesim's head
-    classes are already imported, so they are handed over directly (the mechanism the sentence-transformers
-    trainer uses to reload checkpoints).
-    """
-    from sentence_transformers import SentenceTransformer
-
-    loader = getattr(SentenceTransformer, "_load_with_module_classes", None)
-    if loader is None:  # older sentence-transformers: fall back to the flag
-        kwargs.setdefault("trust_remote_code", True)
-        return SentenceTransformer(path, **kwargs)
-    return loader(str(path), finesim_module_classes(), **kwargs)

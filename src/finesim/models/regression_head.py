@@ -7,15 +7,14 @@ optimises and saves them. Losses score a pair with :meth:`RegressionHead.score_p
 ``Linear(concat(u, v)) -> out_features``. The head is inserted before a trailing ``Normalize`` module (as in
 all-MiniLM-L6-v2), so it scores the un-normalised pooled vectors: the backbone's own pooling (mean for
 all-MiniLM-L6-v2 and plain transformers checkpoints, as in the reference code; e.g. CLS if so configured).
-finesim's loaders (``load_model_with_head``, ``finesim.models.loading.load_sentence_model``) reload a saved model
-with the head directly; plain sentence-transformers needs ``SentenceTransformer(path, trust_remote_code=True)`` (the
-module class lives in finesim); :func:`drop_regression_head` before saving gives a plain embedding model.
+finesim's loader (:func:`finesim.models.io.load_sentence_model`) reloads a saved model with the head directly;
+plain sentence-transformers needs ``SentenceTransformer(path, trust_remote_code=True)`` (the module class lives in
+finesim); :func:`drop_regression_head` before saving gives a plain embedding model.
 
 Concatenations (the paper's Table 6, plus SBERT's optional product): any ordered subset of
 ``("u", "v", "|u-v|", "u*v")``; the default ``("u", "v", "|u-v|")`` is the paper's.
 
-Two-stage training for contrastive encoders (paper section 4.2): :func:`freeze_encoder` freezes
-everything except
+Two-stage training for contrastive encoders (paper section 4.2): :func:`freeze_encoder` freezes everything except
 the head (stage 1), :func:`unfreeze_all` undoes it (stage 2).
 """
 
@@ -25,8 +24,9 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
-from sentence_transformers.base.modules.module import Module
 from torch import Tensor, nn
+
+from finesim.models.head_module import HeadModule
 
 CONCAT_PARTS = ("u", "v", "|u-v|", "u*v")
 PAIR_INPUT_KEY = "regression_head_input"
@@ -45,7 +45,7 @@ def _check_concat(concat: Sequence[str]) -> tuple[str, ...]:
     return parts
 
 
-class RegressionHead(Module):
+class RegressionHead(HeadModule):
     """``Linear(concat(u, v)) -> out_features`` pair head; identity on single-sentence features.
 
     Args:
@@ -94,18 +94,6 @@ class RegressionHead(Module):
 
     def get_embedding_dimension(self) -> int:
         return self.in_features
-
-    def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
-        self.save_config(output_path)
-        self.save_torch_weights(output_path, safe_serialization=safe_serialization)
-
-    @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs: Any) -> RegressionHead:
-        hub_kwargs = {k: kwargs[k] for k in ("token", "cache_folder", "revision", "local_files_only") if k in kwargs}
-        config = cls.load_config(model_name_or_path=model_name_or_path, subfolder=subfolder, **hub_kwargs)
-        head = cls(**config)
-        cls.load_torch_weights(model_name_or_path=model_name_or_path, subfolder=subfolder, model=head, **hub_kwargs)
-        return head
 
 
 def add_regression_head(
@@ -180,15 +168,6 @@ def drop_regression_head(model: Any) -> RegressionHead | None:
             del model[idx]
             return module
     return None
-
-
-def load_model_with_head(path: str, *, device: str | None = None) -> Any:
-    """Load a saved ``SentenceTransformer`` that contains a :class:`RegressionHead`, resolving the head class
-    directly instead of asking for ``trust_remote_code=True``."""
-    from sentence_transformers import SentenceTransformer
-
-    ref = f"{RegressionHead.__module__}.{RegressionHead.__qualname__}"
-    return SentenceTransformer._load_with_module_classes(str(path), {ref: RegressionHead}, device=device)
 
 
 def freeze_encoder(model: Any) -> int:

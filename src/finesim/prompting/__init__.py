@@ -1,28 +1,18 @@
 """Prompting baselines for C-STS and STS-B (Deshpande et al., 2023, Sec. 4.2): prompts, demonstrations,
-parsing, generation backends, a resumable reply cache and the evaluation loop."""
+parsing, generation backends, a resumable reply cache and the evaluation loop.
+
+The names below are imported from their modules on first use, so importing one light module of this package (e.g.
+:mod:`finesim.prompting.prompts` for the command line's choices) does not import the others.
+"""
 
 from __future__ import annotations
 
-from finesim.prompting.backends import BackendError, GenerationBackend, HFBackend, OpenAICompatibleBackend
-from finesim.prompting.cache import ReplyCache, cache_key
-from finesim.prompting.parsing import ParsedReplies, parse_score, prompting_metrics, resolve_replies
-from finesim.prompting.prompts import (
-    EXAMPLE_FORMATS,
-    INSTRUCTION_NAMES,
-    LABEL_RANGES,
-    TASKS,
-    Example,
-    build_prompt,
-    format_example,
-    instruction_text,
-)
-from finesim.prompting.runner import build_prompts, evaluate_prompting
-from finesim.prompting.sampler import DemonstrationSampler
+from typing import Any
 
 __all__ = [
     "EXAMPLE_FORMATS",
     "INSTRUCTION_NAMES",
-    "LABEL_RANGES",
+    "REGISTRY_TASKS",
     "TASKS",
     "BackendError",
     "DemonstrationSampler",
@@ -38,7 +28,20 @@ __all__ = [
     "evaluate_prompting",
     "format_example",
     "instruction_text",
+    "label_range",
     "parse_score",
     "prompting_metrics",
     "resolve_replies",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported from their modules on first use (PEP 562)."""
+    if name not in __all__:
+        raise AttributeError(f"module 'finesim.prompting' has no attribute {name!r}")
+    from finesim.prompting import backends, cache, parsing, prompts, runner, sampler
+
+    for module in (backends, cache, parsing, prompts, runner, sampler):
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(name)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
 Task = Literal["csts", "stsb"]
 InstructionName = Literal["none", "short", "long"]
@@ -32,7 +32,30 @@ ExampleFormat = Literal["plain", "t5", "gpt"]
 TASKS: tuple[str, ...] = ("csts", "stsb")
 INSTRUCTION_NAMES: tuple[str, ...] = ("none", "short", "long")
 EXAMPLE_FORMATS: tuple[str, ...] = ("plain", "t5", "gpt")
-LABEL_RANGES: dict[str, tuple[float, float]] = {"csts": (1.0, 5.0), "stsb": (0.0, 5.0)}
+# prompting task -> split -> evaluation task of finesim/evaluation/tasks.yaml (its file, score range and
+# demonstrations file are read from there)
+REGISTRY_TASKS: dict[str, dict[str, str]] = {
+    "csts": {"validation": "CSTS-validation"},
+    "stsb": {"validation": "STSBenchmark-dev", "test": "STSBenchmark"},
+}
+
+
+def registry_task(task: str, split: str = "validation") -> Any:
+    """The evaluation task (:class:`finesim.evaluation.tasks.Task`) behind a prompting task and split."""
+    from finesim.evaluation.tasks import default_registry
+
+    if task not in REGISTRY_TASKS:
+        raise ValueError(f"unknown task {task!r}; choose from {sorted(REGISTRY_TASKS)}")
+    if split not in REGISTRY_TASKS[task]:
+        raise ValueError(
+            f"no {split} split for task {task!r} (labels not public); choose from {sorted(REGISTRY_TASKS[task])}"
+        )
+    return default_registry().tasks[REGISTRY_TASKS[task][split]]
+
+
+def label_range(task: str) -> tuple[float, float]:
+    """The score range of a prompting task's labels (the ``score_range`` of its evaluation task)."""
+    return registry_task(task).score_range
 
 
 @lru_cache(maxsize=1)

@@ -11,7 +11,7 @@ from datasets import Dataset
 from finesim.prompting.backends.base import GenerationBackend
 from finesim.prompting.cache import ReplyCache, cache_key
 from finesim.prompting.parsing import prompting_metrics, resolve_replies
-from finesim.prompting.prompts import LABEL_RANGES, Example, build_prompt, instruction_text
+from finesim.prompting.prompts import Example, build_prompt, instruction_text, label_range
 from finesim.prompting.sampler import DemonstrationSampler
 
 logger = logging.getLogger("finesim.prompting")
@@ -76,8 +76,7 @@ def evaluate_prompting(
         ``requests`` (cached, sent, failed), ``demonstrations``, an ``example_prompt`` and, with
         ``keep_rows``, one record per query (row, label, reply, parsed score, prediction, flags).
     """
-    if task not in LABEL_RANGES:
-        raise ValueError(f"unknown task {task!r}; choose from {sorted(LABEL_RANGES)}")
+    low, high = label_range(task)  # also rejects an unknown task
     if len(queries) < 2:
         raise ValueError(f"need at least 2 query rows to correlate, got {len(queries)}")
     cache = cache if cache is not None else ReplyCache(None)
@@ -108,7 +107,6 @@ def evaluate_prompting(
     seconds = time.perf_counter() - start
     replies = [cache.get(key) for key in keys]
     failed = sum(1 for r in replies if r is None)
-    low, high = LABEL_RANGES[task]
     parsed = resolve_replies(replies, (low, high), seed=seed)
     gold = [float(x) for x in queries["label"]]
     metrics = prompting_metrics(parsed, gold)

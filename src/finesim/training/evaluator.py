@@ -12,7 +12,7 @@ from finesim.evaluation.metrics import pearson, spearman
 
 
 class ConditionalSimilarityEvaluator(BaseEvaluator):
-    """Scores validation triples with :class:`finesim.models.conditional.ConditionalScorer`.
+    """Scores validation triples with :class:`finesim.evaluation.scoring.ConditionalScorer`.
 
     Works as a sentence-transformers evaluator for both ``SentenceTransformerTrainer`` and
     ``CrossEncoderTrainer``;
@@ -54,7 +54,7 @@ class ConditionalSimilarityEvaluator(BaseEvaluator):
 
     def compute(self, model: Any) -> dict[str, float]:
         """``{"spearman": ..., "pearson": ...}`` (x100) without prefixes."""
-        from finesim.models.conditional import ConditionalScorer
+        from finesim.evaluation.scoring import ConditionalScorer
 
         scorer = ConditionalScorer(model, encoder=self.encoder, batch_size=self.batch_size)
         scores = scorer.score(self.sentences1, self.sentences2, self.conditions)

@@ -1,26 +1,25 @@
-"""Training recipes: YAML/JSON → validated dataclasses.
+"""Training recipes: YAML/JSON → validated dataclasses, and every check that needs no model.
 
 A recipe has the sections ``model``, ``objective``, ``data``, ``labels`` and ``train`` plus ``name``, ``seed`` and
-``output_dir``. Unknown keys are errors (with a "did you mean" hint), so a typo never silently falls back to a
-default. Defaults follow the C-STS paper: 3 epochs, batch 32, warmup ratio 0.1, linear schedule, seed 42 (Table 7),
-weight decay 0.1 and gradient clipping off (reference ``run_sts.sh``), lr 3e-5 (Table 8's pick for every base-size
-model, from Table 7's sweep of 1e-5 and 3e-5; ``run_sts.sh`` itself uses 1e-5, with RoBERTa-large).
+``output_dir`` (and ``description``, ``paper``, ``notes`` for people). Unknown keys are errors (with a "did you mean"
+hint), so a typo never silently falls back to a default. Defaults follow the C-STS paper: 3 epochs, batch 32,
+warmup ratio 0.1, linear schedule, seed 42 (Table 7), weight decay 0.1 and gradient clipping off (reference
+``run_sts.sh``), lr 3e-5 (Table 8's pick for every base-size model, from Table 7's sweep of 1e-5 and 3e-5;
+``run_sts.sh`` itself uses 1e-5, with RoBERTa-large).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from finesim.training.options import RecipeError, read_recipe_file, unknown_key
 
-class RecipeError(ValueError):
-    """A recipe that cannot be used; the message names the file and the key."""
+__all__ = ["Recipe", "RecipeError", "check_recipe", "load_recipe", "recipe_from_dict", "validate_recipe"]
 
 
 @dataclass
@@ -104,6 +103,9 @@ class Recipe:
     name: str = "run"
     seed: int = 42
     output_dir: str | None = None
+    description: str | None = None  # for people: what the recipe is
+    paper: str | None = None  # the paper row it reproduces
+    notes: str | None = None
     model: ModelSpec = field(default_factory=ModelSpec)
     objective: ObjectiveSpec = field(default_factory=ObjectiveSpec)
     data: DataSpec = field(default_factory=DataSpec)
@@ -122,12 +124,6 @@ SECTIONS: dict[str, type] = {
     "labels": LabelSpec,
     "train": TrainSpec,
 }
-
-
-def _unknown(key: str, allowed: list[str], where: str, source: str) -> RecipeError:
-    close = difflib.get_close_matches(key, allowed, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return RecipeError(f"{source}: unknown key {where}{key!r}{hint}; allowed: {sorted(allowed)}")
 
 
 def _coerce(value: Any, f: dataclasses.Field, where: str, source: str) -> Any:
@@ -170,7 +166,7 @@ def _build(cls: type, data: Any, where: str, source: str) -> Any:
     allowed = [f.name for f in fields(cls)]
     for key in data:
         if key not in allowed:
-            raise _unknown(str(key), allowed, where, source)
+            raise unknown_key(str(key), allowed, where, source)
     kwargs = {f.name: _coerce(data[f.name], f, where, source) for f in fields(cls) if f.name in data}
     return cls(**kwargs)
 
@@ -182,7 +178,7 @@ def recipe_from_dict(data: dict[str, Any], *, source: str = "recipe") -> Recipe:
     top = [f.name for f in fields(Recipe)]
     for key in data:
         if key not in top:
-            raise _unknown(str(key), top, "", source)
+            raise unknown_key(str(key), top, "", source)
     kwargs: dict[str, Any] = {}
     for f in fields(Recipe):
         if f.name not in data:
@@ -214,7 +210,7 @@ def _check_model(m: ModelSpec, source: str) -> None:
             "head the condition would be ignored (the C-STS reference code's silent default)"
         )
     if m.encoder == "tri":
-        from finesim.models.heads import HEAD_KINDS
+        from finesim.models.condition_head import HEAD_KINDS
 
         if m.head not in HEAD_KINDS:
             raise RecipeError(
@@ -223,7 +219,7 @@ def _check_model(m: ModelSpec, source: str) -> None:
     if m.encoder == "bi" and m.head:
         raise RecipeError(f"{source}: model.head {m.head!r} does not apply to encoder 'bi'; remove it")
     if m.encoder == "cross":
-        from finesim.models.conditional import CROSS_HEADS
+        from finesim.models.builders import CROSS_HEADS
 
         if m.head not in (None, *CROSS_HEADS):
             raise RecipeError(
@@ -289,13 +285,34 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     """Read a YAML or JSON recipe file, apply ``overrides`` and validate it."""
-    p = Path(path)
-    if not p.is_file():
-        raise RecipeError(f"recipe file {str(p)!r} does not exist")
-    text = p.read_text(encoding="utf-8")
-    try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise RecipeError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {err}") from None
-    data = apply_overrides(data or {}, overrides)
-    return recipe_from_dict(data, source=str(p))
+    data = apply_overrides(read_recipe_file(path), overrides)
+    return recipe_from_dict(data, source=str(path))
+
+
+def check_recipe(recipe: Recipe) -> None:
+    """All checks of a recipe that need no model: :func:`validate_recipe` again (a recipe may be built from the
+    dataclasses directly) and those against the tables of encoders, objectives and data formats: the names exist,
+    the encoder supports the objective, the options exist and fit the ``train`` section."""
+    from finesim.training.encoders import get_encoder
+    from finesim.training.formats import get_data_format
+    from finesim.training.objectives import get_objective
+
+    validate_recipe(recipe)
+    encoder = get_encoder(recipe.model.encoder)
+    objective = get_objective(recipe.objective.name)
+    get_data_format(recipe.data.format)
+    if recipe.data.validation_format:
+        get_data_format(recipe.data.validation_format)
+    encoder.resolve_options(recipe.model.options)
+    if encoder.name not in objective.encoders:
+        raise RecipeError(
+            f"objective {objective.name!r} does not support encoder {encoder.name!r} (supported: "
+            f"{list(objective.encoders)})"
+        )
+    options = objective.resolve_options(recipe.objective.options)
+    if objective.check is not None:
+        objective.check(options, recipe.train)
+    if objective.layout == "triplets" and recipe.labels.scale != "none":
+        raise RecipeError(f"objective {objective.name!r} trains on unlabelled triplets: set labels.scale: none")
+    if objective.layout == "pairs" and recipe.train.batch_size % 2:
+        raise RecipeError(f"train.batch_size must be even for {objective.name!r} (two rows per sentence pair)")

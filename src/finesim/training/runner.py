@@ -25,9 +25,11 @@ from datasets import Dataset
 
 from finesim.data.labels import minmax_scale
 from finesim.results import environment_record, write_json_atomic
+from finesim.training.encoders import TRIPLET_COLUMNS, EncoderType, get_encoder
 from finesim.training.evaluator import ConditionalSimilarityEvaluator
-from finesim.training.recipe import Recipe, RecipeError, validate_recipe
-from finesim.training.registry import TRIPLET_COLUMNS, get_data_format, get_encoder, get_objective
+from finesim.training.formats import get_data_format
+from finesim.training.objectives import Objective, get_objective
+from finesim.training.recipe import Recipe, RecipeError, check_recipe
 
 logger = logging.getLogger("finesim.training")
 
@@ -43,6 +45,43 @@ class TrainResult:
     model_dir: Path
     metrics: dict[str, Any] = field(default_factory=dict)
     model: Any = None
+
+
+@dataclass
+class PreparedData:
+    """The training examples in the objective's layout, the validation evaluator, and what was read."""
+
+    train: Dataset
+    evaluator: ConditionalSimilarityEvaluator | None
+    train_path: Path
+    train_report: dict[str, Any]
+    train_rows: int
+    train_examples: int
+    train_rows_used: int
+    rows_per_example: int = 1
+    pairing: dict[str, Any] | None = None
+    validation_path: Path | None = None
+    validation_report: dict[str, Any] | None = None
+    validation_rows: int | None = None
+
+    def info(self) -> dict[str, Any]:
+        """The ``data`` block of ``metrics.json``."""
+        out: dict[str, Any] = {
+            "train_path": str(self.train_path),
+            "train_report": self.train_report,
+            "train_rows": self.train_rows,
+        }
+        if self.pairing is not None:
+            out["pairing"] = self.pairing
+        out["train_examples"] = self.train_examples
+        out["train_rows_used"] = self.train_rows_used
+        if self.validation_path is not None:
+            out.update(
+                validation_path=str(self.validation_path),
+                validation_report=self.validation_report,
+                validation_rows=self.validation_rows,
+            )
+        return out
 
 
 def resolve_data_path(path: str, root: str | None) -> Path:
@@ -93,22 +132,10 @@ def _check_conditions(encoder: Any, dataset: Dataset, path: Path, data_format: s
         )
 
 
-def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) -> dict[str, Any]:
-    """Load, scale and lay out the data for the recipe's encoder and objective."""
-    d = recipe.data
-    encoder = get_encoder(recipe.model.encoder)
-    objective = get_objective(recipe.objective.name)
-    loader = get_data_format(d.format)
-    root = data_root if data_root is not None else d.root
-    train_path = resolve_data_path(d.train, root)
-    train_raw, train_report = loader(train_path)
-    train_raw = scale_labels(_limit(train_raw, d.max_train_rows), recipe, what=str(train_path))
-    _check_conditions(encoder, train_raw, train_path, d.format)
-    info: dict[str, Any] = {
-        "train_path": str(train_path),
-        "train_report": train_report,
-        "train_rows": len(train_raw),
-    }
+def _layout(
+    recipe: Recipe, encoder: EncoderType, objective: Objective, model: Any, rows: Dataset
+) -> tuple[Dataset, int, dict[str, Any] | None]:
+    """The trainer's dataset in the objective's layout, its rows per example and the pairing report."""
     if objective.layout == "pairs":
         if encoder.pairs is None:
             raise RecipeError(
@@ -116,42 +143,65 @@ def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) ->
             )
         from finesim.data.pairing import pair_conditions
 
-        paired, pairing = pair_conditions(train_raw, equal_labels=d.equal_labels)  # type: ignore[arg-type]
-        info["pairing"] = pairing.as_dict()
-        train = encoder.pairs(model, paired)
-        info["train_examples"] = len(train)
-        info["train_rows_used"] = 2 * len(train)
-    elif objective.layout == "triplets":  # the format's own columns, as they are
-        missing = sorted(set(TRIPLET_COLUMNS) - set(train_raw.column_names))
+        paired, pairing = pair_conditions(rows, equal_labels=recipe.data.equal_labels)  # type: ignore[arg-type]
+        return encoder.pairs(model, paired), 2, pairing.as_dict()
+    if objective.layout == "triplets":  # the format's own columns, as they are
+        missing = sorted(set(TRIPLET_COLUMNS) - set(rows.column_names))
         if missing:
             raise RecipeError(
                 f"objective {objective.name!r} needs {list(TRIPLET_COLUMNS)} columns; data format "
-                f"{d.format!r} gives {train_raw.column_names} ({missing} missing)"
+                f"{recipe.data.format!r} gives {rows.column_names} ({missing} missing)"
             )
-        train = train_raw.select_columns(list(TRIPLET_COLUMNS))
-        info["train_examples"] = info["train_rows_used"] = len(train)
-    else:
-        train = encoder.rows(model, train_raw)
-        info["train_examples"] = len(train)
-        info["train_rows_used"] = len(train)
-    evaluator = None
-    if d.validation:
-        val_path = resolve_data_path(d.validation, root)
-        val_loader = get_data_format(d.validation_format) if d.validation_format else loader
-        val_raw, val_report = val_loader(val_path)
-        val_raw = scale_labels(_limit(val_raw, d.max_validation_rows), recipe, what=str(val_path))
-        _check_conditions(encoder, val_raw, val_path, d.validation_format or d.format)
-        info.update(validation_path=str(val_path), validation_report=val_report, validation_rows=len(val_raw))
-        evaluator = ConditionalSimilarityEvaluator(
-            val_raw["sentence1"],
-            val_raw["sentence2"],
-            val_raw["condition"] if "condition" in val_raw.column_names else None,
-            val_raw["label"],
-            encoder=encoder.saved_as or encoder.name,
-            name=EVAL_NAME,
-            batch_size=recipe.train.eval_batch_size,
-        )
-    return {"train": train, "evaluator": evaluator, "info": info}
+        return rows.select_columns(list(TRIPLET_COLUMNS)), 1, None
+    return encoder.rows(model, rows), 1, None
+
+
+def _validation(recipe: Recipe, encoder: EncoderType, root: str | None) -> tuple[Any, dict[str, Any]]:
+    """The validation evaluator and what it read (``(None, {})`` without a validation file)."""
+    d = recipe.data
+    if not d.validation:
+        return None, {}
+    path = resolve_data_path(d.validation, root)
+    data_format = d.validation_format or d.format
+    raw, report = get_data_format(data_format)(path)
+    raw = scale_labels(_limit(raw, d.max_validation_rows), recipe, what=str(path))
+    _check_conditions(encoder, raw, path, data_format)
+    evaluator = ConditionalSimilarityEvaluator(
+        raw["sentence1"],
+        raw["sentence2"],
+        raw["condition"] if "condition" in raw.column_names else None,
+        raw["label"],
+        encoder=encoder.scored_as,
+        name=EVAL_NAME,
+        batch_size=recipe.train.eval_batch_size,
+    )
+    return evaluator, {"validation_path": path, "validation_report": report, "validation_rows": len(raw)}
+
+
+def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) -> PreparedData:
+    """Load, scale and lay out the data for the recipe's encoder and objective."""
+    d = recipe.data
+    encoder = get_encoder(recipe.model.encoder)
+    objective = get_objective(recipe.objective.name)
+    root = data_root if data_root is not None else d.root
+    train_path = resolve_data_path(d.train, root)
+    train_raw, train_report = get_data_format(d.format)(train_path)
+    train_raw = scale_labels(_limit(train_raw, d.max_train_rows), recipe, what=str(train_path))
+    _check_conditions(encoder, train_raw, train_path, d.format)
+    train, per_example, pairing = _layout(recipe, encoder, objective, model, train_raw)
+    evaluator, validation = _validation(recipe, encoder, root)
+    return PreparedData(
+        train=train,
+        evaluator=evaluator,
+        train_path=train_path,
+        train_report=train_report,
+        train_rows=len(train_raw),
+        train_examples=len(train),
+        train_rows_used=per_example * len(train),
+        rows_per_example=per_example,
+        pairing=pairing,
+        **validation,
+    )
 
 
 def rows_seen(steps: int, *, examples: int, per_step: int, rows_per_example: int = 1) -> int:
@@ -169,31 +219,6 @@ def rows_seen(steps: int, *, examples: int, per_step: int, rows_per_example: int
     steps_per_epoch = -(-examples // per_step)
     full, rest = divmod(steps, steps_per_epoch)
     return rows_per_example * (full * examples + min(rest * per_step, examples))
-
-
-def check_recipe(recipe: Recipe) -> None:
-    """All checks of a recipe: :func:`~finesim.training.recipe.validate_recipe` again (a recipe may be built
-    from the dataclasses directly) and the registry-dependent ones: the encoder supports the objective, the
-    options exist."""
-    validate_recipe(recipe)
-    encoder = get_encoder(recipe.model.encoder)
-    objective = get_objective(recipe.objective.name)
-    get_data_format(recipe.data.format)
-    if recipe.data.validation_format:
-        get_data_format(recipe.data.validation_format)
-    encoder.resolve_options(recipe.model.options)
-    if encoder.name not in objective.encoders:
-        raise RecipeError(
-            f"objective {objective.name!r} does not support encoder {encoder.name!r} (supported: "
-            f"{list(objective.encoders)})"
-        )
-    options = objective.resolve_options(recipe.objective.options)
-    if objective.check is not None:
-        objective.check(options, recipe.train)
-    if objective.layout == "triplets" and recipe.labels.scale != "none":
-        raise RecipeError(f"objective {objective.name!r} trains on unlabelled triplets: set labels.scale: none")
-    if objective.layout == "pairs" and recipe.train.batch_size % 2:
-        raise RecipeError(f"train.batch_size must be even for {objective.name!r} (two rows per sentence pair)")
 
 
 def training_arguments(
@@ -269,37 +294,22 @@ def train(
         resume: continue from the last checkpoint in ``OUT/checkpoints`` when there is one.
         callbacks: extra ``transformers.TrainerCallback`` objects.
     """
-    import torch
-    from transformers import set_seed
-
     check_recipe(recipe)
-    if not (output_dir or recipe.output_dir):
-        raise RecipeError("no output folder: set output_dir in the recipe or pass --output")
-    out = Path(output_dir or recipe.output_dir or "")
-    if recipe.train.num_threads:
-        torch.set_num_threads(recipe.train.num_threads)
-    set_seed(recipe.seed)
-
+    out = _output_folder(recipe, output_dir)
+    _seed_and_threads(recipe)
     encoder = get_encoder(recipe.model.encoder)
     objective = get_objective(recipe.objective.name)
     model = encoder.build(recipe.model)
     data = prepare_data(recipe, model, data_root=data_root)
     options = objective.resolve_options(recipe.objective.options)
+    if objective.prepare_model is not None:
+        objective.prepare_model(model, options)
     loss = objective.build(model, options)
-    cross = encoder.trainer == "cross"
     extra = objective.training_args(model, loss, options) if objective.training_args else None
-    args = training_arguments(recipe, out, has_eval=data["evaluator"] is not None, cross=cross, extra=extra)
-    if cross:
-        from sentence_transformers.cross_encoder import CrossEncoderTrainer as Trainer
-    else:
-        from sentence_transformers import SentenceTransformerTrainer as Trainer
-    trainer = Trainer(
-        model=model,
-        args=args,
-        train_dataset=data["train"],
-        loss=loss,
-        evaluator=data["evaluator"],
-        callbacks=callbacks,
+    cross = encoder.trainer == "cross"
+    args = training_arguments(recipe, out, has_eval=data.evaluator is not None, cross=cross, extra=extra)
+    trainer = _trainer(cross)(
+        model=model, args=args, train_dataset=data.train, loss=loss, evaluator=data.evaluator, callbacks=callbacks
     )
     checkpoint = _last_checkpoint(out / "checkpoints") if resume else None
     if checkpoint:
@@ -307,67 +317,103 @@ def train(
     started = time.perf_counter()
     output = trainer.train(resume_from_checkpoint=checkpoint)
     wall = time.perf_counter() - started
-
+    final = data.evaluator.compute(model) if data.evaluator is not None else {}
     metrics: dict[str, Any] = {}
-    final: dict[str, float] = {}
-    if data["evaluator"] is not None:
-        final = data["evaluator"].compute(model)
     if trainer.is_world_process_zero():
-        model_dir = out / "model"
-        from finesim.models.conditional import save_conditional_model
+        from finesim.models.io import save_model
 
-        save_conditional_model(model, model_dir, encoder=encoder.saved_as or encoder.name)
-        resolved = recipe.to_dict()
-        resolved["output_dir"] = str(out)
-        resolved["objective"]["options"] = options
-        resolved["data"]["resolved_train"] = data["info"]["train_path"]
-        resolved["data"]["resolved_validation"] = data["info"].get("validation_path")
-        write_json_atomic(out / "config.json", resolved)
-        state = trainer.state
-        rows = data["info"]["train_rows_used"]
-        epochs_done = float(state.epoch or 0.0)
-        steps = int(state.global_step)
-        seen = rows_seen(
-            steps,
-            examples=data["info"]["train_examples"],
-            per_step=args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
-            rows_per_example=2 if objective.layout == "pairs" else 1,
-        )
-        metrics = {
-            "kind": "finesim-train",
-            "recipe": recipe.name,
-            "encoder": encoder.name,
-            "objective": objective.name,
-            "objective_options": options,
-            "label_scaling": {
-                "scale": recipe.labels.scale,
-                "low": recipe.labels.low,
-                "high": recipe.labels.high,
-            },
-            "validation": final,
-            "best_checkpoint": state.best_model_checkpoint,
-            "best_metric": state.best_metric,
-            # the saved model scores what the best checkpoint scored (sentence-transformers only logs a failed reload)
-            "best_model_restored": bool(final and state.best_metric is not None)
-            and abs(final["spearman"] - state.best_metric) < 1e-3,
-            "metric_for_best_model": args.metric_for_best_model,
-            "resumed_from": checkpoint,
-            "global_steps": steps,
-            "epochs": epochs_done,
-            "world_size": args.world_size,
-            "train_rows_available": rows,
-            "train_rows_seen": seen,
-            "wall_seconds": wall,
-            "train_runtime_seconds": output.metrics.get("train_runtime"),
-            # throughput of this invocation only (None after a resume: earlier steps ran in another process)
-            "train_rows_per_second": seen / output.metrics["train_runtime"]
-            if output.metrics.get("train_runtime") and not checkpoint
-            else None,
-            "trainer_metrics": output.metrics,
-            "data": data["info"],
-            "log_history": state.log_history,
-            "environment": environment_record(),
-        }
+        save_model(model, out / "model", encoder=encoder.scored_as)
+        write_json_atomic(out / "config.json", _resolved_config(recipe, out, options, data))
+        metrics = _metrics(recipe, encoder, objective, options, data, trainer, args, output, final, checkpoint, wall)
         write_json_atomic(out / "metrics.json", metrics)
-        logger.info("validation %s; model saved to %s", final, model_dir)
+        logger.info("validation %s; model saved to %s", final, out / "model")
     return TrainResult(output_dir=out, model_dir=out / "model", metrics=metrics, model=model)
+
+
+def _output_folder(recipe: Recipe, output_dir: str | Path | None) -> Path:
+    if not (output_dir or recipe.output_dir):
+        raise RecipeError("no output folder: set output_dir in the recipe or pass --output")
+    return Path(output_dir or recipe.output_dir or "")
+
+
+def _seed_and_threads(recipe: Recipe) -> None:
+    import torch
+    from transformers import set_seed
+
+    if recipe.train.num_threads:
+        torch.set_num_threads(recipe.train.num_threads)
+    set_seed(recipe.seed)
+
+
+def _trainer(cross: bool) -> Any:
+    if cross:
+        from sentence_transformers.cross_encoder import CrossEncoderTrainer
+
+        return CrossEncoderTrainer
+    from sentence_transformers import SentenceTransformerTrainer
+
+    return SentenceTransformerTrainer
+
+
+def _resolved_config(recipe: Recipe, out: Path, options: dict[str, Any], data: PreparedData) -> dict[str, Any]:
+    """``config.json``: the recipe with defaults, overrides, objective options and data paths resolved."""
+    resolved = recipe.to_dict()
+    resolved["output_dir"] = str(out)
+    resolved["objective"]["options"] = options
+    resolved["data"]["resolved_train"] = str(data.train_path)
+    resolved["data"]["resolved_validation"] = None if data.validation_path is None else str(data.validation_path)
+    return resolved
+
+
+def _metrics(
+    recipe: Recipe,
+    encoder: EncoderType,
+    objective: Objective,
+    options: dict[str, Any],
+    data: PreparedData,
+    trainer: Any,
+    args: Any,
+    output: Any,
+    final: dict[str, float],
+    checkpoint: str | None,
+    wall: float,
+) -> dict[str, Any]:
+    """``metrics.json``: validation, best checkpoint, throughput, log history, data and environment."""
+    state = trainer.state
+    steps = int(state.global_step)
+    seen = rows_seen(
+        steps,
+        examples=data.train_examples,
+        per_step=args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
+        rows_per_example=data.rows_per_example,
+    )
+    runtime = output.metrics.get("train_runtime")
+    return {
+        "kind": "finesim-train",
+        "recipe": recipe.name,
+        "encoder": encoder.name,
+        "objective": objective.name,
+        "objective_options": options,
+        "label_scaling": {"scale": recipe.labels.scale, "low": recipe.labels.low, "high": recipe.labels.high},
+        "validation": final,
+        "best_checkpoint": state.best_model_checkpoint,
+        "best_metric": state.best_metric,
+        # the saved model scores what the best checkpoint scored (sentence-transformers only logs a failed reload)
+        "best_model_restored": bool(final and state.best_metric is not None)
+        and abs(final["spearman"] - state.best_metric) < 1e-3,
+        "metric_for_best_model": args.metric_for_best_model,
+        "resumed_from": checkpoint,
+        "global_steps": steps,
+        "epochs": float(state.epoch or 0.0),
+        "world_size": args.world_size,
+        "train_rows_available": data.train_rows_used,
+        "train_rows_seen": seen,
+        "wall_seconds": wall,
+        "train_runtime_seconds": runtime,
+        # throughput of this invocation only (None after a resume: earlier steps ran in another process)
+        "train_rows_per_second": seen / runtime if runtime and not checkpoint else None,
+        "trainer_metrics": output.metrics,
+        "data": data.info(),
+        "log_history": state.log_history,
+        "environment": environment_record(),
+    }

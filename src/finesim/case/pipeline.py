@@ -1,0 +1,317 @@
+"""The CASE actions as library functions: embed, train, sweep, isotropy and score C-STS files.
+
+Each action takes options already merged and checked by :func:`finesim.case.options.resolve_options` (plus the
+files to read and the folder to write) and returns the results payload that ``finesim case`` prints from and
+writes as JSON. :func:`train_model` and :func:`measure_isotropy` write their own files into ``output_dir``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from datasets import Dataset
+
+from finesim.case.data import embed_pairs, split_by_pair, split_summary
+from finesim.case.encoding import DEFAULT_FAMILY_FOR, ConditionAwareEncoder
+from finesim.case.options import DEFAULTS, default_cache_dir, parse_dims
+from finesim.case.prompts import PromptFormat
+from finesim.case.training import TrainConfig, evaluate_pairs, sweep_dimensions, train_projection
+from finesim.results import environment_record, write_json_atomic
+
+
+class Splits(NamedTuple):
+    """Training data of one run: train and dev rows, the report-only eval files, and their description."""
+
+    train: Dataset
+    dev: Dataset
+    evals: dict[str, Dataset]
+    description: dict[str, Any]
+
+
+def _read(path: str | Path) -> tuple[Dataset, Any]:
+    from finesim.data import read_csts
+
+    return read_csts(path)
+
+
+def _with_model_resolved(options: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``options`` whose ``model`` alias (``minilm``) is the real name: one cache namespace per model."""
+    from finesim.models.hub import ALIASES
+
+    return {**options, "model": ALIASES.get(options["model"], options["model"])}
+
+
+def build_encoder(options: dict[str, Any], show_progress: bool = True) -> ConditionAwareEncoder:
+    """Load the encoder named by ``options`` and wrap it in a :class:`~finesim.case.ConditionAwareEncoder`.
+
+    Sets torch's thread count to ``options["threads"]``.
+    """
+    import torch
+
+    from finesim.models.io import load_sentence_model
+
+    options = _with_model_resolved(options)
+    torch.set_num_threads(int(options["threads"]))
+    family = options["family"] or DEFAULT_FAMILY_FOR[options["formulation"]]
+    prompt = PromptFormat(family, options["formulation"], prompts_file=options["prompts_file"])
+    model = load_sentence_model(
+        options["model"],
+        device=options["device"],
+        pooling=options["pooling"],
+        max_length=options["max_length"],
+    )
+    return ConditionAwareEncoder(
+        model,
+        prompt,
+        subtract_condition=bool(options["subtract_condition"]),
+        normalize_before_subtract=bool(options["normalize_before_subtract"]),
+        cache_dir=options["cache_dir"],
+        model_name=options["model"],
+        batch_size=int(options["batch_size"]),
+        show_progress=show_progress,
+    )
+
+
+def train_config(options: dict[str, Any], dim: int | None = None) -> TrainConfig:
+    """The projection training settings of ``options`` (``dim`` replaces ``options["dim"]``)."""
+    return TrainConfig(
+        kind=options["kind"],
+        dim=int(dim if dim is not None else options["dim"]),
+        lr=float(options["lr"]),
+        batch_size=int(options["train_batch_size"]),
+        epochs=int(options["epochs"]),
+        dropout=options["dropout"],
+        negative_slope=float(options["negative_slope"]),
+        label_divisor=float(options["label_divisor"]),
+        label_offset=float(options["label_offset"]),
+        seed=int(options["seed"]),
+        threads=int(options["threads"]),
+    )
+
+
+def default_train_file(data: str | Path | None = None) -> str:
+    """``<data root>/csts/train.csv`` (the data root from ``data``, else finesim's configured one)."""
+    from finesim.paths import data_root
+
+    return str(data_root(data) / "csts" / "train.csv")
+
+
+def carve_splits(options: dict[str, Any], train_file: str | Path) -> Splits:
+    """Read ``train_file``, the dev file (``options["dev"]``) or a dev split carved from train by sentence pair
+    (``dev_fraction``, ``seed``), and the ``eval`` files (named by their stem)."""
+    train, _ = _read(train_file)
+    if options["dev"]:
+        dev, _ = _read(options["dev"])
+        dev_source = options["dev"]
+    else:
+        train, dev = split_by_pair(train, float(options["dev_fraction"]), int(options["seed"]))
+        dev_source = f"{train_file} (carved: {options['dev_fraction']} of sentence pairs, seed {options['seed']})"
+    evals = {Path(path).stem: _read(path)[0] for path in options["eval"] or []}
+    description = {
+        "train": split_summary("train", train, str(train_file)),
+        "dev": split_summary("dev", dev, dev_source),
+        "eval": {name: split_summary(name, ds, name) for name, ds in evals.items()},
+        "selection_split": "dev",
+    }
+    return Splits(train, dev, evals, description)
+
+
+def embed_files(options: dict[str, Any], data_files: Sequence[str], *, show_progress: bool = True) -> dict[str, Any]:
+    """Fill the embedding cache for ``data_files``; one row per file with the unsupervised Spearman.
+
+    Returns:
+        the payload of ``finesim case embed`` (its ``results`` are the rows).
+    """
+    options = _with_model_resolved(options)
+    encoder = build_encoder(options, show_progress=show_progress)
+    rows = []
+    for path in data_files:
+        ds, report = _read(path)
+        start = time.perf_counter()
+        before = encoder.encoded
+        data = embed_pairs(encoder, ds)
+        rows.append(
+            {
+                "file": path,
+                "rows": len(ds),
+                "skipped": report.skipped,
+                "texts_encoded": encoder.encoded - before,
+                "seconds": round(time.perf_counter() - start, 2),
+                "unsupervised_spearman": evaluate_pairs(None, data),
+            }
+        )
+    return {
+        "command": "finesim case embed",
+        **encoder.config(),
+        "options": options,
+        "results": rows,
+        "environment": environment_record(),
+    }
+
+
+def train_model(
+    options: dict[str, Any],
+    *,
+    train_file: str | Path,
+    output_dir: str | Path,
+    argv: Sequence[str] | None = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Train a projection on cached embeddings, save the CASE model to ``output_dir`` with ``training.json``.
+
+    Args:
+        options: resolved CASE options.
+        train_file: C-STS CSV to train on (dev is carved from it unless ``options["dev"]`` names a file).
+        output_dir: folder for the model and ``training.json``.
+        argv: the command line, recorded in the payload (None from Python).
+        show_progress: show progress bars.
+
+    Returns:
+        the payload written to ``training.json``.
+    """
+    from finesim.case.model import CaseModel
+
+    options = _with_model_resolved(options)
+    encoder = build_encoder(options, show_progress=show_progress)
+    splits = carve_splits(options, train_file)
+    start = time.perf_counter()
+    train_x, dev_x = embed_pairs(encoder, splits.train), embed_pairs(encoder, splits.dev)
+    eval_x = {name: embed_pairs(encoder, ds) for name, ds in splits.evals.items()}
+    embed_seconds = time.perf_counter() - start
+    result = train_projection(train_x, dev_x, train_config(options), show_progress=show_progress)
+    scores = {name: evaluate_pairs(result.projection, data) for name, data in eval_x.items()}
+    summary = result.summary()
+    CaseModel(encoder, result.projection, {"training": summary, "data": splits.description}).save(output_dir)
+    payload = {
+        "command": "finesim case train",
+        "argv": list(argv) if argv is not None else None,
+        **encoder.config(),
+        "options": options,
+        "data": splits.description,
+        "training": summary,
+        "embed_seconds": round(embed_seconds, 2),
+        "texts_encoded": encoder.encoded,
+        "eval_spearman": scores,
+        "environment": environment_record(),
+    }
+    write_json_atomic(Path(output_dir) / "training.json", payload)
+    return payload
+
+
+def sweep_dims(options: dict[str, Any], *, train_file: str | Path, show_progress: bool = True) -> dict[str, Any]:
+    """Train one projection per output dimension of ``options["dims"]`` (``full`` = the encoder's width).
+
+    Returns:
+        the payload of ``finesim case sweep`` (one row per dimension in ``rows``).
+    """
+    parse_dims(options["dims"], width=1)  # syntax errors before any encoding
+    options = _with_model_resolved(options)
+    encoder = build_encoder(options, show_progress=show_progress)
+    splits = carve_splits(options, train_file)
+    train_x, dev_x = embed_pairs(encoder, splits.train), embed_pairs(encoder, splits.dev)
+    dims = parse_dims(options["dims"], width=train_x.dim)
+    eval_x = {name: embed_pairs(encoder, ds) for name, ds in splits.evals.items()}
+    rows = sweep_dimensions(train_x, dev_x, dims, train_config(options, dims[0]), report=eval_x)
+    return {
+        "command": "finesim case sweep",
+        **encoder.config(),
+        "options": options,
+        "data": splits.description,
+        "rows": rows,
+        "environment": environment_record(),
+    }
+
+
+def measure_isotropy(
+    options: dict[str, Any], data_files: Sequence[str], output_dir: str | Path, *, show_progress: bool = True
+) -> dict[str, Any]:
+    """I_iso and embedding-to-mean cosines of both sentences of every row, with and without "− c".
+
+    Writes ``isotropy.json`` (the returned payload) and the histogram ``cosine_to_mean.png`` to ``output_dir``.
+    """
+    import numpy as np
+
+    from finesim.case.isotropy import cosine_to_mean, isotropy_summary, save_histograms
+
+    options = _with_model_resolved(options)
+    encoder = build_encoder(options, show_progress=show_progress)
+    sentences, conditions = [], []
+    for path in data_files:
+        ds, _ = _read(path)
+        sentences += list(ds["sentence1"]) + list(ds["sentence2"])
+        conditions += list(ds["condition"]) * 2
+    conditional, unconditional = encoder.embed_parts(sentences, conditions)
+    variants = {
+        options["formulation"]: conditional,
+        f"{options['formulation']} - c": conditional - unconditional,
+    }
+    out = Path(output_dir)
+    summary = {
+        name: isotropy_summary(x, num_directions=int(options["num_directions"]), seed=int(options["seed"]))
+        for name, x in variants.items()
+    }
+    png = save_histograms(
+        {name: cosine_to_mean(x) for name, x in variants.items()},
+        out / "cosine_to_mean.png",
+        title=f"{options['model']}: embedding-to-mean cosine",
+    )
+    payload = {
+        "command": "finesim case isotropy",
+        **encoder.config(),
+        "files": list(data_files),
+        "results": summary,
+        "histogram": str(png),
+        "mean_norm": float(np.linalg.norm(conditional, axis=1).mean()),
+        "environment": environment_record(),
+    }
+    write_json_atomic(out / "isotropy.json", payload)
+    return payload
+
+
+def score_files(
+    model_dir: str | Path,
+    data_files: Sequence[str],
+    *,
+    cache_dir: str | Path | None = None,
+    threads: int | None = None,
+) -> dict[str, Any]:
+    """Spearman and Pearson of a saved CASE model on each of ``data_files``.
+
+    Args:
+        model_dir: folder written by :func:`train_model` (``finesim case train``).
+        data_files: C-STS CSV files.
+        cache_dir: embedding cache (default :func:`~finesim.case.options.default_cache_dir`).
+        threads: torch threads (default ``DEFAULTS["threads"]``).
+
+    Returns:
+        the payload of ``finesim case score`` (one row per file in ``results``).
+    """
+    import torch
+
+    from finesim.case.model import CaseModel
+    from finesim.evaluation.metrics import pearson, spearman
+
+    torch.set_num_threads(int(threads or DEFAULTS["threads"]))
+    model = CaseModel.load(model_dir, cache_dir=cache_dir or str(default_cache_dir()))
+    rows = []
+    for path in data_files:
+        ds, _ = _read(path)
+        pred = model.score(ds["sentence1"], ds["sentence2"], ds["condition"])
+        rows.append(
+            {
+                "file": path,
+                "rows": len(ds),
+                "spearman": spearman(pred, ds["label"]),
+                "pearson": pearson(pred, ds["label"]),
+                "texts_encoded": model.last_encoded,
+            }
+        )
+    return {
+        "command": "finesim case score",
+        "model_dir": model_dir,
+        "results": rows,
+        "environment": environment_record(),
+    }

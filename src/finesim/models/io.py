@@ -1,0 +1,199 @@
+"""Loading and saving finesim models.
+
+- :func:`load_sentence_model`: a ``SentenceTransformer`` from a Hub id (resolved offline by
+  :mod:`finesim.models.hub`), a sentence-transformers folder (finesim's own module classes resolved directly) or a
+  plain transformers checkpoint (a pooling layer is added).
+- The **marker** ``finesim_model.json`` in every folder finesim saves names its model type: ``csts-bi``,
+  ``csts-cross``, ``csts-tri`` (:func:`save_model`) or ``case`` (:class:`finesim.case.model.CaseModel`).
+  :func:`finesim.evaluation.loading.load_scorer` dispatches on it.
+- :func:`load_conditional_model`: reload a bi-, cross- or tri-encoder folder.
+
+finesim's module classes (condition, projection and regression heads, the prompt-templating transformer) are handed
+to sentence-transformers directly instead of asking for ``trust_remote_code=True``, which would also let the
+backbone run code from the folder; a plain folder loads exactly as in sentence-transformers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from finesim.models.condition_head import ConditionHead, find_condition_head
+from finesim.models.hub import resolve_model_path
+from finesim.models.projection_head import ProjectionHead
+from finesim.models.prompt_transformer import PromptTransformer
+from finesim.models.regression_head import RegressionHead
+from finesim.results import write_json_atomic
+
+MARKER_FILE = "finesim_model.json"
+ENCODER_TYPES = ("bi", "cross", "tri")
+MODEL_TYPE_PREFIX = "csts-"  # model_type "csts-bi" | "csts-cross" | "csts-tri" in the marker
+# spellings accepted for sentence-transformers' pooling modes (the C-STS issue writes "last-token")
+POOLING_ALIASES = {"last-token": "lasttoken", "last_token": "lasttoken"}
+FINESIM_MODULES: tuple[type, ...] = (ProjectionHead, ConditionHead, RegressionHead, PromptTransformer)
+
+
+def check_encoder(encoder: str) -> str:
+    """``encoder`` when it is one of :data:`ENCODER_TYPES`; a clear error otherwise."""
+    if encoder not in ENCODER_TYPES:
+        raise ValueError(f"unknown encoder type {encoder!r}; choose one of {list(ENCODER_TYPES)}")
+    return encoder
+
+
+# ---------------------------------------------------------------- the marker
+
+
+def read_marker(folder: str | Path) -> dict[str, Any] | None:
+    """The parsed ``finesim_model.json`` of a folder, or None when there is none (a plain model or a Hub id)."""
+    marker = Path(folder) / MARKER_FILE
+    if not marker.is_file():
+        return None
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+        str(data["model_type"])
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise ValueError(f"{marker}: not a valid finesim model marker ({err})") from None
+    return data
+
+
+def model_type_of(path: str | Path) -> str | None:
+    """The finesim model type recorded in a folder, or None for a plain model / Hub id."""
+    marker = read_marker(path) if Path(path).is_dir() else None
+    return None if marker is None else str(marker["model_type"])
+
+
+def write_marker(folder: str | Path, model_type: str, **extra: Any) -> Path:
+    """Write ``finesim_model.json`` (atomically) naming the folder's model type."""
+    return write_json_atomic(Path(folder, MARKER_FILE), {"model_type": model_type, **extra})
+
+
+# ---------------------------------------------------------------- sentence-transformers folders
+
+
+def finesim_module_classes() -> dict[str, type]:
+    """``modules.json`` type -> class for finesim's own modules, so saved models load without
+    ``trust_remote_code``."""
+    return {f"{cls.__module__}.{cls.__qualname__}": cls for cls in FINESIM_MODULES}
+
+
+def load_with_finesim_modules(path: str, **kwargs: Any) -> Any:
+    """Load a saved ``SentenceTransformer`` whose modules may include finesim's classes (see the module
+    docstring); the mechanism the sentence-transformers trainer uses to reload checkpoints."""
+    from sentence_transformers import SentenceTransformer
+
+    loader = getattr(SentenceTransformer, "_load_with_module_classes", None)
+    if loader is None:  # older sentence-transformers: fall back to the flag
+        kwargs.setdefault("trust_remote_code", True)
+        return SentenceTransformer(path, **kwargs)
+    return loader(str(path), finesim_module_classes(), **kwargs)
+
+
+def _has_finesim_modules(folder: Path) -> bool:
+    """Whether a sentence-transformers folder lists one of finesim's own module classes in ``modules.json``."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    return any(str(m.get("type", "")).startswith("finesim.") for m in modules if isinstance(m, dict))
+
+
+def pooling_mode(name: str) -> str:
+    """The sentence-transformers pooling mode for ``name``: ``last-token`` / ``last_token`` are read as
+    ``lasttoken``; other names pass unchanged (``Pooling`` rejects unknown ones, listing the valid modes)."""
+    return POOLING_ALIASES.get(name, name)
+
+
+def set_pooling(model: Any, pooling: str) -> None:
+    """Switch the pooling mode of a SentenceTransformer's Pooling module (``cls``, ``mean``, ``lasttoken`` alias
+    ``last-token``, ...)."""
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    for i, module in enumerate(model):
+        if isinstance(module, Pooling):
+            model[i] = Pooling(module.get_embedding_dimension(), pooling_mode=pooling_mode(pooling))
+            return
+    raise ValueError("model has no Pooling module to change")
+
+
+def load_sentence_model(
+    name: str,
+    *,
+    device: str | None = None,
+    max_length: int | None = None,
+    pooling: str | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Load a ``SentenceTransformer`` from a Hub id or a local folder.
+
+    A folder without ``modules.json`` (a plain transformers checkpoint) gets a Transformer + Pooling stack; the
+    pooling mode is ``pooling`` (default ``mean``). ``pooling`` on a sentence-transformers folder replaces its
+    pooling mode; ``last-token`` is accepted for ``lasttoken`` (:func:`pooling_mode`).
+    """
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    path = resolve_model_path(name)
+    is_st = (Path(path) / "modules.json").is_file() if Path(path).is_dir() else None
+    if is_st is False:
+        transformer = Transformer(path, max_seq_length=max_length)
+        pool = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling_mode(pooling or "mean"))
+        model = SentenceTransformer(modules=[transformer, pool], device=device, **kwargs)
+    else:
+        if is_st and _has_finesim_modules(Path(path)):
+            model = load_with_finesim_modules(path, device=device, **kwargs)
+        else:
+            model = SentenceTransformer(path, device=device, **kwargs)
+        if pooling is not None:
+            set_pooling(model, pooling)
+    if max_length is not None:
+        model.max_seq_length = max_length
+    return model
+
+
+# ---------------------------------------------------------------- conditional models (bi / cross / tri)
+
+
+def encoder_type_of(model: Any) -> str:
+    """Infer ``bi``/``cross``/``tri`` from a loaded model object."""
+    from sentence_transformers import CrossEncoder
+
+    if isinstance(model, CrossEncoder):
+        return "cross"
+    return "tri" if find_condition_head(model) is not None else "bi"
+
+
+def save_model(model: Any, folder: str | Path, *, encoder: str | None = None) -> Path:
+    """Save a bi-, cross- or tri-encoder and its marker (``model_type`` ``csts-<encoder>``); returns the folder."""
+    encoder = check_encoder(encoder or encoder_type_of(model))
+    model.save_pretrained(str(folder))
+    write_marker(folder, MODEL_TYPE_PREFIX + encoder, encoder=encoder)
+    return Path(folder)
+
+
+def marker_encoder(marker: dict[str, Any]) -> str:
+    """The encoder type a ``csts-*`` marker records."""
+    return str(marker.get("encoder") or str(marker.get("model_type", "")).removeprefix(MODEL_TYPE_PREFIX))
+
+
+def load_conditional_model(path: str | Path, *, encoder: str | None = None, device: str | None = None) -> Any:
+    """Load a model saved by finesim (or any ST / CrossEncoder folder when ``encoder`` is given)."""
+    folder = Path(resolve_model_path(str(path)))
+    if encoder is None:
+        marker = read_marker(folder) if folder.is_dir() else None
+        if marker is None:
+            raise FileNotFoundError(
+                f"{folder / MARKER_FILE} not found: pass encoder='bi'|'cross'|'tri' to load a model finesim did not "
+                "save"
+            )
+        encoder = marker_encoder(marker)
+    check_encoder(str(encoder))
+    if encoder == "cross":
+        import torch
+        from sentence_transformers import CrossEncoder
+
+        return CrossEncoder(str(folder), device=device, activation_fn=torch.nn.Identity())
+    model = load_with_finesim_modules(str(folder), device=device)
+    if encoder == "tri" and find_condition_head(model) is None:
+        raise ValueError(f"{folder} was declared a tri-encoder but has no ConditionHead module")
+    return model

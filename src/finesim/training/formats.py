@@ -1,0 +1,118 @@
+"""Data formats of the recipe runner (``data.format``), declared in one table: :data:`DATA_FORMATS`.
+
+A format is a loader ``loader(path) -> (dataset, report_dict)``: ``path`` is the recipe's ``data.train`` (or
+``data.validation``) resolved against the data root; the dataset has ``sentence1, sentence2, [condition,] label``
+(plus a 1-based ``row``), or ``anchor, positive, negative`` for the triplet formats.
+
+- ``csts``: a C-STS CSV; rows with conditions, labels 1-5.
+- ``sts``: the data root (``.``) gives the overlap-filtered STS-B + SICK-R training pairs (0-5); an ``sts-*.csv``
+  path an STS-B split; a ``SICK_*.txt`` path SICK rescaled to 0-5.
+- ``sts-unfiltered``: the data root; STS-B train + SICK-R train (0-5) **without** the overlap filter (the
+  Pcc-tuning paper's 10,249 pairs).
+- ``snli-regression``: the SNLI folder (``nli/SNLI``); dev + test pairs as regression data (contradiction 0,
+  neutral 1, entailment 2).
+- ``snli-classification``: the SNLI folder; the same pairs with integer class ids (for ``softmax``).
+- ``snli-triplets``: the SNLI folder; (premise, entailment, contradiction) triplets (Pcc-tuning stage 1).
+- ``simcse-nli-csv``: SimCSE's ``nli_for_simcse.csv``; its ``sent0, sent1, hard_neg`` triplets (the Pcc-tuning
+  paper's stage-1 data).
+
+A new format: write its loader here and add it to :data:`DATA_FORMATS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset
+
+# A data format loader returns (dataset with sentence1, sentence2, [condition,] label[, row], report-dict).
+DataLoader = Callable[[Path], tuple[Dataset, dict[str, Any]]]
+
+
+def load_csts(path: Path) -> tuple[Dataset, dict[str, Any]]:
+    """The ``csts`` format: a C-STS CSV."""
+    from finesim.data.csts import read_csts
+
+    dataset, report = read_csts(path)
+    return dataset, report.as_dict()
+
+
+def _sentence_pairs(ds: Dataset) -> Dataset:
+    return ds.select_columns(["sentence1", "sentence2", "label"])
+
+
+def load_sts(path: Path) -> tuple[Dataset, dict[str, Any]]:
+    """The ``sts`` format (see the module docstring)."""
+    from finesim.data.labels import sick_to_sts
+    from finesim.data.sts import read_sick, read_stsb
+    from finesim.data.sts_training import merged_sts_training_set
+
+    path = Path(path)
+    if path.is_dir():
+        return merged_sts_training_set(path)
+    if path.name.startswith("SICK"):
+        ds, _ = read_sick(path)
+        ds = _sentence_pairs(ds).map(lambda b: {"label": sick_to_sts(b["label"]).tolist()}, batched=True)
+        return ds, {"rows": len(ds), "label_scale": "0-5 (SICK rescaled)"}
+    ds, _ = read_stsb(path)
+    return _sentence_pairs(ds), {"rows": len(ds)}
+
+
+def load_sts_unfiltered(path: Path) -> tuple[Dataset, dict[str, Any]]:
+    """The ``sts-unfiltered`` format (see the module docstring)."""
+    from finesim.data.sts_training import merged_sts_training_set
+
+    if not Path(path).is_dir():
+        raise ValueError(f"data format 'sts-unfiltered' needs the data root folder as train:, got {path}")
+    return merged_sts_training_set(path, filter_eval_overlap=False)
+
+
+def _snli_pairs(path: Path, *, classes: bool) -> tuple[Dataset, dict[str, Any]]:
+    from finesim.data.sts_training import nli_classification_pairs, nli_regression_pairs
+
+    ds, report = (nli_classification_pairs if classes else nli_regression_pairs)(path)
+    return Dataset.from_dict({"sentence1": ds["premise"], "sentence2": ds["hypothesis"], "label": ds["label"]}), report
+
+
+def load_snli_regression(path: Path) -> tuple[Dataset, dict[str, Any]]:
+    """The ``snli-regression`` format: ``path`` is the SNLI folder."""
+    return _snli_pairs(path, classes=False)
+
+
+def load_snli_classification(path: Path) -> tuple[Dataset, dict[str, Any]]:
+    """The ``snli-classification`` format: ``path`` is the SNLI folder."""
+    return _snli_pairs(path, classes=True)
+
+
+def load_snli_triplets(path: Path) -> tuple[Dataset, dict[str, Any]]:
+    """The ``snli-triplets`` format: ``path`` is the SNLI folder (``nli/SNLI``)."""
+    from finesim.data.sts_training import nli_triplets
+
+    return nli_triplets(path)
+
+
+def load_simcse_nli(path: Path) -> tuple[Dataset, dict[str, Any]]:
+    """The ``simcse-nli-csv`` format: ``path`` is SimCSE's ``nli_for_simcse.csv``."""
+    from finesim.data.sts_training import read_simcse_nli
+
+    return read_simcse_nli(path)
+
+
+DATA_FORMATS: dict[str, DataLoader] = {
+    "csts": load_csts,
+    "sts": load_sts,
+    "sts-unfiltered": load_sts_unfiltered,
+    "snli-regression": load_snli_regression,
+    "snli-classification": load_snli_classification,
+    "snli-triplets": load_snli_triplets,
+    "simcse-nli-csv": load_simcse_nli,
+}
+
+
+def get_data_format(name: str) -> DataLoader:
+    """The data format ``name`` (a clear error listing the known ones)."""
+    if name not in DATA_FORMATS:
+        raise ValueError(f"unknown data format {name!r}; registered: {sorted(DATA_FORMATS)}")
+    return DATA_FORMATS[name]

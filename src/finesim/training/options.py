@@ -1,0 +1,102 @@
+"""Option dictionaries: defaults, unknown keys with a did-you-mean hint, and recipe files read strictly.
+
+Shared by training recipes (:mod:`finesim.training.recipe`), encoder and objective options, and CASE recipes
+(:mod:`finesim.case.options`): a typo is always an error that names the file and the key, never a silent default.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# keys every recipe may carry for people (copied into results, never read by the code)
+META_KEYS = ("description", "paper", "notes")
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be used; the message names the file and the key."""
+
+
+def did_you_mean(key: str, allowed: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest allowed name, or an empty string."""
+    close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def unknown_key(key: str, allowed: Iterable[str], where: str, source: str) -> RecipeError:
+    """The error for an unknown ``where + key`` in ``source``, with a did-you-mean hint and the allowed keys."""
+    allowed = sorted(str(a) for a in allowed)
+    return RecipeError(f"{source}: unknown key {where}{key!r}{did_you_mean(key, allowed)}; allowed: {allowed}")
+
+
+def resolve_options(
+    what: str, defaults: Mapping[str, Any], options: Mapping[str, Any] | None, key: str = "options"
+) -> dict[str, Any]:
+    """``defaults`` updated with ``options``; an option not in ``defaults`` is an error naming ``what``."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        allowed = f"its {key} are {sorted(defaults)}" if defaults else f"it takes no {key}"
+        hint = did_you_mean(unknown[0], defaults) if len(unknown) == 1 else ""
+        raise ValueError(f"{what} has no option(s) {unknown}{hint}; {allowed}")
+    return {**defaults, **options}
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a mapping key given twice (PyYAML keeps the last one silently)."""
+
+
+def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"key {key!r} appears twice (first on line {seen[key] + 1}); remove one",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark.line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
+def parse_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that refuses duplicate keys."""
+    return yaml.load(text, Loader=_StrictLoader)
+
+
+def read_recipe_file(path: str | Path, *, what: str = "recipe") -> dict[str, Any]:
+    """Read a YAML or JSON recipe file into a mapping.
+
+    Raises:
+        RecipeError: the file is missing, not valid YAML/JSON, has a key twice, is empty, or is not a mapping; the
+            message names the file (and the line for syntax errors).
+    """
+    p = Path(path)
+    if not p.is_file():
+        hint = " (it is a folder)" if p.is_dir() else ""
+        raise RecipeError(f"{what} file {str(p)!r} does not exist{hint}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise RecipeError(f"{p}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    try:
+        data = json.loads(text) if p.suffix == ".json" else parse_yaml(text)
+    except json.JSONDecodeError as err:
+        raise RecipeError(f"{p}: not valid JSON: {err}") from None
+    except yaml.YAMLError as err:
+        raise RecipeError(f"{p}: not valid YAML: {' '.join(str(err).split())}") from None
+    if data is None:
+        raise RecipeError(f"{p}: the {what} file is empty")
+    if not isinstance(data, dict):
+        raise RecipeError(f"{p}: a {what} must be a mapping of keys to values, got {type(data).__name__}")
+    return data

@@ -1,0 +1,102 @@
+"""The contrastive ceiling: the paper's closed form, the exact tie-aware optimum, brute force, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from finesim.analysis.bound import (
+    brute_force_bound,
+    brute_force_paper_sum_d2,
+    exact_bound,
+    exact_limit,
+    paper_bound,
+    paper_limit,
+    paper_sum_d2,
+)
+from finesim.cli.main import main
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 11])
+def test_paper_sum_d2_matches_ranks_for_every_split(n: int) -> None:
+    for k in range(n + 1):
+        assert paper_sum_d2(n, k) == pytest.approx(brute_force_paper_sum_d2(n, k))
+
+
+@pytest.mark.parametrize("n", [4, 10, 100, 1000])
+def test_paper_closed_form_for_even_n(n: int) -> None:
+    b = paper_bound(n)
+    assert b.positives == n // 2
+    assert b.spearman == pytest.approx((7 * n * n - 4) / (8 * (n * n - 1)))
+
+
+def test_paper_limit_is_0875() -> None:
+    assert paper_limit() == 0.875
+    assert paper_bound(100_000).spearman == pytest.approx(0.875, abs=1e-9)
+
+
+def test_exact_bound_with_distinct_scores_tends_to_sqrt3_over_2() -> None:
+    assert exact_limit() == pytest.approx(math.sqrt(3) / 2)
+    assert exact_bound(np.arange(100_000)).spearman == pytest.approx(math.sqrt(3) / 2, abs=1e-6)
+    # n = 4: the paper's shortcut says 0.9, the tie-correct Spearman of the best split is 2/sqrt(5)
+    assert paper_bound(4).spearman == pytest.approx(0.9)
+    assert exact_bound([1, 2, 3, 4]).spearman == pytest.approx(2 / math.sqrt(5))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_exact_bound_matches_brute_force_with_ties(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 11))
+    gold = rng.integers(0, 4, size=n).astype(float)  # few levels: many ties
+    if np.all(gold == gold[0]):
+        gold[0] += 1
+    exact, brute = exact_bound(gold), brute_force_bound(gold)
+    assert exact.spearman == pytest.approx(brute.spearman, abs=1e-9)
+
+
+def test_exact_bound_with_distinct_scores_matches_brute_force() -> None:
+    gold = [0.3, 4.1, 2.2, 1.0, 3.3, 5.0, 0.0]
+    assert exact_bound(gold).spearman == pytest.approx(brute_force_bound(gold).spearman)
+
+
+def test_bad_inputs() -> None:
+    with pytest.raises(ValueError, match="all gold scores are equal"):
+        exact_bound([2.0, 2.0, 2.0])
+    with pytest.raises(ValueError, match="at least 2"):
+        exact_bound([1.0])
+    with pytest.raises(ValueError, match="NaN"):
+        exact_bound([1.0, float("nan")])
+    with pytest.raises(ValueError, match="too slow"):
+        brute_force_bound(np.arange(30))
+    with pytest.raises(ValueError, match="at least 2 pairs"):
+        paper_bound(1)
+
+
+def test_cli_n(capsys) -> None:
+    assert main(["bound", "--n", "1000", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    row = out["rows"][0]
+    assert row["paper"]["spearman"] == pytest.approx((7e6 - 4) / (8 * (1e6 - 1)))
+    assert row["exact"]["spearman"] < row["paper"]["spearman"]
+    assert out["limits"]["paper"] == 0.875
+
+
+def test_cli_labels_file(tmp_path, capsys) -> None:
+    path = tmp_path / "gold.txt"
+    path.write_text("1\n2\n2\n3\n\n4\n", encoding="utf-8")
+    assert main(["bound", "--labels", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert f"{exact_bound([1, 2, 2, 3, 4]).spearman:.4f}" in text
+    path.write_text("1\nabc\n", encoding="utf-8")
+    assert main(["bound", "--labels", str(path)]) == 1
+    assert "row 2" in capsys.readouterr().err
+
+
+def test_cli_task(shared_data, capsys) -> None:
+    assert main(["bound", "--task", "STSBenchmark", "--data", str(shared_data), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["source"] == "STSBenchmark" and row["exact"]["n"] == 1379
+    assert 0.8 < row["exact"]["spearman"] < 0.9
