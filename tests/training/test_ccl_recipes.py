@@ -69,11 +69,11 @@ def test_minilm_recipe_is_the_benchmarked_setting(tmp_path: Path) -> None:
 @pytest.mark.parametrize("model", [{"encoder": "bi"}, {"encoder": "tri", "head": "hadamard"}], ids=["bi", "tri"])
 def test_tiny_ccl_recipe_trains_and_logs_parts(model: dict, tiny_bert_dir: Path, tmp_path: Path) -> None:
     """The runner trains CCL on the bi- and the tri-encoder: every part logged, loss down, validation up."""
+    from test_runner import write_synthetic_csts  # labels that depend on the condition
     from transformers import set_seed
 
     from finesim.training import get_encoder
     from finesim.training.runner import prepare_data
-    from test_runner import write_synthetic_csts  # labels that depend on the condition
 
     root = write_synthetic_csts(tmp_path / "data")
     recipe = recipe_from_dict(

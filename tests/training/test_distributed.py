@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from test_runner import tiny_recipe, write_synthetic_csts
 
 LAUNCHER = '''

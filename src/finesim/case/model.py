@@ -28,6 +28,7 @@ from finesim.case.encoding import ConditionAwareEncoder
 from finesim.case.projection import CaseProjection
 from finesim.case.prompts import PromptFormat
 from finesim.case.training import projected_cosine
+from finesim.evaluation.inputs import ScorerBase
 from finesim.models.io import write_marker
 from finesim.results import write_json_atomic
 
@@ -42,7 +43,7 @@ def is_case_model_dir(path: str | Path) -> bool:
     return (Path(path) / CONFIG_NAME).is_file()
 
 
-class CaseModel:
+class CaseModel(ScorerBase):
     """CASE(s, c) = g(f(c; I(s)) - f(c; I(∅)); θ) and its cosine score; implements ``PairScorer``.
 
     Args:
@@ -80,19 +81,9 @@ class CaseModel:
         with torch.no_grad():
             return self.projection.project(torch.as_tensor(x)).numpy()
 
-    def score(
-        self,
-        sentences1: Sequence[str],
-        sentences2: Sequence[str],
-        conditions: Sequence[str] | None = None,
-    ) -> np.ndarray:
-        """cos(CASE(s1, c), CASE(s2, c)) per pair."""
-        if conditions is None:
-            raise ValueError("CASE scores sentence pairs under a condition: pass conditions")
-        if not (len(sentences1) == len(sentences2) == len(conditions)):
-            raise ValueError(
-                f"{len(sentences1)} first sentences, {len(sentences2)} second sentences, {len(conditions)} conditions"
-            )
+    def _score(self, sentences1: list[str], sentences2: list[str], conditions: list[str] | None) -> np.ndarray:
+        """cos(CASE(s1, c), CASE(s2, c)) per pair (conditions are checked present by :class:`ScorerBase`)."""
+        assert conditions is not None
         n = len(sentences1)
         before = self.encoder.encoded
         x = self.encoder.embed(list(sentences1) + list(sentences2), list(conditions) + list(conditions))

@@ -33,12 +33,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The public names, imported from their modules on first use (PEP 562)."""
+    """Import the evaluation API from its modules on first use (PEP 562)."""
     if name not in __all__:
-        raise AttributeError(f"module 'finesim.evaluation' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from finesim.evaluation import harness, loading, metrics, scoring, tasks
 
-    for module in (harness, loading, metrics, scoring, tasks):
-        if hasattr(module, name):
-            return getattr(module, name)
-    raise AttributeError(name)
+    return next(getattr(m, name) for m in (harness, loading, metrics, scoring, tasks) if hasattr(m, name))

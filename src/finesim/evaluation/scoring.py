@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from finesim.evaluation.inputs import ScorerBase
 from finesim.models.encode import encode_distinct, rows
 
 ConditionMode = Literal["pair", "ignore"]
@@ -57,19 +58,7 @@ def pairwise_similarity(a: torch.Tensor, b: torch.Tensor, similarity: Similarity
     raise ValueError(f"unknown similarity {similarity!r}")
 
 
-def as_conditions(condition: str | Sequence[str] | None, n: int) -> list[str] | None:
-    """One condition per pair: a single string applies to all ``n`` pairs; a sequence must have ``n`` items."""
-    if condition is None:
-        return None
-    if isinstance(condition, str):
-        return [condition] * n
-    conditions = list(condition)
-    if len(conditions) != n:
-        raise ValueError(f"{n} sentence pairs but {len(conditions)} conditions")
-    return conditions
-
-
-class EmbeddingScorer:
+class EmbeddingScorer(ScorerBase):
     """Score pairs with a sentence-embedding model, encoding each distinct input once.
 
     Args:
@@ -113,14 +102,7 @@ class EmbeddingScorer:
             raise ValueError(f"{len(sentences)} sentences but {len(conditions)} conditions")
         return list(zip(sentences, conditions))
 
-    def score(
-        self,
-        sentences1: Sequence[str],
-        sentences2: Sequence[str],
-        conditions: Sequence[str] | None = None,
-    ) -> np.ndarray:
-        if len(sentences1) != len(sentences2):
-            raise ValueError(f"{len(sentences1)} first sentences but {len(sentences2)} second sentences")
+    def _score(self, sentences1: list[str], sentences2: list[str], conditions: list[str] | None) -> np.ndarray:
         left = self.inputs(sentences1, conditions)
         right = self.inputs(sentences2, conditions)
         embeddings, position = encode_distinct(
@@ -131,7 +113,7 @@ class EmbeddingScorer:
         return pairwise_similarity(a, b, self.similarity).numpy()
 
 
-class ConditionalScorer:
+class ConditionalScorer(ScorerBase):
     """Score (sentence1, sentence2, condition) triples with any bi-, cross- or tri-encoder.
 
     Implements :class:`PairScorer`, so ``finesim evaluate`` and the harness can use it.
@@ -175,18 +157,8 @@ class ConditionalScorer:
         """A CASE model scores pairs only under a condition."""
         return self.encoder == "case"
 
-    def score(
-        self,
-        sentences1: Sequence[str],
-        sentences2: Sequence[str],
-        conditions: Sequence[str] | None = None,
-    ) -> np.ndarray:
-        """One score per triple: cosine for bi/tri encoders, the raw regression output for cross-encoders."""
-        if len(sentences1) != len(sentences2):
-            raise ValueError(f"{len(sentences1)} first sentences but {len(sentences2)} second sentences")
-        conds = as_conditions(conditions, len(sentences1))
-        if len(sentences1) == 0:
-            return np.zeros(0, dtype=np.float32)
+    def _score(self, sentences1: list[str], sentences2: list[str], conds: list[str] | None) -> np.ndarray:
+        """One score per triple: cosine for bi/tri encoders and CASE, the raw regression output for cross-encoders."""
         if self.encoder == "bi":
             scorer = EmbeddingScorer(
                 self.model, condition_mode="pair", batch_size=self.batch_size, show_progress=self.show_progress
@@ -247,17 +219,6 @@ class ConditionalScorer:
         finally:
             self.model.train(was_training)
         return scores.cpu().numpy()
-
-    def similarity(
-        self,
-        sentences1: Sequence[str] | str,
-        sentences2: Sequence[str] | str,
-        condition: Sequence[str] | str | None = None,
-    ) -> np.ndarray:
-        """Batch scoring; a single string condition applies to every pair, single sentences are allowed."""
-        s1 = [sentences1] if isinstance(sentences1, str) else list(sentences1)
-        s2 = [sentences2] if isinstance(sentences2, str) else list(sentences2)
-        return self.score(s1, s2, as_conditions(condition, len(s1)))
 
 
 CASE_ENCODER = "case"

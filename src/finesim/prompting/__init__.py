@@ -36,12 +36,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The public names, imported from their modules on first use (PEP 562)."""
+    """Import a prompting name from its module on first use (PEP 562)."""
     if name not in __all__:
-        raise AttributeError(f"module 'finesim.prompting' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from finesim.prompting import backends, cache, parsing, prompts, runner, sampler
 
-    for module in (backends, cache, parsing, prompts, runner, sampler):
-        if hasattr(module, name):
-            return getattr(module, name)
-    raise AttributeError(name)
+    return next(getattr(m, name) for m in (backends, cache, parsing, prompts, runner, sampler) if hasattr(m, name))
