@@ -22,7 +22,8 @@ from finesim.training import (
     train,
 )
 from finesim.training.recipe import RecipeError, check_recipe
-from finesim.training.runner import rows_seen, scale_labels
+from finesim.training.preflight import scale_labels
+from finesim.training.runner import rows_seen
 
 REPO = Path(__file__).resolve().parents[2]
 PEOPLE = ["a man", "a woman", "a boy", "a girl"]
@@ -127,7 +128,7 @@ def test_recipe_model_keys_checked_before_building(tmp_path: Path, capsys: pytes
     # the same through --set, and a recipe built from the dataclasses directly
     ok = tmp_path / "ok.yaml"
     ok.write_text("model:\n  encoder: tri\n  head: concat\n", encoding="utf-8")
-    assert main(["train", str(ok), "--dry-run"]) == 0
+    assert main(["train", str(ok), "--dry-run", "-o", str(tmp_path / "out")]) == 0
     capsys.readouterr()
     assert main(["train", str(ok), "--dry-run", "--set", "model.head=null"]) == 1
     assert "model.head is required" in capsys.readouterr().err

@@ -7,6 +7,16 @@ import math
 import sys
 from typing import Any
 
+from finesim.cli.common import (
+    UsageError,
+    add_runtime_options,
+    check_output_file,
+    command_parser,
+    non_negative_int,
+    positive_int,
+    say,
+)
+
 
 def parse_range(text: str) -> tuple[float, float]:
     """``"LOW,HIGH"`` -> ``(low, high)`` with ``low < high`` (an argparse ``type``)."""
@@ -24,10 +34,12 @@ def parse_range(text: str) -> tuple[float, float]:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``evaluate`` sub-command."""
-    p = sub.add_parser(
+    p = command_parser(
+        sub,
         "evaluate",
         help="evaluate a model on STS / C-STS tasks",
-        description="Spearman and Pearson (x100) of the model's similarity against gold scores.",
+        description="Spearman and Pearson (x100) of the model's similarity against gold scores, per task; the data of "
+        "every task is read and checked before the model is loaded.",
     )
     p.add_argument(
         "--model",
@@ -38,12 +50,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", default="sts", help="a group (sts, csts, all) or comma-separated task names")
     p.add_argument("--data", default=None, help="data root (default: $FINESIM_DATA or ../shared/data)")
     p.add_argument("--task-file", default=None, help="a task registry YAML replacing the packaged one")
-    p.add_argument("--output", default=None, help="write results JSON here (atomically)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--max-length", type=int, default=None, help="truncate inputs to this many tokens")
+    p.add_argument("--output", default=None, metavar="FILE", help="write the results JSON here (atomically)")
+    p.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size")
+    p.add_argument("--max-length", type=positive_int, default=None, help="truncate inputs to this many tokens")
     p.add_argument("--pooling", default=None, help="override pooling (mean, cls, lasttoken, max)")
-    p.add_argument("--similarity", default="cosine", choices=["cosine", "dot", "euclidean", "manhattan"])
-    p.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples for 95%% CIs (0 = off)")
+    p.add_argument(
+        "--similarity", default="cosine", choices=["cosine", "dot", "euclidean", "manhattan"], help="similarity"
+    )
+    p.add_argument("--bootstrap", type=non_negative_int, default=0, help="bootstrap resamples for 95%% CIs (0 = off)")
     p.add_argument(
         "--prediction-range",
         type=parse_range,
@@ -52,11 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="range of the model's scores that corresponds to C-STS labels on [0, 1], for the over-estimation "
         "count (default: what the model declares; cosine scorers: 0,1; e.g. 1,5 for a regressor on raw labels)",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default=None, help="torch device (default: automatic)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--list", action="store_true", help="list tasks and groups, then exit")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    p.set_defaults(func=run, usage_error=p.error)
+    add_runtime_options(p)
+    p.set_defaults(func=run)
 
 
 def _list(registry: Any) -> int:
@@ -78,11 +91,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         return _list(registry)
     if not args.model:
-        message = "--model is required (or pass --list to see the tasks and groups)"
-        usage_error = getattr(args, "usage_error", None)
-        if usage_error is None:
-            raise ValueError(message)
-        usage_error(message)  # exits with status 2, like any argparse usage error
+        raise UsageError("--model is required (or pass --list to see the tasks and groups)")
+    check_output_file(args.output)
     results, record = run_evaluation(
         args.model,
         tasks=args.tasks,
@@ -98,10 +108,10 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         show_progress=not args.no_progress,
         argv=sys.argv[1:],
-        progress=lambda line: print(f"[finesim] {line}", file=sys.stderr, flush=True),
+        progress=say(args),
     )
     print(format_table(results))
     if args.output:
         write_json_atomic(args.output, record)
-        print(f"[finesim] wrote {args.output}", file=sys.stderr)
+        say(args)(f"wrote {args.output}")
     return 0

@@ -1,29 +1,36 @@
 """Entry point of the ``finesim`` command.
 
 Each sub-command lives in its own module under :mod:`finesim.cli` and exposes ``register(subparsers)``, which adds
-its parser and sets ``func`` (called with the parsed namespace, returning an exit code). The command modules are
-listed in :data:`COMMANDS`; they import only ``argparse`` at module level, so ``finesim --help`` stays fast (the
-library, torch included, is imported by the command that runs).
+its parser (through :func:`finesim.cli.common.command_parser`) and sets ``func`` (called with the parsed namespace,
+returning an exit code). The command modules are listed in :data:`COMMANDS`; they import only ``argparse`` at module
+level, so ``finesim --help`` stays fast (the library, torch included, is imported by the command that runs).
+Every command runs inside one error boundary (:func:`finesim.cli.common.run_command`): see docs/errors.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
 from finesim import __version__
 from finesim.cli import bound, case, evaluate, prompt_eval, train
+from finesim.cli.common import EXIT_USAGE, HelpFormatter, configure_output, run_command
 
 COMMANDS = (evaluate, prompt_eval, train, bound, case)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every registered sub-command."""
-    parser = argparse.ArgumentParser(prog="finesim", description="Fine-grained and conditional STS toolkit.")
+    parser = argparse.ArgumentParser(
+        prog="finesim",
+        description="Fine-grained and conditional semantic textual similarity: train, evaluate, score and serve.",
+        formatter_class=HelpFormatter,
+        epilog="Run 'finesim COMMAND --help' for a command's options. Exit codes: 0 success, 1 error, 2 usage error.",
+    )
     parser.add_argument("--version", action="version", version=f"finesim {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only errors: no progress lines or bars")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)
@@ -34,21 +41,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``finesim`` command; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose + 1, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except (OSError, ValueError) as err:
-        if args.verbose >= 2:
-            raise
-        print(f"finesim {args.command}: error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
+    configure_output(args)
+    return run_command(args, parser)
 
 
 if __name__ == "__main__":

@@ -6,17 +6,24 @@ import argparse
 import json
 from typing import Any
 
+from finesim.cli.common import UsageError, add_runtime_options, command_parser, say
+
 
 def register(subparsers: Any) -> None:
     """Add the ``train`` sub-command."""
-    p = subparsers.add_parser(
+    p = command_parser(
+        subparsers,
         "train",
         help="train a model from a YAML/JSON recipe",
         description="Train a conditional (or plain) similarity model from a recipe; writes OUT/model, "
-        "OUT/config.json and OUT/metrics.json and resumes from OUT/checkpoints when rerun.",
+        "OUT/config.json and OUT/metrics.json. Every check that needs no training runs first (--dry-run runs only "
+        "those). A rerun into the same folder resumes from OUT/checkpoints only when the recipe and data are the "
+        "same; otherwise it is refused, naming what changed (start over with --no-resume or pick a new folder).",
     )
     p.add_argument("recipe", nargs="?", help="recipe file (YAML or JSON)")
-    p.add_argument("-o", "--output", help="output folder (overrides the recipe's output_dir)")
+    p.add_argument(
+        "-o", "--output-dir", dest="output_dir", metavar="DIR", help="output folder (overrides the recipe's output_dir)"
+    )
     p.add_argument("--data", help="data root for relative data paths (default: $FINESIM_DATA or ../shared/data)")
     p.add_argument(
         "--set",
@@ -26,15 +33,23 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="override a recipe value, e.g. --set train.epochs=1 --set model.pooling=cls (repeatable)",
     )
-    p.add_argument("--no-resume", action="store_true", help="start afresh even if OUT/checkpoints has checkpoints")
-    p.add_argument("--list", action="store_true", help="list registered encoders, objectives and data formats")
-    p.add_argument("--dry-run", action="store_true", help="validate the recipe and print it resolved; no training")
+    p.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="start over: delete the checkpoints, model and metrics of an earlier run in the output folder",
+    )
+    p.add_argument("--list", action="store_true", help="list the encoders, objectives and data formats")
+    p.add_argument(
+        "--dry-run", action="store_true", help="run every check that needs no training, print the recipe that would run"
+    )
+    add_runtime_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute ``finesim train``."""
-    from finesim.training import available, check_recipe, get_objective, load_recipe
+    """Execute ``finesim train``: the checks (all of them with ``--dry-run``), then the run."""
+    from finesim.training import available, get_objective, load_recipe
+    from finesim.training.preflight import preflight
     from finesim.training.runner import train
 
     if args.list:
@@ -42,19 +57,30 @@ def run(args: argparse.Namespace) -> int:
         for name in info["objectives"]:
             obj = get_objective(name)
             encoders = ",".join(obj.encoders)
-            print(f"objective {name:12s} encoders={encoders} layout={obj.layout}  {obj.description}")
+            print(
+                f"objective {name:15s} encoders={encoders} layout={obj.layout} labels={obj.labels}  {obj.description}"
+            )
         print("encoders:", ", ".join(info["encoders"]))
         print("data formats:", ", ".join(info["data_formats"]))
         return 0
     if not args.recipe:
-        print("finesim train: error: a recipe file is required (or --list)")
-        return 2
+        raise UsageError("a recipe file is required (or --list)")
+    if args.device:
+        select_device(args.device)
     recipe = load_recipe(args.recipe, args.overrides)
+    if args.output_dir:  # the recipe that runs (and is printed) is the one with -o and --data applied
+        recipe.output_dir = args.output_dir
+    if args.data:
+        recipe.data.root = args.data
+    checked = preflight(recipe, resume=not args.no_resume)
+    tell = say(args)
+    for line in checked.summary():
+        tell(line)
     if args.dry_run:
-        check_recipe(recipe)
         print(json.dumps(recipe.to_dict(), indent=2))
+        tell("dry run: every check passed; nothing was trained")
         return 0
-    result = train(recipe, output_dir=args.output, data_root=args.data, resume=not args.no_resume)
+    result = train(recipe, checked=checked, callbacks=None)
     if result.metrics:
         val = result.metrics.get("validation") or {}
         print(
@@ -64,3 +90,18 @@ def run(args: argparse.Namespace) -> int:
             f"metrics: {result.output_dir / 'metrics.json'}"
         )
     return 0
+
+
+def select_device(device: str) -> None:
+    """``--device``: ``cpu`` keeps training on the CPU even with a GPU present; a CUDA device is selected with
+    ``CUDA_VISIBLE_DEVICES`` semantics (the trainer uses the visible GPU)."""
+    import os
+
+    if device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        return
+    if device.startswith("cuda:"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
+        return
+    if device != "cuda":
+        raise UsageError(f"--device {device!r}: finesim train takes cpu, cuda or cuda:N")

@@ -1,8 +1,10 @@
 """Data formats of the recipe runner (``data.format``), declared in one table: :data:`DATA_FORMATS`.
 
-A format is a loader ``loader(path) -> (dataset, report_dict)``: ``path`` is the recipe's ``data.train`` (or
-``data.validation``) resolved against the data root; the dataset has ``sentence1, sentence2, [condition,] label``
-(plus a 1-based ``row``), or ``anchor, positive, negative`` for the triplet formats.
+A format is a loader ``loader(path, options) -> (dataset, report_dict)``: ``path`` is the recipe's ``data.train``
+(or ``data.validation``) resolved against the data root, ``options`` (:class:`FormatOptions`) carries the declared
+label range (the recipe's ``labels.low/high``) and the column mapping (``data.columns``); the dataset has
+``sentence1, sentence2, [condition,] label`` (plus a 1-based ``row``), or ``anchor, positive, negative`` for the
+triplet formats.
 
 - ``csts``: a C-STS CSV; rows with conditions, labels 1-5.
 - ``sts``: the data root (``.``) gives the overlap-filtered STS-B + SICK-R training pairs (0-5); an ``sts-*.csv``
@@ -22,20 +24,32 @@ A new format: write its loader here and add it to :data:`DATA_FORMATS`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from datasets import Dataset
 
+
+@dataclass(frozen=True)
+class FormatOptions:
+    """What a recipe tells a data format: the declared label range (``labels.low/high``; formats whose files carry
+    a fixed scale, such as STS-B's 0-5, keep their own) and the column mapping (``data.columns``, finesim's name ->
+    the file's column)."""
+
+    label_range: tuple[float, float] = (1.0, 5.0)
+    columns: dict[str, str] = field(default_factory=dict)
+
+
 # A data format loader returns (dataset with sentence1, sentence2, [condition,] label[, row], report-dict).
-DataLoader = Callable[[Path], tuple[Dataset, dict[str, Any]]]
+DataLoader = Callable[[Path, FormatOptions | None], tuple[Dataset, dict[str, Any]]]
 
 
-def load_csts(path: Path) -> tuple[Dataset, dict[str, Any]]:
-    """The ``csts`` format: a C-STS CSV."""
+def load_csts(path: Path, options: FormatOptions | None = None) -> tuple[Dataset, dict[str, Any]]:
+    """The ``csts`` format: a C-STS CSV, labels checked against the declared range."""
     from finesim.data.csts import read_csts
 
-    dataset, report = read_csts(path)
+    dataset, report = read_csts(path, label_range=(options or FormatOptions()).label_range)
     return dataset, report.as_dict()
 
 
@@ -43,7 +57,7 @@ def _sentence_pairs(ds: Dataset) -> Dataset:
     return ds.select_columns(["sentence1", "sentence2", "label"])
 
 
-def load_sts(path: Path) -> tuple[Dataset, dict[str, Any]]:
+def load_sts(path: Path, options: FormatOptions | None = None) -> tuple[Dataset, dict[str, Any]]:
     """The ``sts`` format (see the module docstring)."""
     from finesim.data.labels import sick_to_sts
     from finesim.data.sts import read_sick, read_stsb
@@ -60,7 +74,7 @@ def load_sts(path: Path) -> tuple[Dataset, dict[str, Any]]:
     return _sentence_pairs(ds), {"rows": len(ds)}
 
 
-def load_sts_unfiltered(path: Path) -> tuple[Dataset, dict[str, Any]]:
+def load_sts_unfiltered(path: Path, options: FormatOptions | None = None) -> tuple[Dataset, dict[str, Any]]:
     """The ``sts-unfiltered`` format (see the module docstring)."""
     from finesim.data.sts_training import merged_sts_training_set
 
@@ -76,24 +90,24 @@ def _snli_pairs(path: Path, *, classes: bool) -> tuple[Dataset, dict[str, Any]]:
     return Dataset.from_dict({"sentence1": ds["premise"], "sentence2": ds["hypothesis"], "label": ds["label"]}), report
 
 
-def load_snli_regression(path: Path) -> tuple[Dataset, dict[str, Any]]:
+def load_snli_regression(path: Path, options: FormatOptions | None = None) -> tuple[Dataset, dict[str, Any]]:
     """The ``snli-regression`` format: ``path`` is the SNLI folder."""
     return _snli_pairs(path, classes=False)
 
 
-def load_snli_classification(path: Path) -> tuple[Dataset, dict[str, Any]]:
+def load_snli_classification(path: Path, options: FormatOptions | None = None) -> tuple[Dataset, dict[str, Any]]:
     """The ``snli-classification`` format: ``path`` is the SNLI folder."""
     return _snli_pairs(path, classes=True)
 
 
-def load_snli_triplets(path: Path) -> tuple[Dataset, dict[str, Any]]:
+def load_snli_triplets(path: Path, options: FormatOptions | None = None) -> tuple[Dataset, dict[str, Any]]:
     """The ``snli-triplets`` format: ``path`` is the SNLI folder (``nli/SNLI``)."""
     from finesim.data.sts_training import nli_triplets
 
     return nli_triplets(path)
 
 
-def load_simcse_nli(path: Path) -> tuple[Dataset, dict[str, Any]]:
+def load_simcse_nli(path: Path, options: FormatOptions | None = None) -> tuple[Dataset, dict[str, Any]]:
     """The ``simcse-nli-csv`` format: ``path`` is SimCSE's ``nli_for_simcse.csv``."""
     from finesim.data.sts_training import read_simcse_nli
 

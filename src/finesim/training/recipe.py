@@ -11,13 +11,14 @@ warmup ratio 0.1, linear schedule, seed 42 (Table 7), weight decay 0.1 and gradi
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from finesim.training.options import RecipeError, read_recipe_file, unknown_key
+from finesim.training.options import RecipeError, did_you_mean, read_recipe_file, unknown_key
 
 __all__ = ["Recipe", "RecipeError", "check_recipe", "load_recipe", "recipe_from_dict", "validate_recipe"]
 
@@ -51,6 +52,8 @@ class DataSpec:
     ``$FINESIM_DATA`` or ``../shared/data``)."""
 
     format: str = "csts"
+    # format "table": finesim's column names (sentence1, sentence2, condition, label) -> the file's column names
+    columns: dict[str, str] = field(default_factory=dict)
     train: str = "csts/train.csv"
     validation: str | None = "csts/validation.csv"
     validation_format: str | None = None  # format of the validation file; None: the training ``format``
@@ -188,7 +191,8 @@ def recipe_from_dict(data: dict[str, Any], *, source: str = "recipe") -> Recipe:
         else:
             kwargs[f.name] = _coerce(data[f.name], f, "", source)
     recipe = Recipe(**kwargs)
-    validate_recipe(recipe, source=source)
+    recipe.source = source  # type: ignore[attr-defined]  # named by every later error about this recipe
+    validate_recipe(recipe)
     return recipe
 
 
@@ -241,26 +245,88 @@ def _check_model(m: ModelSpec, source: str) -> None:
         )
 
 
-def validate_recipe(recipe: Recipe, *, source: str = "recipe") -> None:
-    """Checks that do not need the registry (value ranges, choices, the built-in encoders' model keys)."""
+# sentence-transformers' pooling modes (checked against Pooling in the tests) and finesim's aliases of lasttoken
+POOLING_MODES = ("cls", "lasttoken", "max", "mean", "mean_sqrt_len_tokens", "weightedmean")
+POOLING_ALIASES = ("last-token", "last_token")
+# transformers' SchedulerType values (checked against transformers in the tests)
+LR_SCHEDULERS = (
+    "linear",
+    "cosine",
+    "cosine_with_restarts",
+    "polynomial",
+    "constant",
+    "constant_with_warmup",
+    "inverse_sqrt",
+    "reduce_lr_on_plateau",
+    "cosine_with_min_lr",
+    "cosine_warmup_with_min_lr",
+    "warmup_stable_decay",
+    "greedy",
+)
+
+
+def _choice(value: Any, choices: tuple[str, ...], key: str, source: str) -> None:
+    if value not in choices:
+        raise RecipeError(f"{source}: {key} {value!r} is not one of {list(choices)}{did_you_mean(str(value), choices)}")
+
+
+def _at_least(value: float | None, low: float, key: str, source: str, *, strict: bool = False) -> None:
+    """``value`` (when set) is a finite number >= ``low`` (> ``low`` when ``strict``)."""
+    if value is None:
+        return
+    ok = math.isfinite(value) and (value > low if strict else value >= low)
+    if not ok:
+        raise RecipeError(f"{source}: {key} must be {'>' if strict else '>='} {low:g}, got {value!r}")
+
+
+def validate_recipe(recipe: Recipe, *, source: str | None = None) -> None:
+    """Every check of a recipe's values that needs neither the tables nor a model: names with did-you-mean, value
+    ranges, the built-in encoders' model keys. Errors name the recipe file and the key."""
+    source = source or recipe_source(recipe)
     _check_model(recipe.model, source)
-    t, lab, d = recipe.train, recipe.labels, recipe.data
-    if t.batch_size < 1:
-        raise RecipeError(f"{source}: train.batch_size must be >= 1")
-    if t.eval_strategy not in ("epoch", "steps"):
-        raise RecipeError(f"{source}: train.eval_strategy must be 'epoch' or 'steps', got {t.eval_strategy!r}")
+    m, t, lab, d = recipe.model, recipe.train, recipe.labels, recipe.data
+    if m.pooling is not None:
+        _choice(m.pooling, (*POOLING_MODES, *POOLING_ALIASES), "model.pooling", source)
+    if not m.backbone.strip():
+        raise RecipeError(f"{source}: model.backbone must name a model (a Hub id or a folder)")
+    _at_least(m.max_length, 1, "model.max_length", source)
+    _choice(t.lr_scheduler, LR_SCHEDULERS, "train.lr_scheduler", source)
+    _choice(t.eval_strategy, ("epoch", "steps"), "train.eval_strategy", source)
+    _choice(lab.scale, ("minmax", "none"), "labels.scale", source)
+    _choice(d.equal_labels, ("keep", "drop", "error"), "data.equal_labels", source)
+    _at_least(t.learning_rate, 0, "train.learning_rate", source, strict=True)
+    _at_least(t.epochs, 0, "train.epochs", source)
+    _at_least(t.batch_size, 1, "train.batch_size", source)
+    _at_least(t.gradient_accumulation_steps, 1, "train.gradient_accumulation_steps", source)
+    _at_least(t.weight_decay, 0, "train.weight_decay", source)
+    _at_least(t.max_grad_norm, 0, "train.max_grad_norm", source)
+    _at_least(t.eval_steps, 1, "train.eval_steps", source)
+    _at_least(t.logging_steps, 1, "train.logging_steps", source)
+    _at_least(t.save_total_limit, 1, "train.save_total_limit", source)
+    _at_least(t.eval_batch_size, 1, "train.eval_batch_size", source)
+    _at_least(t.num_threads, 1, "train.num_threads", source)
+    _at_least(t.dataloader_num_workers, 0, "train.dataloader_num_workers", source)
+    _at_least(d.max_train_rows, 1, "data.max_train_rows", source)
+    _at_least(d.max_validation_rows, 1, "data.max_validation_rows", source)
+    for key, value in (("labels.low", lab.low), ("labels.high", lab.high)):
+        if not math.isfinite(value):
+            raise RecipeError(f"{source}: {key} must be a finite number, got {value!r}")
     if t.eval_strategy == "steps" and not t.eval_steps:
         raise RecipeError(f"{source}: train.eval_strategy 'steps' needs train.eval_steps")
     if t.epochs <= 0 and t.max_steps <= 0:
         raise RecipeError(f"{source}: set train.epochs > 0 or train.max_steps > 0")
     if not 0.0 <= t.warmup_ratio < 1.0:
         raise RecipeError(f"{source}: train.warmup_ratio must be in [0, 1), got {t.warmup_ratio}")
-    if lab.scale not in ("minmax", "none"):
-        raise RecipeError(f"{source}: labels.scale must be 'minmax' or 'none', got {lab.scale!r}")
     if lab.scale == "minmax" and not lab.high > lab.low:
         raise RecipeError(f"{source}: labels.low ({lab.low}) must be below labels.high ({lab.high})")
-    if d.equal_labels not in ("keep", "drop", "error"):
-        raise RecipeError(f"{source}: data.equal_labels must be keep, drop or error, got {d.equal_labels!r}")
+    for key, value in (("data.train", d.train), ("data.format", d.format)):
+        if not str(value).strip():
+            raise RecipeError(f"{source}: {key} must not be empty")
+
+
+def recipe_source(recipe: Recipe) -> str:
+    """The file a recipe was read from (``"recipe"`` for one built in Python)."""
+    return getattr(recipe, "source", None) or "recipe"
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -290,29 +356,53 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
 
 
 def check_recipe(recipe: Recipe) -> None:
-    """All checks of a recipe that need no model: :func:`validate_recipe` again (a recipe may be built from the
-    dataclasses directly) and those against the tables of encoders, objectives and data formats: the names exist,
-    the encoder supports the objective, the options exist and fit the ``train`` section."""
-    from finesim.training.encoders import get_encoder
-    from finesim.training.formats import get_data_format
-    from finesim.training.objectives import get_objective
+    """All checks of a recipe that need no model and no data: :func:`validate_recipe` again (a recipe may be built
+    from the dataclasses directly) and those against the tables of encoders, objectives and data formats: the names
+    exist, the encoder supports the objective, the options exist and fit the ``train`` section. Errors name the
+    recipe file and the key."""
+    from finesim.training.encoders import ENCODERS, get_encoder
+    from finesim.training.formats import DATA_FORMATS, get_data_format
+    from finesim.training.objectives import OBJECTIVES, get_objective
 
+    source = recipe_source(recipe)
     validate_recipe(recipe)
-    encoder = get_encoder(recipe.model.encoder)
+    m, d = recipe.model, recipe.data
+    for key, value, table, get in (
+        ("model.encoder", m.encoder, ENCODERS, get_encoder),
+        ("objective.name", recipe.objective.name, OBJECTIVES, get_objective),
+        ("data.format", d.format, DATA_FORMATS, get_data_format),
+        ("data.validation_format", d.validation_format, DATA_FORMATS, get_data_format),
+    ):
+        if value is None:
+            continue
+        try:
+            get(value)
+        except ValueError as err:
+            raise RecipeError(f"{source}: {key}: {err}{did_you_mean(str(value), table)}") from None
+    encoder = get_encoder(m.encoder)
     objective = get_objective(recipe.objective.name)
-    get_data_format(recipe.data.format)
-    if recipe.data.validation_format:
-        get_data_format(recipe.data.validation_format)
-    encoder.resolve_options(recipe.model.options)
+    try:
+        encoder.resolve_options(m.options)
+    except ValueError as err:
+        raise RecipeError(f"{source}: model.options: {err}") from None
     if encoder.name not in objective.encoders:
         raise RecipeError(
-            f"objective {objective.name!r} does not support encoder {encoder.name!r} (supported: "
+            f"{source}: objective {objective.name!r} does not support encoder {encoder.name!r} (supported: "
             f"{list(objective.encoders)})"
         )
-    options = objective.resolve_options(recipe.objective.options)
-    if objective.check is not None:
-        objective.check(options, recipe.train)
+    try:
+        options = objective.resolve_options(recipe.objective.options)
+        if objective.check is not None:
+            objective.check(options, recipe.train)
+    except RecipeError:
+        raise
+    except ValueError as err:
+        raise RecipeError(f"{source}: objective.options: {err}") from None
     if objective.layout == "triplets" and recipe.labels.scale != "none":
-        raise RecipeError(f"objective {objective.name!r} trains on unlabelled triplets: set labels.scale: none")
+        raise RecipeError(
+            f"{source}: objective {objective.name!r} trains on unlabelled triplets: set labels.scale: none"
+        )
     if objective.layout == "pairs" and recipe.train.batch_size % 2:
-        raise RecipeError(f"train.batch_size must be even for {objective.name!r} (two rows per sentence pair)")
+        raise RecipeError(
+            f"{source}: train.batch_size must be even for {objective.name!r} (two rows per sentence pair)"
+        )

@@ -15,21 +15,20 @@ the backend is gloo); only process 0 writes ``model/``, ``config.json`` and ``me
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from datasets import Dataset
 
-from finesim.data.labels import minmax_scale
 from finesim.results import environment_record, write_json_atomic
 from finesim.training.encoders import TRIPLET_COLUMNS, EncoderType, get_encoder
 from finesim.training.evaluator import ConditionalSimilarityEvaluator
-from finesim.training.formats import get_data_format
 from finesim.training.objectives import Objective, get_objective
-from finesim.training.recipe import Recipe, RecipeError, check_recipe
+from finesim.training.preflight import RUN_FILE, Preflight, load_data, preflight, start_over
+from finesim.training.recipe import Recipe, RecipeError
 
 logger = logging.getLogger("finesim.training")
 
@@ -84,54 +83,6 @@ class PreparedData:
         return out
 
 
-def resolve_data_path(path: str, root: str | None) -> Path:
-    """Absolute paths as given; relative ones against ``root`` or the finesim data root."""
-    p = Path(path).expanduser()
-    if p.is_absolute():
-        return p
-    from finesim.paths import data_root
-
-    return data_root(root) / p
-
-
-def scale_labels(dataset: Dataset, recipe: Recipe, *, what: str) -> Dataset:
-    """Apply the recipe's label scaling to the ``label`` column (errors name the file's row)."""
-    spec = recipe.labels
-    if spec.scale == "none":
-        return dataset
-    labels = np.asarray(dataset["label"], dtype=np.float64)
-    bad = np.flatnonzero((labels < spec.low) | (labels > spec.high))
-    if bad.size:
-        rows = dataset["row"] if "row" in dataset.column_names else list(range(1, len(dataset) + 1))
-        i = int(bad[0])
-        raise ValueError(
-            f"{what}: {bad.size} labels lie outside labels.low/high [{spec.low:g}, {spec.high:g}]; "
-            f"first at row "
-            f"{rows[i]} (label {labels[i]:g})"
-        )
-    scaled = minmax_scale(labels, spec.low, spec.high).tolist()
-    return dataset.remove_columns("label").add_column("label", scaled)
-
-
-def _limit(dataset: Dataset, n: int | None) -> Dataset:
-    return dataset if n is None or n >= len(dataset) else dataset.select(range(n))
-
-
-def _last_checkpoint(folder: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
-
-
-def _check_conditions(encoder: Any, dataset: Dataset, path: Path, data_format: str) -> None:
-    """An encoder without conditions (``EncoderType.conditions``) cannot take data that has them."""
-    if not encoder.conditions and "condition" in dataset.column_names:
-        raise RecipeError(
-            f"encoder {encoder.name!r} embeds single sentences, but the data {path} (format {data_format!r}) "
-            "gives a condition per pair; use STS-style data without conditions"
-        )
-
-
 def _layout(
     recipe: Recipe, encoder: EncoderType, objective: Objective, model: Any, rows: Dataset
 ) -> tuple[Dataset, int, dict[str, Any] | None]:
@@ -156,51 +107,45 @@ def _layout(
     return encoder.rows(model, rows), 1, None
 
 
-def _validation(recipe: Recipe, encoder: EncoderType, root: str | None) -> tuple[Any, dict[str, Any]]:
-    """The validation evaluator and what it read (``(None, {})`` without a validation file)."""
-    d = recipe.data
-    if not d.validation:
-        return None, {}
-    path = resolve_data_path(d.validation, root)
-    data_format = d.validation_format or d.format
-    raw, report = get_data_format(data_format)(path)
-    raw = scale_labels(_limit(raw, d.max_validation_rows), recipe, what=str(path))
-    _check_conditions(encoder, raw, path, data_format)
-    evaluator = ConditionalSimilarityEvaluator(
-        raw["sentence1"],
-        raw["sentence2"],
-        raw["condition"] if "condition" in raw.column_names else None,
-        raw["label"],
-        encoder=encoder.scored_as,
-        name=EVAL_NAME,
-        batch_size=recipe.train.eval_batch_size,
-    )
-    return evaluator, {"validation_path": path, "validation_report": report, "validation_rows": len(raw)}
-
-
-def prepare_data(recipe: Recipe, model: Any, *, data_root: str | None = None) -> PreparedData:
-    """Load, scale and lay out the data for the recipe's encoder and objective."""
-    d = recipe.data
+def prepare_data(
+    recipe: Recipe, model: Any, *, data_root: str | None = None, checked: Preflight | None = None
+) -> PreparedData:
+    """Lay out the data for the recipe's encoder and objective and build the validation evaluator; the data is read
+    and checked as :func:`~finesim.training.preflight.preflight` does, unless ``checked`` gives its outcome."""
+    root = data_root if data_root is not None else recipe.data.root
+    train = checked.train if checked is not None else load_data(recipe, "train", root)
+    if checked is not None:
+        val = checked.validation
+    else:
+        val = load_data(recipe, "validation", root) if recipe.data.validation else None
     encoder = get_encoder(recipe.model.encoder)
     objective = get_objective(recipe.objective.name)
-    root = data_root if data_root is not None else d.root
-    train_path = resolve_data_path(d.train, root)
-    train_raw, train_report = get_data_format(d.format)(train_path)
-    train_raw = scale_labels(_limit(train_raw, d.max_train_rows), recipe, what=str(train_path))
-    _check_conditions(encoder, train_raw, train_path, d.format)
-    train, per_example, pairing = _layout(recipe, encoder, objective, model, train_raw)
-    evaluator, validation = _validation(recipe, encoder, root)
+    laid_out, per_example, pairing = _layout(recipe, encoder, objective, model, train.dataset)
+    evaluator = None
+    if val is not None:
+        raw = val.dataset
+        evaluator = ConditionalSimilarityEvaluator(
+            raw["sentence1"],
+            raw["sentence2"],
+            raw["condition"] if "condition" in raw.column_names else None,
+            raw["label"],
+            encoder=encoder.scored_as,
+            name=EVAL_NAME,
+            batch_size=recipe.train.eval_batch_size,
+        )
     return PreparedData(
-        train=train,
+        train=laid_out,
         evaluator=evaluator,
-        train_path=train_path,
-        train_report=train_report,
-        train_rows=len(train_raw),
-        train_examples=len(train),
-        train_rows_used=per_example * len(train),
+        train_path=train.path,
+        train_report=train.report,
+        train_rows=len(train.dataset),
+        train_examples=len(laid_out),
+        train_rows_used=per_example * len(laid_out),
         rows_per_example=per_example,
         pairing=pairing,
-        **validation,
+        validation_path=None if val is None else val.path,
+        validation_report=None if val is None else val.report,
+        validation_rows=None if val is None else len(val.dataset),
     )
 
 
@@ -284,23 +229,33 @@ def train(
     data_root: str | None = None,
     resume: bool = True,
     callbacks: list[Any] | None = None,
+    checked: Preflight | None = None,
 ) -> TrainResult:
     """Train a model as the recipe says; see the module docstring for the output folder.
+
+    Every check that needs no training runs first (:func:`~finesim.training.preflight.preflight`); a rerun into a
+    folder holding another run's checkpoints is refused there, before the model is built.
 
     Args:
         recipe: a validated :class:`Recipe` (from :func:`finesim.training.recipe.load_recipe`).
         output_dir: overrides ``recipe.output_dir`` (one of them is required).
         data_root: overrides ``recipe.data.root``.
-        resume: continue from the last checkpoint in ``OUT/checkpoints`` when there is one.
+        resume: continue from the last checkpoint of the same run (same fingerprint) in ``OUT/checkpoints``; False
+            deletes an earlier run in the folder and starts over.
         callbacks: extra ``transformers.TrainerCallback`` objects.
+        checked: the outcome of :func:`preflight` for these arguments, when the caller already ran it.
     """
-    check_recipe(recipe)
-    out = _output_folder(recipe, output_dir)
+    pre = checked or preflight(recipe, output_dir=output_dir, data_root=data_root, resume=resume)
+    out = pre.output_dir
+    if _is_main_process():
+        if pre.action == "restart":
+            logger.warning("starting over in %s: deleted %s", out, ", ".join(start_over(out)))
+        write_json_atomic(out / RUN_FILE, pre.run_record())
     _seed_and_threads(recipe)
     encoder = get_encoder(recipe.model.encoder)
     objective = get_objective(recipe.objective.name)
     model = encoder.build(recipe.model)
-    data = prepare_data(recipe, model, data_root=data_root)
+    data = prepare_data(recipe, model, checked=pre)
     options = objective.resolve_options(recipe.objective.options)
     if objective.prepare_model is not None:
         objective.prepare_model(model, options)
@@ -311,9 +266,9 @@ def train(
     trainer = _trainer(cross)(
         model=model, args=args, train_dataset=data.train, loss=loss, evaluator=data.evaluator, callbacks=callbacks
     )
-    checkpoint = _last_checkpoint(out / "checkpoints") if resume else None
+    checkpoint = pre.checkpoint
     if checkpoint:
-        logger.info("resuming from %s", checkpoint)
+        logger.warning("resuming from %s (same recipe and data)", checkpoint)
     started = time.perf_counter()
     output = trainer.train(resume_from_checkpoint=checkpoint)
     wall = time.perf_counter() - started
@@ -325,15 +280,15 @@ def train(
         save_model(model, out / "model", encoder=encoder.scored_as)
         write_json_atomic(out / "config.json", _resolved_config(recipe, out, options, data))
         metrics = _metrics(recipe, encoder, objective, options, data, trainer, args, output, final, checkpoint, wall)
+        metrics["fingerprint_sha256"] = pre.digest
         write_json_atomic(out / "metrics.json", metrics)
         logger.info("validation %s; model saved to %s", final, out / "model")
     return TrainResult(output_dir=out, model_dir=out / "model", metrics=metrics, model=model)
 
 
-def _output_folder(recipe: Recipe, output_dir: str | Path | None) -> Path:
-    if not (output_dir or recipe.output_dir):
-        raise RecipeError("no output folder: set output_dir in the recipe or pass --output")
-    return Path(output_dir or recipe.output_dir or "")
+def _is_main_process() -> bool:
+    """Process 0 of a torchrun / accelerate launch (the process group does not exist yet at this point)."""
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def _seed_and_threads(recipe: Recipe) -> None:

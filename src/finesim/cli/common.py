@@ -1,0 +1,235 @@
+"""What every ``finesim`` command shares: its parser (help with defaults, ``-v``/``-q`` after the command name), the
+option conventions, argument types, and the error boundary that turns known failures into one line.
+
+Conventions (docs/errors.md): ``--output FILE`` is a results file, ``--output-dir DIR`` a folder; every command that
+loads a model takes ``--device`` and ``--no-progress``. Exit codes: 0 success, 1 an error (one line naming the file,
+key or row; ``-v`` prints the traceback too), 2 a usage error, 130 interrupted.
+This module imports only the standard library: ``finesim --help`` must stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+LIBRARY_LOGGERS = ("transformers", "sentence_transformers", "datasets", "huggingface_hub", "accelerate", "torch")
+
+
+class UsageError(Exception):
+    """A problem with the command line found after parsing (exit code 2, like argparse's own errors)."""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions keep their line breaks; every option's help ends with its default (unless it has none)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "%(default)" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        if isinstance(default, (list, tuple)) and not default:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _verbosity_parent() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("output")
+    group.add_argument(
+        "-v",
+        "--verbose",
+        dest="command_verbose",
+        action="count",
+        default=0,
+        help="more logging: -v library INFO lines and tracebacks on errors, -vv debug",
+    )
+    group.add_argument(
+        "-q", "--quiet", dest="command_quiet", action="store_true", help="only errors: no progress lines or bars"
+    )
+    return parent
+
+
+def command_parser(subparsers: Any, name: str, *, help: str, description: str) -> argparse.ArgumentParser:
+    """A sub-command's parser: help with defaults, ``-v``/``-q`` accepted after the command name."""
+    parser = subparsers.add_parser(
+        name, help=help, description=description, formatter_class=HelpFormatter, parents=[_verbosity_parent()]
+    )
+    parser.set_defaults(usage_error=parser.error)
+    return parser
+
+
+def add_runtime_options(p: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--no-progress``, for every command that loads a model."""
+    p.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0 (default: automatic)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+# ---------------------------------------------------------------- argument types
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+# ---------------------------------------------------------------- outputs checked before any work
+
+
+def check_output_file(path: str | None, option: str = "--output") -> None:
+    """Fail now (not after the work) when a results file cannot be written at ``path``."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"{option} {path}: is a folder; {option} takes a file name (e.g. {target / 'results.json'})")
+    folder = _existing_parent(target)
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{option} {path}: the folder {folder} is not writable")
+
+
+def check_output_dir(path: str | None, option: str = "--output-dir") -> None:
+    """Fail now when a folder cannot be created or written at ``path``."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{option} {path}: is a file; {option} takes a folder")
+    folder = target if target.is_dir() else _existing_parent(target)
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{option} {path}: the folder {folder} is not writable")
+
+
+def _existing_parent(path: Path) -> Path:
+    parent = path.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return parent
+
+
+# ---------------------------------------------------------------- logging, progress bars, the error boundary
+
+
+def verbosity(args: argparse.Namespace) -> tuple[int, bool]:
+    """``(verbose count, quiet)`` from the options before and after the command name."""
+    verbose = int(getattr(args, "verbose", 0) or 0) + int(getattr(args, "command_verbose", 0) or 0)
+    quiet = bool(getattr(args, "quiet", False) or getattr(args, "command_quiet", False))
+    return verbose, quiet
+
+
+def configure_output(args: argparse.Namespace) -> None:
+    """Logging at WARNING (``-v`` INFO, ``-vv`` DEBUG, ``-q`` ERROR) for finesim and the libraries it uses; with
+    ``--no-progress`` or ``-q`` no progress bars (tqdm, transformers, datasets, huggingface_hub)."""
+    verbose, quiet = verbosity(args)
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger().setLevel(level)
+    for name in ("finesim", *LIBRARY_LOGGERS):
+        logging.getLogger(name).setLevel(level)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", logging.getLevelName(level).lower())
+    if quiet or getattr(args, "no_progress", False):
+        args.no_progress = True
+        for variable in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+            os.environ[variable] = "1"
+
+
+def say(args: argparse.Namespace) -> Callable[[str], None]:
+    """A printer of ``[finesim] ...`` progress lines on stderr (silent under ``-q``)."""
+    _, quiet = verbosity(args)
+    if quiet:
+        return lambda line: None
+    return lambda line: print(f"[finesim] {line}", file=sys.stderr, flush=True)
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text
+
+
+def known_errors() -> tuple[type[BaseException], ...]:
+    """Failures with a message meant for the user: bad input, recipes, files, models, backends."""
+    errors: list[type[BaseException]] = [ValueError, OSError, LookupError, ImportError, RuntimeError]
+    return tuple(errors)
+
+
+def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Run ``args.func`` inside the error boundary; returns the exit code."""
+    command = getattr(args, "command", None) or "finesim"
+    verbose, _ = verbosity(args)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_OK
+    except UsageError as err:
+        usage = getattr(args, "usage_error", None)
+        if usage is not None:
+            usage(str(err))  # prints the command's usage and exits with 2
+        print(f"finesim {command}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except known_errors() as err:
+        if verbose:
+            traceback.print_exc()
+        print(f"finesim {command}: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as err:  # a bug: still one line, the traceback with -v
+        if verbose:
+            traceback.print_exc()
+        print(
+            f"finesim {command}: internal error: {type(err).__name__}: {_one_line(err)} (run with -v for the "
+            "traceback and please report it)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe (``finesim ... | head``): point stdout at /dev/null so the interpreter's final flush
+    does not print an error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

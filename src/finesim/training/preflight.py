@@ -1,0 +1,363 @@
+"""Everything about a training run that can be checked before the model is built, and the run's fingerprint.
+
+:func:`preflight` is what ``finesim train --dry-run`` runs, and what a real run runs first:
+
+- the recipe's names and values (:func:`finesim.training.recipe.check_recipe`), errors naming the file and key;
+- the backbone resolvable now (a local folder, an offline copy, the Hugging Face cache, or a reachable Hub);
+- every data file present and passing its reader's checks, labels inside ``labels.low/high`` (the declared range),
+  the objective's layout possible (condition pairs, triplet columns);
+- the output folder writable, and what the run will do there.
+
+**Resume only what is the same run.** A run writes ``OUT/run.json`` before it trains: its *fingerprint*, the recipe
+as it runs (every key that changes the result) and a SHA-256 of each data file. A rerun into the same folder resumes
+from ``OUT/checkpoints`` only when the fingerprint is the same; otherwise it is refused before any work, naming the
+keys and files that changed. ``resume=False`` (``--no-resume``) starts over: the earlier run's checkpoints, model,
+config, metrics and ``run.json`` are deleted. Keys that do not change the result (``name``, ``output_dir``,
+``description``, ``paper``, ``notes``, ``data.root``, ``train.logging_steps``, ``train.num_threads``,
+``train.dataloader_num_workers``, ``train.save_total_limit``, ``train.eval_batch_size``) are left out of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset
+
+from finesim.training.recipe import Recipe, RecipeError, check_recipe, recipe_source
+
+RUN_FILE = "run.json"
+OWNED = ("checkpoints", "model", "config.json", "metrics.json", RUN_FILE)  # what starting over deletes
+NOT_IN_FINGERPRINT = frozenset(
+    {
+        "name",
+        "output_dir",
+        "description",
+        "paper",
+        "notes",
+        "data.root",
+        "train.logging_steps",
+        "train.num_threads",
+        "train.dataloader_num_workers",
+        "train.save_total_limit",
+        "train.eval_batch_size",
+    }
+)
+
+
+@dataclass
+class LoadedData:
+    """One data file read, label-scaled and checked (``dataset`` has the canonical columns)."""
+
+    role: str
+    path: Path
+    format: str
+    dataset: Dataset
+    report: dict[str, Any]
+    sha256: str
+
+
+@dataclass
+class Preflight:
+    """The outcome of :func:`preflight`: what a run will read and do.
+
+    ``action``: ``start`` (a new run), ``resume`` (the same run, from ``checkpoint``) or ``restart`` (an earlier
+    run in the folder is deleted first).
+    """
+
+    recipe: Recipe
+    output_dir: Path
+    data_root: str | None
+    train: LoadedData
+    validation: LoadedData | None
+    backbone: str
+    fingerprint: dict[str, Any]
+    action: str
+    checkpoint: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the fingerprint."""
+        return fingerprint_digest(self.fingerprint)
+
+    def summary(self) -> list[str]:
+        """One line per finding, for the command line."""
+        lines = [f"backbone {self.recipe.model.backbone}: found ({self.backbone})"]
+        for data in (self.train, self.validation):
+            if data is not None:
+                skipped = sum((data.report.get("skipped") or {}).values()) if isinstance(data.report, dict) else 0
+                extra = f", {skipped} rows skipped (see the report)" if skipped else ""
+                lines.append(f"{data.role} data {data.path} ({data.format}): {len(data.dataset)} rows{extra}")
+        lines.append(
+            {
+                "start": f"output folder {self.output_dir}: a new run",
+                "resume": f"output folder {self.output_dir}: the same recipe and data; resumes from {self.checkpoint}",
+                "restart": f"output folder {self.output_dir}: the earlier run there is deleted first (--no-resume)",
+            }[self.action]
+        )
+        return lines + self.notes
+
+    def run_record(self) -> dict[str, Any]:
+        """The content of ``OUT/run.json``."""
+        from finesim import __version__
+
+        return {"finesim": __version__, "fingerprint_sha256": self.digest, "fingerprint": self.fingerprint}
+
+
+def preflight(
+    recipe: Recipe, *, output_dir: str | Path | None = None, data_root: str | None = None, resume: bool = True
+) -> Preflight:
+    """Run every check that needs no training (see the module docstring); nothing is written or deleted.
+
+    Args:
+        recipe: the recipe as it will run (overrides applied).
+        output_dir: overrides ``recipe.output_dir``.
+        data_root: overrides ``recipe.data.root``.
+        resume: False starts over when the folder holds an earlier run.
+
+    Raises:
+        RecipeError: a problem with the recipe, its backbone, its output folder or an earlier run there.
+        DataFormatError: a data file that is missing or does not pass its reader's checks.
+    """
+    check_recipe(recipe)
+    source = recipe_source(recipe)
+    out = output_folder(recipe, output_dir)
+    backbone = _check_backbone(recipe, source)
+    root = data_root if data_root is not None else recipe.data.root
+    train = load_data(recipe, "train", root)
+    validation = load_data(recipe, "validation", root) if recipe.data.validation else None
+    _check_layout(recipe, train.dataset)
+    _check_writable(out, source)
+    fingerprint = run_fingerprint(recipe, train, validation)
+    action, checkpoint = _decide(out, fingerprint, resume, source)
+    return Preflight(recipe, out, root, train, validation, backbone, fingerprint, action, checkpoint)
+
+
+def output_folder(recipe: Recipe, output_dir: str | Path | None) -> Path:
+    """The run's output folder: ``output_dir`` when given, else the recipe's."""
+    if not (output_dir or recipe.output_dir):
+        raise RecipeError(
+            f"{recipe_source(recipe)}: no output folder: set output_dir in the recipe or pass --output-dir"
+        )
+    return Path(output_dir or recipe.output_dir or "")
+
+
+def _check_backbone(recipe: Recipe, source: str) -> str:
+    from finesim.models.hub import ModelResolutionError, resolve_model_path
+
+    try:
+        return resolve_model_path(recipe.model.backbone)
+    except ModelResolutionError as err:
+        raise RecipeError(f"{source}: model.backbone: {err}") from None
+
+
+def resolve_data_path(path: str, root: str | None) -> Path:
+    """Absolute paths as given; relative ones against ``root`` or the finesim data root."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return p
+    from finesim.paths import data_root
+
+    return data_root(root) / p
+
+
+def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
+    """Read one of the recipe's data files (``role`` ``train`` or ``validation``) through its format, cut to
+    ``data.max_*_rows``, labels checked against ``labels.low/high`` and scaled; a model without conditions refuses
+    data with them."""
+    from finesim.data.errors import DataFormatError
+    from finesim.training.encoders import get_encoder
+    from finesim.training.formats import FormatOptions, get_data_format
+
+    d = recipe.data
+    source = recipe_source(recipe)
+    spec = d.train if role == "train" else str(d.validation)
+    data_format = d.format if role == "train" else (d.validation_format or d.format)
+    path = resolve_data_path(spec, root)
+    if not path.exists():
+        raise DataFormatError(f"data.{role} not found (from {source})", path=path)
+    options = FormatOptions(label_range=(recipe.labels.low, recipe.labels.high), columns=dict(d.columns or {}))
+    dataset, report = get_data_format(data_format)(path, options)
+    limit = d.max_train_rows if role == "train" else d.max_validation_rows
+    if limit is not None and limit < len(dataset):
+        dataset = dataset.select(range(limit))
+    dataset = scale_labels(dataset, recipe, what=str(path))
+    encoder = get_encoder(recipe.model.encoder)
+    if not encoder.conditions and "condition" in dataset.column_names:
+        raise RecipeError(
+            f"{source}: encoder {encoder.name!r} embeds single sentences, but the data {path} (format "
+            f"{data_format!r}) gives a condition per pair; use STS-style data without conditions"
+        )
+    return LoadedData(role, path, data_format, dataset, report, data_sha256(path))
+
+
+def scale_labels(dataset: Dataset, recipe: Recipe, *, what: str) -> Dataset:
+    """Apply the recipe's label scaling to the ``label`` column (errors name the file's row)."""
+    import numpy as np
+
+    from finesim.data.labels import minmax_scale
+
+    spec = recipe.labels
+    if spec.scale == "none" or "label" not in dataset.column_names:
+        return dataset
+    labels = np.asarray(dataset["label"], dtype=np.float64)
+    bad = np.flatnonzero((labels < spec.low) | (labels > spec.high))
+    if bad.size:
+        rows = dataset["row"] if "row" in dataset.column_names else list(range(1, len(dataset) + 1))
+        i = int(bad[0])
+        raise ValueError(
+            f"{what}: {bad.size} labels lie outside labels.low/high [{spec.low:g}, {spec.high:g}]; "
+            f"first at row {rows[i]} (label {labels[i]:g})"
+        )
+    scaled = minmax_scale(labels, spec.low, spec.high).tolist()
+    return dataset.remove_columns("label").add_column("label", scaled)
+
+
+def _check_layout(recipe: Recipe, rows: Dataset) -> None:
+    """The objective's layout is possible with this data (condition pairs, triplet columns)."""
+    from finesim.training.encoders import TRIPLET_COLUMNS, get_encoder
+    from finesim.training.objectives import get_objective
+
+    source = recipe_source(recipe)
+    objective = get_objective(recipe.objective.name)
+    encoder = get_encoder(recipe.model.encoder)
+    if objective.layout == "pairs":
+        if encoder.pairs is None:
+            raise RecipeError(
+                f"{source}: objective {objective.name!r} needs condition pairs, which encoder {encoder.name!r} lacks"
+            )
+        if "condition" not in rows.column_names:
+            raise RecipeError(f"{source}: objective {objective.name!r} needs data with conditions (data.format)")
+        from finesim.data.pairing import pair_conditions
+
+        pair_conditions(rows, equal_labels=recipe.data.equal_labels)  # type: ignore[arg-type]
+    elif objective.layout == "triplets":
+        missing = sorted(set(TRIPLET_COLUMNS) - set(rows.column_names))
+        if missing:
+            raise RecipeError(
+                f"{source}: objective {objective.name!r} needs {list(TRIPLET_COLUMNS)} columns; data format "
+                f"{recipe.data.format!r} gives {rows.column_names} ({missing} missing)"
+            )
+    elif encoder.name == "tri" and "condition" not in rows.column_names:
+        raise RecipeError(f"{source}: a tri-encoder needs a condition column in the training data")
+
+
+def _check_writable(out: Path, source: str) -> None:
+    if out.exists() and not out.is_dir():
+        raise RecipeError(f"{source}: the output folder {out} is a file")
+    folder = out
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise RecipeError(f"{source}: the output folder {out} cannot be created or written ({folder} is not writable)")
+
+
+# ---------------------------------------------------------------- fingerprint and resume
+
+
+def data_sha256(path: Path) -> str:
+    """SHA-256 of a data file, or of a folder's files (relative names and contents, in sorted order)."""
+    from finesim.results import file_sha256
+
+    if path.is_file():
+        return file_sha256(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(path)).encode("utf-8"))
+        digest.update(file_sha256(file).encode("ascii"))
+    return digest.hexdigest()
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(_flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): data}
+
+
+def run_fingerprint(recipe: Recipe, train: LoadedData, validation: LoadedData | None) -> dict[str, Any]:
+    """What makes a run the same run: the recipe's result-changing keys (flattened) and the data files' hashes."""
+    keys = {k: v for k, v in _flatten(recipe.to_dict()).items() if k not in NOT_IN_FINGERPRINT}
+    data = {"train": train.sha256, "validation": None if validation is None else validation.sha256}
+    return {"recipe": keys, "data": data}
+
+
+def fingerprint_digest(fingerprint: dict[str, Any]) -> str:
+    """SHA-256 of a fingerprint's canonical JSON."""
+    blob = json.dumps(fingerprint, sort_keys=True, default=str).encode("utf-8")
+    return hashlib.sha256(blob).hexdigest()
+
+
+def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two fingerprints (``key: old -> new``)."""
+    changes = []
+    old_keys, new_keys = old.get("recipe", {}), new.get("recipe", {})
+    for key in sorted(set(old_keys) | set(new_keys)):
+        a, b = old_keys.get(key, "<unset>"), new_keys.get(key, "<unset>")
+        if a != b:
+            changes.append(f"{key}: {a!r} -> {b!r}")
+    for role in ("train", "validation"):
+        a, b = (old.get("data") or {}).get(role), (new.get("data") or {}).get(role)
+        if a != b:
+            changes.append(f"the {role} data (its content changed)" if a and b else f"the {role} data: {a} -> {b}")
+    return changes
+
+
+def _last_checkpoint(folder: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+
+
+def _earlier_run(out: Path) -> bool:
+    return any((out / name).exists() for name in OWNED)
+
+
+def _decide(out: Path, fingerprint: dict[str, Any], resume: bool, source: str) -> tuple[str, str | None]:
+    """``(action, checkpoint)`` for a run into ``out`` (see :class:`Preflight`)."""
+    if not _earlier_run(out):
+        return "start", None
+    if not resume:
+        return "restart", None
+    record_file = out / RUN_FILE
+    if not record_file.is_file():
+        raise RecipeError(
+            f"{source}: the output folder {out} holds an earlier run without a fingerprint ({RUN_FILE}; written by "
+            "an older finesim), so whether it is the same run is unknown; rerun with --no-resume to start over there, "
+            "or choose another --output-dir"
+        )
+    try:
+        stored = json.loads(record_file.read_text(encoding="utf-8"))["fingerprint"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise RecipeError(f"{source}: {record_file} is unreadable ({err}); rerun with --no-resume") from None
+    changes = fingerprint_changes(stored, fingerprint)
+    if changes:
+        shown = "; ".join(changes[:8]) + (f"; and {len(changes) - 8} more" if len(changes) > 8 else "")
+        raise RecipeError(
+            f"{source}: the output folder {out} holds a run of another recipe or data ({shown}); resuming it would "
+            "train with its old settings. Rerun with --no-resume to start over there, or choose another --output-dir"
+        )
+    return "resume", _last_checkpoint(out / "checkpoints")
+
+
+def start_over(out: Path) -> list[str]:
+    """Delete what an earlier run wrote into ``out`` (:data:`OWNED`); returns the names deleted."""
+    deleted = []
+    for name in OWNED:
+        target = out / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+        else:
+            continue
+        deleted.append(name)
+    return deleted
