@@ -3,9 +3,10 @@
 # on the re-annotated C-STS train set with recipes/csts/minilm-bi-mse-tuned.yaml, then evaluate the trained model on
 # C-STS validation (conditional + unconditional, over-estimation count).
 # Outputs: $FINESIM_MAIN_OUT (default runs/minilm-bi-mse-tuned): model/, config.json, metrics.json, evaluate.json.
-# Extra arguments go to `finesim train` (e.g. --set train.epochs=1, --no-resume); a rerun resumes.
+# Extra arguments go to `finesim train` (e.g. --set train.epochs=1, --no-resume); a rerun resumes the same run
+# (a changed recipe or data is refused, naming what changed: add --no-resume to start over).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 out="${FINESIM_MAIN_OUT:-runs/minilm-bi-mse-tuned}"
-finesim train recipes/csts/minilm-bi-mse-tuned.yaml --output "$out" "$@"
+finesim train recipes/csts/minilm-bi-mse-tuned.yaml --output-dir "$out" "$@"
 finesim evaluate --model "$out/model" --tasks csts --output "$out/evaluate.json"

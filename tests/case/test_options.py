@@ -123,8 +123,10 @@ def test_cli_reports_recipe_errors(tmp_path, capsys):
     assert main(["case", "train", "--recipe", str(path), "--output-dir", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "my-recipe.yaml" in err and "did you mean 'dim'" in err
-    assert main(["case", "train", "--epochs", "0", "--output-dir", str(tmp_path / "out")]) == 1
-    assert "command line: 'epochs' must be a positive integer, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:  # the command line checks it before anything runs (usage error)
+        main(["case", "train", "--epochs", "0", "--output-dir", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert "argument --epochs: must be >= 1, got 0" in capsys.readouterr().err
 
 
 def test_cli_help_default_model_matches_the_options_default():

@@ -21,8 +21,8 @@ from finesim.training import (
     register_objective,
     train,
 )
-from finesim.training.recipe import RecipeError, check_recipe
 from finesim.training.preflight import scale_labels
+from finesim.training.recipe import RecipeError, check_recipe
 from finesim.training.runner import rows_seen
 
 REPO = Path(__file__).resolve().parents[2]

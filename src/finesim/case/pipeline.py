@@ -277,6 +277,7 @@ def score_files(
     *,
     cache_dir: str | Path | None = None,
     threads: int | None = None,
+    device: str | None = None,
 ) -> dict[str, Any]:
     """Spearman and Pearson of a saved CASE model on each of ``data_files``.
 
@@ -285,6 +286,7 @@ def score_files(
         data_files: C-STS CSV files.
         cache_dir: embedding cache (default :func:`~finesim.case.options.default_cache_dir`).
         threads: torch threads (default ``DEFAULTS["threads"]``).
+        device: torch device of the encoder.
 
     Returns:
         the payload of ``finesim case score`` (one row per file in ``results``).
@@ -295,7 +297,7 @@ def score_files(
     from finesim.evaluation.metrics import pearson, spearman
 
     torch.set_num_threads(int(threads or DEFAULTS["threads"]))
-    model = CaseModel.load(model_dir, cache_dir=cache_dir or str(default_cache_dir()))
+    model = CaseModel.load(model_dir, cache_dir=cache_dir or str(default_cache_dir()), device=device)
     rows = []
     for path in data_files:
         ds, _ = _read(path)

@@ -1,12 +1,4 @@
-"""``finesim bound``: the best Spearman a two-class (contrastive-style) predictor can reach.
-
-Examples::
-
-    finesim bound --n 1000                 # the paper's closed form and the tie-correct value for n
-    distinct scores
-    finesim bound --task STSBenchmark      # exact optimum for a task's gold labels (ties included)
-    finesim bound --labels gold.txt        # one gold score per line
-"""
+"""``finesim bound``: the best Spearman a two-class (contrastive-style) predictor can reach."""
 
 from __future__ import annotations
 
@@ -15,17 +7,28 @@ import json
 from pathlib import Path
 from typing import Any
 
+from finesim.cli.common import command_parser, positive_int
+
+DESCRIPTION = """The best Spearman correlation any predictor with two output values (what binary, contrastive training
+aims for) can reach against graded gold scores: the Pcc-tuning paper's closed form for n distinct scores and the
+exact optimum with ties counted.
+
+examples:
+  finesim bound --n 1000              # closed form and tie-correct value for 1000 distinct scores
+  finesim bound --task STSBenchmark   # exact optimum for a task's gold labels (ties included)
+  finesim bound --labels gold.txt     # one gold score per line"""
+
 
 def register(subparsers: Any) -> None:
     """Add the ``bound`` sub-command."""
-    p = subparsers.add_parser(
+    p = command_parser(
+        subparsers,
         "bound",
         help="best Spearman of any two-class predictor (the contrastive ceiling of Pcc-tuning)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION,
     )
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--n", type=int, help="number of pairs with distinct gold scores")
+    src.add_argument("--n", type=positive_int, help="number of pairs with distinct gold scores")
     src.add_argument("--labels", type=Path, help="text file with one gold score per line")
     src.add_argument("--task", help="evaluation task(s) or group from the registry, e.g. STSBenchmark or sts")
     p.add_argument("--data", help="data root (default: $FINESIM_DATA or ../shared/data)")

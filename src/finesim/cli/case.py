@@ -11,6 +11,8 @@ import argparse
 import sys
 from typing import Any
 
+from finesim.cli.common import add_runtime_options, check_output_dir, check_output_file, command_parser, positive_int
+
 # = finesim.case.options.DEFAULTS["model"], spelled out so that building the parser imports no library module
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -33,7 +35,7 @@ def _encoder_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", default=None, help="YAML file of option defaults (see recipes/case/)")
     p.add_argument("--model", default=None, help=f"encoder: Hub id or folder (default {DEFAULT_MODEL})")
     p.add_argument("--pooling", default=None, help="override the encoder's pooling (mean, cls, lasttoken)")
-    p.add_argument("--max-length", type=int, default=None, help="truncate encoder inputs to this many tokens")
+    p.add_argument("--max-length", type=positive_int, default=None, help="truncate encoder inputs to this many tokens")
     p.add_argument("--family", default=None, help="prompt family of prompts.yaml (default: by formulation)")
     p.add_argument(
         "--prompts-file",
@@ -53,10 +55,9 @@ def _encoder_options(p: argparse.ArgumentParser) -> None:
         "L2-normalise the encoder outputs before − c (default off: un-normalised, as the reference)",
     )
     _cache_option(p)
-    p.add_argument("--batch-size", type=int, default=None, help="encoding batch size (default 64)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default 1; see docs/case.md)")
-    p.add_argument("--device", default=None, help="torch device for the encoder")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="encoding batch size (default 64)")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default 1; see docs/case.md)")
+    add_runtime_options(p)
 
 
 def _train_options(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
@@ -73,10 +74,10 @@ def _train_options(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
             help="comma-separated output dimensions; 'full' = the encoder's width (default 64,128,256,512,full)",
         )
     else:
-        p.add_argument("--dim", type=int, default=None, help="output dimension k (default 512)")
+        p.add_argument("--dim", type=positive_int, default=None, help="output dimension k (default 512)")
     p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default 1e-3)")
-    p.add_argument("--train-batch-size", type=int, default=None, help="projection batch size (default 512)")
-    p.add_argument("--epochs", type=int, default=None, help="epochs (default 30)")
+    p.add_argument("--train-batch-size", type=positive_int, default=None, help="projection batch size (default 512)")
+    p.add_argument("--epochs", type=positive_int, default=None, help="epochs (default 30)")
     p.add_argument("--dropout", type=float, default=None, help="dropout (default 0 linear, 0.15 non-linear)")
     p.add_argument("--negative-slope", type=float, default=None, help="LeakyReLU slope (default 0.01)")
     p.add_argument("--label-divisor", type=float, default=None, help="target = (label - offset) / divisor (5)")
@@ -86,44 +87,73 @@ def _train_options(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``case`` command and its sub-commands (``finesim evaluate`` loads CASE folders by their marker)."""
-    case = sub.add_parser(
+    case = command_parser(
+        sub,
         "case",
         help="CASE: condition-aware embeddings + a projection trained on cached embeddings",
         description="CASE (Zhang, Zhou, Bollegala 2026) on C-STS CSV files. See docs/case.md.",
     )
     actions = case.add_subparsers(dest="case_command", metavar="ACTION")
 
-    p = actions.add_parser("embed", help="fill the embedding cache; report unsupervised Spearman if labelled")
+    p = command_parser(
+        actions,
+        "embed",
+        help="fill the embedding cache; report unsupervised Spearman if labelled",
+        description="Embed C-STS files condition-aware with a frozen encoder, filling the embedding cache; report "
+        "the unsupervised Spearman of labelled files.",
+    )
     _encoder_options(p)
     p.add_argument("data_files", nargs="+", help="C-STS CSV files")
-    p.add_argument("--output", default=None, help="results JSON")
+    p.add_argument("--output", default=None, metavar="FILE", help="results JSON")
     p.set_defaults(func=run_embed)
 
-    p = actions.add_parser("train", help="train a projection on cached embeddings and save a CASE model")
+    p = command_parser(
+        actions,
+        "train",
+        help="train a projection on cached embeddings and save a CASE model",
+        description="Train the CASE projection on cached embeddings (the epoch chosen on a dev split carved from "
+        "--train) and save a CASE model.",
+    )
     _encoder_options(p)
     _train_options(p)
-    p.add_argument("--output-dir", required=True, help="folder for the CASE model (and training.json)")
+    p.add_argument("--output-dir", required=True, metavar="DIR", help="folder for the CASE model (and training.json)")
     p.set_defaults(func=run_train)
 
-    p = actions.add_parser("sweep", help="train one projection per output dimension")
+    p = command_parser(
+        actions,
+        "sweep",
+        help="train one projection per output dimension",
+        description="Train one projection per output dimension and report dev (and --eval) Spearman for each.",
+    )
     _encoder_options(p)
     _train_options(p, sweep=True)
-    p.add_argument("--output", default=None, help="results JSON")
+    p.add_argument("--output", default=None, metavar="FILE", help="results JSON")
     p.set_defaults(func=run_sweep)
 
-    p = actions.add_parser("isotropy", help="I_iso and embedding-to-mean cosines, with and without − c")
+    p = command_parser(
+        actions,
+        "isotropy",
+        help="I_iso and embedding-to-mean cosines, with and without − c",
+        description="Approximate isotropy I_iso and the embedding-to-mean cosines, with and without minus condition.",
+    )
     _encoder_options(p)
     p.add_argument("data_files", nargs="+", help="C-STS CSV files (both sentences of every row are used)")
-    p.add_argument("--num-directions", type=int, default=None, help="random directions (default 1000)")
-    p.add_argument("--output-dir", required=True, help="folder for isotropy.json and the PNG histogram")
+    p.add_argument("--num-directions", type=positive_int, default=None, help="random directions (default 1000)")
+    p.add_argument("--output-dir", required=True, metavar="DIR", help="folder for isotropy.json and the PNG histogram")
     p.set_defaults(func=run_isotropy)
 
-    p = actions.add_parser("score", help="Spearman of a saved CASE model on C-STS CSV files")
+    p = command_parser(
+        actions,
+        "score",
+        help="Spearman of a saved CASE model on C-STS CSV files",
+        description="Spearman and Pearson of a saved CASE model on C-STS files.",
+    )
     p.add_argument("model_dir", help="folder written by `finesim case train`")
     p.add_argument("data_files", nargs="+", help="C-STS CSV files")
     _cache_option(p)
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default 1)")
-    p.add_argument("--output", default=None, help="results JSON")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default 1)")
+    p.add_argument("--output", default=None, metavar="FILE", help="results JSON")
+    add_runtime_options(p)
     p.set_defaults(func=run_score)
     case.set_defaults(func=lambda args: (case.print_help(), 2)[1])
 
@@ -142,6 +172,7 @@ def run_embed(args: argparse.Namespace) -> int:
     from finesim.case.pipeline import embed_files
     from finesim.results import write_json_atomic
 
+    check_output_file(args.output)
     payload = embed_files(options_from_args(args), args.data_files, show_progress=not args.no_progress)
     for row in payload["results"]:
         print(
@@ -157,6 +188,7 @@ def run_train(args: argparse.Namespace) -> int:
     """``finesim case train``: train a projection and save the CASE model (with training.json)."""
     from finesim.case.pipeline import default_train_file, train_model
 
+    check_output_dir(args.output_dir)
     options = options_from_args(args)
     payload = train_model(
         options,
@@ -182,6 +214,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     from finesim.case.pipeline import default_train_file, sweep_dims
     from finesim.results import write_json_atomic
 
+    check_output_file(args.output)
     options = options_from_args(args)
     payload = sweep_dims(
         options, train_file=args.train or default_train_file(args.data), show_progress=not args.no_progress
@@ -202,6 +235,7 @@ def run_isotropy(args: argparse.Namespace) -> int:
     """``finesim case isotropy``: I_iso and cosines to the mean; writes isotropy.json and the histogram."""
     from finesim.case.pipeline import measure_isotropy
 
+    check_output_dir(args.output_dir)
     options = options_from_args(args)
     payload = measure_isotropy(options, args.data_files, args.output_dir, show_progress=not args.no_progress)
     for name, row in payload["results"].items():
@@ -218,7 +252,10 @@ def run_score(args: argparse.Namespace) -> int:
     from finesim.case.pipeline import score_files
     from finesim.results import write_json_atomic
 
-    payload = score_files(args.model_dir, args.data_files, cache_dir=args.cache_dir, threads=args.threads)
+    check_output_file(args.output)
+    payload = score_files(
+        args.model_dir, args.data_files, cache_dir=args.cache_dir, threads=args.threads, device=args.device
+    )
     for row in payload["results"]:
         print(f"{row['file']}: Spearman {row['spearman']:.2f}, Pearson {row['pearson']:.2f} ({row['rows']} rows)")
     if args.output:

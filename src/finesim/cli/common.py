@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-LIBRARY_LOGGERS = ("transformers", "sentence_transformers", "datasets", "huggingface_hub", "accelerate", "torch")
+LIBRARY_LOGGERS = ("transformers", "sentence_transformers", "datasets", "huggingface_hub", "accelerate")
 
 
 class UsageError(Exception):
@@ -161,8 +161,12 @@ def configure_output(args: argparse.Namespace) -> None:
     ``--no-progress`` or ``-q`` no progress bars (tqdm, transformers, datasets, huggingface_hub)."""
     verbose, quiet = verbosity(args)
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    logging.getLogger().setLevel(level)
+    root = logging.getLogger()
+    if not any(isinstance(h, _StderrHandler) for h in root.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+        root.addHandler(handler)
+    root.setLevel(level)
     for name in ("finesim", *LIBRARY_LOGGERS):
         logging.getLogger(name).setLevel(level)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", logging.getLevelName(level).lower())
@@ -170,6 +174,21 @@ def configure_output(args: argparse.Namespace) -> None:
         args.no_progress = True
         for variable in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
             os.environ[variable] = "1"
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Log records go to whatever ``sys.stderr`` is when they are emitted (not the stream at set-up time)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
 
 
 def say(args: argparse.Namespace) -> Callable[[str], None]:

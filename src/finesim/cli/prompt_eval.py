@@ -16,6 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from finesim.cli.common import check_output_file, command_parser, positive_float
+
 logger = logging.getLogger("finesim.prompting")
 
 
@@ -37,7 +39,8 @@ def register(subparsers: Any) -> None:
     """Add the ``prompt-eval`` sub-command."""
     from finesim.prompting.prompts import EXAMPLE_FORMATS, INSTRUCTION_NAMES, TASKS
 
-    p = subparsers.add_parser(
+    p = command_parser(
+        subparsers,
         "prompt-eval",
         help="score sentence pairs by prompting a generative model (C-STS paper, Sec. 4.2)",
         description="Prompt a generative model for similarity scores on C-STS or STS-B and report Spearman, "
@@ -45,9 +48,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--backend", choices=("hf", "openai"), required=True, help="local transformers or HTTP API")
     p.add_argument("--model", required=True, help="checkpoint folder / Hub id (hf) or served model name (openai)")
-    p.add_argument("--task", choices=TASKS, default="csts")
+    p.add_argument("--task", choices=TASKS, default="csts", help="the task prompted for")
     p.add_argument("--k-shot", type=_non_negative, default=0, help="in-context examples (paper: 0, 2, 4)")
-    p.add_argument("--instructions", choices=INSTRUCTION_NAMES, default="short")
+    p.add_argument("--instructions", choices=INSTRUCTION_NAMES, default="short", help="the instruction text")
     p.add_argument("--example-format", choices=EXAMPLE_FORMATS, default="plain", help="see docs/prompting.md")
     p.add_argument("--seed", type=int, default=42, help="demonstration sampling and invalid-reply draws")
     p.add_argument("--data", help="data root (default: $FINESIM_DATA or ../shared/data)")
@@ -55,7 +58,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--eval-file", help="evaluate this file instead (C-STS CSV or STS-B TSV, by --task)")
     p.add_argument("--train-file", help="draw demonstrations from this file instead")
     p.add_argument("--limit", type=_positive, help="only the first N evaluation rows")
-    p.add_argument("--output", help="results JSON (written atomically)")
+    p.add_argument("--output", metavar="FILE", help="results JSON (written atomically)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--cache", help="reply cache JSONL (default: next to --output, <output>.replies.jsonl)")
     p.add_argument("--no-cache", action="store_true", help="keep replies in memory only")
     p.add_argument(
@@ -66,26 +70,38 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-rows", action="store_true", help="leave per-row replies out of the results file")
     p.add_argument("--max-new-tokens", type=_positive, default=20, help="reply length limit (paper: 20)")
     hf = p.add_argument_group("hf backend")
-    hf.add_argument("--model-kind", choices=("auto", "causal", "seq2seq"), default="auto")
-    hf.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default="auto")
-    hf.add_argument("--device", default="auto")
+    hf.add_argument(
+        "--model-kind", choices=("auto", "causal", "seq2seq"), default="auto", help="decoder-only or encoder-decoder"
+    )
+    hf.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default="auto", help="weights' dtype")
+    hf.add_argument("--device", default="auto", help="torch device")
     hf.add_argument("--device-map", help="e.g. 'auto' to spread a large model over devices (needs accelerate)")
-    hf.add_argument("--batch-size", type=_positive, default=8)
-    hf.add_argument("--special-tokens", choices=("auto", "yes", "no"), default="auto")
+    hf.add_argument("--batch-size", type=_positive, default=8, help="prompts per generation batch")
+    hf.add_argument(
+        "--special-tokens",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="add the tokenizer's special tokens (auto: for encoder-decoder models only)",
+    )
     hf.add_argument("--chat-template", action="store_true", help="wrap prompts with the tokenizer's chat template")
-    hf.add_argument("--trust-remote-code", action="store_true")
+    hf.add_argument("--trust-remote-code", action="store_true", help="let the checkpoint run its own model code")
     api = p.add_argument_group("openai backend")
     api.add_argument(
         "--base-url",
         default=os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1"),
         help="API root incl. /v1 (default: $OPENAI_BASE_URL or OpenAI); vLLM: http://localhost:8000/v1",
     )
-    api.add_argument("--api", choices=("chat", "completions"), default="chat")
+    api.add_argument("--api", choices=("chat", "completions"), default="chat", help="which endpoint to call")
     api.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
-    api.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
-    api.add_argument("--max-retries", type=_non_negative, default=5)
-    api.add_argument("--concurrency", type=_positive, default=4)
-    api.add_argument("--on-error", choices=("fail", "invalid"), default="fail")
+    api.add_argument("--timeout", type=positive_float, default=60.0, help="seconds per request")
+    api.add_argument("--max-retries", type=_non_negative, default=5, help="retries per request")
+    api.add_argument("--concurrency", type=_positive, default=4, help="requests in flight at a time")
+    api.add_argument(
+        "--on-error",
+        choices=("fail", "invalid"),
+        default="fail",
+        help="a request that fails after its retries stops the run (fail) or is scored as an invalid reply",
+    )
     api.add_argument("--system-prompt", help="optional system message (chat api)")
     p.set_defaults(func=run)
 
@@ -156,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
     from finesim.prompting.runner import evaluate_prompting
     from finesim.results import environment_record, file_sha256, write_json_atomic
 
+    check_output_file(args.output)
     eval_file, train_file = _resolve_files(args)
     same_file = _same_file(eval_file, train_file)
     if same_file:

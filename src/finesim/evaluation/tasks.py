@@ -68,23 +68,51 @@ class Task:
         return ds, [report]
 
 
-def _parse_task(name: str, spec: dict[str, Any], source: str) -> Task:
-    allowed = {"format", "path", "score_range", "subsets", "split", "aggregation", "condition_mode", "demonstrations"}
-    unknown = set(spec) - allowed
+TASK_KEYS = ("format", "path", "score_range", "subsets", "split", "aggregation", "condition_mode", "demonstrations")
+
+
+def _parse_task(name: str, spec: Any, source: str) -> Task:
+    """One task entry of a registry file, every key checked (errors name the file, the task and the key)."""
+    from finesim.training.options import did_you_mean
+
+    where = f"{source}: task {name!r}"
+    if not isinstance(spec, dict):
+        raise DataFormatError(
+            f"task {name!r} must be a mapping of keys to values, got {type(spec).__name__}", path=source
+        )
+    unknown = sorted(set(spec) - set(TASK_KEYS))
     if unknown:
-        raise ValueError(f"{source}: task {name!r} has unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+        hint = did_you_mean(unknown[0], TASK_KEYS)
+        raise ValueError(f"{where} has unknown keys {unknown}{hint}; allowed: {sorted(TASK_KEYS)}")
     for key in ("format", "path", "score_range"):
         if key not in spec:
-            raise ValueError(f"{source}: task {name!r} lacks {key!r}")
+            raise ValueError(f"{where} lacks {key!r}")
     if spec["format"] not in FORMATS:
-        raise ValueError(f"{source}: task {name!r} has format {spec['format']!r}; expected one of {FORMATS}")
-    low, high = (float(x) for x in spec["score_range"])
+        hint = did_you_mean(str(spec["format"]), FORMATS)
+        raise ValueError(f"{where} has format {spec['format']!r}{hint}; expected one of {FORMATS}")
+    score_range = spec["score_range"]
+    try:
+        low, high = (float(x) for x in score_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: score_range must be two numbers [low, high], got {score_range!r}") from None
+    if not high > low:
+        raise ValueError(f"{where}: score_range low ({low:g}) must be below high ({high:g})")
+    choices = {"aggregation": ("pooled", "mean"), "condition_mode": ("pair", "ignore")}
+    for key, allowed in choices.items():
+        if key in spec and spec[key] not in allowed:
+            hint = did_you_mean(str(spec[key]), allowed)
+            raise ValueError(f"{where}: {key} {spec[key]!r} is not one of {list(allowed)}{hint}")
+    subsets = spec.get("subsets", ())
+    if not isinstance(subsets, (list, tuple)) or not all(isinstance(x, str) for x in subsets):
+        raise ValueError(f"{where}: subsets must be a list of names, got {subsets!r}")
+    if spec["format"] == "senteval" and not subsets:
+        raise ValueError(f"{where}: a senteval task needs subsets")
     return Task(
         name=name,
         format=spec["format"],
         path=str(spec["path"]),
         score_range=(low, high),
-        subsets=tuple(spec.get("subsets", ())),
+        subsets=tuple(subsets),
         split=str(spec.get("split", "test")),
         aggregation=spec.get("aggregation", "pooled"),
         condition_mode=spec.get("condition_mode", "pair"),
@@ -116,7 +144,9 @@ class Registry:
 
 
 def load_registry(path: str | Path | None = None) -> Registry:
-    """Read a task registry file (the packaged ``tasks.yaml`` by default)."""
+    """Read a task registry file (the packaged ``tasks.yaml`` by default); every error names the file."""
+    from finesim.training.options import parse_yaml
+
     if path is None:
         text = resources.files("finesim.evaluation").joinpath("tasks.yaml").read_text(encoding="utf-8")
         source = "finesim/evaluation/tasks.yaml"
@@ -126,13 +156,34 @@ def load_registry(path: str | Path | None = None) -> Registry:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as err:
             raise DataFormatError(f"cannot read task registry: {err.strerror}", path=source) from None
-    raw = yaml.safe_load(text) or {}
-    tasks = {name: _parse_task(name, spec, source) for name, spec in (raw.get("tasks") or {}).items()}
-    groups = {name: tuple(members) for name, members in (raw.get("groups") or {}).items()}
-    for group, members in groups.items():
+        except UnicodeDecodeError as err:
+            raise DataFormatError(f"task registry is not UTF-8 text ({err.reason})", path=source) from None
+    try:
+        raw = parse_yaml(text)
+    except yaml.YAMLError as err:
+        raise DataFormatError(f"not valid YAML: {' '.join(str(err).split())}", path=source) from None
+    if raw is None:
+        raise DataFormatError("the task registry is empty (expected tasks: and groups:)", path=source)
+    if not isinstance(raw, dict):
+        raise DataFormatError(
+            f"a task registry must be a mapping with tasks: and groups:, got {type(raw).__name__}", path=source
+        )
+    unknown = sorted(set(raw) - {"tasks", "groups"})
+    if unknown:
+        raise DataFormatError(f"unknown top-level keys {unknown}; a task registry has tasks: and groups:", path=source)
+    tasks_spec, groups_spec = raw.get("tasks") or {}, raw.get("groups") or {}
+    for key, value in (("tasks", tasks_spec), ("groups", groups_spec)):
+        if not isinstance(value, dict):
+            raise DataFormatError(f"{key}: must be a mapping of names, got a {type(value).__name__}", path=source)
+    tasks = {str(name): _parse_task(str(name), spec, source) for name, spec in tasks_spec.items()}
+    groups: dict[str, tuple[str, ...]] = {}
+    for group, members in groups_spec.items():
+        if not isinstance(members, list):
+            raise DataFormatError(f"group {group!r} must be a list of task names, got {members!r}", path=source)
         missing = [m for m in members if m not in tasks]
         if missing:
             raise ValueError(f"{source}: group {group!r} names unknown tasks {missing}")
+        groups[str(group)] = tuple(members)
     return Registry(tasks=tasks, groups=groups)
 
 

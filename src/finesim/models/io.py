@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from finesim.models.condition_head import ConditionHead, find_condition_head
-from finesim.models.hub import resolve_model_path
+from finesim.models.hub import MARKER_FILE, resolve_model_path
 from finesim.models.projection_head import ProjectionHead
 from finesim.models.prompt_transformer import PromptTransformer
 from finesim.models.regression_head import RegressionHead
 from finesim.results import write_json_atomic
 
-MARKER_FILE = "finesim_model.json"
 ENCODER_TYPES = ("bi", "cross", "tri")
 MODEL_TYPE_PREFIX = "csts-"  # model_type "csts-bi" | "csts-cross" | "csts-tri" in the marker
 # spellings accepted for sentence-transformers' pooling modes (the C-STS issue writes "last-token")

@@ -132,7 +132,7 @@ def preflight(
     root = data_root if data_root is not None else recipe.data.root
     train = load_data(recipe, "train", root)
     validation = load_data(recipe, "validation", root) if recipe.data.validation else None
-    _check_layout(recipe, train.dataset)
+    _check_layout(recipe, train.dataset, train.path)
     _check_writable(out, source)
     fingerprint = run_fingerprint(recipe, train, validation)
     action, checkpoint = _decide(out, fingerprint, resume, source)
@@ -184,6 +184,8 @@ def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
         raise DataFormatError(f"data.{role} not found (from {source})", path=path)
     options = FormatOptions(label_range=(recipe.labels.low, recipe.labels.high), columns=dict(d.columns or {}))
     dataset, report = get_data_format(data_format)(path, options)
+    if len(dataset) == 0:
+        raise DataFormatError(f"no rows to {'train on' if role == 'train' else 'validate on'} (data.{role})", path=path)
     limit = d.max_train_rows if role == "train" else d.max_validation_rows
     if limit is not None and limit < len(dataset):
         dataset = dataset.select(range(limit))
@@ -219,7 +221,7 @@ def scale_labels(dataset: Dataset, recipe: Recipe, *, what: str) -> Dataset:
     return dataset.remove_columns("label").add_column("label", scaled)
 
 
-def _check_layout(recipe: Recipe, rows: Dataset) -> None:
+def _check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> None:
     """The objective's layout is possible with this data (condition pairs, triplet columns)."""
     from finesim.training.encoders import TRIPLET_COLUMNS, get_encoder
     from finesim.training.objectives import get_objective
@@ -234,9 +236,12 @@ def _check_layout(recipe: Recipe, rows: Dataset) -> None:
             )
         if "condition" not in rows.column_names:
             raise RecipeError(f"{source}: objective {objective.name!r} needs data with conditions (data.format)")
-        from finesim.data.pairing import pair_conditions
+        from finesim.data.pairing import PairingError, pair_conditions
 
-        pair_conditions(rows, equal_labels=recipe.data.equal_labels)  # type: ignore[arg-type]
+        try:
+            pair_conditions(rows, equal_labels=recipe.data.equal_labels)  # type: ignore[arg-type]
+        except PairingError as err:
+            raise RecipeError(f"{train_path}: {err} (data.equal_labels in {source})") from None
     elif objective.layout == "triplets":
         missing = sorted(set(TRIPLET_COLUMNS) - set(rows.column_names))
         if missing:

@@ -232,6 +232,11 @@ class OpenAICompatibleBackend:
             reason = getattr(err, "reason", err)
             if isinstance(reason, (TimeoutError, socket.timeout)):
                 raise _Retryable(f"no reply from {self.url} within {self.timeout:g} s") from None
+            if isinstance(reason, socket.gaierror):  # the host name does not resolve: retrying will not help
+                raise BackendError(
+                    f"cannot reach {self.url}: its host name does not resolve ({reason.strerror}); check --base-url "
+                    "and the network"
+                ) from None
             raise _Retryable(f"cannot reach {self.url}: {reason}") from None
         return self._extract(raw)
 

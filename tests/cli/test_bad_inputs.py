@@ -1,0 +1,486 @@
+"""A corpus of malformed inputs run through the ``finesim`` command: each must end with a clean error (exit code 1,
+or 2 for a usage error), one line, no traceback, naming the file (and row / column / key where it applies)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from finesim.cli.main import main
+
+GOOD_CSTS = (
+    "sentence1,sentence2,condition,label\n"
+    "a man plays guitar,a woman plays piano,the instrument,2\n"
+    "a man plays guitar,a woman plays piano,the activity,4\n"
+    "a dog runs in the park,a cat sits in the house,the animal,3\n"
+    "a dog runs in the park,a cat sits in the house,the location,1\n"
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One malformed input: ``argv(folder)`` builds the command line (writing files into ``folder``)."""
+
+    name: str
+    argv: Callable[[Path], list[str]]
+    code: int
+    expect: tuple[str, ...]  # substrings of stderr; "{dir}" stands for the case's folder
+
+
+def _write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _recipe(folder: Path, body: str, name: str = "r.yaml") -> str:
+    return str(_write(folder / name, body))
+
+
+def _data(folder: Path, train: str | bytes = GOOD_CSTS) -> Path:
+    _write(folder / "data" / "csts" / "train.csv", train)
+    _write(folder / "data" / "csts" / "validation.csv", GOOD_CSTS)
+    return folder / "data"
+
+
+def _dry(
+    folder: Path, body: str, *extra: str, train: str | bytes = GOOD_CSTS, backbone: str | None = None
+) -> list[str]:
+    """``finesim train RECIPE --dry-run`` with a tiny model folder as the backbone and a small data root."""
+    root = _data(folder, train)
+    model = backbone or str(_tiny_model_dir())
+    text = body.replace("{backbone}", model)
+    return ["train", _recipe(folder, text), "--dry-run", "--data", str(root), "-o", str(folder / "out"), *extra]
+
+
+_TINY: list[Path] = []
+
+
+def _tiny_model_dir() -> Path:
+    return _TINY[0]
+
+
+BASE = "model: {backbone: {backbone}}\n"
+
+
+def _task_file(folder: Path, text: str) -> list[str]:
+    _data(folder)
+    path = _write(folder / "tasks.yaml", text)
+    return [
+        "evaluate",
+        "--model",
+        str(_tiny_model_dir()),
+        "--task-file",
+        str(path),
+        "--tasks",
+        "toy",
+        "--data",
+        str(folder / "data"),
+    ]
+
+
+GOOD_TASK = "tasks:\n  toy: {format: csts, path: csts/validation.csv, score_range: [1, 5]}\n"
+
+
+def _case_recipe(folder: Path, text: str) -> list[str]:
+    data = _data(folder)
+    path = _write(folder / "case.yaml", text)
+    return [
+        "case",
+        "train",
+        "--recipe",
+        str(path),
+        "--model",
+        str(_tiny_model_dir()),
+        "--train",
+        str(data / "csts" / "train.csv"),
+        "--output-dir",
+        str(folder / "caseout"),
+        "--cache-dir",
+        str(folder / "cache"),
+        "--no-progress",
+    ]
+
+
+CASES: list[Case] = [
+    # ---------------------------------------------------------------- training recipes
+    Case("recipe-empty", lambda d: _dry(d, ""), 1, ("r.yaml: the recipe file is empty",)),
+    Case("recipe-duplicate-key", lambda d: _dry(d, BASE + "seed: 1\nseed: 2\n"), 1, ("r.yaml", "'seed' appears twice")),
+    Case("recipe-yaml-syntax", lambda d: _dry(d, "model: [unclosed\n"), 1, ("r.yaml: not valid YAML", "line")),
+    Case("recipe-not-a-mapping", lambda d: _dry(d, "- a\n- b\n"), 1, ("r.yaml: a recipe must be a mapping",)),
+    Case("recipe-unknown-key", lambda d: _dry(d, BASE + "trian: {}\n"), 1, ("r.yaml: unknown key 'trian'", "'train'")),
+    Case(
+        "recipe-pooling-typo",
+        lambda d: _dry(d, "model: {backbone: {backbone}, pooling: clss}\n"),
+        1,
+        ("r.yaml: model.pooling 'clss'", "did you mean 'cls'"),
+    ),
+    Case(
+        "recipe-scheduler",
+        lambda d: _dry(d, BASE + "train: {lr_scheduler: foo}\n"),
+        1,
+        ("r.yaml: train.lr_scheduler 'foo' is not one of",),
+    ),
+    Case(
+        "recipe-negative-lr",
+        lambda d: _dry(d, BASE + "train: {learning_rate: -1}\n"),
+        1,
+        ("r.yaml: train.learning_rate must be > 0",),
+    ),
+    Case(
+        "recipe-missing-backbone",
+        lambda d: _dry(d, "model: {backbone: /nonexistent/model}\n", backbone="/nonexistent/model"),
+        1,
+        ("r.yaml: model.backbone:", "/nonexistent/model", "does not exist"),
+    ),
+    Case(
+        "recipe-unknown-hub-backbone-offline",
+        lambda d: _dry(d, "model: {backbone: someone/not-a-model-xyz}\n"),
+        1,
+        ("r.yaml: model.backbone:", "Hub is unreachable"),
+    ),
+    Case(
+        "recipe-data-root-missing",
+        lambda d: [*_dry(d, BASE)[:-4], "--data", "/nonexistent/data", "-o", str(d / "out")],
+        1,
+        ("/nonexistent/data", "does not exist"),
+    ),
+    Case(
+        "recipe-train-file-missing",
+        lambda d: _dry(d, BASE + "data: {train: nope.csv}\n"),
+        1,
+        ("nope.csv", "data.train not found", "r.yaml"),
+    ),
+    Case(
+        "recipe-objective-typo",
+        lambda d: _dry(d, BASE + "objective: {name: msee}\n"),
+        1,
+        ("r.yaml: objective.name: unknown objective 'msee'", "did you mean 'mse'"),
+    ),
+    Case(
+        "recipe-encoder-typo",
+        lambda d: _dry(d, "model: {backbone: {backbone}, encoder: bii}\n"),
+        1,
+        ("r.yaml: model.encoder: unknown encoder type 'bii'", "did you mean 'bi'"),
+    ),
+    Case(
+        "recipe-objective-option-typo",
+        lambda d: _dry(d, BASE + "objective: {name: quad, options: {marginn: 1}}\n"),
+        1,
+        ("r.yaml: objective.options:", "['marginn']", "did you mean 'margin'"),
+    ),
+    Case(
+        "recipe-wrong-type",
+        lambda d: _dry(d, BASE + "train: {batch_size: big}\n"),
+        1,
+        ("r.yaml: train.batch_size must be int",),
+    ),
+    Case(
+        "recipe-warmup-range",
+        lambda d: _dry(d, BASE + "train: {warmup_ratio: 1.5}\n"),
+        1,
+        ("r.yaml: train.warmup_ratio must be in [0, 1)",),
+    ),
+    Case(
+        "recipe-label-range-empty",
+        lambda d: _dry(d, BASE + "labels: {low: 5, high: 1}\n"),
+        1,
+        ("r.yaml: labels.low (5.0) must be below labels.high (1.0)",),
+    ),
+    Case(
+        "recipe-odd-batch-pairs",
+        lambda d: _dry(d, BASE + "objective: {name: quad-mse}\ntrain: {batch_size: 31}\n"),
+        1,
+        ("r.yaml: train.batch_size must be even",),
+    ),
+    Case(
+        "recipe-tri-without-head",
+        lambda d: _dry(d, "model: {backbone: {backbone}, encoder: tri}\n"),
+        1,
+        ("r.yaml: model.head is required for encoder 'tri'",),
+    ),
+    Case(
+        "recipe-file-missing",
+        lambda d: ["train", str(d / "missing.yaml"), "--dry-run"],
+        1,
+        ("missing.yaml", "does not exist"),
+    ),
+    Case(
+        "recipe-format-typo",
+        lambda d: _dry(d, BASE + "data: {format: cstss}\n"),
+        1,
+        ("r.yaml: data.format: unknown data format 'cstss'", "did you mean 'csts'"),
+    ),
+    Case(
+        "recipe-no-budget",
+        lambda d: _dry(d, BASE + "train: {epochs: 0}\n"),
+        1,
+        ("r.yaml: set train.epochs > 0 or train.max_steps > 0",),
+    ),
+    Case(
+        "override-without-equals",
+        lambda d: [*_dry(d, BASE), "--set", "train.epochs"],
+        1,
+        ("must look like section.key=value",),
+    ),
+    Case(
+        "recipe-output-is-a-file",
+        lambda d: [*_dry(d, BASE)[:-2], "-o", str(_write(d / "afile", "x"))],
+        1,
+        ("r.yaml: the output folder", "afile", "is a file"),
+    ),
+    # ---------------------------------------------------------------- training data
+    Case(
+        "data-missing-column",
+        lambda d: _dry(d, BASE, train="sentence1,sentence2,conditon,label\na,b,c,1\n"),
+        1,
+        ("train.csv", "missing column 'condition'", "found 'conditon'"),
+    ),
+    Case(
+        "data-label-out-of-range",
+        lambda d: _dry(d, BASE, train=GOOD_CSTS + "a,b,c,7\n"),
+        1,
+        ("train.csv, row 5", "column 'label'", "outside the declared range [1, 5]"),
+    ),
+    Case(
+        "data-label-outside-declared-range",
+        lambda d: _dry(d, BASE + "labels: {low: 1, high: 3}\n"),
+        1,
+        ("train.csv, row 2", "outside the declared range [1, 3]"),
+    ),
+    Case(
+        "data-label-not-a-number",
+        lambda d: _dry(d, BASE, train=GOOD_CSTS + "a,b,c,high\n"),
+        1,
+        ("train.csv, row 5", "column 'label'", "not a number"),
+    ),
+    Case(
+        "data-empty-sentence",
+        lambda d: _dry(d, BASE, train=GOOD_CSTS + ",b,c,2\n"),
+        1,
+        ("train.csv, row 5", "column 'sentence1'", "text is empty"),
+    ),
+    Case(
+        "data-unclosed-quote",
+        lambda d: _dry(d, BASE, train=GOOD_CSTS + 'a,"b never closed,c,2\nx,y,z,1\n'),
+        1,
+        ("train.csv", "quoted field opened on line 6 is never closed"),
+    ),
+    Case(
+        "data-ragged-row",
+        lambda d: _dry(d, BASE, train=GOOD_CSTS + "a,b,c,2,extra\n"),
+        1,
+        ("train.csv, row 5", "has 5 fields, the header has 4"),
+    ),
+    Case(
+        "data-invalid-utf8",
+        lambda d: _dry(d, BASE, train=GOOD_CSTS.encode() + b"a,b\xff\xfe,c,2\n"),
+        1,
+        ("train.csv, line 6", "not valid UTF-8"),
+    ),
+    Case(
+        "data-header-only",
+        lambda d: _dry(d, BASE, train="sentence1,sentence2,condition,label\n"),
+        1,
+        ("train.csv", "no rows"),
+    ),
+    Case(
+        "data-conditions-for-pairs-missing-partner",
+        lambda d: _dry(
+            d, BASE + "objective: {name: quad}\ndata: {equal_labels: error}\n", train=GOOD_CSTS.replace(",4\n", ",2\n")
+        ),
+        1,
+        ("train.csv", "share the label 0.25 for the same sentence pair", "data.equal_labels"),
+    ),
+    # ---------------------------------------------------------------- task files (finesim evaluate --task-file)
+    Case("tasks-yaml-syntax", lambda d: _task_file(d, "tasks: [unclosed\n"), 1, ("tasks.yaml", "not valid YAML")),
+    Case("tasks-as-list", lambda d: _task_file(d, "tasks:\n  - toy\n"), 1, ("tasks.yaml", "tasks: must be a mapping")),
+    Case(
+        "tasks-score-range-one-number",
+        lambda d: _task_file(d, GOOD_TASK.replace("[1, 5]", "[5]")),
+        1,
+        ("tasks.yaml: task 'toy': score_range must be two numbers [low, high], got [5]",),
+    ),
+    Case(
+        "tasks-aggregation-median",
+        lambda d: _task_file(d, GOOD_TASK.replace("score_range", "aggregation: median, score_range")),
+        1,
+        ("tasks.yaml: task 'toy': aggregation 'median' is not one of ['pooled', 'mean']",),
+    ),
+    Case(
+        "tasks-unknown-format",
+        lambda d: _task_file(d, GOOD_TASK.replace("format: csts", "format: cvs")),
+        1,
+        ("tasks.yaml: task 'toy' has format 'cvs'",),
+    ),
+    Case(
+        "tasks-unknown-key",
+        lambda d: _task_file(d, GOOD_TASK.replace("score_range", "weight: 2, score_range")),
+        1,
+        ("tasks.yaml: task 'toy' has unknown keys ['weight']",),
+    ),
+    Case(
+        "tasks-file-missing",
+        lambda d: [*_task_file(d, GOOD_TASK)[:4], str(d / "none.yaml"), "--tasks", "toy"],
+        1,
+        ("none.yaml", "cannot read task registry"),
+    ),
+    Case(
+        "tasks-group-unknown-task",
+        lambda d: _task_file(d, GOOD_TASK + "groups:\n  g: [toy, nope]\n"),
+        1,
+        ("tasks.yaml: group 'g' names unknown tasks ['nope']",),
+    ),
+    Case("tasks-empty", lambda d: _task_file(d, ""), 1, ("tasks.yaml", "the task registry is empty")),
+    Case(
+        "tasks-data-label-out-of-range",
+        lambda d: _task_file(d, GOOD_TASK.replace("[1, 5]", "[1, 3]")),
+        1,
+        ("validation.csv, row 2", "outside the declared range [1, 3]"),
+    ),
+    # ---------------------------------------------------------------- CASE recipes
+    Case("case-recipe-typo", lambda d: _case_recipe(d, "dimm: 64\n"), 1, ("case.yaml", "did you mean 'dim'")),
+    Case(
+        "case-recipe-duplicate",
+        lambda d: _case_recipe(d, "dim: 64\ndim: 32\n"),
+        1,
+        ("case.yaml", "'dim' appears twice"),
+    ),
+    Case("case-recipe-zero-dim", lambda d: _case_recipe(d, "dim: 0\n"), 1, ("case.yaml", "'dim'", "positive integer")),
+    Case("case-recipe-kind", lambda d: _case_recipe(d, "kind: quadratic\n"), 1, ("case.yaml", "'kind'")),
+    Case("case-recipe-empty", lambda d: _case_recipe(d, ""), 1, ("case.yaml", "empty")),
+    # ---------------------------------------------------------------- command-line arguments
+    Case(
+        "evaluate-batch-size-zero",
+        lambda d: ["evaluate", "--model", "x", "--batch-size", "0"],
+        2,
+        ("--batch-size", "must be >= 1"),
+    ),
+    Case(
+        "evaluate-output-is-a-folder",
+        lambda d: ["evaluate", "--model", str(_tiny_model_dir()), "--output", str(d)],
+        2,
+        ("--output", "is a folder"),
+    ),
+    Case(
+        "evaluate-run-folder-not-model",
+        lambda d: [
+            "evaluate",
+            "--model",
+            str(_write(d / "run" / "model" / "finesim_model.json", "{}").parents[1]),
+            "--tasks",
+            "STS12",
+        ],
+        1,
+        ("is a finesim training folder, not a model", "run/model"),
+    ),
+    Case(
+        "evaluate-model-missing",
+        lambda d: ["evaluate", "--model", "./no/such/model", "--tasks", "STS12"],
+        1,
+        ("does not exist",),
+    ),
+    Case(
+        "evaluate-unknown-task",
+        lambda d: ["evaluate", "--model", "x", "--tasks", "STS99"],
+        1,
+        ("unknown task or group 'STS99'",),
+    ),
+    Case(
+        "evaluate-bad-range",
+        lambda d: ["evaluate", "--model", "x", "--prediction-range", "5,1"],
+        2,
+        ("LOW must be below HIGH",),
+    ),
+    Case(
+        "prompt-eval-offline-openai",
+        lambda d: [
+            "prompt-eval",
+            "--backend",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            "http://no-such-host.invalid/v1",
+            "--eval-file",
+            str(_data(d) / "csts" / "validation.csv"),
+            "--train-file",
+            str(d / "data" / "csts" / "train.csv"),
+            "--no-cache",
+        ],
+        1,
+        ("cannot reach http://no-such-host.invalid/v1", "does not resolve"),
+    ),
+    Case("train-no-recipe", lambda d: ["train"], 2, ("a recipe file is required",)),
+    Case("bound-n-too-small", lambda d: ["bound", "--n", "1"], 1, ("--n must be at least 2",)),
+    Case(
+        "bound-labels-missing",
+        lambda d: ["bound", "--labels", str(d / "gold.txt")],
+        1,
+        ("gold.txt", "cannot read labels"),
+    ),
+    Case(
+        "bound-labels-not-numbers",
+        lambda d: ["bound", "--labels", str(_write(d / "gold.txt", "1\n2\nthree\n"))],
+        1,
+        ("gold.txt, row 3", "not a number: 'three'"),
+    ),
+    Case(
+        "case-score-not-a-case-folder",
+        lambda d: ["case", "score", str(d), str(_data(d) / "csts" / "validation.csv")],
+        1,
+        ("is not a CASE model folder",),
+    ),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tiny(tiny_bert_dir: Path) -> None:
+    from finesim.models.io import load_sentence_model
+
+    folder = tiny_bert_dir.parent / "tiny-st"
+    if not folder.exists():
+        load_sentence_model(str(tiny_bert_dir), max_length=32).save(str(folder))
+    _TINY[:] = [folder]
+
+
+def test_the_corpus_is_large() -> None:
+    print(f"\nbad-input corpus: {len(CASES)} malformed inputs tried through the finesim command")
+    assert len(CASES) >= 40
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_gives_one_clean_line(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    argv = case.argv(tmp_path)
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse usage errors
+        code = int(exit_.code or 0)
+    err = capsys.readouterr().err
+    assert code == case.code, f"exit {code}, stderr:\n{err}"
+    assert "Traceback" not in err, err
+    message = [line for line in err.splitlines() if "error" in line]
+    assert message, err
+    for expected in case.expect:
+        assert expected.replace("{dir}", str(tmp_path)) in err, f"{expected!r} not in:\n{err}"
+
+
+def test_unknown_errors_are_one_line_too(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    import finesim.cli.bound as bound
+
+    def boom(args: object) -> int:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(bound, "run", boom)
+    assert main(["bound", "--n", "3"]) == 1
+    err = capsys.readouterr().err
+    assert "internal error: ZeroDivisionError: a bug (run with -v" in err and "Traceback" not in err
+    assert main(["bound", "--n", "3", "-v"]) == 1  # -v after the command: the traceback too
+    assert "Traceback" in capsys.readouterr().err

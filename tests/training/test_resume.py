@@ -1,0 +1,140 @@
+"""Resume only what is the same run: the run fingerprint, refusals naming what changed, --no-resume, and a run
+killed with SIGKILL mid-epoch that resumes to the same final metric and weights as an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_runner import tiny_recipe, write_synthetic_csts
+
+from finesim.cli.main import main
+from finesim.training import recipe_from_dict
+from finesim.training.preflight import RUN_FILE, fingerprint_changes, preflight
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_synthetic_csts(tmp_path_factory.mktemp("resume-data"))
+
+
+def _write(path: Path, spec: dict) -> Path:
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    return path
+
+
+def test_rerun_with_other_settings_is_refused_naming_the_keys(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    spec = tiny_recipe(tiny_bert_dir, data_root, train={"max_steps": 2})
+    recipe = _write(tmp_path / "r.json", spec)
+    out = str(tmp_path / "out")
+    assert main(["train", str(recipe), "-o", out]) == 0
+    record = json.loads((tmp_path / "out" / RUN_FILE).read_text(encoding="utf-8"))
+    assert record["fingerprint"]["recipe"]["train.learning_rate"] == 2e-3
+    capsys.readouterr()
+    # a new lr and seed: refused before any work, both keys named, the ways out offered
+    code = main(["train", str(recipe), "-o", out, "--set", "train.learning_rate=1e-4", "--set", "seed=7"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "train.learning_rate: 0.002 -> 0.0001" in err and "seed: 1 -> 7" in err
+    assert "--no-resume" in err and "--output-dir" in err
+    assert "Traceback" not in err
+    # a changed architecture is refused the same way (it used to fail with a RuntimeError traceback)
+    code = main(["train", str(recipe), "-o", out, "--set", "model.encoder=tri", "--set", "model.head=hadamard"])
+    err = capsys.readouterr().err
+    assert code == 1 and "model.encoder: 'bi' -> 'tri'" in err and "Traceback" not in err
+    # changed data is named too
+    changed = tmp_path / "data2"
+    write_synthetic_csts(changed, seed=5)
+    code = main(["train", str(recipe), "-o", out, "--data", str(changed)])
+    assert code == 1 and "the train data (its content changed)" in capsys.readouterr().err
+    # the same recipe resumes (and says so); --dry-run reports what would happen without doing it
+    assert main(["train", str(recipe), "-o", out, "--dry-run"]) == 0
+    assert "resumes from" in capsys.readouterr().err
+    # --no-resume starts over with the new settings
+    assert main(["train", str(recipe), "-o", out, "--set", "train.learning_rate=1e-4", "--no-resume"]) == 0
+    record = json.loads((tmp_path / "out" / RUN_FILE).read_text(encoding="utf-8"))
+    assert record["fingerprint"]["recipe"]["train.learning_rate"] == 1e-4
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["resumed_from"] is None and metrics["fingerprint_sha256"] == record["fingerprint_sha256"]
+
+
+def test_cosmetic_keys_do_not_change_the_fingerprint(tiny_bert_dir: Path, data_root: Path, tmp_path: Path) -> None:
+    base = recipe_from_dict(tiny_recipe(tiny_bert_dir, data_root))
+    other = recipe_from_dict(
+        tiny_recipe(tiny_bert_dir, data_root, name="renamed", description="x", train={"logging_steps": 1})
+    )
+    a = preflight(base, output_dir=tmp_path / "a").fingerprint
+    b = preflight(other, output_dir=tmp_path / "b").fingerprint
+    assert fingerprint_changes(a, b) == []
+    assert fingerprint_changes(a, {**a, "recipe": {**a["recipe"], "train.epochs": 9.0}}) == ["train.epochs: 2.0 -> 9.0"]
+
+
+def test_folder_of_an_older_run_without_fingerprint_is_refused(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    (tmp_path / "out" / "checkpoints" / "checkpoint-4").mkdir(parents=True)
+    recipe = _write(tmp_path / "r.json", tiny_recipe(tiny_bert_dir, data_root))
+    assert main(["train", str(recipe), "-o", str(tmp_path / "out"), "--dry-run"]) == 1
+    assert "holds an earlier run without a fingerprint" in capsys.readouterr().err
+    assert main(["train", str(recipe), "-o", str(tmp_path / "out"), "--dry-run", "--no-resume"]) == 0
+    assert "deleted first" in capsys.readouterr().err
+    assert (tmp_path / "out" / "checkpoints").is_dir()  # a dry run deletes nothing
+
+
+def _train_process(recipe: Path, out: Path) -> subprocess.Popen:
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "finesim.cli.main", "train", str(recipe), "-o", str(out), "-q"]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _weights(model_dir: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(model_dir / "model.safetensors"))
+
+
+@pytest.mark.slow  # three training processes (about 30-60 s)
+def test_sigkill_mid_epoch_then_rerun_matches_an_uninterrupted_run(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path
+) -> None:
+    # 64 rows in batches of 8: 8 steps an epoch, 2 epochs; checkpoints every 3 steps, so step 6 is mid-epoch
+    spec = tiny_recipe(
+        tiny_bert_dir,
+        data_root,
+        train={"eval_strategy": "steps", "eval_steps": 3, "save_total_limit": None, "group_by_length": True},
+    )
+    recipe = _write(tmp_path / "r.json", spec)
+    whole = _train_process(recipe, tmp_path / "whole")
+    assert whole.wait(timeout=600) == 0, whole.stdout.read().decode()
+
+    killed = _train_process(recipe, tmp_path / "killed")
+    marker = tmp_path / "killed" / "checkpoints" / "checkpoint-6" / "trainer_state.json"
+    deadline = time.monotonic() + 600
+    while not marker.exists():
+        assert killed.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    assert not (tmp_path / "killed" / "metrics.json").exists()
+
+    rerun = _train_process(recipe, tmp_path / "killed")
+    assert rerun.wait(timeout=600) == 0, rerun.stdout.read().decode()
+    a = json.loads((tmp_path / "whole" / "metrics.json").read_text(encoding="utf-8"))
+    b = json.loads((tmp_path / "killed" / "metrics.json").read_text(encoding="utf-8"))
+    assert b["resumed_from"] is not None and b["resumed_from"].endswith(("checkpoint-6", "checkpoint-9"))
+    assert b["global_steps"] == a["global_steps"] == 16
+    assert b["validation"] == pytest.approx(a["validation"], abs=1e-9)
+    wa, wb = _weights(tmp_path / "whole" / "model"), _weights(tmp_path / "killed" / "model")
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        assert (wa[name] - wb[name]).abs().max().item() < 1e-6, name
