@@ -1,0 +1,107 @@
+"""The command line's conventions: help for every option, -v/-q after the command, --device/--no-progress where a
+model is loaded, --output FILE / --output-dir DIR, a fast help path without torch, a quiet broken pipe."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from finesim.cli.main import build_parser, main
+
+LOADS_A_MODEL = {
+    ("evaluate",),
+    ("train",),
+    ("case", "embed"),
+    ("case", "train"),
+    ("case", "sweep"),
+    ("case", "isotropy"),
+    ("case", "score"),
+}
+
+
+def _parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, (*path, name))
+
+
+def test_every_option_has_help() -> None:
+    missing = []
+    for path, parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction, argparse._VersionAction)):
+                continue
+            if not (action.help or "").strip():
+                missing.append(f"finesim {' '.join(path)} {'/'.join(action.option_strings) or action.dest}")
+    assert not missing, missing
+
+
+def test_output_options_follow_one_style() -> None:
+    for path, parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if "--output" in action.option_strings:
+                assert action.metavar == "FILE", path
+            if "--output-dir" in action.option_strings:
+                assert action.metavar == "DIR", path
+
+
+def test_commands_that_load_a_model_take_device_and_no_progress() -> None:
+    found = set()
+    for path, parser in _parsers(build_parser()):
+        options = {o for a in parser._actions for o in a.option_strings}
+        if path in LOADS_A_MODEL:
+            assert {"--device", "--no-progress"} <= options, path
+            found.add(path)
+    assert found == LOADS_A_MODEL
+
+
+def test_help_shows_defaults() -> None:
+    text = build_parser()._subparsers._group_actions[0].choices["evaluate"].format_help()
+    assert "(default: 64)" in text and "(default: cosine)" in text
+
+
+def test_verbosity_flags_after_the_command(capsys: pytest.CaptureFixture) -> None:
+    args = build_parser().parse_args(["bound", "--n", "5", "-v", "-q"])
+    assert args.command_verbose == 1 and args.command_quiet
+    assert main(["bound", "--n", "5", "-q"]) == 0
+
+
+def test_train_keeps_o_as_an_alias_of_output_dir() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["train", "r.yaml", "-o", "x"]).output_dir == "x"
+    assert parser.parse_args(["train", "r.yaml", "--output-dir", "y"]).output_dir == "y"
+
+
+def test_help_path_does_not_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "from finesim.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print('torch' in sys.modules, 'datasets' in sys.modules, file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr.strip().splitlines()[-1] == "False False"
+    assert "COMMAND" in out.stdout and "Exit codes" in out.stdout
+
+
+def test_broken_pipe_is_quiet(tmp_path) -> None:
+    """A command whose reader goes away (``finesim ... | head -1``) ends without an error message."""
+    script = tmp_path / "many_lines.py"
+    script.write_text(
+        "import argparse, sys\n"
+        "from finesim.cli.common import run_command\n"
+        "def lines(args):\n"
+        "    for _ in range(200_000):\n"
+        "        print('x' * 80)\n"
+        "    return 0\n"
+        "sys.exit(run_command(argparse.Namespace(func=lines, command='test'), None))\n",
+        encoding="utf-8",
+    )
+    out = subprocess.run(["bash", "-c", f"{sys.executable} {script} | head -1"], capture_output=True, text=True)
+    assert out.stdout.strip() == "x" * 80
+    assert out.stderr == "", out.stderr
