@@ -97,6 +97,14 @@ class TrainSpec:
     # batches of similar-length rows (less padding, faster on CPU); finesim.training.sampler. False keeps the
     # plain random batches of the papers' reference code.
     group_by_length: bool = False
+    # layer-wise learning-rate decay (the STS-regression reference: 0.95): transformer layer i of L gets
+    # learning_rate * decay ** (L - 1 - i); embeddings and heads keep learning_rate. None: one rate for all.
+    layer_lr_decay: float | None = None
+    # which model the run keeps: "best" (the checkpoint with the best validation Spearman, restored at the end) or
+    # "last" (the last step's, as the C-STS reference code does; validation still runs and is recorded)
+    keep: str = "best"
+    # bfloat16 autocast for training (CPUs with avx512_bf16 or AMX, and GPUs that support it)
+    bf16: bool = False
 
 
 @dataclass
@@ -293,6 +301,9 @@ def validate_recipe(recipe: Recipe, *, source: str | None = None) -> None:
     _choice(t.lr_scheduler, LR_SCHEDULERS, "train.lr_scheduler", source)
     _choice(t.eval_strategy, ("epoch", "steps"), "train.eval_strategy", source)
     _choice(lab.scale, ("minmax", "none"), "labels.scale", source)
+    _choice(t.keep, ("best", "last"), "train.keep", source)
+    if t.layer_lr_decay is not None and not (math.isfinite(t.layer_lr_decay) and 0 < t.layer_lr_decay <= 1):
+        raise RecipeError(f"{source}: train.layer_lr_decay must be in (0, 1] or null, got {t.layer_lr_decay!r}")
     _choice(d.equal_labels, ("keep", "drop", "error"), "data.equal_labels", source)
     _at_least(t.learning_rate, 0, "train.learning_rate", source, strict=True)
     _at_least(t.epochs, 0, "train.epochs", source)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,7 +201,7 @@ def training_arguments(
         save_strategy=save_strategy,
         logging_steps=t.logging_steps,
         save_total_limit=t.save_total_limit,
-        load_best_model_at_end=has_eval,
+        load_best_model_at_end=has_eval and t.keep == "best",
         metric_for_best_model=BEST_METRIC if has_eval else None,
         greater_is_better=True,
         report_to="none",
@@ -208,6 +209,7 @@ def training_arguments(
         dataloader_pin_memory=torch.cuda.is_available(),
         # without an accelerator, use_cpu makes torchrun / accelerate launch run CPU DDP (gloo)
         use_cpu=not torch.cuda.is_available(),
+        bf16=t.bf16,
     )
     if t.group_by_length:
         from finesim.training.sampler import LengthGroupedBatchSampler
@@ -260,7 +262,10 @@ def train(
     if objective.prepare_model is not None:
         objective.prepare_model(model, options)
     loss = objective.build(model, options)
-    extra = objective.training_args(model, loss, options) if objective.training_args else None
+    extra = objective.training_args(model, loss, options) if objective.training_args else {}
+    if recipe.train.layer_lr_decay is not None:
+        layers = layer_decay_mapping(loss, recipe.train.learning_rate, recipe.train.layer_lr_decay)
+        extra = {**extra, "learning_rate_mapping": {**layers, **extra.get("learning_rate_mapping", {})}}
     cross = encoder.trainer == "cross"
     args = training_arguments(recipe, out, has_eval=data.evaluator is not None, cross=cross, extra=extra)
     trainer = _trainer(cross)(
@@ -284,6 +289,27 @@ def train(
         write_json_atomic(out / "metrics.json", metrics)
         logger.info("validation %s; model saved to %s", final, out / "model")
     return TrainResult(output_dir=out, model_dir=out / "model", metrics=metrics, model=model)
+
+
+LAYER_NAME = re.compile(r"^(.*\.layer\.)(\d+)\.")
+
+
+def layer_decay_mapping(module: Any, learning_rate: float, decay: float) -> dict[str, float]:
+    """``learning_rate_mapping`` of layer-wise learning-rate decay: each transformer layer ``i`` of ``L`` (parameters
+    named ``....layer.<i>....``, as in BERT, RoBERTa, MPNet, MiniLM) gets ``learning_rate * decay ** (L - 1 - i)``;
+    parameters outside the layers (embeddings, pooler, heads) keep ``learning_rate`` (the STS-regression
+    reference's scheme). The patterns name the parameters as the trainer sees them, through the loss."""
+    layers: dict[int, str] = {}
+    for name, _ in module.named_parameters():
+        match = LAYER_NAME.match(name)
+        if match:
+            layers.setdefault(int(match.group(2)), match.group(1))
+    if not layers:
+        raise ValueError("train.layer_lr_decay: the model has no parameters named like '<...>.layer.<i>.<...>'")
+    top = max(layers)
+    return {
+        "^" + re.escape(prefix) + str(i) + r"\.": learning_rate * decay ** (top - i) for i, prefix in sorted(layers.items())
+    }
 
 
 def _is_main_process() -> bool:
@@ -357,6 +383,7 @@ def _metrics(
         "best_model_restored": bool(final and state.best_metric is not None)
         and abs(final["spearman"] - state.best_metric) < 1e-3,
         "metric_for_best_model": args.metric_for_best_model,
+        "kept": recipe.train.keep,
         "resumed_from": checkpoint,
         "global_steps": steps,
         "epochs": float(state.epoch or 0.0),

@@ -1,0 +1,78 @@
+"""Training options of the schedule: layer-wise learning-rate decay, keeping the last or the best checkpoint, bf16."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from test_runner import tiny_recipe, write_synthetic_csts
+
+from finesim.training import recipe_from_dict, train
+from finesim.training.recipe import RecipeError
+from finesim.training.runner import layer_decay_mapping
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_synthetic_csts(tmp_path_factory.mktemp("schedule-data"))
+
+
+def test_layer_decay_mapping_gives_lower_layers_smaller_rates(tiny_model) -> None:
+    mapping = layer_decay_mapping(tiny_model, 1e-3, 0.5)  # the tiny BERT has layers 0 and 1
+    assert len(mapping) == 2
+    (low, low_lr), (high, high_lr) = sorted(mapping.items(), key=lambda kv: kv[1])
+    assert low.endswith(r"layer\.0\.") and high.endswith(r"layer\.1\.")
+    assert high_lr == pytest.approx(1e-3) and low_lr == pytest.approx(5e-4)
+    import re
+
+    names = [n for n, _ in tiny_model.named_parameters()]
+    assert any(re.search(low, n) for n in names) and any(re.search(high, n) for n in names)
+    assert not any(re.search(low, n) for n in names if "embeddings" in n)
+
+
+def test_layer_decay_reaches_the_optimizer(tiny_bert_dir: Path, data_root: Path, tmp_path: Path) -> None:
+    from transformers import TrainerCallback
+
+    seen: dict[float, int] = {}
+
+    class Groups(TrainerCallback):
+        def on_train_begin(self, args, state, control, optimizer=None, **kwargs):  # noqa: ANN001
+            for group in optimizer.param_groups:
+                seen[round(group["lr"] if group.get("initial_lr") is None else group["initial_lr"], 12)] = len(
+                    group["params"]
+                )
+
+    spec = tiny_recipe(tiny_bert_dir, data_root, train={"max_steps": 1, "layer_lr_decay": 0.5, "learning_rate": 1e-3})
+    train(recipe_from_dict(spec), output_dir=tmp_path / "out", callbacks=[Groups()])
+    assert {1e-3, 5e-4} <= set(seen), seen  # layer 1 (and embeddings) at the base rate, layer 0 at half
+
+
+def test_layer_decay_value_is_checked() -> None:
+    with pytest.raises(RecipeError, match=r"train\.layer_lr_decay must be in \(0, 1\]"):
+        recipe_from_dict({"train": {"layer_lr_decay": 1.5}})
+    with pytest.raises(RecipeError, match=r"train\.keep 'first' is not one of \['best', 'last'\]"):
+        recipe_from_dict({"train": {"keep": "first"}})
+
+
+def test_keep_last_keeps_the_last_step_and_still_validates(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path
+) -> None:
+    spec = tiny_recipe(
+        tiny_bert_dir,
+        data_root,
+        train={"max_steps": 6, "eval_strategy": "steps", "eval_steps": 2, "keep": "last", "learning_rate": 5e-3},
+    )
+    metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "out").metrics
+    evals = [e["eval_validation_spearman"] for e in metrics["log_history"] if "eval_validation_spearman" in e]
+    assert len(evals) == 3 and metrics["kept"] == "last"
+    assert metrics["validation"]["spearman"] == pytest.approx(evals[-1], abs=1e-6)
+    assert metrics["best_metric"] == pytest.approx(max(evals), abs=1e-6)
+
+
+def test_bf16_autocast_trains_on_cpu(tiny_bert_dir: Path, data_root: Path, tmp_path: Path) -> None:
+    spec = tiny_recipe(tiny_bert_dir, data_root, train={"max_steps": 3, "bf16": True})
+    metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "out").metrics
+    losses = [e["loss"] for e in metrics["log_history"] if "loss" in e]
+    assert metrics["global_steps"] == 3 and all(math.isfinite(x) for x in losses)
+    assert math.isfinite(metrics["validation"]["spearman"])
