@@ -37,7 +37,7 @@ def test_layer_decay_reaches_the_optimizer(tiny_bert_dir: Path, data_root: Path,
     seen: dict[float, int] = {}
 
     class Groups(TrainerCallback):
-        def on_train_begin(self, args, state, control, optimizer=None, **kwargs):  # noqa: ANN001
+        def on_train_begin(self, args, state, control, optimizer=None, **kwargs):
             for group in optimizer.param_groups:
                 seen[round(group["lr"] if group.get("initial_lr") is None else group["initial_lr"], 12)] = len(
                     group["params"]
@@ -76,3 +76,22 @@ def test_bf16_autocast_trains_on_cpu(tiny_bert_dir: Path, data_root: Path, tmp_p
     losses = [e["loss"] for e in metrics["log_history"] if "loss" in e]
     assert metrics["global_steps"] == 3 and all(math.isfinite(x) for x in losses)
     assert math.isfinite(metrics["validation"]["spearman"])
+
+
+def test_dev_split_carved_from_train_chooses_and_validation_is_reported(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path
+) -> None:
+    spec = tiny_recipe(tiny_bert_dir, data_root, data={"dev_fraction": 0.25, "dev_seed": 3}, train={"max_steps": 4})
+    metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "out").metrics
+    data = metrics["data"]
+    assert data["dev_rows"] == 16 and data["train_rows"] == 48  # 8 of 32 sentence pairs (2 rows each) carved off
+    assert data["selection_split"].startswith("dev")
+    assert set(metrics["dev"]) == {"spearman", "pearson"} and set(metrics["validation"]) == {"spearman", "pearson"}
+    assert metrics["best_metric"] == pytest.approx(metrics["dev"]["spearman"], abs=1e-6)
+    from finesim.data.csts import read_csts
+    from finesim.data.splits import split_by_pair
+
+    rows, _ = read_csts(data_root / "csts" / "train.csv")
+    kept, dev = split_by_pair(rows, 0.25, 3)
+    pairs = lambda ds: set(zip(ds["sentence1"], ds["sentence2"]))  # noqa: E731
+    assert not pairs(kept) & pairs(dev)  # no sentence pair on both sides

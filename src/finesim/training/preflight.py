@@ -80,6 +80,7 @@ class Preflight:
     action: str
     checkpoint: str | None = None
     notes: list[str] = field(default_factory=list)
+    dev: LoadedData | None = None  # carved from the training data (data.dev_fraction): the selection split
 
     @property
     def digest(self) -> str:
@@ -89,7 +90,7 @@ class Preflight:
     def summary(self) -> list[str]:
         """One line per finding, for the command line."""
         lines = [f"backbone {self.recipe.model.backbone}: found ({self.backbone})"]
-        for data in (self.train, self.validation):
+        for data in (self.train, self.dev, self.validation):
             if data is not None:
                 skipped = sum((data.report.get("skipped") or {}).values()) if isinstance(data.report, dict) else 0
                 extra = f", {skipped} rows skipped (see the report)" if skipped else ""
@@ -130,13 +131,13 @@ def preflight(
     out = output_folder(recipe, output_dir)
     backbone = _check_backbone(recipe, source)
     root = data_root if data_root is not None else recipe.data.root
-    train = load_data(recipe, "train", root)
+    train, dev = carve_dev(recipe, load_data(recipe, "train", root))
     validation = load_data(recipe, "validation", root) if recipe.data.validation else None
     _check_layout(recipe, train.dataset, train.path)
     _check_writable(out, source)
     fingerprint = run_fingerprint(recipe, train, validation)
     action, checkpoint = _decide(out, fingerprint, resume, source)
-    return Preflight(recipe, out, root, train, validation, backbone, fingerprint, action, checkpoint)
+    return Preflight(recipe, out, root, train, validation, backbone, fingerprint, action, checkpoint, dev=dev)
 
 
 def output_folder(recipe: Recipe, output_dir: str | Path | None) -> Path:
@@ -197,6 +198,22 @@ def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
             f"{data_format!r}) gives a condition per pair; use STS-style data without conditions"
         )
     return LoadedData(role, path, data_format, dataset, report, data_sha256(path))
+
+
+def carve_dev(recipe: Recipe, train: LoadedData) -> tuple[LoadedData, LoadedData | None]:
+    """``(train, dev)``: with ``data.dev_fraction`` a development split of whole sentence pairs carved from the
+    training data (seed ``data.dev_seed``), chosen on during training; else ``(train, None)``."""
+    d = recipe.data
+    if d.dev_fraction is None:
+        return train, None
+    from finesim.data.splits import split_by_pair
+
+    if not {"sentence1", "sentence2"} <= set(train.dataset.column_names):
+        raise RecipeError(f"{recipe_source(recipe)}: data.dev_fraction needs sentence pairs (not triplets)")
+    rest, dev = split_by_pair(train.dataset, d.dev_fraction, d.dev_seed)
+    carved = {"carved_from": str(train.path), "dev_fraction": d.dev_fraction, "dev_seed": d.dev_seed}
+    kept = LoadedData("train", train.path, train.format, rest, {**train.report, "dev_carved": carved}, train.sha256)
+    return kept, LoadedData("dev", train.path, train.format, dev, carved, train.sha256)
 
 
 def scale_labels(dataset: Dataset, recipe: Recipe, *, what: str) -> Dataset:
