@@ -22,9 +22,11 @@ Training throughput of fp32 against bf16 autocast (this CPU has avx512_bf16), ag
 loop, for MiniLM and mpnet (docs/csts-training.md, "bf16")::
 
     python benchmarks/csts_train.py --model minilm --max-steps 60 --no-group-by-length \
-        --runs baseline,bi-mse,bi-mse-grouped,bi-mse-bf16,bi-mse-grouped-bf16 --output benchmarks/results/bf16_minilm.json
+        --runs baseline,bi-mse,bi-mse-grouped,bi-mse-bf16,bi-mse-grouped-bf16 \
+        --output benchmarks/results/bf16_minilm.json
     python benchmarks/csts_train.py --model mpnet --max-steps 40 --no-group-by-length \
-        --runs baseline,bi-mse,bi-mse-grouped,bi-mse-bf16,bi-mse-grouped-bf16 --output benchmarks/results/bf16_mpnet.json
+        --runs baseline,bi-mse,bi-mse-grouped,bi-mse-bf16,bi-mse-grouped-bf16 \
+        --output benchmarks/results/bf16_mpnet.json
 
 Quad+MSE without a margin between tied pairs (1,027 of the 5,671 training pairs have equal labels)::
 
