@@ -67,13 +67,11 @@ def unclosed_quote_error(
     """The error for a quoted field that never closes (``record``: the (row, line) being read, None: the header).
 
     ``header_line`` is the line the header starts on; ``within``, when given, says the quote was still open after
-    that many characters (the csv module's field size limit) rather than at the end of the file.
+    that many characters (e.g. the csv module's field size limit) rather than at the end of the file.
     """
     quote_line, field = opened
     row, line = record if record is not None else (None, header_line)
-    end = (
-        f"within {within} characters (the csv field size limit)" if within is not None else "before the end of the file"
-    )
+    end = f"within {within} characters" if within is not None else "before the end of the file"
     return DataFormatError(
         f'a quoted field opened on line {quote_line} is never closed: no closing " {end} '
         "(a stray quote? double it inside a quoted field, or quote the whole field)",

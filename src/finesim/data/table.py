@@ -123,7 +123,7 @@ def _is_saved_dataset(folder: Path) -> bool:
 # records and readers
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TableRecord:
     """One record of a table.
 
@@ -132,7 +132,8 @@ class TableRecord:
         line: the 1-based physical line where the record starts (CSV, TSV, JSONL); None for Parquet and datasets.
         values: every column of the record by name, in the table's column order (a JSONL record holds the keys it
             has: the reader's columns first, then any keys they lack).
-        error: None, except for a malformed record yielded by a reader opened with ``bad_records="yield"``.
+        error: None, except for a malformed record yielded by a reader opened with ``bad_records="yield"``; its
+            ``values`` are then what could be read (the fields matched to the header in order, or nothing).
         raw: for such a record, its text as in the file (to write to a rejects file); otherwise None.
     """
 
@@ -301,8 +302,8 @@ class _Lines:
                 held += len(chunk)
                 if held > MAX_LINE_BYTES:
                     raise DataFormatError(
-                        f"line {self.line + 1} is longer than {MAX_LINE_BYTES} bytes without a line end "
-                        f"(is this really a text table?)",
+                        f"the line is longer than {MAX_LINE_BYTES} bytes without a line end "
+                        "(is this really a text table?)",
                         path=self.path,
                         line=self.line + 1,
                     )
@@ -469,29 +470,26 @@ def _json_kind(value: object) -> str:
     if isinstance(value, str):
         return "a string"
     if isinstance(value, bool):
-        return f"{str(value).lower()}"
+        return str(value).lower()
     if value is None:
         return "null"
     return "a number"
 
 
-def _parse_json_line(
-    path: Path, text: str, row: int, line: int
-) -> tuple[dict[str, Any] | None, DataFormatError | None]:
+def _parse_json_line(path: Path, text: str, row: int, line: int) -> dict[str, Any] | DataFormatError:
+    """The JSON object on a line, or the error saying why the line holds none."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
-        return None, DataFormatError(
-            f"not valid JSON: {err.msg} (at character {err.colno})", path=path, row=row, line=line
-        )
+        return DataFormatError(f"not valid JSON: {err.msg} (at character {err.colno})", path=path, row=row, line=line)
     if not isinstance(value, dict):
-        return None, DataFormatError(
+        return DataFormatError(
             f"is {_json_kind(value)}, not a JSON object; JSONL needs one {{...}} object per line",
             path=path,
             row=row,
             line=line,
         )
-    return value, None
+    return value
 
 
 def _open_jsonl(path: Path, report: LoadReport | None, bad_records: str) -> TableReader:
@@ -505,12 +503,12 @@ def _open_jsonl(path: Path, report: LoadReport | None, bad_records: str) -> Tabl
                 continue
             row += 1
             seen_any = True
-            value, error = _parse_json_line(path, text, row, line)
-            if value is not None:
-                columns, first_line = list(value), line
+            parsed = _parse_json_line(path, text, row, line)
+            if not isinstance(parsed, DataFormatError):
+                columns, first_line = list(parsed), line
                 break
             if bad_records == "raise":
-                raise error  # type: ignore[misc]
+                raise parsed
     if columns is None:
         if seen_any:  # only malformed lines, with bad_records="yield"
             columns = []
@@ -535,13 +533,13 @@ def _open_jsonl(path: Path, report: LoadReport | None, bad_records: str) -> Tabl
                         report.skip("blank lines")
                     continue
                 row += 1
-                value, error = _parse_json_line(path, text, row, line)
-                if value is not None:
-                    yield TableRecord(row, line, ordered(value))
+                parsed = _parse_json_line(path, text, row, line)
+                if not isinstance(parsed, DataFormatError):
+                    yield TableRecord(row, line, ordered(parsed))
                 elif bad_records == "raise":
-                    raise error  # type: ignore[misc]
+                    raise parsed
                 else:
-                    yield TableRecord(row, line, {}, error=error, raw=text)
+                    yield TableRecord(row, line, {}, error=parsed, raw=text)
 
     return TableReader(path, "jsonl", columns, records, header_line=first_line)
 
