@@ -29,6 +29,7 @@ from typing import Any
 
 from datasets import Dataset
 
+from finesim.results import path_sha256
 from finesim.training.recipe import Recipe, RecipeError, check_recipe, recipe_source
 
 RUN_FILE = "run.json"
@@ -181,10 +182,15 @@ def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
     spec = d.train if role == "train" else str(d.validation)
     data_format = d.format if role == "train" else (d.validation_format or d.format)
     path = resolve_data_path(spec, root)
-    if not path.exists():
+    hub = data_format == "table" and not path.exists() and _is_hub_id(spec)
+    if hub:
+        path = Path(spec)  # a Hub dataset id, read by the table reader
+    elif not path.exists():
         raise DataFormatError(f"data.{role} not found (from {source})", path=path)
-    options = FormatOptions(label_range=(recipe.labels.low, recipe.labels.high), columns=dict(d.columns or {}))
-    dataset, report = get_data_format(data_format)(path, options)
+    options = FormatOptions(
+        label_range=(recipe.labels.low, recipe.labels.high), columns=dict(d.columns or {}), split=d.split
+    )
+    dataset, report = get_data_format(data_format)(spec if hub else path, options)  # type: ignore[arg-type]
     if len(dataset) == 0:
         raise DataFormatError(f"no rows to {'train on' if role == 'train' else 'validate on'} (data.{role})", path=path)
     limit = d.max_train_rows if role == "train" else d.max_validation_rows
@@ -197,7 +203,17 @@ def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
             f"{source}: encoder {encoder.name!r} embeds single sentences, but the data {path} (format "
             f"{data_format!r}) gives a condition per pair; use STS-style data without conditions"
         )
-    return LoadedData(role, path, data_format, dataset, report, data_sha256(path))
+    digest = hashlib.sha256(f"hub dataset {spec} split {d.split}".encode()).hexdigest() if hub else path_sha256(path)
+    return LoadedData(role, path, data_format, dataset, report, digest)
+
+
+def _is_hub_id(spec: str) -> bool:
+    from finesim.data.table import HUB_FORMAT, detect_format
+
+    try:
+        return detect_format(spec) == HUB_FORMAT
+    except ValueError:
+        return False
 
 
 def carve_dev(recipe: Recipe, train: LoadedData) -> tuple[LoadedData, LoadedData | None]:
@@ -281,19 +297,6 @@ def _check_writable(out: Path, source: str) -> None:
 
 
 # ---------------------------------------------------------------- fingerprint and resume
-
-
-def data_sha256(path: Path) -> str:
-    """SHA-256 of a data file, or of a folder's files (relative names and contents, in sorted order)."""
-    from finesim.results import file_sha256
-
-    if path.is_file():
-        return file_sha256(path)
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(str(file.relative_to(path)).encode("utf-8"))
-        digest.update(file_sha256(file).encode("ascii"))
-    return digest.hexdigest()
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:

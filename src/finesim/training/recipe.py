@@ -54,6 +54,7 @@ class DataSpec:
     format: str = "csts"
     # format "table": finesim's column names (sentence1, sentence2, condition, label) -> the file's column names
     columns: dict[str, str] = field(default_factory=dict)
+    split: str | None = None  # format "table": the split of a datasets folder or Hub dataset
     train: str = "csts/train.csv"
     validation: str | None = "csts/validation.csv"
     validation_format: str | None = None  # format of the validation file; None: the training ``format``
