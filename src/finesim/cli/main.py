@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from finesim import __version__
+from finesim._version import __version__
 from finesim.cli import bound, case, evaluate, prompt_eval, score, train
 from finesim.cli.common import EXIT_USAGE, HelpFormatter, configure_output, run_command
 

@@ -107,7 +107,7 @@ class Preflight:
 
     def run_record(self) -> dict[str, Any]:
         """The content of ``OUT/run.json``."""
-        from finesim import __version__
+        from finesim._version import __version__
 
         return {"finesim": __version__, "fingerprint_sha256": self.digest, "fingerprint": self.fingerprint}
 
