@@ -55,3 +55,15 @@ def test_a_model_that_cannot_load_ends_the_server_with_one_line(tmp_path, capsys
     err = capsys.readouterr().err
     assert f"finesim serve: error: could not load the model {missing}" in err
     assert "Traceback" not in err
+
+
+def test_a_port_in_use_is_one_error_line(capsys) -> None:
+    import socket
+
+    pytest.importorskip("uvicorn")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--model", "minilm", "--port", str(port)]) == 1
+    assert f"finesim serve: error: cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err

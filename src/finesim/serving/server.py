@@ -79,7 +79,10 @@ def serve(
     )
     server = uvicorn.Server(config)
     holder["server"] = server
-    sock = config.bind_socket()
+    try:
+        sock = config.bind_socket()  # uvicorn logs the reason and exits when it cannot bind
+    except SystemExit:
+        raise OSError(f"cannot listen on {settings.host}:{settings.port} (in use, or not an address here)") from None
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     say(f"serving {settings.model} on http://{shown}:{port} (loading the model; GET /health answers 200 once ready)")
