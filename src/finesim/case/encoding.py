@@ -166,6 +166,11 @@ class ConditionAwareEncoder:
             self._memory.update(zip(missing, self._encode_now(missing)))
         return np.stack([self._memory[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
+    def forget(self) -> None:
+        """Drop the embeddings kept in memory (without an on-disk cache every text encoded so far is kept): a
+        long-running caller with a bounded cache of its own (the server) calls it after each batch."""
+        self._memory.clear()
+
     def conditional_texts(self, sentences: Sequence[str], conditions: Sequence[str]) -> list[str]:
         """The encoder inputs of the conditional embeddings."""
         return [self.prompt.conditional(s, c) for s, c in zip(sentences, conditions)]
