@@ -179,7 +179,24 @@ def run_case(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str
     }
 
 
-KINDS = {"train": run_train, "evaluate": run_evaluate, "case": run_case}
+def run_case_embed(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str, Any]:
+    """The unsupervised CASE embeddings (no projection) scored on C-STS validation."""
+    folder = WORK / study / spec["id"]
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / "embed.json"
+    validation = os.environ.get("FINESIM_DATA", str(ROOT.parent / "shared" / "data")) + "/csts/validation.csv"
+    argv = ["case", "embed", "--recipe", spec["recipe"], validation, "--output", str(out), "--no-progress"]
+    argv += spec.get("args", [])
+    seconds = 0.0 if out.is_file() else finesim(argv, log)
+    payload = json.loads(out.read_text(encoding="utf-8"))
+    return {
+        "commands": ["finesim " + " ".join(argv)],
+        "report": {"scores": {"CSTS-validation": payload["results"][0]["unsupervised_spearman"]}},
+        "seconds": {"total": round(seconds, 1)},
+    }
+
+
+KINDS = {"train": run_train, "evaluate": run_evaluate, "case": run_case, "case-embed": run_case_embed}
 
 
 def git_commit() -> str:
