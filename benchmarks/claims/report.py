@@ -101,9 +101,7 @@ def build(runs: dict[str, list[dict[str, Any]]], claims: list[dict[str, Any]]) -
         mp = claim.get("mpnet")
         ma = side(runs, mp["a"], metric) if mp else None
         mb = side(runs, mp["b"], metric) if mp else None
-        rows.append(
-            {**claim, "a_stats": a, "b_stats": b, "verdict": outcome, "d": d, "mpnet_a": ma, "mpnet_b": mb}
-        )
+        rows.append({**claim, "a_stats": a, "b_stats": b, "verdict": outcome, "d": d, "mpnet_a": ma, "mpnet_b": mb})
     lines = [
         "# Which method wins? The papers' comparative claims re-tested",
         "",
