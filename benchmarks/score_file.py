@@ -62,11 +62,11 @@ def peak_rss_mib() -> float:
 
 def child_finesim(args: argparse.Namespace) -> dict[str, Any]:
     """One ``finesim score`` run, as the command runs it."""
-    from finesim.evaluation.loading import load_pair_scorer
+    from finesim.evaluation.loading import load_scorer
     from finesim.evaluation.score_file import score_file
 
     started = time.perf_counter()
-    scorer = load_pair_scorer(args.model, batch_size=args.batch_size)
+    scorer = load_scorer(args.model, batch_size=args.batch_size)
     load_s = time.perf_counter() - started
     report = score_file(scorer, args.input, args.scored, chunk_rows=args.chunk_rows)
     return {"load_s": round(load_s, 3), "score_s": report["seconds"], "rows": report["rows_scored"]}

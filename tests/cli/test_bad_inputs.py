@@ -139,6 +139,13 @@ CASES: list[Case] = [
     # ---------------------------------------------------------------- training recipes
     Case("recipe-empty", lambda d: _dry(d, ""), 1, ("r.yaml: the recipe file is empty",)),
     Case("recipe-duplicate-key", lambda d: _dry(d, BASE + "seed: 1\nseed: 2\n"), 1, ("r.yaml", "'seed' appears twice")),
+    Case(
+        "recipe-json-duplicate-key",
+        lambda d: ["train", _recipe(d, '{"seed": 1, "seed": 2}', "r.json"), "--dry-run"],
+        1,
+        ("r.json", "'seed' appears twice"),
+    ),
+    Case("recipe-json-blank", lambda d: ["train", _recipe(d, " \n", "r.json"), "--dry-run"], 1, ("r.json", "empty")),
     Case("recipe-yaml-syntax", lambda d: _dry(d, "model: [unclosed\n"), 1, ("r.yaml: not valid YAML", "line")),
     Case("recipe-not-a-mapping", lambda d: _dry(d, "- a\n- b\n"), 1, ("r.yaml: a recipe must be a mapping",)),
     Case("recipe-unknown-key", lambda d: _dry(d, BASE + "trian: {}\n"), 1, ("r.yaml: unknown key 'trian'", "'train'")),
@@ -233,6 +240,12 @@ CASES: list[Case] = [
         ("r.yaml: model.head is required for encoder 'tri'",),
     ),
     Case(
+        "recipe-tri-head-typo",
+        lambda d: _dry(d, "model: {backbone: {backbone}, encoder: tri, head: hadamrd}\n"),
+        1,
+        ("r.yaml: model.head 'hadamrd' is not a tri-encoder head", "did you mean 'hadamard'?"),
+    ),
+    Case(
         "recipe-file-missing",
         lambda d: ["train", str(d / "missing.yaml"), "--dry-run"],
         1,
@@ -253,8 +266,8 @@ CASES: list[Case] = [
     Case(
         "override-without-equals",
         lambda d: [*_dry(d, BASE), "--set", "train.epochs"],
-        1,
-        ("must look like section.key=value",),
+        2,
+        ("argument --set", "must look like section.key=value"),
     ),
     Case(
         "recipe-output-is-a-file",
@@ -381,6 +394,7 @@ CASES: list[Case] = [
     ),
     Case("case-recipe-zero-dim", lambda d: _case_recipe(d, "dim: 0\n"), 1, ("case.yaml", "'dim'", "positive integer")),
     Case("case-recipe-kind", lambda d: _case_recipe(d, "kind: quadratic\n"), 1, ("case.yaml", "'kind'")),
+    Case("case-recipe-kind-typo", lambda d: _case_recipe(d, "kind: linearr\n"), 1, ("'kind'", "mean 'linear'?")),
     Case("case-recipe-empty", lambda d: _case_recipe(d, ""), 1, ("case.yaml", "empty")),
     # ---------------------------------------------------------------- finesim score and the table format
     Case(
@@ -496,7 +510,7 @@ CASES: list[Case] = [
         ("cannot reach http://no-such-host.invalid/v1", "does not resolve"),
     ),
     Case("train-no-recipe", lambda d: ["train"], 2, ("a recipe file is required",)),
-    Case("bound-n-too-small", lambda d: ["bound", "--n", "1"], 1, ("--n must be at least 2",)),
+    Case("bound-n-too-small", lambda d: ["bound", "--n", "1"], 2, ("--n must be at least 2",)),
     Case(
         "bound-labels-missing",
         lambda d: ["bound", "--labels", str(d / "gold.txt")],
@@ -562,3 +576,18 @@ def test_unknown_errors_are_one_line_too(monkeypatch: pytest.MonkeyPatch, capsys
     assert "internal error: ZeroDivisionError: a bug (run with -v" in err and "Traceback" not in err
     assert main(["bound", "--n", "3", "-v"]) == 1  # -v after the command: the traceback too
     assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("error", [KeyError("x"), IndexError("list index out of range"), AttributeError("y")])
+def test_key_and_index_errors_are_bugs_not_user_errors(
+    error: Exception, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import finesim.cli.bound as bound
+
+    def boom(args: object) -> int:
+        raise error
+
+    monkeypatch.setattr(bound, "run", boom)
+    assert main(["bound", "--n", "3"]) == 1
+    err = capsys.readouterr().err
+    assert f"internal error: {type(error).__name__}" in err and "please report it" in err

@@ -65,6 +65,19 @@ def test_commands_that_load_a_model_take_device_and_no_progress() -> None:
 def test_help_shows_defaults() -> None:
     text = build_parser()._subparsers._group_actions[0].choices["evaluate"].format_help()
     assert "(default: 64)" in text and "(default: cosine)" in text
+    assert "(0 = off) (default: 0)" in " ".join(text.split())  # a default of 0 is shown, not taken for "none"
+
+
+def test_every_help_line_states_its_default_once_in_one_style() -> None:
+    for path, parser in _parsers(build_parser()):
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            help_text = action.help or ""
+            if help_text and help_text != argparse.SUPPRESS:
+                formatted = parser.formatter_class(prog="x")._get_help_string(action)
+                stated = formatted.count("(default") - formatted.count("%(default)")
+                assert stated <= 1, (path, action.option_strings, formatted)
+        assert "(default " not in text, (path, "write '(default: X)'")
 
 
 def test_verbosity_flags_after_the_command(capsys: pytest.CaptureFixture) -> None:

@@ -218,7 +218,7 @@ def _refuse_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before all data was checked")
 
-    monkeypatch.setattr("finesim.evaluation.record.load_scorer", refuse)
+    monkeypatch.setattr("finesim.evaluation.record.load_model_or_scorer", refuse)
     monkeypatch.setattr("finesim.evaluation.record.resolve_model_path", refuse)
 
 

@@ -42,3 +42,17 @@ def test_the_scorers_reject_an_empty_sentence_instead_of_scoring_it(tiny_model) 
         EmbeddingScorer(tiny_model).score([""], ["a dog"])
     assert scorer.similarity("a man plays", "a woman plays", "the activity").shape == (1,)
     assert scorer.score([], []).shape == (0,) and isinstance(scorer.score([], []), np.ndarray)
+
+
+def test_none_and_numbers_in_place_of_a_list_are_named(tiny_model) -> None:
+    from finesim.evaluation.scoring import ConditionalScorer
+
+    scorer = ConditionalScorer(tiny_model, encoder="bi")
+    with pytest.raises(ValueError, match="sentences1 must be a list of strings, got NoneType"):
+        scorer.similarity(None, "b", "c")
+    with pytest.raises(ValueError, match="sentences2 must be a list of strings, got int"):
+        scorer.similarity("a", 3, "c")
+    with pytest.raises(ValueError, match="sentences1 must be a list of strings, got NoneType"):
+        scorer.score(None, ["b"])
+    with pytest.raises(ValueError, match="condition must be a string or a list of strings, got float"):
+        scorer.similarity("a", "b", 1.5)

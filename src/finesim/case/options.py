@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from finesim.training.options import META_KEYS, RecipeError, read_recipe_file, unknown_key
+from finesim.training.options import META_KEYS, RecipeError, did_you_mean, read_recipe_file, unknown_key
 
 DEFAULTS: dict[str, Any] = {
     "model": "sentence-transformers/all-MiniLM-L6-v2",
@@ -147,13 +147,13 @@ def check_options(options: dict[str, Any], sources: Mapping[str, str] | str = "o
         RecipeError: naming the source and the key of the first invalid value.
     """
 
-    def fail(key: str, expected: str) -> RecipeError:
+    def fail(key: str, expected: str, hint: str = "") -> RecipeError:
         source = sources if isinstance(sources, str) else sources.get(key, "options")
-        return RecipeError(f"{source}: {key!r} must be {expected}, got {options[key]!r}")
+        return RecipeError(f"{source}: {key!r} must be {expected}, got {options[key]!r}{hint}")
 
     for key, allowed in CHOICES.items():
         if options[key] not in allowed:
-            raise fail(key, f"one of {list(allowed)}")
+            raise fail(key, f"one of {list(allowed)}", did_you_mean(str(options[key]), allowed))
     for key in POSITIVE_INTEGERS:
         value = options[key]
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

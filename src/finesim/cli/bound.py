@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from finesim.cli.common import command_parser, positive_int
+from finesim.cli.common import UsageError, command_parser, positive_int
 
 DESCRIPTION = """The best Spearman correlation any predictor with two output values (what binary, contrastive training
 aims for) can reach against graded gold scores: the Pcc-tuning paper's closed form for n distinct scores and the
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     if args.n is not None:
         if args.n < 2:
-            raise ValueError("--n must be at least 2")
+            raise UsageError(f"--n must be at least 2 (a correlation needs two pairs), got {args.n}")
         gold = np.arange(args.n, dtype=np.float64)
         rows.append(
             {

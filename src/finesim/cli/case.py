@@ -33,7 +33,7 @@ def _cache_option(p: argparse.ArgumentParser) -> None:
 
 def _encoder_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", default=None, help="YAML file of option defaults (see recipes/case/)")
-    p.add_argument("--model", default=None, help=f"encoder: Hub id or folder (default {DEFAULT_MODEL})")
+    p.add_argument("--model", default=None, help=f"encoder: Hub id or folder (default: {DEFAULT_MODEL})")
     p.add_argument("--pooling", default=None, help="override the encoder's pooling (mean, cls, lasttoken)")
     p.add_argument("--max-length", type=positive_int, default=None, help="truncate encoder inputs to this many tokens")
     p.add_argument("--family", default=None, help="prompt family of prompts.yaml (default: by formulation)")
@@ -52,37 +52,37 @@ def _encoder_options(p: argparse.ArgumentParser) -> None:
     _switch(
         p,
         "--normalize-before-subtract",
-        "L2-normalise the encoder outputs before − c (default off: un-normalised, as the reference)",
+        "L2-normalise the encoder outputs before − c (default: off; un-normalised, as the reference)",
     )
     _cache_option(p)
-    p.add_argument("--batch-size", type=positive_int, default=None, help="encoding batch size (default 64)")
-    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default 1; see docs/case.md)")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="encoding batch size (default: 64)")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: 1; see docs/case.md)")
     add_runtime_options(p)
 
 
 def _train_options(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     p.add_argument("--train", default=None, help="C-STS CSV to train on (default: <data>/csts/train.csv)")
     p.add_argument("--dev", default=None, help="C-STS CSV for choosing the epoch (default: carve from --train)")
-    p.add_argument("--dev-fraction", type=float, default=None, help="share of train pairs carved as dev (0.1)")
+    p.add_argument("--dev-fraction", type=float, default=None, help="share of train pairs carved as dev (default: 0.1)")
     p.add_argument("--eval", nargs="*", default=None, help="C-STS CSVs to report on (never used for selection)")
     p.add_argument("--data", default=None, help="data root for the default --train")
-    p.add_argument("--kind", default=None, choices=["linear", "nonlinear"], help="projection (default nonlinear)")
+    p.add_argument("--kind", default=None, choices=["linear", "nonlinear"], help="projection (default: nonlinear)")
     if sweep:
         p.add_argument(
             "--dims",
             default=None,
-            help="comma-separated output dimensions; 'full' = the encoder's width (default 64,128,256,512,full)",
+            help="comma-separated output dimensions; 'full' = the encoder's width (default: 64,128,256,512,full)",
         )
     else:
-        p.add_argument("--dim", type=positive_int, default=None, help="output dimension k (default 512)")
-    p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default 1e-3)")
-    p.add_argument("--train-batch-size", type=positive_int, default=None, help="projection batch size (default 512)")
-    p.add_argument("--epochs", type=positive_int, default=None, help="epochs (default 30)")
-    p.add_argument("--dropout", type=float, default=None, help="dropout (default 0 linear, 0.15 non-linear)")
-    p.add_argument("--negative-slope", type=float, default=None, help="LeakyReLU slope (default 0.01)")
-    p.add_argument("--label-divisor", type=float, default=None, help="target = (label - offset) / divisor (5)")
-    p.add_argument("--label-offset", type=float, default=None, help="see --label-divisor (default 0)")
-    p.add_argument("--seed", type=int, default=None, help="seed for the dev carve and training (default 42)")
+        p.add_argument("--dim", type=positive_int, default=None, help="output dimension k (default: 512)")
+    p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default: 1e-3)")
+    p.add_argument("--train-batch-size", type=positive_int, default=None, help="projection batch size (default: 512)")
+    p.add_argument("--epochs", type=positive_int, default=None, help="epochs (default: 30)")
+    p.add_argument("--dropout", type=float, default=None, help="dropout (default: 0 linear, 0.15 non-linear)")
+    p.add_argument("--negative-slope", type=float, default=None, help="LeakyReLU slope (default: 0.01)")
+    p.add_argument("--label-divisor", type=float, default=None, help="target = (label - offset) / divisor (default: 5)")
+    p.add_argument("--label-offset", type=float, default=None, help="see --label-divisor (default: 0)")
+    p.add_argument("--seed", type=int, default=None, help="seed for the dev carve and training (default: 42)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -138,7 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _encoder_options(p)
     p.add_argument("data_files", nargs="+", help="C-STS CSV files (both sentences of every row are used)")
-    p.add_argument("--num-directions", type=positive_int, default=None, help="random directions (default 1000)")
+    p.add_argument("--num-directions", type=positive_int, default=None, help="random directions (default: 1000)")
     p.add_argument("--output-dir", required=True, metavar="DIR", help="folder for isotropy.json and the PNG histogram")
     p.set_defaults(func=run_isotropy)
 
@@ -151,7 +151,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model_dir", help="folder written by `finesim case train`")
     p.add_argument("data_files", nargs="+", help="C-STS CSV files")
     _cache_option(p)
-    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default 1)")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: 1)")
     p.add_argument("--output", default=None, metavar="FILE", help="results JSON")
     add_runtime_options(p)
     p.set_defaults(func=run_score)

@@ -33,7 +33,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if "%(default)" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+        hidden = default is None or default is False or default is argparse.SUPPRESS  # 0 is a real default
+        if "%(default)" in text or "(default" in text or hidden or not action.option_strings:
             return text
         if isinstance(default, (list, tuple)) and not default:
             return text
@@ -84,6 +85,14 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def override(text: str) -> str:
+    """An argparse type: a recipe override ``section.key=value``."""
+    key = text.split("=", 1)[0].strip()
+    if "=" not in text or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} must look like section.key=value, e.g. train.epochs=1")
+    return text
 
 
 def non_negative_int(text: str) -> int:
@@ -205,9 +214,13 @@ def _one_line(err: BaseException) -> str:
 
 
 def known_errors() -> tuple[type[BaseException], ...]:
-    """Failures with a message meant for the user: bad input, recipes, files, models, backends."""
+    """Failures with a message meant for the user: bad input, recipes, files, models, backends. ``KeyError`` and
+    ``IndexError`` are not among them (:data:`BUG_ERRORS`): they are bugs, reported as internal errors."""
     errors: list[type[BaseException]] = [ValueError, OSError, LookupError, ImportError, RuntimeError]
     return tuple(errors)
+
+
+BUG_ERRORS: tuple[type[BaseException], ...] = (KeyError, IndexError, AssertionError, AttributeError, TypeError)
 
 
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -228,20 +241,26 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             usage(str(err))  # prints the command's usage and exits with 2
         print(f"finesim {command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except BUG_ERRORS as err:
+        return _internal_error(command, err, verbose)
     except known_errors() as err:
         if verbose:
             traceback.print_exc()
         print(f"finesim {command}: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as err:  # a bug: still one line, the traceback with -v
-        if verbose:
-            traceback.print_exc()
-        print(
-            f"finesim {command}: internal error: {type(err).__name__}: {_one_line(err)} (run with -v for the "
-            "traceback and please report it)",
-            file=sys.stderr,
-        )
-        return EXIT_ERROR
+        return _internal_error(command, err, verbose)
+
+
+def _internal_error(command: str, err: BaseException, verbose: int) -> int:
+    if verbose:
+        traceback.print_exc()
+    print(
+        f"finesim {command}: internal error: {type(err).__name__}: {_one_line(err)} (run with -v for the "
+        "traceback and please report it)",
+        file=sys.stderr,
+    )
+    return EXIT_ERROR
 
 
 def _silence_stdout() -> None:

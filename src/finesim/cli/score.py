@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``finesim score``."""
     from pathlib import Path
 
-    from finesim.evaluation.loading import load_pair_scorer
+    from finesim.evaluation.loading import load_scorer
     from finesim.evaluation.score_file import Columns, check_input, score_file
 
     check_output_file(args.output)
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     columns = Columns(args.sentence1_column, args.sentence2_column, args.condition_column, args.score_column)
     check_input(args.input, columns=columns, condition=args.condition, input_format=args.input_format, split=args.split)
     tell = say(args)
-    scorer = load_pair_scorer(args.model, encoder=args.encoder, batch_size=args.batch_size, device=args.device)
+    scorer = load_scorer(args.model, encoder=args.encoder, batch_size=args.batch_size, device=args.device)
     tell(f"model {args.model}: {getattr(scorer, 'encoder', 'ensemble')} scorer")
     report = score_file(
         scorer,

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from finesim.cli.common import UsageError, add_runtime_options, command_parser, say
+from finesim.cli.common import UsageError, add_runtime_options, command_parser, override, say
 
 
 def register(subparsers: Any) -> None:
@@ -28,6 +28,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--set",
         dest="overrides",
+        type=override,
         action="append",
         default=[],
         metavar="KEY=VALUE",

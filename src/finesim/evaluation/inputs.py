@@ -8,7 +8,7 @@ and the position). :class:`ScorerBase` runs it in ``score`` and hands the checke
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,8 @@ def check_texts(texts: Sequence[Any], what: str) -> list[str]:
     """``texts`` as a list, every item a non-empty string; a ``ValueError`` names ``what`` and the position."""
     if isinstance(texts, str):
         raise ValueError(f"{what} must be a list of strings, got a single string")
+    if not isinstance(texts, Iterable):
+        raise ValueError(f"{what} must be a list of strings, got {type(texts).__name__}")
     out = list(texts)
     for i, text in enumerate(out):
         if not isinstance(text, str):
@@ -78,6 +80,8 @@ class ScorerBase:
         condition: Sequence[str] | str | None = None,
     ) -> np.ndarray:
         """Batch scoring; a single string condition applies to every pair, single sentences are allowed."""
-        s1 = [sentences1] if isinstance(sentences1, str) else list(sentences1)
-        s2 = [sentences2] if isinstance(sentences2, str) else list(sentences2)
+        s1 = [sentences1] if isinstance(sentences1, str) else check_texts(sentences1, "sentences1")
+        s2 = [sentences2] if isinstance(sentences2, str) else check_texts(sentences2, "sentences2")
+        if condition is not None and not isinstance(condition, (str, Iterable)):
+            raise ValueError(f"condition must be a string or a list of strings, got {type(condition).__name__}")
         return self.score(s1, s2, condition)  # type: ignore[arg-type]

@@ -1,18 +1,19 @@
 """Load any model finesim can score, by the marker of its folder.
 
-:func:`load_scorer` is what ``finesim evaluate`` (and the Python API) use:
+:func:`load_scorer` (also ``finesim.load_scorer``; what ``finesim score`` and ``finesim serve`` use) always gives a
+scorer with ``score(sentences1, sentences2, conditions)`` and ``similarity(...)``:
 
-- a Hub id, a sentence-transformers folder or a plain transformers checkpoint gives the ``SentenceTransformer``
-  (the harness wraps it per task, condition paired or ignored);
 - a folder whose ``finesim_model.json`` names ``csts-bi``, ``csts-cross`` or ``csts-tri`` gives a
   :class:`~finesim.evaluation.scoring.ConditionalScorer`;
 - a folder whose marker names ``case`` gives a :class:`~finesim.evaluation.scoring.ConditionalScorer` over the CASE
   model;
 - a folder whose marker names ``ensemble`` gives an :class:`~finesim.evaluation.ensemble.EnsembleScorer` of its
-  members.
+  members;
+- a Hub id, a sentence-transformers folder or a plain transformers checkpoint gives a bi-encoder
+  ``ConditionalScorer`` (the cosine of the two texts, each paired with the condition when there is one).
 
-:func:`load_pair_scorer` is the same but gives a scorer for a plain model too (a bi-encoder): what ``finesim score``
-uses.
+:func:`load_model_or_scorer` is the same except that a plain model comes back as the ``SentenceTransformer`` itself:
+what ``finesim evaluate`` uses, since its harness scores a plain model per task (condition paired or ignored).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ logger = logging.getLogger("finesim.evaluation")
 MODEL_TYPES = (*(MODEL_TYPE_PREFIX + e for e in ENCODER_TYPES), CASE_ENCODER, ENSEMBLE)
 
 
-def load_scorer(
+def load_model_or_scorer(
     name: str,
     *,
     encoder: str | None = None,
@@ -41,7 +42,8 @@ def load_scorer(
     pooling: str | None = None,
     batch_size: int = 64,
 ) -> Any:
-    """The scorer for ``name`` (see the module docstring); ``encoder`` forces a conditional scorer of that type.
+    """The scorer for ``name``, or the ``SentenceTransformer`` of a plain model (see the module docstring);
+    ``encoder`` forces a conditional scorer of that type.
 
     Args:
         name: Hub id, alias (``minilm``), or a folder.
@@ -74,9 +76,28 @@ def load_scorer(
     return ConditionalScorer(model, encoder=encoder, batch_size=batch_size)
 
 
-def load_pair_scorer(name: str, *, encoder: str | None = None, device: str | None = None, batch_size: int = 64) -> Any:
-    """A scorer for any model: :func:`load_scorer`'s, except that a plain model is scored as a bi-encoder."""
-    scorer = load_scorer(name, encoder=encoder, device=device, batch_size=batch_size)
+def load_scorer(
+    name: str,
+    *,
+    encoder: str | None = None,
+    device: str | None = None,
+    max_length: int | None = None,
+    pooling: str | None = None,
+    batch_size: int = 64,
+) -> Any:
+    """A scorer for any model (see the module docstring): a plain model is scored as a bi-encoder.
+
+    Args:
+        name: Hub id, alias (``minilm``), or a folder.
+        encoder: ``bi``, ``cross``, ``tri`` or ``case``; None decides by the folder's marker (``bi`` without one).
+        device: torch device.
+        max_length: truncate inputs to this many tokens (not for CASE models, whose length is fixed when saved).
+        pooling: replace a plain model's pooling mode; a trained finesim model keeps its own (warned and ignored).
+        batch_size: the scorer's encoding batch size.
+    """
+    scorer = load_model_or_scorer(
+        name, encoder=encoder, device=device, max_length=max_length, pooling=pooling, batch_size=batch_size
+    )
     if hasattr(scorer, "score"):
         return scorer
     return ConditionalScorer(scorer, encoder="bi", batch_size=batch_size)

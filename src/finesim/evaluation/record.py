@@ -2,9 +2,9 @@
 ``finesim.evaluate(...)`` returns.
 
 Every requested task's data is read and validated (and hashed) before the model is loaded, so a bad file fails at
-once; then the model is loaded (:func:`finesim.evaluation.loading.load_scorer`) and each task scored. The record
-holds the versions, hardware, the model as given and as resolved, the settings, the data files with SHA-256 hashes,
-timing, the per-task results and the averages per score group (see docs/evaluation.md).
+once; then the model is loaded (:func:`finesim.evaluation.loading.load_model_or_scorer`) and each task scored.
+The record holds the versions, hardware, the model as given and as resolved, the settings, the data files with
+SHA-256 hashes, timing, the per-task results and the averages per score group (see docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from finesim.evaluation.harness import (
     load_task_data,
     unsupported_reason,
 )
-from finesim.evaluation.loading import load_scorer
+from finesim.evaluation.loading import load_model_or_scorer
 from finesim.evaluation.tasks import Registry, default_registry, load_registry
 from finesim.models.hub import resolve_model_path
 from finesim.paths import data_root
@@ -85,7 +85,9 @@ def run_evaluation(
     random.seed(seed)
     load_start = time.perf_counter()
     resolved = resolve_model_path(model)
-    scorer = load_scorer(resolved, device=device, max_length=max_length, pooling=pooling, batch_size=batch_size)
+    scorer = load_model_or_scorer(
+        resolved, device=device, max_length=max_length, pooling=pooling, batch_size=batch_size
+    )
     load_seconds = time.perf_counter() - load_start
     skipped_tasks = {t.name: r for t in selected if (r := unsupported_reason(t, scorer))}
     for name, reason in skipped_tasks.items():

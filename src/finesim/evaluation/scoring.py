@@ -289,6 +289,10 @@ def load_model_object(name: str, *, encoder: str | None = None, device: str | No
         from finesim.case.model import CaseModel
 
         return CaseModel.load(path, device=device, cache_dir=configured_cache_dir())
+    if marker is not None and marker.get("model_type") == "ensemble":
+        raise ValueError(
+            f"{name} is an ensemble of several models, not one model: load it with finesim.load_scorer({name!r})"
+        )
     if encoder == CASE_ENCODER:
         raise ValueError(f"{name} is not a CASE model folder (no case marker)")
     return load_conditional_model(path, encoder=encoder or (None if marker is not None else "bi"), device=device)

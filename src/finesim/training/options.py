@@ -74,6 +74,20 @@ def parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_StrictLoader)
 
 
+class _DuplicateJSONKey(ValueError):
+    pass
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object that refuses a key given twice (``json.loads`` keeps the last one silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateJSONKey(key)
+        out[key] = value
+    return out
+
+
 def read_recipe_file(path: str | Path, *, what: str = "recipe") -> dict[str, Any]:
     """Read a YAML or JSON recipe file into a mapping.
 
@@ -89,8 +103,12 @@ def read_recipe_file(path: str | Path, *, what: str = "recipe") -> dict[str, Any
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise RecipeError(f"{p}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    if not text.strip():
+        raise RecipeError(f"{p}: the {what} file is empty")
     try:
-        data = json.loads(text) if p.suffix == ".json" else parse_yaml(text)
+        data = json.loads(text, object_pairs_hook=_json_object) if p.suffix == ".json" else parse_yaml(text)
+    except _DuplicateJSONKey as err:
+        raise RecipeError(f"{p}: key {err.args[0]!r} appears twice in one object; remove one") from None
     except json.JSONDecodeError as err:
         raise RecipeError(f"{p}: not valid JSON: {err}") from None
     except yaml.YAMLError as err:

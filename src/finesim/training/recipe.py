@@ -232,6 +232,7 @@ def _check_model(m: ModelSpec, source: str) -> None:
         if m.head not in HEAD_KINDS:
             raise RecipeError(
                 f"{source}: model.head {m.head!r} is not a tri-encoder head; choose one of {list(HEAD_KINDS)}"
+                + did_you_mean(str(m.head), tuple(HEAD_KINDS))
             )
     if m.encoder == "bi" and m.head:
         raise RecipeError(f"{source}: model.head {m.head!r} does not apply to encoder 'bi'; remove it")
@@ -241,6 +242,7 @@ def _check_model(m: ModelSpec, source: str) -> None:
         if m.head not in (None, *CROSS_HEADS):
             raise RecipeError(
                 f"{source}: model.head {m.head!r} is not a cross-encoder head; choose one of {list(CROSS_HEADS)}"
+                + did_you_mean(str(m.head), tuple(CROSS_HEADS))
             )
     if m.encoder == "cross" and m.head == "sequence-classification" and (m.pooling or m.transform):
         raise RecipeError(
