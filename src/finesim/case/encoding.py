@@ -166,6 +166,11 @@ class ConditionAwareEncoder:
             self._memory.update(zip(missing, self._encode_now(missing)))
         return np.stack([self._memory[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
+    def forget(self) -> None:
+        """Drop the embeddings kept in memory (not the on-disk cache): for callers that stream a large corpus
+        through the encoder once (a conditional index) and would otherwise keep every vector."""
+        self._memory.clear()
+
     def conditional_texts(self, sentences: Sequence[str], conditions: Sequence[str]) -> list[str]:
         """The encoder inputs of the conditional embeddings."""
         return [self.prompt.conditional(s, c) for s, c in zip(sentences, conditions)]
