@@ -19,6 +19,9 @@ LOADS_A_MODEL = {
     ("case", "sweep"),
     ("case", "isotropy"),
     ("case", "score"),
+    ("index", "build"),
+    ("index", "add"),
+    ("index", "search"),
 }
 
 

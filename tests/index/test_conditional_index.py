@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from index_helpers import assert_matches_brute_force, brute_force, build_model_dirs, make_corpus
 
+from conftest import import_or_skip
 from finesim import ConditionalIndex
 from finesim.index import IndexFormatError, ModelMismatchError, recall_at_k
 from finesim.index import conditional_index as ci
@@ -27,6 +28,11 @@ def model_dirs(tiny_bert_dir, tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def corpus() -> list[str]:
     return make_corpus(120)
+
+
+@pytest.fixture()
+def faiss():
+    return import_or_skip("faiss")
 
 
 @pytest.mark.parametrize("name", ALL_MODELS)
@@ -297,7 +303,7 @@ def test_recall_at_k_function():
 
 
 @pytest.mark.parametrize("name", ["tri-hadamard", "tri-hypernet", "bi"])
-def test_approximate_search_reports_recall(name, model_dirs, tmp_path):
+def test_approximate_search_reports_recall(name, model_dirs, tmp_path, faiss):
     texts = make_corpus(400, seed=7)
     folder = tmp_path / "index"
     index = ConditionalIndex.build(str(model_dirs[name]), texts, folder, approximate="hnsw")
@@ -314,7 +320,7 @@ def test_approximate_search_reports_recall(name, model_dirs, tmp_path):
     assert list((folder / "ann").glob("*.faiss"))
 
 
-def test_ivf_is_exact_when_every_list_is_probed_and_extends_after_add(model_dirs, tmp_path):
+def test_ivf_is_exact_when_every_list_is_probed_and_extends_after_add(model_dirs, tmp_path, faiss):
     texts = make_corpus(500, seed=8)
     folder = tmp_path / "index"
     index = ConditionalIndex.build(

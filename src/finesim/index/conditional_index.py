@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -90,13 +90,22 @@ def _check_text(value: Any, what: str) -> str:
     return value
 
 
-def load_index_model(
-    model: Any, encoder: str | None = None, device: str | None = None
-) -> tuple[Any, str, str | None, str | None]:
-    """``(loaded model, encoder type, name as given, resolved path)``: ``model`` is a loaded model or a name (a
-    folder, Hub id or alias, loaded like :class:`ConditionalScorer` loads it)."""
+class LoadedModel(NamedTuple):
+    """A model loaded for an index: the object, its encoder type, the name as given and the resolved path."""
+
+    model: Any
+    kind: str
+    name: str | None
+    resolved: str | None
+
+
+def load_index_model(model: Any, encoder: str | None = None, device: str | None = None) -> LoadedModel:
+    """Load ``model`` for an index: a loaded model is used as it is, a name (a folder, Hub id or alias) is loaded
+    like :class:`~finesim.evaluation.scoring.ConditionalScorer` loads it; a :class:`LoadedModel` passes through."""
     from finesim.evaluation.scoring import load_model_object, scorer_encoder
 
+    if isinstance(model, LoadedModel):
+        return model
     name = resolved = None
     if isinstance(model, (str, Path)):
         from finesim.models.hub import resolve_model_path
@@ -105,8 +114,7 @@ def load_index_model(
         path = resolve_model_path(name)
         resolved = str(Path(path).resolve()) if Path(path).is_dir() else str(path)
         model = load_model_object(name, encoder=encoder, device=device)
-    kind = check_indexable(scorer_encoder(model, encoder))
-    return model, kind, name, resolved
+    return LoadedModel(model, check_indexable(scorer_encoder(model, encoder)), name, resolved)
 
 
 def _now() -> str:
@@ -572,27 +580,7 @@ class ConditionalIndex:
 
     def info(self) -> dict[str, Any]:
         """The manifest's description, the stored conditions and approximate indexes, and the size on disk."""
-        manifest = self.store.manifest
-        root = self.store.root
-        anns = sorted(p.stem for p in (root / ANN).glob("*.faiss")) if (root / ANN).is_dir() else []
-        size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-        return {
-            "path": str(root),
-            "model": manifest["model"],
-            "encoder": manifest["encoder"],
-            "dims": manifest["dims"],
-            "dtype": manifest["dtype"],
-            "count": manifest["count"],
-            "parts": [{"id": p.id, "start": p.start, "count": p.count} for p in self.store.parts],
-            "corpus": manifest.get("corpus", []),
-            "conditions": self.store.stored_conditions(),
-            "approximate": manifest.get("approximate"),
-            "approximate_indexes": anns,
-            "finesim_version": manifest.get("finesim_version"),
-            "created": manifest.get("created"),
-            "updated": manifest.get("updated"),
-            "bytes": size,
-        }
+        return self.store.describe()
 
 
 # ---------------------------------------------------------------------- writing parts

@@ -415,6 +415,28 @@ class IndexStore:
             out.append({"condition": meta["condition"], "key": sub.name, "parts": covered})
         return out
 
+    def describe(self) -> dict[str, Any]:
+        """The manifest's description, the stored conditions and approximate indexes, and the size on disk."""
+        manifest = self.manifest
+        ann = self.root / ANN
+        return {
+            "path": str(self.root),
+            "model": manifest["model"],
+            "encoder": manifest["encoder"],
+            "dims": manifest["dims"],
+            "dtype": manifest["dtype"],
+            "count": manifest["count"],
+            "parts": [{"id": p.id, "start": p.start, "count": p.count} for p in self.parts],
+            "corpus": manifest.get("corpus", []),
+            "conditions": self.stored_conditions(),
+            "approximate": manifest.get("approximate"),
+            "approximate_indexes": sorted(p.stem for p in ann.glob("*.faiss")) if ann.is_dir() else [],
+            "finesim_version": manifest.get("finesim_version"),
+            "created": manifest.get("created"),
+            "updated": manifest.get("updated"),
+            "bytes": sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file()),
+        }
+
     # -------------------------------------------------------- writing
 
     @contextlib.contextmanager
