@@ -18,6 +18,16 @@ Commands behind the committed results (docs/csts-training.md)::
     python benchmarks/csts_train.py --epochs 3 --lr 1e-4 --runs bi-mse \\
         --output benchmarks/results/csts_train_3ep_lr1e-4.json
 
+Training throughput of fp32 against bf16 autocast (this CPU has avx512_bf16), against the plain sentence-transformers
+loop, for MiniLM and mpnet (docs/csts-training.md, "bf16")::
+
+    python benchmarks/csts_train.py --model minilm --max-steps 60 --no-group-by-length \
+        --runs baseline,bi-mse,bi-mse-grouped,bi-mse-bf16,bi-mse-grouped-bf16 \
+        --output benchmarks/results/bf16_minilm.json
+    python benchmarks/csts_train.py --model mpnet --max-steps 40 --no-group-by-length \
+        --runs baseline,bi-mse,bi-mse-grouped,bi-mse-bf16,bi-mse-grouped-bf16 \
+        --output benchmarks/results/bf16_mpnet.json
+
 Quad+MSE without a margin between tied pairs (1,027 of the 5,671 training pairs have equal labels)::
 
     python benchmarks/csts_train.py --epochs 3 --runs bi-quad-mse --quad-skip-equal      # or --equal-labels drop
@@ -46,6 +56,13 @@ RUNS: dict[str, dict[str, Any]] = {
     # always length-grouped batches (train.group_by_length), whatever --group-by-length says: with
     # --no-group-by-length, bi-mse and bi-mse-grouped compare random and grouped batches in one invocation
     "bi-mse-grouped": {"model": {"encoder": "bi"}, "objective": {"name": "mse"}, "train": {"group_by_length": True}},
+    # bfloat16 autocast (train.bf16), with the invocation's batches / always length-grouped
+    "bi-mse-bf16": {"model": {"encoder": "bi"}, "objective": {"name": "mse"}, "train": {"bf16": True}},
+    "bi-mse-grouped-bf16": {
+        "model": {"encoder": "bi"},
+        "objective": {"name": "mse"},
+        "train": {"group_by_length": True, "bf16": True},
+    },
     "bi-quad-mse": {"model": {"encoder": "bi"}, "objective": {"name": "quad-mse"}},
     # --cross-head linear (the reference head on [CLS]) or sequence-classification; --pooling does not apply
     "cross-mse": {"model": {"encoder": "cross", "pooling": None}, "objective": {"name": "mse"}},

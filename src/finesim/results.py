@@ -66,6 +66,18 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def path_sha256(path: str | Path) -> str:
+    """SHA-256 of a file, or of a folder's files (their relative names and contents, in sorted order)."""
+    path = Path(path)
+    if path.is_file():
+        return file_sha256(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(path)).encode("utf-8"))
+        digest.update(file_sha256(file).encode("ascii"))
+    return digest.hexdigest()
+
+
 def environment_record() -> dict[str, Any]:
     """The block every results file carries: when, versions and hardware."""
     return {

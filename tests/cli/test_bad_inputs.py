@@ -108,6 +108,18 @@ def _case_recipe(folder: Path, text: str) -> list[str]:
     ]
 
 
+def _score(folder: Path, name: str, text: str) -> list[str]:
+    path = _write(folder / name, text)
+    return ["score", "--model", str(_tiny_model_dir()), "--input", str(path), "--output", str(folder / "out.csv")]
+
+
+def _table_recipe(folder: Path, name: str, text: str, columns: str = "{}") -> list[str]:
+    data = _write(folder / name, text)
+    body = f"model: {{backbone: {_tiny_model_dir()}}}\n"
+    body += f"data: {{format: table, train: {data}, validation: null, columns: {columns}}}\n"
+    return ["train", _recipe(folder, body), "--dry-run", "-o", str(folder / "out")]
+
+
 CASES: list[Case] = [
     # ---------------------------------------------------------------- training recipes
     Case("recipe-empty", lambda d: _dry(d, ""), 1, ("r.yaml: the recipe file is empty",)),
@@ -355,6 +367,51 @@ CASES: list[Case] = [
     Case("case-recipe-zero-dim", lambda d: _case_recipe(d, "dim: 0\n"), 1, ("case.yaml", "'dim'", "positive integer")),
     Case("case-recipe-kind", lambda d: _case_recipe(d, "kind: quadratic\n"), 1, ("case.yaml", "'kind'")),
     Case("case-recipe-empty", lambda d: _case_recipe(d, ""), 1, ("case.yaml", "empty")),
+    # ---------------------------------------------------------------- finesim score and the table format
+    Case(
+        "score-jsonl-line-not-an-object",
+        lambda d: _score(d, "in.jsonl", '{"sentence1": "a", "sentence2": "b"}\n[1, 2]\n'),
+        1,
+        ("in.jsonl, row 2", "not a JSON object"),
+    ),
+    Case(
+        "score-missing-column",
+        lambda d: _score(d, "in.csv", "s1,sentence2\na,b\n"),
+        1,
+        ("in.csv", "missing column 'sentence1'", "the input has ['s1', 'sentence2']"),
+    ),
+    Case(
+        "score-empty-text",
+        lambda d: _score(d, "in.tsv", "sentence1\tsentence2\na\t \n"),
+        1,
+        ("in.tsv, row 1", "column 'sentence2'", "text is empty"),
+    ),
+    Case(
+        "score-unknown-extension",
+        lambda d: _score(d, "in.xlsx", "x"),
+        1,
+        ("in.xlsx", "finesim reads .csv"),
+    ),
+    Case(
+        "score-output-is-input",
+        lambda d: [*_score(d, "in.csv", "sentence1,sentence2\na,b\n")[:-2], "--output", str(d / "in.csv")],
+        1,
+        ("is the input file",),
+    ),
+    Case(
+        "table-train-ragged-tsv",
+        lambda d: _table_recipe(d, "t.tsv", "sentence1\tsentence2\tlabel\na\tb\t1\nc\td\n"),
+        1,
+        ("t.tsv, row 2", "has 2 fields, the header has 3"),
+    ),
+    Case(
+        "table-train-column-mapping-typo",
+        lambda d: _table_recipe(
+            d, "t.jsonl", '{"x": "a", "y": "b", "label": 1}\n', columns="{sentence1: x, sentence2: yy}"
+        ),
+        1,
+        ("t.jsonl", "'yy'"),
+    ),
     # ---------------------------------------------------------------- command-line arguments
     Case(
         "evaluate-batch-size-zero",

@@ -19,6 +19,8 @@ LOADS_A_MODEL = {
     ("case", "sweep"),
     ("case", "isotropy"),
     ("case", "score"),
+    ("serve",),
+    ("score",),
     ("index", "build"),
     ("index", "add"),
     ("index", "search"),

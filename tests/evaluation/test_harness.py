@@ -341,3 +341,26 @@ def test_averages_are_per_score_group() -> None:
     assert average_main_scores(mixed) == (None, {"sts": 75.0, "csts": 2.0, "csts-unconditional": 12.0})
     table = format_table(mixed)
     assert "average sts (main)" in table and "75.00" in table and "average csts" not in table
+
+
+def test_table_task_with_own_columns(tmp_path: Path, tiny_model) -> None:
+    """A task of format ``table``: any file layout, its columns mapped, conditions given per pair."""
+    from finesim.evaluation.harness import evaluate_task
+    from finesim.evaluation.tasks import load_registry
+
+    (tmp_path / "pairs.tsv").write_text(
+        "a\tb\tc\tgold\n"
+        "a man plays guitar\ta woman plays piano\tthe activity\t4\n"
+        "a dog runs\ta cat sits\tthe animal\t2\n"
+        "a red car\ta red car\tthe color\t5\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "tasks.yaml").write_text(
+        "tasks:\n  mine:\n    format: table\n    path: pairs.tsv\n    score_range: [1, 5]\n"
+        "    conditional: true\n    columns: {sentence1: a, sentence2: b, condition: c, label: gold}\n",
+        encoding="utf-8",
+    )
+    task = load_registry(tmp_path / "tasks.yaml").tasks["mine"]
+    assert task.conditional and task.score_group == "csts"
+    result = evaluate_task(task, tiny_model, tmp_path)
+    assert result.pairs == 3 and result.group == "csts"

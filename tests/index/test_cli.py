@@ -103,7 +103,7 @@ def test_errors_are_one_line_naming_the_file(model_dirs, tmp_path, capsys):
 
     blank = write_jsonl(tmp_path / "blank.jsonl", ["a dog", "  "])
     assert main(["index", "build", "--model", model, "--corpus", str(blank), "-o", str(tmp_path / "c")]) == 1
-    assert "blank.jsonl, row 2, column 'text': empty text" in capsys.readouterr().err
+    assert "blank.jsonl, row 2, column 'text': text is empty" in capsys.readouterr().err
 
     out = tmp_path / "index"
     corpus = write_csv(tmp_path / "ok.csv", ["a dog runs", "a cat sits", "the boy walks"])

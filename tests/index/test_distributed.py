@@ -94,7 +94,7 @@ def test_ray_errors_name_the_file_row_and_column(ray_local, model_dirs, tmp_path
 
     model = str(model_dirs["tri-hadamard"])
     table = _write_csv(tmp_path / "pairs.csv", ["sentence1", "sentence2"], [["a dog", "a cat"], ["a boy", ""]])
-    with pytest.raises(DataFormatError, match=r"pairs\.csv, row 2, column 'sentence2': empty text"):
+    with pytest.raises(DataFormatError, match=r"pairs\.csv, row 2, column 'sentence2': text is empty"):
         score_table_ray(str(model_dirs["bi"]), table, condition_column=None, workers=1)
     with pytest.raises(WorkerError, match=r"pairs\.csv, rows 1-2: a Ray worker failed: ValueError: a tri-encoder"):
         score_table_ray(model, table, condition_column=None, workers=1)

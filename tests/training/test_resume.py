@@ -138,3 +138,17 @@ def test_sigkill_mid_epoch_then_rerun_matches_an_uninterrupted_run(
     assert wa.keys() == wb.keys()
     for name in wa:
         assert (wa[name] - wb[name]).abs().max().item() < 1e-6, name
+
+
+def test_dry_run_prints_the_recipe_that_would_run(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    spec = tiny_recipe(tiny_bert_dir, data_root)
+    spec["data"].pop("root")
+    recipe = _write(tmp_path / "r.json", spec)
+    argv = ["train", str(recipe), "--dry-run", "-o", str(tmp_path / "o"), "--data", str(data_root)]
+    assert main([*argv, "--set", "train.epochs=1"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["output_dir"] == str(tmp_path / "o") and printed["data"]["root"] == str(data_root)
+    assert printed["train"]["epochs"] == 1.0
+    assert not (tmp_path / "o").exists()  # nothing written by a dry run

@@ -37,7 +37,7 @@ def test_layer_decay_reaches_the_optimizer(tiny_bert_dir: Path, data_root: Path,
     seen: dict[float, int] = {}
 
     class Groups(TrainerCallback):
-        def on_train_begin(self, args, state, control, optimizer=None, **kwargs):  # noqa: ANN001
+        def on_train_begin(self, args, state, control, optimizer=None, **kwargs):
             for group in optimizer.param_groups:
                 seen[round(group["lr"] if group.get("initial_lr") is None else group["initial_lr"], 12)] = len(
                     group["params"]
@@ -76,3 +76,77 @@ def test_bf16_autocast_trains_on_cpu(tiny_bert_dir: Path, data_root: Path, tmp_p
     losses = [e["loss"] for e in metrics["log_history"] if "loss" in e]
     assert metrics["global_steps"] == 3 and all(math.isfinite(x) for x in losses)
     assert math.isfinite(metrics["validation"]["spearman"])
+
+
+def test_dev_split_carved_from_train_chooses_and_validation_is_reported(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path
+) -> None:
+    spec = tiny_recipe(tiny_bert_dir, data_root, data={"dev_fraction": 0.25, "dev_seed": 3}, train={"max_steps": 4})
+    metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "out").metrics
+    data = metrics["data"]
+    assert data["dev_rows"] == 16 and data["train_rows"] == 48  # 8 of 32 sentence pairs (2 rows each) carved off
+    assert data["selection_split"].startswith("dev")
+    assert set(metrics["dev"]) == {"spearman", "pearson"} and set(metrics["validation"]) == {"spearman", "pearson"}
+    assert metrics["best_metric"] == pytest.approx(metrics["dev"]["spearman"], abs=1e-6)
+    from finesim.data.csts import read_csts
+    from finesim.data.splits import split_by_pair
+
+    rows, _ = read_csts(data_root / "csts" / "train.csv")
+    kept, dev = split_by_pair(rows, 0.25, 3)
+    pairs = lambda ds: set(zip(ds["sentence1"], ds["sentence2"]))  # noqa: E731
+    assert not pairs(kept) & pairs(dev)  # no sentence pair on both sides
+
+
+def test_table_format_with_own_columns_and_declared_label_range(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    import json
+
+    rows = [
+        {"text_a": f"{a} plays", "text_b": f"{b} plays", "aspect": c, "score": s}
+        for a, b, c, s in [
+            ("a man", "a woman", "the person", 0.5),
+            ("a dog", "a cat", "the animal", 0.25),
+            ("a boy", "a girl", "the person", 0.75),
+            ("a man", "a dog", "the animal", 0.0),
+        ]
+        * 4
+    ]
+    train_file = tmp_path / "train.jsonl"
+    train_file.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    spec = tiny_recipe(
+        tiny_bert_dir,
+        tmp_path,
+        data={
+            "format": "table",
+            "train": str(train_file),
+            "validation": str(train_file),
+            "columns": {"sentence1": "text_a", "sentence2": "text_b", "condition": "aspect", "label": "score"},
+        },
+        labels={"scale": "minmax", "low": 0.0, "high": 1.0},
+        train={"max_steps": 2},
+    )
+    metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "out").metrics
+    assert metrics["data"]["train_rows"] == 16 and math.isfinite(metrics["validation"]["spearman"])
+    # the declared range reaches the reader: a label outside [0, 1] is an error naming the row
+    rows[5]["score"] = 1.5
+    train_file.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    from finesim.data.errors import DataFormatError
+
+    with pytest.raises(
+        DataFormatError, match=r"train\.jsonl, row 6, column 'score'.*outside the declared range \[0, 1\]"
+    ):
+        train(recipe_from_dict(spec), output_dir=tmp_path / "out2")
+
+
+def test_csts_labels_use_the_declared_range(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """labels.low/high reach the C-STS reader (a 0-1 labelled C-STS file used to fail at 'outside [1, 5]')."""
+    root = write_synthetic_csts(tmp_path / "d")
+    for name in ("train", "validation"):
+        path = root / "csts" / f"{name}.csv"
+        lines = path.read_text(encoding="utf-8").splitlines()
+        fixed = [lines[0]] + [
+            ",".join([*line.split(",")[:-1], str((float(line.split(",")[-1]) - 1) / 4)]) for line in lines[1:]
+        ]
+        path.write_text("\n".join(fixed) + "\n", encoding="utf-8")
+    spec = tiny_recipe(tiny_bert_dir, root, labels={"scale": "none", "low": 0.0, "high": 1.0}, train={"max_steps": 1})
+    metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "out").metrics
+    assert metrics["global_steps"] == 1

@@ -167,8 +167,8 @@ class ConditionAwareEncoder:
         return np.stack([self._memory[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
     def forget(self) -> None:
-        """Drop the embeddings kept in memory (not the on-disk cache): for callers that stream a large corpus
-        through the encoder once (a conditional index) and would otherwise keep every vector."""
+        """Drop the embeddings kept in memory (without an on-disk cache every text encoded so far is kept): a
+        long-running caller with a bounded cache of its own (the server) calls it after each batch."""
         self._memory.clear()
 
     def conditional_texts(self, sentences: Sequence[str], conditions: Sequence[str]) -> list[str]:

@@ -13,11 +13,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from finesim import __version__
-from finesim.cli import bound, case, evaluate, index, prompt_eval, train
+from finesim._version import __version__
+from finesim.cli import bound, case, evaluate, index, prompt_eval, score, serve, train
 from finesim.cli.common import EXIT_USAGE, HelpFormatter, configure_output, run_command
 
-COMMANDS = (evaluate, prompt_eval, train, bound, case, index)
+COMMANDS = (evaluate, score, serve, prompt_eval, train, bound, case, index)
 
 
 def build_parser() -> argparse.ArgumentParser:

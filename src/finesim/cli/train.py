@@ -83,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
     result = train(recipe, checked=checked, callbacks=None)
     if result.metrics:
         val = result.metrics.get("validation") or {}
+        if result.metrics.get("dev"):
+            dev = result.metrics["dev"].get("spearman", float("nan"))
+            print(f"dev spearman (the checkpoint was chosen on it): {dev:.2f}")
         print(
             f"model: {result.model_dir}\n"
             f"validation spearman: {val.get('spearman', float('nan')):.2f}  "

@@ -86,6 +86,12 @@ def require_text(value: str | None, *, path: str | Path, row: int, column: str, 
     return value
 
 
+def close_match(name: str, candidates: Sequence[str]) -> str | None:
+    """The candidate closest to ``name`` (a likely typo), or None if none is close enough."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def header_index(path: str | Path, header: Sequence[str], required: Sequence[str]) -> dict[str, int]:
     """Map each ``required`` column to its position in a file's header (line 1).
 
@@ -105,9 +111,8 @@ def header_index(path: str | Path, header: Sequence[str], required: Sequence[str
         seen.add(name)
     for name in required:
         if name not in seen:
-            unused = [h for h in header if h not in required]
-            close = difflib.get_close_matches(name, unused, n=1, cutoff=0.6)
-            hint = f" (found {close[0]!r}: rename it)" if close else ""
+            close = close_match(name, [h for h in header if h not in required])
+            hint = f" (found {close!r}: rename it)" if close else ""
             raise DataFormatError(
                 f"missing column {name!r}{hint}; the header has {list(header)}, finesim expects {list(required)}",
                 path=path,

@@ -17,12 +17,13 @@ from finesim.data._io import header_index
 from finesim.data.errors import DataFormatError, LoadReport
 
 
-def unclosed_quote(text: str) -> tuple[int, int] | None:
+def unclosed_quote(text: str, delimiter: str = ",") -> tuple[int, int] | None:
     """Where a quoted field opens that is never closed, as ``(line, field index)``; None if every quote closes.
 
     Follows the rules of Python's default (non-strict) CSV dialect: a ``"`` at the start of a field opens a quoted
     field, ``""`` inside it is a literal quote, and any other ``"`` inside it closes it. Python's reader does not
-    complain about an unclosed quote: it silently reads the rest of the file into one field.
+    complain about an unclosed quote: it silently reads the rest of the file into one field. ``delimiter`` separates
+    fields (``"\\t"`` for TSV).
     """
     quoted = after_quote = False
     field_start, field, line = True, 0, 1
@@ -44,7 +45,7 @@ def unclosed_quote(text: str) -> tuple[int, int] | None:
                 continue
         if ch == '"' and field_start:
             quoted, field_start, opened = True, False, (line, field)
-        elif ch == ",":
+        elif ch == delimiter:
             field_start, field = True, field + 1
         elif ch in "\r\n":
             field_start, field = True, 0
@@ -55,13 +56,24 @@ def unclosed_quote(text: str) -> tuple[int, int] | None:
 
 
 def unclosed_quote_error(
-    path: Path, opened: tuple[int, int], record: tuple[int, int] | None, header: list[str]
+    path: Path,
+    opened: tuple[int, int],
+    record: tuple[int, int] | None,
+    header: list[str],
+    *,
+    header_line: int = 1,
+    within: int | None = None,
 ) -> DataFormatError:
-    """The error for a quoted field that never closes (``record``: the (row, line) being read, None: the header)."""
+    """The error for a quoted field that never closes (``record``: the (row, line) being read, None: the header).
+
+    ``header_line`` is the line the header starts on; ``within``, when given, says the quote was still open after
+    that many characters (e.g. the csv module's field size limit) rather than at the end of the file.
+    """
     quote_line, field = opened
-    row, line = record if record is not None else (None, 1)
+    row, line = record if record is not None else (None, header_line)
+    end = f"within {within} characters" if within is not None else "before the end of the file"
     return DataFormatError(
-        f'a quoted field opened on line {quote_line} is never closed: no closing " before the end of the file '
+        f'a quoted field opened on line {quote_line} is never closed: no closing " {end} '
         "(a stray quote? double it inside a quoted field, or quote the whole field)",
         path=path,
         row=row,

@@ -15,7 +15,7 @@ from finesim.data.errors import DataFormatError
 from finesim.evaluation.metrics import bootstrap_interval, pearson, spearman
 from finesim.evaluation.scoring import EmbeddingScorer, PairScorer, Similarity
 from finesim.evaluation.tasks import Task
-from finesim.results import file_sha256
+from finesim.results import path_sha256
 
 logger = logging.getLogger("finesim.evaluation")
 
@@ -81,7 +81,7 @@ def load_task_data(task: Task, data_root: Path, *, hash_files: bool = True) -> T
             f"task {task.name!r} has {len(dataset)} scored pairs ({detail}); at least 2 are needed to correlate",
             path=data_root / task.path,
         )
-    files = {str(p): file_sha256(p) for p in task.files(data_root)} if hash_files else {}
+    files = {str(p): path_sha256(p) for p in task.files(data_root)} if hash_files else {}
     return TaskData(task, dataset, skipped, files, time.perf_counter() - start)
 
 

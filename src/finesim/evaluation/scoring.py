@@ -157,26 +157,84 @@ class ConditionalScorer(ScorerBase):
         """A CASE model scores pairs only under a condition."""
         return self.encoder == "case"
 
+    @property
+    def embeds(self) -> bool:
+        """Whether scores are cosines of per-(sentence, condition) embeddings (bi, tri, CASE): :meth:`embed` gives
+        them. A cross-encoder reads each pair jointly and has none."""
+        return self.encoder != "cross"
+
     def _score(self, sentences1: list[str], sentences2: list[str], conds: list[str] | None) -> np.ndarray:
         """One score per triple: cosine for bi/tri encoders and CASE, the raw regression output for cross-encoders."""
-        if self.encoder == "bi":
-            scorer = EmbeddingScorer(
-                self.model, condition_mode="pair", batch_size=self.batch_size, show_progress=self.show_progress
-            )
-            out = scorer.score(sentences1, sentences2, conds)
-            self.last_encoded = scorer.last_encoded
-            return out
         if self.encoder == "cross":
-            return self._score_cross(sentences1, sentences2, conds)
+            return self.cross_scores(sentences1, sentences2, conds)
         if self.encoder == "case":
             out = self.model.score(sentences1, sentences2, conds)
             self.last_encoded = self.model.last_encoded
             return out
-        return self._score_tri(sentences1, sentences2, conds)
+        if self.encoder == "tri" and conds is None:
+            raise ValueError("a tri-encoder needs a condition for every pair")
+        n = len(sentences1)
+        both = None if conds is None else [*conds, *conds]
+        embeddings = self.embed([*sentences1, *sentences2], both)
+        return cosine_scores(embeddings[:n], embeddings[n:])
 
-    def _score_cross(
-        self, sentences1: Sequence[str], sentences2: Sequence[str], conditions: list[str] | None
+    def embed(self, sentences: Sequence[str], conditions: Sequence[str | None] | None = None) -> torch.Tensor:
+        """The embeddings whose row-wise cosine is the score: one float32 CPU row per (sentence, condition).
+
+        - bi: the model's embedding of the text pair ``(sentence, condition)``, of the sentence alone where the
+          condition is None;
+        - tri: the :class:`~finesim.models.condition_head.ConditionHead`'s fusion of the sentence's and the
+          condition's embeddings, each encoded alone (a condition is required);
+        - case: :meth:`finesim.case.model.CaseModel.embed` (a condition is required).
+
+        Each distinct text (or text pair) goes through the model once; ``last_encoded`` counts them. The inputs are
+        not checked here (:meth:`score` checks them). A cross-encoder has no such embeddings (``ValueError``).
+        """
+        conds: list[str | None] = [None] * len(sentences) if conditions is None else list(conditions)
+        if len(conds) != len(sentences):
+            raise ValueError(f"{len(sentences)} sentences but {len(conds)} conditions")
+        if not sentences:
+            return torch.zeros((0, 0))
+        if self.encoder == "cross":
+            raise ValueError("a cross-encoder scores each pair jointly: it has no per-sentence embeddings")
+        if self.encoder != "bi" and any(c is None for c in conds):
+            raise ValueError(f"a {self.encoder} model needs a condition for every sentence")
+        if self.encoder == "case":
+            before = self.model.encoder.encoded
+            out = self.model.embed(list(sentences), conds)
+            self.last_encoded = self.model.encoder.encoded - before
+            return torch.as_tensor(np.asarray(out, dtype=np.float32))
+        if self.encoder == "bi":
+            items = [s if c is None else (s, c) for s, c in zip(sentences, conds)]
+            embeddings, position = encode_distinct(
+                self.model, items, batch_size=self.batch_size, show_progress=self.show_progress
+            )
+            self.last_encoded = len(position)
+            return rows(embeddings, position, items)
+        return self._embed_tri(sentences, conds)  # type: ignore[arg-type]
+
+    def _embed_tri(self, sentences: Sequence[str], conditions: Sequence[str]) -> torch.Tensor:
+        from finesim.models.condition_head import find_condition_head
+
+        head = find_condition_head(self.model)
+        assert head is not None
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            emb, position = encode_distinct(
+                self.model, [*sentences, *conditions], batch_size=self.batch_size, show_progress=self.show_progress
+            )
+            self.last_encoded = len(position)
+            with torch.no_grad():
+                return head.fuse(rows(emb, position, sentences), rows(emb, position, conditions)).cpu()
+        finally:
+            self.model.train(was_training)
+
+    def cross_scores(
+        self, sentences1: Sequence[str], sentences2: Sequence[str], conditions: Sequence[str | None] | None
     ) -> np.ndarray:
+        """A cross-encoder's raw output for each ``(s1, s2 [SEP] c)`` pair (``s2`` alone where the condition is
+        None); the inputs are not checked here (:meth:`score` checks them)."""
         from finesim.models.builders import cross_second_text
 
         second = [
@@ -192,33 +250,11 @@ class ConditionalScorer(ScorerBase):
         self.last_encoded = len(second)
         return np.asarray(out, dtype=np.float32).reshape(-1)
 
-    def _score_tri(
-        self, sentences1: Sequence[str], sentences2: Sequence[str], conditions: list[str] | None
-    ) -> np.ndarray:
-        from finesim.models.condition_head import find_condition_head
 
-        if conditions is None:
-            raise ValueError("a tri-encoder needs a condition for every pair")
-        head = find_condition_head(self.model)
-        assert head is not None
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            emb, position = encode_distinct(
-                self.model,
-                [*sentences1, *sentences2, *conditions],
-                batch_size=self.batch_size,
-                show_progress=self.show_progress,
-            )
-            self.last_encoded = len(position)
-            with torch.no_grad():
-                c = rows(emb, position, conditions)
-                a = head.fuse(rows(emb, position, sentences1), c)
-                b = head.fuse(rows(emb, position, sentences2), c)
-                scores = torch.nn.functional.cosine_similarity(a, b, dim=-1)
-        finally:
-            self.model.train(was_training)
-        return scores.cpu().numpy()
+def cosine_scores(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+    """Row-wise cosine of two embedding matrices from :meth:`ConditionalScorer.embed`: the bi-, tri-encoder and
+    CASE score."""
+    return pairwise_similarity(a, b, "cosine").numpy()
 
 
 CASE_ENCODER = "case"

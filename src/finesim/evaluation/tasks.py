@@ -15,8 +15,8 @@ from finesim.data.csts import read_csts
 from finesim.data.errors import DataFormatError, LoadReport
 from finesim.data.sts import read_senteval_subset, read_sick, read_stsb
 
-Format = Literal["senteval", "stsb", "sick", "csts"]
-FORMATS = ("senteval", "stsb", "sick", "csts")
+Format = Literal["senteval", "stsb", "sick", "csts", "table"]
+FORMATS = ("senteval", "stsb", "sick", "csts", "table")
 
 
 @dataclass(frozen=True)
@@ -32,10 +32,12 @@ class Task:
     aggregation: Literal["pooled", "mean"] = "pooled"
     condition_mode: Literal["pair", "ignore"] = "pair"
     demonstrations: str | None = None  # training file of in-context examples (prompting baseline)
+    columns: tuple[tuple[str, str], ...] = ()  # format "table": finesim's column name -> the file's
+    with_conditions: bool = False  # format "table": the table gives a condition per pair
 
     @property
     def conditional(self) -> bool:
-        return self.format == "csts"
+        return self.format == "csts" or (self.format == "table" and self.with_conditions)
 
     @property
     def score_group(self) -> str:
@@ -59,7 +61,16 @@ class Task:
         if self.format == "senteval":
             parts = [read_senteval_subset(base, s, label_range=(low, high)) for s in self.subsets]
             return concatenate_datasets([d for d, _ in parts]), [r for _, r in parts]
-        if self.format == "stsb":
+        if self.format == "table":
+            from finesim.data.table import read_table
+
+            ds, report = read_table(
+                base,
+                columns=dict(self.columns) or None,
+                label_range=(low, high),
+                conditions="required" if self.with_conditions else "none",
+            )
+        elif self.format == "stsb":
             ds, report = read_stsb(base, label_range=(low, high))
         elif self.format == "sick":
             ds, report = read_sick(base, label_range=(low, high))
@@ -68,7 +79,18 @@ class Task:
         return ds, [report]
 
 
-TASK_KEYS = ("format", "path", "score_range", "subsets", "split", "aggregation", "condition_mode", "demonstrations")
+TASK_KEYS = (
+    "format",
+    "path",
+    "score_range",
+    "subsets",
+    "split",
+    "aggregation",
+    "condition_mode",
+    "demonstrations",
+    "columns",
+    "conditional",
+)
 
 
 def _parse_task(name: str, spec: Any, source: str) -> Task:
@@ -107,6 +129,14 @@ def _parse_task(name: str, spec: Any, source: str) -> Task:
         raise ValueError(f"{where}: subsets must be a list of names, got {subsets!r}")
     if spec["format"] == "senteval" and not subsets:
         raise ValueError(f"{where}: a senteval task needs subsets")
+    columns = spec.get("columns") or {}
+    if not isinstance(columns, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in columns.items()):
+        raise ValueError(f"{where}: columns must map finesim's column names to the file's, got {columns!r}")
+    if (columns or "conditional" in spec) and spec["format"] != "table":
+        raise ValueError(f"{where}: columns and conditional apply to format 'table' only")
+    conditional = spec.get("conditional", False)
+    if not isinstance(conditional, bool):
+        raise ValueError(f"{where}: conditional must be true or false, got {conditional!r}")
     return Task(
         name=name,
         format=spec["format"],
@@ -117,6 +147,8 @@ def _parse_task(name: str, spec: Any, source: str) -> Task:
         aggregation=spec.get("aggregation", "pooled"),
         condition_mode=spec.get("condition_mode", "pair"),
         demonstrations=None if spec.get("demonstrations") is None else str(spec["demonstrations"]),
+        columns=tuple(sorted(columns.items())),
+        with_conditions=conditional,
     )
 
 

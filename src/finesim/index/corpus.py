@@ -8,9 +8,6 @@ has the file's path, SHA-256, row count and column.
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,108 +51,15 @@ def read_corpus(path: str | Path, text_column: str = "text", format: str | None 
     """Read the ``text_column`` of a corpus file; errors name the file, and the row and column where one is bad.
 
     Raises:
-        DataFormatError: the column is missing (the message lists the columns there are), a text is empty or not a
-            string, or the file has no rows.
+        DataFormatError: the file cannot be read, the column is missing (the message lists the columns there are), a
+            text is empty or not a string, or the file has no rows.
     """
-    texts: list[str] = []
-    with _open(path, format) as reader:
-        columns = list(reader.columns)
-        if text_column not in columns:
-            raise missing_column(path, text_column, columns)
-        for record in reader:
-            value = record.values.get(text_column)
-            if not isinstance(value, str) or not value.strip():
-                problem = "empty text" if value is None or isinstance(value, str) else f"{type(value).__name__}"
-                raise DataFormatError(
-                    problem if problem == "empty text" else f"a {problem}, not a text",
-                    path=path,
-                    row=record.row,
-                    column=text_column,
-                    line=getattr(record, "line", None),
-                )
-            texts.append(value)
+    from finesim.data.table import open_table, text_field
+
+    reader = open_table(path, format=format)
+    if text_column not in reader.columns:
+        raise missing_column(path, text_column, list(reader.columns))
+    texts = [text_field(path, record, text_column) for record in reader]
     if not texts:
         raise DataFormatError("no rows: the corpus is empty", path=path)
-    return Corpus(texts, file_record(path, len(texts), text_column, format))
-
-
-@contextlib.contextmanager
-def _open(path: str | Path, format: str | None) -> Iterator[Any]:
-    try:
-        from finesim.data.table import open_table
-    except ImportError:  # TEMPORARY: until finesim.data.table lands on main (see _TemporaryTable)
-        reader: Any = _TemporaryTable(path, format)
-    else:
-        reader = open_table(path, format=format)
-    try:
-        yield reader
-    finally:
-        close = getattr(reader, "close", None)
-        if close is not None:
-            close()
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# TEMPORARY: a minimal CSV / JSONL reader standing in for finesim.data.table.open_table, which is being written on
-# main. It mimics the part of its interface used above (``columns``; records with ``row``, ``line``, ``values``)
-# and is removed once that module is merged.
-
-
-@dataclass
-class _Record:
-    row: int
-    line: int
-    values: dict[str, Any]
-
-
-class _TemporaryTable:
-    """TEMPORARY CSV / JSONL reader (see the note above)."""
-
-    def __init__(self, path: str | Path, format: str | None = None) -> None:
-        from finesim.data._io import read_text
-
-        self.path = Path(path)
-        suffix = self.path.suffix.lower().lstrip(".")
-        self.format = format or {"jsonl": "jsonl", "ndjson": "jsonl", "csv": "csv"}.get(suffix)
-        if self.format not in ("csv", "jsonl"):
-            raise DataFormatError(
-                f"cannot read format {self.format or suffix!r} yet: use a .csv or .jsonl corpus", path=self.path
-            )
-        self._text = read_text(self.path, what="corpus file")
-        if self.format == "csv":
-            import csv
-            import io
-
-            reader = csv.reader(io.StringIO(self._text, newline=""))
-            self.columns = [h.strip() for h in next(reader, [])]
-        else:
-            self.columns = self._json_columns()
-
-    def _json_columns(self) -> list[str]:
-        for record in self._json_records():
-            return list(record.values)
-        return []
-
-    def _json_records(self) -> Iterator[_Record]:
-        row = 0
-        for number, line in enumerate(self._text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            row += 1
-            try:
-                values = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataFormatError(f"not valid JSON ({err.msg})", path=self.path, row=row, line=number) from None
-            if not isinstance(values, dict):
-                raise DataFormatError("not a JSON object", path=self.path, row=row, line=number)
-            yield _Record(row, number, values)
-
-    def __iter__(self) -> Iterator[_Record]:
-        if self.format == "jsonl":
-            yield from self._json_records()
-            return
-        from finesim.data.csv_records import csv_records
-
-        _, records = csv_records(self.path, self._text, [])
-        for row, line, fields in records:
-            yield _Record(row, line, dict(zip(self.columns, fields)))
+    return Corpus(texts, file_record(path, len(texts), text_column, reader.format))

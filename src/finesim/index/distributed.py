@@ -160,7 +160,7 @@ def _check_rows(batch: dict[str, np.ndarray], start: int, path: str) -> None:
         raise WorkerError(f"{path}, rows {start + 1}-{start + len(batch[ERROR])}: a Ray worker failed: {failed[0]}")
     if batch[BAD].any():
         i = int(np.argmax(batch[BAD]))
-        raise DataFormatError("empty text", path=path, row=start + i + 1, column=str(batch[BAD_COLUMN][i]))
+        raise DataFormatError("text is empty", path=path, row=start + i + 1, column=str(batch[BAD_COLUMN][i]))
 
 
 class WorkerError(RuntimeError):

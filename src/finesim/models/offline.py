@@ -126,7 +126,7 @@ class _lock:
     def __enter__(self) -> None:
         import fcntl
 
-        self.handle = open(self.path, "w")  # noqa: SIM115 (closed in __exit__)
+        self.handle = open(self.path, "w")
         fcntl.flock(self.handle, fcntl.LOCK_EX)
 
     def __exit__(self, *exc: object) -> None:

@@ -7,6 +7,9 @@ label range (the recipe's ``labels.low/high``) and the column mapping (``data.co
 triplet formats.
 
 - ``csts``: a C-STS CSV; rows with conditions, labels 1-5.
+- ``table``: any table of pairs (CSV, TSV, JSONL, Parquet, a datasets folder, a Hub dataset id) with the column
+  mapping ``data.columns`` (finesim's ``sentence1``, ``sentence2``, ``condition``, ``label`` -> the file's names), the
+  labels checked against ``labels.low/high``; a condition column is used when there is one.
 - ``sts``: the data root (``.``) gives the overlap-filtered STS-B + SICK-R training pairs (0-5); an ``sts-*.csv``
   path an STS-B split; a ``SICK_*.txt`` path SICK rescaled to 0-5.
 - ``sts-unfiltered``: the data root; STS-B train + SICK-R train (0-5) **without** the overlap filter (the
@@ -39,6 +42,7 @@ class FormatOptions:
 
     label_range: tuple[float, float] = (1.0, 5.0)
     columns: dict[str, str] = field(default_factory=dict)
+    split: str | None = None  # the split of a datasets folder or Hub dataset (format "table")
 
 
 # A data format loader returns (dataset with sentence1, sentence2, [condition,] label[, row], report-dict).
@@ -50,6 +54,19 @@ def load_csts(path: Path, options: FormatOptions | None = None) -> tuple[Dataset
     from finesim.data.csts import read_csts
 
     dataset, report = read_csts(path, label_range=(options or FormatOptions()).label_range)
+    return dataset, report.as_dict()
+
+
+def load_table(path: Path, options: FormatOptions | None = None) -> tuple[Dataset, dict[str, Any]]:
+    """The ``table`` format: any table (CSV, TSV, JSONL, Parquet, a datasets folder or a Hub dataset id) read with
+    :func:`finesim.data.table.read_table`: the column mapping ``data.columns`` and the declared label range
+    ``labels.low/high``; a condition column is used when the table has one."""
+    from finesim.data.table import read_table
+
+    options = options or FormatOptions()
+    dataset, report = read_table(
+        path, columns=options.columns or None, split=options.split, label_range=options.label_range
+    )
     return dataset, report.as_dict()
 
 
@@ -116,6 +133,7 @@ def load_simcse_nli(path: Path, options: FormatOptions | None = None) -> tuple[D
 
 DATA_FORMATS: dict[str, DataLoader] = {
     "csts": load_csts,
+    "table": load_table,
     "sts": load_sts,
     "sts-unfiltered": load_sts_unfiltered,
     "snli-regression": load_snli_regression,

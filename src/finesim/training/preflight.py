@@ -29,6 +29,7 @@ from typing import Any
 
 from datasets import Dataset
 
+from finesim.results import path_sha256
 from finesim.training.recipe import Recipe, RecipeError, check_recipe, recipe_source
 
 RUN_FILE = "run.json"
@@ -80,6 +81,7 @@ class Preflight:
     action: str
     checkpoint: str | None = None
     notes: list[str] = field(default_factory=list)
+    dev: LoadedData | None = None  # carved from the training data (data.dev_fraction): the selection split
 
     @property
     def digest(self) -> str:
@@ -89,7 +91,7 @@ class Preflight:
     def summary(self) -> list[str]:
         """One line per finding, for the command line."""
         lines = [f"backbone {self.recipe.model.backbone}: found ({self.backbone})"]
-        for data in (self.train, self.validation):
+        for data in (self.train, self.dev, self.validation):
             if data is not None:
                 skipped = sum((data.report.get("skipped") or {}).values()) if isinstance(data.report, dict) else 0
                 extra = f", {skipped} rows skipped (see the report)" if skipped else ""
@@ -105,7 +107,7 @@ class Preflight:
 
     def run_record(self) -> dict[str, Any]:
         """The content of ``OUT/run.json``."""
-        from finesim import __version__
+        from finesim._version import __version__
 
         return {"finesim": __version__, "fingerprint_sha256": self.digest, "fingerprint": self.fingerprint}
 
@@ -130,13 +132,13 @@ def preflight(
     out = output_folder(recipe, output_dir)
     backbone = _check_backbone(recipe, source)
     root = data_root if data_root is not None else recipe.data.root
-    train = load_data(recipe, "train", root)
+    train, dev = carve_dev(recipe, load_data(recipe, "train", root))
     validation = load_data(recipe, "validation", root) if recipe.data.validation else None
     _check_layout(recipe, train.dataset, train.path)
     _check_writable(out, source)
     fingerprint = run_fingerprint(recipe, train, validation)
     action, checkpoint = _decide(out, fingerprint, resume, source)
-    return Preflight(recipe, out, root, train, validation, backbone, fingerprint, action, checkpoint)
+    return Preflight(recipe, out, root, train, validation, backbone, fingerprint, action, checkpoint, dev=dev)
 
 
 def output_folder(recipe: Recipe, output_dir: str | Path | None) -> Path:
@@ -180,10 +182,15 @@ def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
     spec = d.train if role == "train" else str(d.validation)
     data_format = d.format if role == "train" else (d.validation_format or d.format)
     path = resolve_data_path(spec, root)
-    if not path.exists():
+    hub = data_format == "table" and not path.exists() and _is_hub_id(spec)
+    if hub:
+        path = Path(spec)  # a Hub dataset id, read by the table reader
+    elif not path.exists():
         raise DataFormatError(f"data.{role} not found (from {source})", path=path)
-    options = FormatOptions(label_range=(recipe.labels.low, recipe.labels.high), columns=dict(d.columns or {}))
-    dataset, report = get_data_format(data_format)(path, options)
+    options = FormatOptions(
+        label_range=(recipe.labels.low, recipe.labels.high), columns=dict(d.columns or {}), split=d.split
+    )
+    dataset, report = get_data_format(data_format)(spec if hub else path, options)  # type: ignore[arg-type]
     if len(dataset) == 0:
         raise DataFormatError(f"no rows to {'train on' if role == 'train' else 'validate on'} (data.{role})", path=path)
     limit = d.max_train_rows if role == "train" else d.max_validation_rows
@@ -196,7 +203,33 @@ def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
             f"{source}: encoder {encoder.name!r} embeds single sentences, but the data {path} (format "
             f"{data_format!r}) gives a condition per pair; use STS-style data without conditions"
         )
-    return LoadedData(role, path, data_format, dataset, report, data_sha256(path))
+    digest = hashlib.sha256(f"hub dataset {spec} split {d.split}".encode()).hexdigest() if hub else path_sha256(path)
+    return LoadedData(role, path, data_format, dataset, report, digest)
+
+
+def _is_hub_id(spec: str) -> bool:
+    from finesim.data.table import HUB_FORMAT, detect_format
+
+    try:
+        return detect_format(spec) == HUB_FORMAT
+    except ValueError:
+        return False
+
+
+def carve_dev(recipe: Recipe, train: LoadedData) -> tuple[LoadedData, LoadedData | None]:
+    """``(train, dev)``: with ``data.dev_fraction`` a development split of whole sentence pairs carved from the
+    training data (seed ``data.dev_seed``), chosen on during training; else ``(train, None)``."""
+    d = recipe.data
+    if d.dev_fraction is None:
+        return train, None
+    from finesim.data.splits import split_by_pair
+
+    if not {"sentence1", "sentence2"} <= set(train.dataset.column_names):
+        raise RecipeError(f"{recipe_source(recipe)}: data.dev_fraction needs sentence pairs (not triplets)")
+    rest, dev = split_by_pair(train.dataset, d.dev_fraction, d.dev_seed)
+    carved = {"carved_from": str(train.path), "dev_fraction": d.dev_fraction, "dev_seed": d.dev_seed}
+    kept = LoadedData("train", train.path, train.format, rest, {**train.report, "dev_carved": carved}, train.sha256)
+    return kept, LoadedData("dev", train.path, train.format, dev, carved, train.sha256)
 
 
 def scale_labels(dataset: Dataset, recipe: Recipe, *, what: str) -> Dataset:
@@ -264,19 +297,6 @@ def _check_writable(out: Path, source: str) -> None:
 
 
 # ---------------------------------------------------------------- fingerprint and resume
-
-
-def data_sha256(path: Path) -> str:
-    """SHA-256 of a data file, or of a folder's files (relative names and contents, in sorted order)."""
-    from finesim.results import file_sha256
-
-    if path.is_file():
-        return file_sha256(path)
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(str(file.relative_to(path)).encode("utf-8"))
-        digest.update(file_sha256(file).encode("ascii"))
-    return digest.hexdigest()
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:

@@ -54,6 +54,7 @@ class DataSpec:
     format: str = "csts"
     # format "table": finesim's column names (sentence1, sentence2, condition, label) -> the file's column names
     columns: dict[str, str] = field(default_factory=dict)
+    split: str | None = None  # format "table": the split of a datasets folder or Hub dataset
     train: str = "csts/train.csv"
     validation: str | None = "csts/validation.csv"
     validation_format: str | None = None  # format of the validation file; None: the training ``format``
@@ -61,6 +62,10 @@ class DataSpec:
     equal_labels: str = "keep"  # condition-pair objectives: keep | drop | error pairs whose two labels tie
     max_train_rows: int | None = None  # use only the first N training rows (smoke tests, budgets)
     max_validation_rows: int | None = None
+    # carve a development split from the training data (whole sentence pairs, seeded) and choose the checkpoint on it;
+    # the validation file is then only reported (evaluated once, with the kept model). None: choose on validation.
+    dev_fraction: float | None = None
+    dev_seed: int = 42
 
 
 @dataclass
@@ -319,6 +324,8 @@ def validate_recipe(recipe: Recipe, *, source: str | None = None) -> None:
     _at_least(t.dataloader_num_workers, 0, "train.dataloader_num_workers", source)
     _at_least(d.max_train_rows, 1, "data.max_train_rows", source)
     _at_least(d.max_validation_rows, 1, "data.max_validation_rows", source)
+    if d.dev_fraction is not None and not 0.0 < d.dev_fraction < 1.0:
+        raise RecipeError(f"{source}: data.dev_fraction must be in (0, 1) or null, got {d.dev_fraction!r}")
     for key, value in (("labels.low", lab.low), ("labels.high", lab.high)):
         if not math.isfinite(value):
             raise RecipeError(f"{source}: {key} must be a finite number, got {value!r}")

@@ -28,7 +28,7 @@ from finesim.results import environment_record, write_json_atomic
 from finesim.training.encoders import TRIPLET_COLUMNS, EncoderType, get_encoder
 from finesim.training.evaluator import ConditionalSimilarityEvaluator
 from finesim.training.objectives import Objective, get_objective
-from finesim.training.preflight import RUN_FILE, Preflight, load_data, preflight, start_over
+from finesim.training.preflight import RUN_FILE, Preflight, carve_dev, load_data, preflight, start_over
 from finesim.training.recipe import Recipe, RecipeError
 
 logger = logging.getLogger("finesim.training")
@@ -52,7 +52,7 @@ class PreparedData:
     """The training examples in the objective's layout, the validation evaluator, and what was read."""
 
     train: Dataset
-    evaluator: ConditionalSimilarityEvaluator | None
+    evaluator: ConditionalSimilarityEvaluator | None  # the selection split: dev when carved, else validation
     train_path: Path
     train_report: dict[str, Any]
     train_rows: int
@@ -63,6 +63,8 @@ class PreparedData:
     validation_path: Path | None = None
     validation_report: dict[str, Any] | None = None
     validation_rows: int | None = None
+    dev_rows: int | None = None
+    report_evaluator: ConditionalSimilarityEvaluator | None = None  # validation, reported only (with a dev split)
 
     def info(self) -> dict[str, Any]:
         """The ``data`` block of ``metrics.json``."""
@@ -75,6 +77,9 @@ class PreparedData:
             out["pairing"] = self.pairing
         out["train_examples"] = self.train_examples
         out["train_rows_used"] = self.train_rows_used
+        if self.dev_rows is not None:
+            out["dev_rows"] = self.dev_rows
+            out["selection_split"] = "dev (carved from the training data)"
         if self.validation_path is not None:
             out.update(
                 validation_path=str(self.validation_path),
@@ -108,35 +113,40 @@ def _layout(
     return encoder.rows(model, rows), 1, None
 
 
+def _evaluator(recipe: Recipe, encoder: EncoderType, data: Any, name: str) -> ConditionalSimilarityEvaluator:
+    raw = data.dataset
+    return ConditionalSimilarityEvaluator(
+        raw["sentence1"],
+        raw["sentence2"],
+        raw["condition"] if "condition" in raw.column_names else None,
+        raw["label"],
+        encoder=encoder.scored_as,
+        name=name,
+        batch_size=recipe.train.eval_batch_size,
+    )
+
+
 def prepare_data(
     recipe: Recipe, model: Any, *, data_root: str | None = None, checked: Preflight | None = None
 ) -> PreparedData:
-    """Lay out the data for the recipe's encoder and objective and build the validation evaluator; the data is read
-    and checked as :func:`~finesim.training.preflight.preflight` does, unless ``checked`` gives its outcome."""
-    root = data_root if data_root is not None else recipe.data.root
-    train = checked.train if checked is not None else load_data(recipe, "train", root)
+    """Lay out the data for the recipe's encoder and objective and build the evaluators: the selection one (on the
+    dev split carved from train when ``data.dev_fraction`` is set, else on validation) and, with a dev split, the
+    report on validation. The data is read and checked as :func:`~finesim.training.preflight.preflight` does,
+    unless ``checked`` gives its outcome."""
     if checked is not None:
-        val = checked.validation
+        train, dev, val = checked.train, checked.dev, checked.validation
     else:
+        root = data_root if data_root is not None else recipe.data.root
+        train, dev = carve_dev(recipe, load_data(recipe, "train", root))
         val = load_data(recipe, "validation", root) if recipe.data.validation else None
     encoder = get_encoder(recipe.model.encoder)
     objective = get_objective(recipe.objective.name)
     laid_out, per_example, pairing = _layout(recipe, encoder, objective, model, train.dataset)
-    evaluator = None
-    if val is not None:
-        raw = val.dataset
-        evaluator = ConditionalSimilarityEvaluator(
-            raw["sentence1"],
-            raw["sentence2"],
-            raw["condition"] if "condition" in raw.column_names else None,
-            raw["label"],
-            encoder=encoder.scored_as,
-            name=EVAL_NAME,
-            batch_size=recipe.train.eval_batch_size,
-        )
+    selection = dev if dev is not None else val
     return PreparedData(
         train=laid_out,
-        evaluator=evaluator,
+        evaluator=None if selection is None else _evaluator(recipe, encoder, selection, EVAL_NAME),
+        report_evaluator=None if dev is None or val is None else _evaluator(recipe, encoder, val, "report"),
         train_path=train.path,
         train_report=train.report,
         train_rows=len(train.dataset),
@@ -147,6 +157,7 @@ def prepare_data(
         validation_path=None if val is None else val.path,
         validation_report=None if val is None else val.report,
         validation_rows=None if val is None else len(val.dataset),
+        dev_rows=None if dev is None else len(dev.dataset),
     )
 
 
@@ -278,6 +289,7 @@ def train(
     output = trainer.train(resume_from_checkpoint=checkpoint)
     wall = time.perf_counter() - started
     final = data.evaluator.compute(model) if data.evaluator is not None else {}
+    report = data.report_evaluator.compute(model) if data.report_evaluator is not None else None
     metrics: dict[str, Any] = {}
     if trainer.is_world_process_zero():
         from finesim.models.io import save_model
@@ -285,6 +297,8 @@ def train(
         save_model(model, out / "model", encoder=encoder.scored_as)
         write_json_atomic(out / "config.json", _resolved_config(recipe, out, options, data))
         metrics = _metrics(recipe, encoder, objective, options, data, trainer, args, output, final, checkpoint, wall)
+        if report is not None:  # chosen on dev, reported on validation
+            metrics["dev"], metrics["validation"] = metrics["validation"], report
         metrics["fingerprint_sha256"] = pre.digest
         write_json_atomic(out / "metrics.json", metrics)
         logger.info("validation %s; model saved to %s", final, out / "model")
@@ -308,7 +322,8 @@ def layer_decay_mapping(module: Any, learning_rate: float, decay: float) -> dict
         raise ValueError("train.layer_lr_decay: the model has no parameters named like '<...>.layer.<i>.<...>'")
     top = max(layers)
     return {
-        "^" + re.escape(prefix) + str(i) + r"\.": learning_rate * decay ** (top - i) for i, prefix in sorted(layers.items())
+        "^" + re.escape(prefix) + str(i) + r"\.": learning_rate * decay ** (top - i)
+        for i, prefix in sorted(layers.items())
     }
 
 

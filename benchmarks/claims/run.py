@@ -1,0 +1,243 @@
+"""Run the claims study (docs/claims.md): every run of ``plan.yaml`` for every seed, one results file each.
+
+Each (run, seed) goes through the ``finesim`` command exactly as a user would run it:
+
+- ``kind: train`` — ``finesim train RECIPE --set ... --set seed=N -o runs/claims/<study>/<run>/seed<N>`` then
+  ``finesim evaluate --model OUT/model --tasks <report>`` (C-STS validation with the over-estimation count, or the
+  seven STS tasks); a ``then`` list chains further stages (each stage's ``backbone`` may name ``{prev}``, the previous
+  stage's model folder);
+- ``kind: evaluate`` — ``finesim evaluate --model M --tasks ...`` (zero-shot rows);
+- ``kind: case`` — ``finesim case train --recipe RECIPE ... --seed N --eval <C-STS validation>``.
+
+The results file ``benchmarks/results/claims/<study>/<run>__seed<N>.json`` is written atomically when the run is
+complete and holds the command lines, the recipe as it ran, the training metrics that matter (validation, dev,
+best checkpoint, steps, time), the report scores, the environment and the git commit. A finished (run, seed) is
+skipped on the next invocation; an interrupted one resumes (``finesim train`` resumes the same run from its last
+checkpoint). Run it under the CPU lock, in the background::
+
+    flock /tmp/finesim-cpu.lock python benchmarks/claims/run.py --only csts       # one study
+    python benchmarks/claims/run.py --list                                         # what is done, what is left
+
+``FINESIM_CLAIMS_RESULTS`` and ``FINESIM_CLAIMS_WORK`` move the results and run folders, so a long study can run from
+a frozen copy of the code (a git worktree) while the code changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAN = Path(__file__).with_name("plan.yaml")
+# where results and run folders go (a long study can run from a snapshot of the code and write here)
+RESULTS = Path(os.environ.get("FINESIM_CLAIMS_RESULTS", ROOT / "benchmarks" / "results" / "claims"))
+WORK = Path(os.environ.get("FINESIM_CLAIMS_WORK", ROOT / "runs" / "claims"))
+
+
+def finesim(args: list[str], log: Path) -> float:
+    """Run ``finesim ARGS`` (appending its output to ``log``); return the wall seconds; raise on failure."""
+    start = time.perf_counter()
+    with open(log, "a", encoding="utf-8") as out:
+        out.write(f"\n$ finesim {' '.join(args)}\n")
+        out.flush()
+        code = subprocess.run(
+            [sys.executable, "-m", "finesim.cli.main", *args], stdout=out, stderr=out, cwd=ROOT
+        ).returncode
+    if code != 0:
+        raise RuntimeError(f"finesim {' '.join(args[:3])} ... exited with {code}; see {log}")
+    return time.perf_counter() - start
+
+
+def result_path(study: str, run: str, seed: int) -> Path:
+    return RESULTS / study / f"{run}__seed{seed}.json"
+
+
+def _sets(items: list[str] | None, **extra: Any) -> list[str]:
+    out: list[str] = []
+    for item in items or []:
+        out += ["--set", item]
+    for key, value in extra.items():
+        out += ["--set", f"{key}={value}"]
+    return out
+
+
+def _train_metrics(folder: Path) -> dict[str, Any]:
+    m = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    keep = (
+        "validation",
+        "dev",
+        "best_metric",
+        "best_checkpoint",
+        "kept",
+        "global_steps",
+        "epochs",
+        "train_rows_seen",
+        "train_rows_per_second",
+        "wall_seconds",
+        "resumed_from",
+        "objective_options",
+    )
+    evals = [
+        {k: v for k, v in e.items() if k in ("epoch", "step") or k.endswith("_spearman")}
+        for e in m.get("log_history", [])
+        if any(k.endswith("_spearman") for k in e)
+    ]
+    return {**{k: m.get(k) for k in keep}, "evaluations": evals, "data": m.get("data")}
+
+
+def _report(folder: Path, model: str, tasks: str, log: Path, extra: list[str]) -> tuple[dict[str, Any], float]:
+    out = folder / f"evaluate-{tasks}.json"
+    seconds = 0.0
+    if not out.is_file():
+        seconds = finesim(
+            ["evaluate", "--model", model, "--tasks", tasks, "--output", str(out), "--no-progress", *extra], log
+        )
+    record = json.loads(out.read_text(encoding="utf-8"))
+    scores = {name: r["main_score"] for name, r in record["results"].items()}
+    over = {
+        name: {k: r["analyses"]["overestimation"].get(k) for k in ("overestimated", "eq16", "eq17", "pairs")}
+        for name, r in record["results"].items()
+        if "overestimation" in r.get("analyses", {})
+    }
+    return {"scores": scores, "averages": record.get("average_main_score_by_group"), "overestimation": over}, seconds
+
+
+def run_train(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str, Any]:
+    """One seed of a training run (possibly several chained stages), then its report."""
+    folder = WORK / study / spec["id"] / f"seed{seed}"
+    stages = [spec, *spec.get("then", [])]
+    commands, metrics, prev = [], [], None
+    train_seconds = 0.0
+    for i, stage in enumerate(stages):
+        out = folder if len(stages) == 1 else folder / f"stage{i + 1}"
+        sets = [s.replace("{prev}", str(prev)) for s in stage.get("set", [])]
+        argv = ["train", stage["recipe"], "-o", str(out), *_sets(sets, seed=seed), "--no-progress"]
+        if not (out / "metrics.json").is_file():
+            train_seconds += finesim(argv, log)
+        commands.append("finesim " + " ".join(argv))
+        metrics.append(_train_metrics(out))
+        prev = out / "model"
+    report, eval_seconds = _report(folder, str(prev), spec.get("report", "csts"), log, spec.get("evaluate_args", []))
+    return {
+        "commands": commands,
+        "train": metrics if len(metrics) > 1 else metrics[0],
+        "report": report,
+        "seconds": {"train": round(train_seconds, 1), "evaluate": round(eval_seconds, 1)},
+    }
+
+
+def run_evaluate(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str, Any]:
+    folder = WORK / study / spec["id"]
+    folder.mkdir(parents=True, exist_ok=True)
+    report, seconds = _report(folder, spec["model"], spec.get("report", "csts"), log, spec.get("evaluate_args", []))
+    return {
+        "commands": [f"finesim evaluate --model {spec['model']} --tasks {spec.get('report', 'csts')}"],
+        "report": report,
+        "seconds": {"evaluate": round(seconds, 1)},
+    }
+
+
+def run_case(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str, Any]:
+    folder = WORK / study / spec["id"] / f"seed{seed}"
+    validation = os.environ.get("FINESIM_DATA", str(ROOT.parent / "shared" / "data")) + "/csts/validation.csv"
+    argv = [
+        "case",
+        "train",
+        "--recipe",
+        spec["recipe"],
+        "--seed",
+        str(seed),
+        "--eval",
+        validation,
+        "--output-dir",
+        str(folder),
+        "--no-progress",
+        *spec.get("args", []),
+    ]
+    seconds = 0.0
+    if not (folder / "training.json").is_file():
+        seconds = finesim(argv, log)
+    t = json.loads((folder / "training.json").read_text(encoding="utf-8"))
+    return {
+        "commands": ["finesim " + " ".join(argv)],
+        "train": {
+            "best_epoch": t["training"]["best_epoch"],
+            "dev": {"spearman": t["training"]["best_dev_spearman"]},
+            "projection": t["training"]["projection"],
+            "options": t.get("options"),
+        },
+        "report": {"scores": {"CSTS-validation": next(iter(t["eval_spearman"].values()))}},
+        "seconds": {"total": round(seconds, 1)},
+    }
+
+
+KINDS = {"train": run_train, "evaluate": run_evaluate, "case": run_case}
+
+
+def git_commit() -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--plan", default=str(PLAN), help="the study plan (YAML)")
+    parser.add_argument("--only", nargs="*", default=None, help="studies or study/run ids to run")
+    parser.add_argument("--seeds", nargs="*", type=int, default=None, help="only these seeds")
+    parser.add_argument("--list", action="store_true", help="show what is done and what is left, run nothing")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "src"))
+    from finesim.results import environment_record, write_json_atomic
+
+    plan = yaml.safe_load(Path(args.plan).read_text(encoding="utf-8"))
+    todo = []
+    for study, runs in plan["studies"].items():
+        for spec in runs:
+            name = f"{study}/{spec['id']}"
+            if args.only and not any(name == o or study == o for o in args.only):
+                continue
+            for seed in spec.get("seeds", [42]):
+                if args.seeds and seed not in args.seeds:
+                    continue
+                todo.append((study, spec, seed, result_path(study, spec["id"], seed).is_file()))
+    if args.list:
+        for study, spec, seed, done in todo:
+            print(f"{'done' if done else 'todo'}  {study}/{spec['id']} seed {seed}")
+        return 0
+    for study, spec, seed, done in todo:
+        if done:
+            continue
+        log = WORK / study / spec["id"] / f"seed{seed}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        print(f"[claims] {study}/{spec['id']} seed {seed} ...", flush=True)
+        started = time.perf_counter()
+        try:
+            body = KINDS[spec.get("kind", "train")](study, spec, seed, log)
+        except RuntimeError as err:
+            print(f"[claims] FAILED {study}/{spec['id']} seed {seed}: {err}", flush=True)
+            continue
+        payload = {
+            "benchmark": "claims",
+            "study": study,
+            "run": spec["id"],
+            "seed": seed,
+            "spec": spec,
+            **body,
+            "wall_seconds": round(time.perf_counter() - started, 1),
+            "git_commit": git_commit(),
+            "environment": environment_record(),
+        }
+        write_json_atomic(result_path(study, spec["id"], seed), payload)
+        print(f"[claims] done {study}/{spec['id']} seed {seed}: {body['report']['scores']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

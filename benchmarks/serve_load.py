@@ -1,0 +1,349 @@
+"""Load benchmark of ``finesim serve``: concurrent loopback clients against a real server process.
+
+For one model, on the same C-STS validation pairs (shuffled with ``--seed``, cut into requests of
+``--pairs-per-request`` pairs):
+
+1. **in-process**: ``ConditionalScorer(model).similarity`` on all the pairs the server runs send (one call, the
+   scorer's own batching; the median of ``--in-process-repeats`` timings): the throughput without HTTP;
+2. **server, micro-batching on**: ``finesim serve --batch-size B --batch-wait-ms W``, ``--clients`` concurrent
+   clients (asyncio + httpx, one connection each) sending ``POST /similarity`` until ``--requests`` requests are
+   answered or ``--duration`` seconds have passed;
+3. **server, one request at a time**: the same with ``--batch-size 1``.
+
+Both servers run with ``--cache-size 0`` (the LRU cache would answer repeated inputs without the model and flatter
+the server) and are stopped with SIGTERM (their exit code is recorded). Each run starts with ``--warmup``
+untimed requests. Reported per run: pairs/s, requests/s, latency p50/p95/p99, errors (must be 0), the largest
+difference between the server's scores and the in-process ones, and the server's own batch metrics. Goals: the
+batched server reaches >= 0.8x the in-process throughput, and >= 3x the one-request-at-a-time server.
+
+The clients share the machine with the server: on a small machine they take CPU from it (the JSON records the
+hardware). Run real measurements alone on the machine:
+
+    flock /tmp/finesim-cpu.lock python benchmarks/serve_load.py --model minilm
+    python benchmarks/serve_load.py --model minilm --requests 64 --pairs 64 --output /tmp/smoke.json  # smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from finesim.data import read_csts
+from finesim.paths import data_root
+from finesim.results import environment_record, file_sha256, write_json_atomic
+
+RESULTS = Path(__file__).parent / "results"
+GOAL_VS_IN_PROCESS = 0.8
+GOAL_BATCHED_VS_SINGLE = 3.0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="minilm", help="what finesim serve --model gets")
+    p.add_argument("--encoder", default=None, choices=["bi", "tri", "cross", "case"], help="finesim serve --encoder")
+    p.add_argument("--data", default=None, help="data root (default: $FINESIM_DATA or ../shared/data)")
+    p.add_argument("--clients", type=int, default=32, help="concurrent clients")
+    p.add_argument("--requests", type=int, default=2000, help="timed requests per server run (at most)")
+    p.add_argument("--duration", type=float, default=120.0, help="time limit of a server run's timed part (s)")
+    p.add_argument("--warmup", type=int, default=64, help="untimed requests before each timed part")
+    p.add_argument("--pairs", type=int, default=None, help="use at most this many validation pairs")
+    p.add_argument("--pairs-per-request", type=int, default=1, help="pairs in one /similarity request")
+    p.add_argument("--batch-size", type=int, default=64, help="finesim serve --batch-size of the batched run")
+    p.add_argument("--batch-wait-ms", type=int, default=5, help="finesim serve --batch-wait-ms of the batched run")
+    p.add_argument("--in-process-repeats", type=int, default=3, help="in-process timings (the median is used)")
+    p.add_argument("--device", default=None, help="torch device of the server and the in-process scorer")
+    p.add_argument("--seed", type=int, default=0, help="shuffle seed of the pairs")
+    p.add_argument("--output", default=None, metavar="FILE", help="results JSON (default: results/serve_load_*.json)")
+    args = p.parse_args(argv)
+    if min(args.clients, args.requests, args.pairs_per_request, args.in_process_repeats) < 1 or args.duration <= 0:
+        p.error("--clients, --requests, --pairs-per-request and --duration must be positive")
+    return args
+
+
+def load_pairs(root: Path, limit: int | None, seed: int) -> tuple[list[tuple[str, str, str]], dict[str, Any]]:
+    """C-STS validation (s1, s2, condition) triples, shuffled; and the data block of the results file."""
+    path = root / "csts" / "validation.csv"
+    dataset, report = read_csts(path)
+    rows = list(zip(dataset["sentence1"], dataset["sentence2"], dataset["condition"]))
+    order = np.random.default_rng(seed).permutation(len(rows))
+    pairs = [rows[i] for i in order[: limit or len(rows)]]
+    return pairs, {
+        "file": str(path),
+        "sha256": file_sha256(path),
+        "pairs_in_file": len(rows),
+        "skipped": report.skipped,
+    }
+
+
+def request_bodies(pairs: list[tuple[str, str, str]], per_request: int) -> list[dict[str, Any]]:
+    """``/similarity`` bodies of ``per_request`` pairs each (a condition per pair)."""
+    out = []
+    for start in range(0, len(pairs), per_request):
+        chunk = pairs[start : start + per_request]
+        out.append(
+            {"sentence1": [p[0] for p in chunk], "sentence2": [p[1] for p in chunk], "condition": [p[2] for p in chunk]}
+        )
+    return out
+
+
+def in_process(args: argparse.Namespace, pairs: list[tuple[str, str, str]]) -> tuple[dict[str, Any], np.ndarray]:
+    """Throughput of ``ConditionalScorer.similarity`` on ``pairs`` (after a warm-up call)."""
+    from finesim.evaluation.scoring import ConditionalScorer
+
+    start = time.perf_counter()
+    scorer = ConditionalScorer(args.model, encoder=args.encoder, device=args.device)
+    load_s = time.perf_counter() - start
+    s1, s2, c = ([p[i] for p in pairs] for i in range(3))
+    scorer.similarity(s1[:64], s2[:64], c[:64])  # warm-up
+    times = []
+    for _ in range(args.in_process_repeats):
+        start = time.perf_counter()
+        scores = scorer.similarity(s1, s2, c)
+        times.append(time.perf_counter() - start)
+    seconds = float(np.median(times))
+    result = {
+        "pairs": len(pairs),
+        "seconds": round(seconds, 3),
+        "seconds_each_repeat": [round(x, 3) for x in times],
+        "pairs_per_s": round(len(pairs) / seconds, 2),
+        "model_load_s": round(load_s, 2),
+        "encoder": scorer.encoder,
+        "scorer_batch_size": scorer.batch_size,
+    }
+    return result, np.asarray(scores, dtype=np.float64)
+
+
+class Server:
+    """A ``finesim serve`` subprocess on 127.0.0.1 with a free port."""
+
+    def __init__(self, args: argparse.Namespace, batch_size: int, batch_wait_ms: int) -> None:
+        self.command = [sys.executable, "-m", "finesim.cli.main", "serve", "--model", args.model]
+        self.command += ["--host", "127.0.0.1", "--port", "0", "--cache-size", "0", "--no-progress"]
+        self.command += ["--batch-size", str(batch_size), "--batch-wait-ms", str(batch_wait_ms)]
+        self.command += ["--max-concurrent", str(max(64, 2 * args.clients)), "--max-items", "4096"]
+        if args.encoder:
+            self.command += ["--encoder", args.encoder]
+        if args.device:
+            self.command += ["--device", args.device]
+        self.lines: queue.Queue = queue.Queue()
+        self.output: list[str] = []
+
+    def start(self, timeout: float = 600.0) -> str:
+        """Start the process; return its base URL once ``/health`` answers 200."""
+        import httpx
+
+        env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+        self.proc = subprocess.Popen(self.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        port = None
+        while port is None:
+            try:
+                line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None or time.monotonic() > deadline:
+                raise RuntimeError("finesim serve did not start:\n" + "".join(self.output))
+            found = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
+            port = int(found.group(1)) if found else None
+        self.url = f"http://127.0.0.1:{port}"
+        while True:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
+                    return self.url
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("finesim serve did not become ready:\n" + "".join(self.output))
+            time.sleep(0.2)
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in iter(self.proc.stdout.readline, ""):
+            self.output.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def metrics(self) -> dict[str, float]:
+        """The server's batch and model-call counters from ``/metrics``."""
+        import httpx
+
+        text = httpx.get(f"{self.url}/metrics", timeout=10).text
+        names = ("finesim_model_calls_total", "finesim_batch_requests_sum", "finesim_batch_requests_count")
+        names += ("finesim_batch_items_sum",)
+        out = {}
+        for name in names:
+            found = re.search(rf"^{name} ([0-9.e+-]+)$", text, flags=re.MULTILINE)
+            out[name] = float(found.group(1)) if found else 0.0
+        return out
+
+    def stop(self, timeout: float = 120.0) -> int | None:
+        """SIGTERM, then the exit code (None if it had to be killed)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+                return None
+        return self.proc.returncode
+
+
+async def drive(url: str, bodies: list[dict[str, Any]], *, clients: int, count: int, duration: float) -> dict[str, Any]:
+    """``clients`` concurrent clients send bodies[i % len] for i < count, until ``duration`` seconds have passed."""
+    import httpx
+
+    latencies: list[float] = []
+    errors: list[str] = []
+    scores: dict[int, list[float]] = {}
+    next_index = ok = pairs = 0
+    start = time.perf_counter()
+    deadline = start + duration
+
+    async def client_loop(client: Any) -> None:
+        nonlocal next_index, ok, pairs
+        while next_index < count and time.perf_counter() < deadline:
+            i = next_index
+            next_index += 1
+            sent = time.perf_counter()
+            try:
+                response = await client.post("/similarity", json=bodies[i % len(bodies)])
+            except httpx.HTTPError as err:
+                errors.append(f"{type(err).__name__}: {err}")
+                continue
+            latencies.append(time.perf_counter() - sent)
+            if response.status_code != 200:
+                errors.append(f"{response.status_code}: {response.text[:200]}")
+                continue
+            ok += 1
+            pairs += len(bodies[i % len(bodies)]["sentence1"])
+            if i < len(bodies):
+                scores[i] = response.json()["scores"]
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
+        await asyncio.gather(*(client_loop(client) for _ in range(clients)))
+    wall = time.perf_counter() - start
+    return {
+        "wall": wall,
+        "latencies": latencies,
+        "errors": errors,
+        "scores": scores,
+        "sent": next_index,
+        "ok": ok,
+        "pairs": pairs,
+    }
+
+
+def server_run(
+    args: argparse.Namespace, bodies: list[dict[str, Any]], reference: np.ndarray, batch_size: int, wait_ms: int
+) -> dict[str, Any]:
+    """One server process: warm-up, the timed load, its metrics, SIGTERM."""
+    server = Server(args, batch_size, wait_ms)
+    started = time.perf_counter()
+    url = server.start()
+    startup_s = time.perf_counter() - started
+    try:
+        if args.warmup:
+            asyncio.run(drive(url, bodies, clients=args.clients, count=args.warmup, duration=args.duration))
+        before = server.metrics()
+        count = min(args.requests, len(bodies))
+        run = asyncio.run(drive(url, bodies, clients=args.clients, count=count, duration=args.duration))
+        after = server.metrics()
+    finally:
+        exit_code = server.stop()
+    lat_ms = np.asarray(run["latencies"]) * 1000.0
+    per = args.pairs_per_request
+    diffs = [
+        abs(float(s) - float(reference[i * per + j])) for i, got in run["scores"].items() for j, s in enumerate(got)
+    ]
+    delta = {k: after[k] - before[k] for k in after}
+    batches = delta["finesim_batch_requests_count"]
+    return {
+        "server_command": server.command,
+        "startup_to_ready_s": round(startup_s, 2),
+        "requests_sent": run["sent"],
+        "requests_ok": run["ok"],
+        "errors": len(run["errors"]),
+        "error_examples": run["errors"][:5],
+        "wall_s": round(run["wall"], 3),
+        "pairs": run["pairs"],
+        "pairs_per_s": round(run["pairs"] / run["wall"], 2) if run["wall"] > 0 else None,
+        "requests_per_s": round(run["sent"] / run["wall"], 2) if run["wall"] > 0 else None,
+        "latency_ms": {
+            q: round(float(np.percentile(lat_ms, int(q[1:]))), 2) if lat_ms.size else None
+            for q in ("p50", "p95", "p99")
+        },
+        "max_abs_diff_vs_in_process": float(max(diffs)) if diffs else None,
+        "server_batches": int(batches),
+        "server_mean_requests_per_batch": round(delta["finesim_batch_requests_sum"] / batches, 2) if batches else None,
+        "server_mean_pairs_per_batch": round(delta["finesim_batch_items_sum"] / batches, 2) if batches else None,
+        "server_model_calls": int(delta["finesim_model_calls_total"]),
+        "exit_code_after_sigterm": exit_code,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    root = data_root(args.data)
+    pairs, data = load_pairs(root, args.pairs, args.seed)
+    bodies = request_bodies(pairs, args.pairs_per_request)
+    used = bodies[: min(args.requests, len(bodies))]
+    used_pairs = pairs[: sum(len(b["sentence1"]) for b in used)]
+    print(f"{len(pairs)} pairs, {len(bodies)} requests of {args.pairs_per_request}; timed: {len(used)}", flush=True)
+
+    baseline, reference = in_process(args, used_pairs)
+    print(f"in-process: {baseline['pairs_per_s']} pairs/s", flush=True)
+    batched = server_run(args, bodies, reference, args.batch_size, args.batch_wait_ms)
+    print(f"server, micro-batching: {batched['pairs_per_s']} pairs/s, {batched['errors']} errors", flush=True)
+    single = server_run(args, bodies, reference, 1, 0)
+    print(f"server, one request at a time: {single['pairs_per_s']} pairs/s, {single['errors']} errors", flush=True)
+
+    vs_in_process = batched["pairs_per_s"] / baseline["pairs_per_s"] if batched["pairs_per_s"] else None
+    vs_single = (
+        batched["pairs_per_s"] / single["pairs_per_s"] if batched["pairs_per_s"] and single["pairs_per_s"] else None
+    )
+    goals = {
+        "batched_vs_in_process": round(vs_in_process, 3) if vs_in_process else None,
+        "batched_vs_in_process_goal": GOAL_VS_IN_PROCESS,
+        "batched_vs_in_process_met": bool(vs_in_process and vs_in_process >= GOAL_VS_IN_PROCESS),
+        "batched_vs_single": round(vs_single, 3) if vs_single else None,
+        "batched_vs_single_goal": GOAL_BATCHED_VS_SINGLE,
+        "batched_vs_single_met": bool(vs_single and vs_single >= GOAL_BATCHED_VS_SINGLE),
+        "zero_errors": batched["errors"] == 0 and single["errors"] == 0,
+    }
+    record = {
+        "benchmark": "serve_load",
+        "description": "finesim serve under concurrent loopback clients (POST /similarity on C-STS validation "
+        "pairs) against the in-process ConditionalScorer and a one-request-at-a-time server; see the script's "
+        "docstring",
+        "environment": environment_record(),
+        "command": [sys.executable, *sys.argv],
+        "seed": args.seed,
+        "data": {**data, "pairs_used": len(pairs), "timed_pairs": len(used_pairs)},
+        "settings": {k: v for k, v in vars(args).items() if k != "output"},
+        "results": {"in_process": baseline, "server_batched": batched, "server_one_at_a_time": single},
+        "goals": goals,
+    }
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(args.model).name or args.model)
+    out = Path(args.output) if args.output else RESULTS / f"serve_load_{slug}.json"
+    write_json_atomic(out, record)
+    print(f"goals: {goals}\nwrote {out}", flush=True)
+    return 0 if goals["zero_errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""``finesim score``: score a file of sentence pairs row by row with any finesim model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from finesim.cli.common import add_runtime_options, check_output_file, command_parser, positive_int, say
+
+DESCRIPTION = """Score every row of a table (CSV, TSV, JSONL, Parquet, a datasets folder or a Hub dataset id) with a
+trained conditional model, a CASE model, or any sentence-transformers model (as a bi-encoder). The output has the
+input's columns plus a score column, in input order, in the format of its extension; it is written atomically.
+The input is streamed in chunks, so memory does not grow with the file.
+
+A bad row (an empty or missing text, a ragged record) stops the run naming the file, row and column; with
+--skip-bad-rows it goes to OUTPUT_STEM.rejects.jsonl instead and the count is printed.
+
+examples:
+  finesim score --model runs/minilm-bi-mse-tuned/model --input pairs.csv --output scored.csv
+  finesim score --model minilm --input pairs.jsonl --output scored.parquet --condition "the color"
+  finesim score --model M --input data.tsv --output out.tsv --sentence1-column a --sentence2-column b"""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``score`` sub-command."""
+    p = command_parser(subparsers, "score", help="score a file of sentence pairs row by row", description=DESCRIPTION)
+    p.add_argument("--model", required=True, help="a folder saved by finesim, a sentence-transformers folder or Hub id")
+    p.add_argument(
+        "--encoder",
+        choices=("bi", "tri", "cross", "case"),
+        default=None,
+        help="how to score (default: the model folder's marker; a plain model is a bi-encoder)",
+    )
+    p.add_argument("--input", required=True, metavar="FILE", help="the table of pairs (or a datasets folder / Hub id)")
+    p.add_argument("--output", required=True, metavar="FILE", help="the scored table (.csv, .tsv, .jsonl, .parquet)")
+    p.add_argument(
+        "--format",
+        dest="input_format",
+        choices=("csv", "tsv", "jsonl", "parquet", "hf", "hub"),
+        default=None,
+        help="the input's format (default: by its extension)",
+    )
+    p.add_argument(
+        "--output-format",
+        choices=("csv", "tsv", "jsonl", "parquet"),
+        default=None,
+        help="the output's format (default: by its extension)",
+    )
+    p.add_argument("--split", default=None, help="the split of a datasets folder or Hub dataset")
+    p.add_argument("--condition", default=None, help="one condition for every row (no condition column is read)")
+    p.add_argument("--sentence1-column", default="sentence1", help="the column of the first sentences")
+    p.add_argument("--sentence2-column", default="sentence2", help="the column of the second sentences")
+    p.add_argument(
+        "--condition-column", default="condition", help="the column of the conditions (used when the input has it)"
+    )
+    p.add_argument("--score-column", default="score", help="the name of the added column")
+    p.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size")
+    p.add_argument("--chunk-rows", type=positive_int, default=4096, help="rows read and scored at a time")
+    p.add_argument(
+        "--skip-bad-rows", action="store_true", help="send bad rows to OUTPUT_STEM.rejects.jsonl instead of stopping"
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_runtime_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``finesim score``."""
+    from pathlib import Path
+
+    from finesim.evaluation.score_file import Columns, check_input, score_file
+    from finesim.evaluation.scoring import ConditionalScorer
+
+    check_output_file(args.output)
+    if Path(args.output).resolve() == Path(args.input).resolve():
+        raise ValueError(f"--output {args.output} is the input file; write the scores to another file")
+    columns = Columns(args.sentence1_column, args.sentence2_column, args.condition_column, args.score_column)
+    check_input(args.input, columns=columns, condition=args.condition, input_format=args.input_format, split=args.split)
+    tell = say(args)
+    scorer = ConditionalScorer(
+        args.model,
+        encoder=args.encoder,
+        batch_size=args.batch_size,
+        device=args.device,
+        show_progress=False,
+    )
+    tell(f"model {args.model}: {scorer.encoder} scorer")
+    report = score_file(
+        scorer,
+        args.input,
+        args.output,
+        columns=columns,
+        condition=args.condition,
+        input_format=args.input_format,
+        output_format=args.output_format,
+        split=args.split,
+        chunk_rows=args.chunk_rows,
+        skip_bad_rows=args.skip_bad_rows,
+        show_progress=not args.no_progress,
+    )
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        rate = f" ({report['rows_per_second']} rows/s)" if report["rows_per_second"] else ""
+        print(f"scored {report['rows_scored']} rows into {report['output']}{rate}")
+        if report["rows_skipped"]:
+            print(f"skipped {report['rows_skipped']} bad rows: {report['rejects']}")
+    return 0

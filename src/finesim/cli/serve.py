@@ -1,0 +1,141 @@
+"""``finesim serve``: an HTTP server for any finesim scorer (docs/serving.md)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+from finesim.cli.common import (
+    UsageError,
+    add_runtime_options,
+    command_parser,
+    non_negative_int,
+    positive_int,
+    say,
+    verbosity,
+)
+
+ENCODERS = ("bi", "tri", "cross", "case")
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 to 65535 (0: any free port)."""
+    value = non_negative_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be <= 65535, got {value}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``serve`` sub-command."""
+    p = command_parser(
+        sub,
+        "serve",
+        help="serve a model over HTTP (similarity, rerank, embeddings)",
+        description="An HTTP server (FastAPI + uvicorn) for any finesim scorer:\n"
+        "  POST /similarity, /rerank, /v1/embeddings (OpenAI-compatible)\n"
+        "  GET /health, /info, /metrics (Prometheus; these three need no API key)\n"
+        "Requests that arrive close together are scored in one micro-batch. SIGTERM stops it gracefully:\n"
+        "requests in flight are answered, then it exits 0. Needs the serve extra: pip install 'finesim[serve]'.\n"
+        "See docs/serving.md.",
+    )
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="MODEL",
+        help="Hub id, alias (minilm), sentence-transformers folder, or a folder saved by finesim",
+    )
+    p.add_argument(
+        "--encoder",
+        choices=ENCODERS,
+        default=None,
+        help="model type (default: from the folder's marker; a model without one is a bi-encoder)",
+    )
+    p.add_argument("--host", default="127.0.0.1", metavar="HOST", help="address to listen on")
+    p.add_argument(
+        "--port", type=port_number, metavar="PORT", default=8080, help="port to listen on (0: any free port)"
+    )
+    p.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="VAR",
+        help="require 'Authorization: Bearer KEY' on every endpoint but /health, /info and /metrics, KEY being "
+        "the value of this environment variable",
+    )
+    p.add_argument(
+        "--max-request-bytes", metavar="N", type=positive_int, default=1 << 20, help="largest request body (413 above)"
+    )
+    p.add_argument(
+        "--max-items",
+        metavar="N",
+        type=positive_int,
+        default=256,
+        help="most pairs, texts or inputs per request (422 above)",
+    )
+    p.add_argument(
+        "--max-concurrent",
+        metavar="N",
+        type=positive_int,
+        default=64,
+        help="most scoring requests in flight; one more is answered 429 at once",
+    )
+    p.add_argument(
+        "--max-text-chars", metavar="N", type=positive_int, default=4096, help="longest text in characters (422 above)"
+    )
+    p.add_argument(
+        "--batch-size",
+        metavar="N",
+        type=positive_int,
+        default=64,
+        help="most inputs gathered into one micro-batch (1: one request at a time)",
+    )
+    p.add_argument(
+        "--batch-wait-ms",
+        metavar="MS",
+        type=non_negative_int,
+        default=5,
+        help="how long to wait for more requests after the first one of a micro-batch",
+    )
+    p.add_argument(
+        "--cache-size",
+        metavar="N",
+        type=non_negative_int,
+        default=10_000,
+        help="entries of the embedding LRU cache (0: off)",
+    )
+    add_runtime_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM or Ctrl-C."""
+    api_key = None
+    if args.api_key_env is not None:
+        api_key = os.environ.get(args.api_key_env, "")
+        if not api_key.strip():
+            raise UsageError(f"--api-key-env {args.api_key_env}: the environment variable is unset or empty")
+    try:
+        from finesim.serving.server import serve
+    except ImportError as err:
+        raise ImportError(f"finesim serve needs the serve extra (pip install 'finesim[serve]'): {err}") from None
+    from finesim.serving.settings import ServeSettings
+
+    settings = ServeSettings(
+        model=args.model,
+        encoder=args.encoder,
+        host=args.host,
+        port=args.port,
+        api_key=api_key,
+        max_request_bytes=args.max_request_bytes,
+        max_items=args.max_items,
+        max_concurrent=args.max_concurrent,
+        max_text_chars=args.max_text_chars,
+        batch_size=args.batch_size,
+        batch_wait_ms=float(args.batch_wait_ms),
+        cache_size=args.cache_size,
+        device=args.device,
+    )
+    verbose, quiet = verbosity(args)
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    return serve(settings, say=say(args), log_level=level)

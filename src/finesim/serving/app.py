@@ -1,0 +1,302 @@
+"""The FastAPI application: routes, the model loaded in the background, and the middleware stack.
+
+:func:`create_app` builds it from :class:`~finesim.serving.settings.ServeSettings`. The model is loaded in a
+thread started at application startup, so ``GET /health`` answers 503 until it is ready; the scoring endpoints
+answer 503 meanwhile too. Once loaded, one :class:`~finesim.serving.batching.MicroBatcher` thread owns the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+
+from finesim import __version__
+from finesim.serving.batching import MicroBatcher, ShuttingDown
+from finesim.serving.cache import LRUCache
+from finesim.serving.engine import Embeddings, EmbedJob, Job, PairJob, ScoringEngine
+from finesim.serving.errors import BACKEND, UNHEALTHY, UNSUPPORTED, ApiError, error_body, install_error_handlers
+from finesim.serving.limits import (
+    AuthMiddleware,
+    BodySizeLimitMiddleware,
+    ConcurrencyLimitMiddleware,
+    MetricsMiddleware,
+)
+from finesim.serving.metrics import ServerMetrics
+from finesim.serving.schemas import (
+    EmbeddingsRequest,
+    RerankRequest,
+    SimilarityRequest,
+    checked_condition,
+    checked_texts,
+    require_condition,
+    row_conditions,
+)
+from finesim.serving.settings import ServeSettings
+
+logger = logging.getLogger("finesim.serving")
+
+PUBLIC_PATHS = ("/health", "/info", "/metrics")
+SCORING_PATHS = ("/similarity", "/rerank", "/v1/embeddings")
+
+NO_EMBEDDINGS = {
+    "tri": "this model is a tri-encoder: it has no conditional embedding of its own. Its sentence embedding is "
+    "computed without the condition, and the condition is fused with it (by its ConditionHead) only in pairwise "
+    "scoring; use /similarity or /rerank",
+    "cross": "this model is a cross-encoder: it has no embeddings. It reads both sentences and the condition "
+    "together and outputs one score per pair; use /similarity or /rerank",
+}
+
+
+class ModelState:
+    """The model's life: ``loading``, then ``ready`` (with its scorer and batcher) or ``failed``."""
+
+    def __init__(self) -> None:
+        self.status = "loading"
+        self.error: str | None = None
+        self.scorer: Any = None
+        self.batcher: MicroBatcher | None = None
+        self.info: dict[str, Any] = {}
+
+    def ready(self) -> tuple[Any, MicroBatcher]:
+        """The scorer and batcher, or a 503 ``Unhealthy`` error while loading or after a failed load."""
+        if self.status == "ready" and self.batcher is not None:
+            return self.scorer, self.batcher
+        if self.status == "failed":
+            raise ApiError(503, f"the model failed to load: {self.error}", UNHEALTHY)
+        raise ApiError(503, "the model is still loading", UNHEALTHY)
+
+
+def default_loader(settings: ServeSettings) -> Callable[[], Any]:
+    """Load ``settings.model`` as :class:`~finesim.evaluation.scoring.ConditionalScorer` does (a folder by its
+    marker; a Hub id or sentence-transformers folder as a bi-encoder unless ``settings.encoder`` says otherwise)."""
+
+    def load() -> Any:
+        from finesim.evaluation.scoring import ConditionalScorer
+
+        return ConditionalScorer(
+            settings.model,
+            encoder=settings.encoder,
+            batch_size=settings.inference_batch_size,
+            device=settings.device,
+        )
+
+    return load
+
+
+def describe_model(scorer: Any, settings: ServeSettings) -> dict[str, Any]:
+    """What ``/info`` says about the loaded model: encoder, resolved path, dimensions, maximum length."""
+    model = scorer.model
+    info: dict[str, Any] = {"encoder": scorer.encoder, "resolved_model": None}
+    try:
+        from finesim.models.hub import resolve_model_path
+
+        info["resolved_model"] = str(resolve_model_path(settings.model))
+    except Exception:  # a model object given by the caller has no name to resolve
+        pass
+    embedding = sentence = max_length = None
+    if scorer.encoder == "case":
+        pipeline = model.encoder.pipeline
+        sentence = model.encoder.description.get("dimension")
+        embedding = model.projection.out_dim if model.projection is not None else sentence
+        max_length = getattr(pipeline, "max_seq_length", None)
+    elif scorer.encoder == "cross":
+        max_length = getattr(model, "max_length", None)
+    else:
+        sentence = model.get_embedding_dimension()
+        embedding = sentence if scorer.encoder == "bi" else None
+        max_length = getattr(model, "max_seq_length", None)
+    info.update(
+        {
+            "embedding_dimension": embedding,
+            "sentence_embedding_dimension": sentence,
+            "max_sequence_length": max_length,
+            "embeddings_endpoint": scorer.encoder in ("bi", "case"),
+            "condition_required": scorer.encoder in ("tri", "case"),
+        }
+    )
+    return info
+
+
+def create_app(
+    settings: ServeSettings,
+    *,
+    loader: Callable[[], Any] | None = None,
+    on_ready: Callable[[], None] | None = None,
+    on_load_error: Callable[[BaseException], None] | None = None,
+) -> FastAPI:
+    """The server application for ``settings``.
+
+    Args:
+        settings: model, limits, batching, cache, API key.
+        loader: returns the loaded :class:`~finesim.evaluation.scoring.ConditionalScorer` (default:
+            :func:`default_loader`); it runs in a background thread started at application startup.
+        on_ready, on_load_error: called from that thread once the model is ready, or when loading failed.
+    """
+    state = ModelState()
+    metrics = ServerMetrics(SCORING_PATHS + PUBLIC_PATHS)
+    load = loader or default_loader(settings)
+
+    def load_in_background() -> None:
+        try:
+            scorer = load()
+            info = describe_model(scorer, settings)
+            engine = ScoringEngine(scorer, LRUCache(settings.cache_size))
+            batcher = MicroBatcher(
+                engine,
+                max_items=settings.batch_size,
+                max_wait_s=settings.batch_wait_ms / 1000.0,
+                on_batch=metrics.observe_batch,
+            ).start()
+            metrics.queue_depth.set_function(batcher.queued)
+        except BaseException as err:
+            state.status, state.error = "failed", f"{type(err).__name__}: {err}"
+            logger.error("could not load %s: %s", settings.model, state.error)
+            if on_load_error is not None:
+                on_load_error(err)
+            return
+        state.scorer, state.batcher, state.info = scorer, batcher, info
+        state.status = "ready"
+        if on_ready is not None:
+            on_ready()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        threading.Thread(target=load_in_background, name="finesim-load", daemon=True).start()
+        yield
+        if state.batcher is not None:  # in-flight requests have finished: stop the worker
+            await asyncio.to_thread(state.batcher.stop, 30.0)
+
+    app = FastAPI(
+        title="finesim",
+        version=__version__,
+        description="Conditional semantic textual similarity: score, rerank and embed under a condition.",
+        lifespan=lifespan,
+        docs_url=None,  # the interactive docs pages load scripts from a CDN: left out
+        redoc_url=None,
+    )
+    app.state.model = state
+    app.state.metrics = metrics
+    app.state.settings = settings
+    install_error_handlers(app)
+    # added innermost first: the last one added sees each request first
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.add_middleware(
+        ConcurrencyLimitMiddleware, limit=settings.max_concurrent, public_paths=PUBLIC_PATHS, metrics=metrics
+    )
+    if settings.api_key is not None:
+        app.add_middleware(AuthMiddleware, api_key=settings.api_key, public_paths=PUBLIC_PATHS)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+
+    limits = {"max_items": settings.max_items, "max_chars": settings.max_text_chars}
+
+    async def run(batcher: MicroBatcher, job: Job) -> Any:
+        try:
+            return await asyncio.wrap_future(batcher.submit(job))
+        except ShuttingDown:
+            raise ApiError(503, "the server is shutting down", UNHEALTHY) from None
+        except Exception as err:
+            logger.exception("scoring failed")
+            raise ApiError(500, f"the model failed on this request: {type(err).__name__}: {err}", BACKEND) from None
+
+    @app.get("/health", responses={503: {"description": "loading, or the model failed to load"}})
+    async def health() -> Any:
+        """200 ``{"status": "ok"}`` once the model is loaded; 503 while it loads."""
+        if state.status == "ready":
+            return {"status": "ok"}
+        message = "the model is still loading" if state.status == "loading" else f"the model failed: {state.error}"
+        return JSONResponse(error_body(message, UNHEALTHY), status_code=503)
+
+    @app.get("/info")
+    async def info() -> dict[str, Any]:
+        """The model as given and resolved, encoder type, dimensions, maximum length, version and limits."""
+        return {
+            "model": settings.model,
+            "status": state.status,
+            "encoder": settings.encoder,
+            "resolved_model": None,
+            "embedding_dimension": None,
+            "sentence_embedding_dimension": None,
+            "max_sequence_length": None,
+            **state.info,
+            "finesim_version": __version__,
+            "limits": settings.limits(),
+            "batching": {
+                "batch_size": settings.batch_size,
+                "batch_wait_ms": settings.batch_wait_ms,
+                "cache_size": settings.cache_size,
+            },
+            "auth": settings.api_key is not None,
+        }
+
+    @app.get("/metrics")
+    async def prometheus_metrics() -> Response:
+        """Prometheus text format."""
+        content, content_type = metrics.exposition()
+        return Response(content=content, media_type=content_type)
+
+    @app.post("/similarity")
+    async def similarity(body: SimilarityRequest) -> dict[str, list[float]]:
+        """One score per ``(sentence1[i], sentence2[i])`` under the condition (cosine for bi/tri/CASE, the
+        regression output for a cross-encoder): what ``ConditionalScorer.similarity`` gives for the same rows."""
+        scorer, batcher = state.ready()
+        s1 = checked_texts(body.sentence1, "sentence1", **limits)
+        s2 = checked_texts(body.sentence2, "sentence2", **limits)
+        if len(s1) != len(s2):
+            raise ApiError(422, f"{len(s1)} first sentences but {len(s2)} second sentences")
+        conds = row_conditions(body.condition, len(s1), **limits)
+        require_condition(scorer.encoder, conds, "scores pairs")
+        scores = await run(batcher, PairJob(s1, s2, conds))
+        metrics.items.labels(endpoint="/similarity").inc(len(s1))
+        return {"scores": [float(x) for x in scores]}
+
+    @app.post("/rerank")
+    async def rerank(body: RerankRequest) -> list[dict[str, Any]]:
+        """``texts`` ordered by their score with ``query`` under the condition, best first (``top_n`` of them)."""
+        scorer, batcher = state.ready()
+        query = checked_texts([body.query], "query", max_items=1, max_chars=settings.max_text_chars)[0]
+        texts = checked_texts(body.texts, "texts", **limits)
+        condition = checked_condition(body.condition, "condition", max_chars=settings.max_text_chars)
+        conds = [condition] * len(texts)
+        require_condition(scorer.encoder, conds, "scores pairs")
+        scores = await run(batcher, PairJob([query] * len(texts), texts, conds))
+        metrics.items.labels(endpoint="/rerank").inc(len(texts))
+        order = sorted(range(len(texts)), key=lambda i: (-float(scores[i]), i))
+        return [{"index": i, "score": float(scores[i])} for i in order[: body.top_n]]
+
+    @app.post("/v1/embeddings")
+    async def embeddings(body: EmbeddingsRequest) -> dict[str, Any]:
+        """OpenAI-compatible embeddings: a bi-encoder's embedding of ``(text, condition)`` (the text alone without
+        a condition), a CASE model's condition-aware projection (condition required)."""
+        scorer, batcher = state.ready()
+        if scorer.encoder in NO_EMBEDDINGS:
+            raise ApiError(400, NO_EMBEDDINGS[scorer.encoder], UNSUPPORTED)
+        texts = checked_texts(body.input, "input", **limits)
+        condition = checked_condition(body.condition, "condition", max_chars=settings.max_text_chars)
+        conds = [condition] * len(texts)
+        require_condition(scorer.encoder, conds, "embeds texts")
+        result: Embeddings = await run(batcher, EmbedJob(texts, conds))
+        metrics.items.labels(endpoint="/v1/embeddings").inc(len(texts))
+        data = [
+            {"object": "embedding", "index": i, "embedding": _encode_vector(row, body.encoding_format)}
+            for i, row in enumerate(result.vectors)
+        ]
+        usage = {"prompt_tokens": result.tokens, "total_tokens": result.tokens}
+        return {"object": "list", "data": data, "model": settings.model, "usage": usage}
+
+    return app
+
+
+def _encode_vector(row: np.ndarray, encoding_format: str) -> Any:
+    """A vector as a list of floats, or (``base64``) its little-endian float32 bytes in base64, as OpenAI sends."""
+    if encoding_format == "base64":
+        return base64.b64encode(np.asarray(row, dtype="<f4").tobytes()).decode("ascii")
+    return [float(x) for x in row]

@@ -1,0 +1,200 @@
+"""What the batching worker computes for a micro-batch, through the scorer's own functions.
+
+A micro-batch is a list of jobs (:class:`PairJob`: score pairs, :class:`EmbedJob`: embed texts) from different
+requests. :class:`ScoringEngine` gathers the distinct inputs of all of them, looks each up in the LRU cache and
+computes the missing ones in **one** model call:
+
+- bi- and tri-encoders and CASE models: :meth:`ConditionalScorer.embed` on the distinct ``(text, condition)``
+  inputs; a pair's score is :func:`~finesim.evaluation.scoring.cosine_scores` of its two rows, exactly as
+  ``ConditionalScorer.score`` computes it;
+- cross-encoders: :meth:`ConditionalScorer.cross_scores` on the distinct ``(s1, s2, condition)`` triples.
+
+When the combined call fails, each job is run alone, so one bad request does not fail the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from finesim.evaluation.scoring import ConditionalScorer, cosine_scores
+from finesim.serving.cache import LRUCache
+from finesim.serving.metrics import BatchStats
+
+
+@dataclass(frozen=True)
+class PairJob:
+    """Score ``(sentences1[i], sentences2[i], conditions[i])`` rows (a condition may be None: no condition)."""
+
+    sentences1: list[str]
+    sentences2: list[str]
+    conditions: list[str | None]
+
+    @property
+    def size(self) -> int:
+        """Pairs in the job."""
+        return len(self.sentences1)
+
+
+@dataclass(frozen=True)
+class EmbedJob:
+    """Embed ``(texts[i], conditions[i])`` rows; the result also counts the tokens the model reads."""
+
+    texts: list[str]
+    conditions: list[str | None]
+
+    @property
+    def size(self) -> int:
+        """Texts in the job."""
+        return len(self.texts)
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """The result of an :class:`EmbedJob`: one float32 row per text and the tokens the inputs take."""
+
+    vectors: np.ndarray
+    tokens: int
+
+
+Job = PairJob | EmbedJob
+
+
+class ScoringEngine:
+    """Runs micro-batches of jobs on one scorer with an LRU cache in front; used by one thread only.
+
+    Args:
+        scorer: the :class:`ConditionalScorer` (bi, tri, cross or CASE).
+        cache: the cache of embeddings keyed ``(text, condition)``, or of a cross-encoder's scores keyed
+            ``(s1, s2, condition)``.
+    """
+
+    def __init__(self, scorer: ConditionalScorer, cache: LRUCache) -> None:
+        self.scorer = scorer
+        self.cache = cache
+
+    def run(self, jobs: Sequence[Job]) -> tuple[list[Any], BatchStats]:
+        """Each job's result (scores array, :class:`Embeddings`, or the exception it raised) and the batch's stats."""
+        counts = _Counts()
+        try:
+            results: list[Any] = self._run(jobs, counts)
+        except Exception as err:
+            if len(jobs) == 1:
+                results = [err]
+            else:
+                results = []
+                for job in jobs:
+                    try:
+                        results.extend(self._run([job], counts))
+                    except Exception as one:
+                        results.append(one)
+        stats = BatchStats(
+            requests=len(jobs),
+            items=sum(job.size for job in jobs),
+            encoded=counts.encoded,
+            model_calls=counts.calls,
+            cache_hits=counts.hits,
+            cache_misses=counts.misses,
+        )
+        return results, stats
+
+    def _run(self, jobs: Sequence[Job], counts: _Counts) -> list[Any]:
+        if not self.scorer.embeds:
+            return self._run_cross(jobs, counts)
+        keys: list[tuple[str, str | None]] = []
+        for job in jobs:
+            if isinstance(job, PairJob):
+                keys += [*zip(job.sentences1, job.conditions), *zip(job.sentences2, job.conditions)]
+            else:
+                keys += list(zip(job.texts, job.conditions))
+        table = self._lookup(keys, counts, self._embed)
+        out: list[Any] = []
+        for job in jobs:
+            if isinstance(job, PairJob):
+                a = torch.stack([table[k] for k in zip(job.sentences1, job.conditions)])
+                b = torch.stack([table[k] for k in zip(job.sentences2, job.conditions)])
+                out.append(cosine_scores(a, b))
+            else:
+                rows = torch.stack([table[k] for k in zip(job.texts, job.conditions)])
+                out.append(Embeddings(rows.numpy(), self.count_tokens(job.texts, job.conditions)))
+        return out
+
+    def _run_cross(self, jobs: Sequence[Job], counts: _Counts) -> list[Any]:
+        for job in jobs:
+            if not isinstance(job, PairJob):
+                raise ValueError("a cross-encoder has no embeddings of its own")
+        triples = [t for job in jobs for t in zip(job.sentences1, job.sentences2, job.conditions)]  # type: ignore[union-attr]
+        table = self._lookup(triples, counts, self._cross)
+        return [
+            np.asarray([table[t] for t in zip(job.sentences1, job.sentences2, job.conditions)], dtype=np.float32)  # type: ignore[union-attr]
+            for job in jobs
+        ]
+
+    def _lookup(self, keys: Sequence[Hashable], counts: _Counts, compute: Any) -> dict[Hashable, Any]:
+        """Every distinct key's value: from the cache, the missing ones computed in one call and cached."""
+        table: dict[Hashable, Any] = {}
+        missing = []
+        for key in dict.fromkeys(keys):
+            value = self.cache.get(key)
+            if value is None:
+                missing.append(key)
+            else:
+                table[key] = value
+        counts.hits += len(table)
+        counts.misses += len(missing)
+        if missing:
+            values = compute(missing)
+            counts.calls += 1
+            counts.encoded += int(getattr(self.scorer, "last_encoded", len(missing)) or 0)
+            for key, value in zip(missing, values):
+                table[key] = value
+                self.cache.put(key, value)
+        return table
+
+    def _embed(self, keys: list[tuple[str, str | None]]) -> list[torch.Tensor]:
+        embeddings = self.scorer.embed([k[0] for k in keys], [k[1] for k in keys])
+        if self.scorer.encoder == "case":  # the LRU cache bounds what is kept, not the encoder's own memory
+            self.scorer.model.encoder.forget()
+        return [row.clone() for row in embeddings]
+
+    def _cross(self, triples: list[tuple[str, str, str | None]]) -> list[float]:
+        scores = self.scorer.cross_scores([t[0] for t in triples], [t[1] for t in triples], [t[2] for t in triples])
+        return [float(s) for s in scores]
+
+    def count_tokens(self, texts: Sequence[str], conditions: Sequence[str | None]) -> int:
+        """Tokens the model reads for these inputs (after truncation): the ``(text, condition)`` pair, or the text
+        alone, for a bi-encoder; the conditional prompt (and the condition-only prompt when CASE subtracts it)
+        for a CASE model."""
+        if self.scorer.encoder == "case":
+            encoder = self.scorer.model.encoder
+            inputs = encoder.conditional_texts(texts, conditions)
+            if encoder.subtract_condition:
+                inputs += [encoder.prompt.unconditional(c) for c in conditions]
+            return _tokens(encoder.pipeline, inputs, None)
+        alone = [t for t, c in zip(texts, conditions) if c is None]
+        paired = [(t, c) for t, c in zip(texts, conditions) if c is not None]
+        total = _tokens(self.scorer.model, alone, None) if alone else 0
+        if paired:
+            total += _tokens(self.scorer.model, [p[0] for p in paired], [p[1] for p in paired])
+        return total
+
+
+def _tokens(model: Any, texts: list[str], pairs: list[str] | None) -> int:
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None or not texts:
+        return 0
+    limit = getattr(model, "max_seq_length", None)
+    encoded = tokenizer(texts, pairs, truncation=limit is not None, max_length=limit)
+    return sum(len(ids) for ids in encoded["input_ids"])
+
+
+@dataclass
+class _Counts:
+    hits: int = 0
+    misses: int = 0
+    calls: int = 0
+    encoded: int = 0

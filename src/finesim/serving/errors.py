@@ -1,0 +1,129 @@
+"""One error shape for every failure the server answers: ``{"error": "...", "error_type": "..."}``.
+
+The shape and the ``error_type`` names follow text-embeddings-inference's error responses (``Validation``,
+``Overloaded``, ``Unhealthy``, ``Backend``), with the kinds this server adds (``Unauthorized``,
+``PayloadTooLarge``, ``Unsupported``, ``NotFound``, ``MethodNotAllowed``). FastAPI's own request-validation errors
+and Starlette's HTTP errors are converted to it by :func:`install_error_handlers`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+VALIDATION = "Validation"
+OVERLOADED = "Overloaded"
+UNAUTHORIZED = "Unauthorized"
+PAYLOAD_TOO_LARGE = "PayloadTooLarge"
+UNHEALTHY = "Unhealthy"
+UNSUPPORTED = "Unsupported"
+BACKEND = "Backend"
+
+_BY_STATUS = {
+    400: UNSUPPORTED,
+    401: UNAUTHORIZED,
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    413: PAYLOAD_TOO_LARGE,
+    422: VALIDATION,
+    429: OVERLOADED,
+    503: UNHEALTHY,
+}
+
+
+class ApiError(Exception):
+    """An error answered to the client: HTTP ``status``, ``error_type`` and a one-line message."""
+
+    def __init__(self, status: int, message: str, error_type: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.error_type = error_type or error_type_for(status)
+
+
+def error_type_for(status: int) -> str:
+    """The ``error_type`` of an HTTP status (``Backend`` for server errors, ``Http`` for other client errors)."""
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    return BACKEND if status >= 500 else "Http"
+
+
+def error_body(message: str, error_type: str) -> dict[str, str]:
+    """The JSON body of an error response."""
+    return {"error": message, "error_type": error_type}
+
+
+def json_error(status: int, message: str, error_type: str | None = None, headers: Mapping[str, str] | None = None):
+    """A ``JSONResponse`` in the error shape."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(
+        error_body(message, error_type or error_type_for(status)), status_code=status, headers=dict(headers or {})
+    )
+
+
+_TYPE_TAG = re.compile(r"^([a-z-]+\[.*\]|str|int|float|bool|none|list|dict|literal)$", re.IGNORECASE)
+
+
+def _location(loc: Sequence[Any]) -> list[str]:
+    """The path of a field without ``body`` and without pydantic's union-member tags (``str``, ``list[str]``)."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] == "body":
+        parts = parts[1:]
+    return [p for p in parts if not _TYPE_TAG.match(p)]
+
+
+def _spell(parts: list[str]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+    return out or "body"
+
+
+def validation_message(errors: Sequence[Mapping[str, Any]]) -> str:
+    """One line from pydantic / FastAPI validation errors: ``field[i]: message; ...`` (input values not echoed).
+
+    Of the alternatives of a union field (a string or a list of strings) only the one that got furthest is named:
+    ``input[1]: Input should be a valid string`` rather than the error of each alternative."""
+    found: list[tuple[list[str], str]] = []
+    lines = []
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            lines.append(f"the body is not valid JSON ({err.get('ctx', {}).get('error', 'parse error')})")
+            continue
+        found.append((_location(err.get("loc", ())), str(err.get("msg", "invalid value"))))
+    deepest: dict[str, int] = {}
+    for parts, _ in found:
+        key = parts[0] if parts else ""
+        deepest[key] = max(deepest.get(key, 0), len(parts))
+    for parts, message in found:
+        if len(parts) == deepest[parts[0] if parts else ""]:
+            lines.append(f"{_spell(parts)}: {message}")
+    unique = list(dict.fromkeys(lines))
+    shown = "; ".join(unique[:5])
+    return shown + (f"; and {len(unique) - 5} more" if len(unique) > 5 else "")
+
+
+def install_error_handlers(app: Any) -> None:
+    """Answer every error of ``app`` in the error shape: :class:`ApiError`, FastAPI's 422 validation errors,
+    Starlette's HTTP errors (404, 405, ...) and unexpected exceptions (500, ``Backend``)."""
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+
+    async def api_error(request: Any, exc: ApiError):
+        return json_error(exc.status, exc.message, exc.error_type)
+
+    async def request_validation(request: Any, exc: RequestValidationError):
+        return json_error(422, validation_message(exc.errors()), VALIDATION)
+
+    async def http_error(request: Any, exc: HTTPException):
+        return json_error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    async def unexpected(request: Any, exc: Exception):
+        return json_error(500, f"internal error: {type(exc).__name__}", BACKEND)
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(RequestValidationError, request_validation)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)

@@ -1,0 +1,198 @@
+"""ASGI middleware that answers before the application sees a request: metrics, auth, concurrency and body size.
+
+Outermost first (:func:`finesim.serving.app.create_app` installs them in this order):
+
+1. :class:`MetricsMiddleware`: counts every answered request by endpoint and status, with its latency.
+2. :class:`AuthMiddleware`: with an API key, every path but the public ones needs ``Authorization: Bearer KEY``
+   (compared with :func:`hmac.compare_digest`; the key is never logged or echoed): 401 otherwise.
+3. :class:`ConcurrencyLimitMiddleware`: more than ``limit`` scoring requests in flight: 429 at once, not queued.
+4. :class:`BodySizeLimitMiddleware`: a body over the limit is answered 413 before anything parses it: at once
+   when ``Content-Length`` says so, else while the chunks of a streamed (chunked) body are counted.
+
+They are plain ASGI callables, so they work under any ASGI server and with FastAPI's test client.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
+from typing import Any
+
+from finesim.serving.errors import OVERLOADED, PAYLOAD_TOO_LARGE, UNAUTHORIZED, VALIDATION, json_error
+from finesim.serving.metrics import ServerMetrics
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers") or ():
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+class MetricsMiddleware:
+    """Record each HTTP request's endpoint, status and latency in ``metrics``."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            self.metrics.observe_request(scope.get("path", ""), status, time.perf_counter() - start)
+
+
+class AuthMiddleware:
+    """401 for a request to a non-public path without ``Authorization: Bearer <api_key>``."""
+
+    def __init__(self, app: ASGIApp, api_key: str, public_paths: Collection[str]) -> None:
+        if not api_key:
+            raise ValueError("the API key is empty")
+        self.app = app
+        self._key = api_key.encode("utf-8")
+        self.public_paths = frozenset(public_paths)
+
+    def __repr__(self) -> str:
+        return f"AuthMiddleware(public_paths={sorted(self.public_paths)})"  # never the key
+
+    def authorized(self, scope: Scope) -> bool:
+        """Whether the request carries the key (constant-time comparison)."""
+        header = _header(scope, b"authorization") or ""
+        scheme, _, token = header.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(token.strip().encode("utf-8"), self._key)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in self.public_paths or self.authorized(scope):
+            await self.app(scope, receive, send)
+            return
+        response = json_error(
+            401,
+            "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
+            UNAUTHORIZED,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+        await response(scope, receive, send)
+
+
+class ConcurrencyLimitMiddleware:
+    """429 at once when ``limit`` requests (public paths excepted) are already in flight."""
+
+    def __init__(
+        self, app: ASGIApp, limit: int, public_paths: Collection[str], metrics: ServerMetrics | None = None
+    ) -> None:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        self.app = app
+        self.limit = limit
+        self.public_paths = frozenset(public_paths)
+        self.metrics = metrics
+        self.active = 0  # only touched on the event loop thread
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in self.public_paths:
+            await self.app(scope, receive, send)
+            return
+        if self.active >= self.limit:
+            response = json_error(
+                429,
+                f"the server is answering {self.active} requests, its limit; retry later",
+                OVERLOADED,
+                headers={"Retry-After": "1"},
+            )
+            await response(scope, receive, send)
+            return
+        self.active += 1
+        if self.metrics is not None:
+            self.metrics.in_flight.inc()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.active -= 1
+            if self.metrics is not None:
+                self.metrics.in_flight.dec()
+
+
+class BodySizeLimitMiddleware:
+    """413 for a body over ``max_bytes``, before the application reads or parses any of it.
+
+    A ``Content-Length`` over the limit is refused without reading the body. Otherwise the body is read here,
+    chunk by chunk, counting bytes (a chunked body has no length up front): over the limit it is refused at
+    once; within it, the application receives the buffered body as one message.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
+        response = json_error(
+            413,
+            f"the request body ({size}) is over the server's limit of {self.max_bytes} bytes",
+            PAYLOAD_TOO_LARGE,
+            headers={"Connection": "close"},
+        )
+        await response(scope, receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _header(scope, b"content-length")
+        if declared is not None:
+            try:
+                length = int(declared)
+            except ValueError:
+                await json_error(400, "invalid Content-Length header", VALIDATION)(scope, receive, send)
+                return
+            if length > self.max_bytes:
+                await self._too_large(scope, receive, send, f"{length} bytes")
+                return
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client has gone: nobody to answer
+            body = message.get("body", b"")
+            total += len(body)
+            if total > self.max_bytes:
+                await self._too_large(scope, receive, send, f"more than {self.max_bytes} bytes")
+                return
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)

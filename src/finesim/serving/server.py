@@ -1,0 +1,105 @@
+"""Run the application under uvicorn: the socket, graceful SIGTERM, and a failed model load as an error.
+
+SIGTERM (and Ctrl-C) use uvicorn's graceful shutdown: the listening socket is closed at once (no new
+connections), requests in flight are answered, then the application's shutdown stops the batching worker. After
+a graceful stop uvicorn re-raises the signal it caught; :func:`serve` installs a SIGTERM handler that ignores it,
+so a server stopped by SIGTERM exits with status 0 (Ctrl-C still ends as an interrupt, exit code 130).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from finesim.serving.settings import ServeSettings
+
+logger = logging.getLogger("finesim.serving")
+
+# Seconds uvicorn waits for requests in flight after SIGTERM before it cancels them.
+GRACEFUL_SHUTDOWN_S = 60
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    settings: ServeSettings,
+    *,
+    say: Callable[[str], None] = print,
+    log_level: int = logging.WARNING,
+    loader: Callable[[], Any] | None = None,
+) -> int:
+    """Serve ``settings.model`` until SIGTERM or Ctrl-C; returns 0 after a graceful stop.
+
+    Args:
+        settings: what to serve and how.
+        say: a printer of progress lines (the address, once the model is ready).
+        log_level: uvicorn's log level (its access log is at INFO).
+        loader: loads the scorer (default: by name, :func:`finesim.serving.app.default_loader`).
+
+    Raises:
+        RuntimeError: the model could not be loaded (the server stops at once).
+    """
+    import uvicorn
+
+    from finesim.serving.app import create_app
+
+    if not is_loopback(settings.host) and settings.api_key is None:
+        logger.warning(
+            "listening on %s without an API key: anyone who can reach this port can use the model (set --api-key-env)",
+            settings.host,
+        )
+    holder: dict[str, Any] = {}
+
+    def stop_on_failure(err: BaseException) -> None:
+        server = holder.get("server")
+        if server is not None:
+            server.should_exit = True
+
+    app = create_app(settings, loader=loader, on_ready=lambda: say("model ready"), on_load_error=stop_on_failure)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,  # finesim's logging set-up (-v / -q) applies to uvicorn's loggers too
+        log_level=log_level,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        server_header=False,
+    )
+    server = uvicorn.Server(config)
+    holder["server"] = server
+    try:
+        sock = config.bind_socket()  # uvicorn logs the reason and exits when it cannot bind
+    except SystemExit:
+        raise OSError(f"cannot listen on {settings.host}:{settings.port} (in use, or not an address here)") from None
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    say(f"serving {settings.model} on http://{shown}:{port} (loading the model; GET /health answers 200 once ready)")
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _ignore_signal)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        sock.close()
+    state = app.state.model
+    if state.status == "failed":
+        raise RuntimeError(f"could not load the model {settings.model}: {state.error}")
+    return 0
+
+
+def _ignore_signal(signum: int, frame: Any) -> None:
+    """The SIGTERM handler in place after uvicorn's graceful shutdown: the stop has been done already."""

@@ -1,0 +1,77 @@
+"""What a server is started with: the model, the limits, micro-batching and the cache (one checked dataclass)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ENCODERS = ("bi", "tri", "cross", "case")
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Settings of one ``finesim serve`` server.
+
+    Args:
+        model: Hub id, alias, sentence-transformers folder or a folder saved by finesim, as given.
+        encoder: ``bi``, ``tri``, ``cross`` or ``case``; None decides by the folder's marker (a model without one
+            is a bi-encoder).
+        host, port: where to listen (port 0: a free port chosen by the system).
+        api_key: the bearer key every non-public endpoint requires; None: no authentication. Never shown in
+            ``repr`` or :meth:`describe`.
+        max_request_bytes: largest accepted request body (413 above it, checked before the body is parsed).
+        max_items: most pairs (``/similarity``), texts (``/rerank``) or inputs (``/v1/embeddings``) per request.
+        max_concurrent: most requests in flight on the scoring endpoints; one more is answered 429 at once.
+        max_text_chars: longest accepted text, in characters.
+        batch_size: most model inputs gathered into one micro-batch (1: one request at a time).
+        batch_wait_ms: how long the worker waits for more requests after the first one of a micro-batch.
+        cache_size: entries of the LRU cache of embeddings (cross-encoders: of pair scores); 0 turns it off.
+        device: torch device (None: automatic).
+        inference_batch_size: the model's own forward batch size inside one micro-batch.
+    """
+
+    model: str
+    encoder: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    api_key: str | None = field(default=None, repr=False)
+    max_request_bytes: int = 1 << 20
+    max_items: int = 256
+    max_concurrent: int = 64
+    max_text_chars: int = 4096
+    batch_size: int = 64
+    batch_wait_ms: float = 5.0
+    cache_size: int = 10_000
+    device: str | None = None
+    inference_batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        if self.encoder is not None and self.encoder not in ENCODERS:
+            raise ValueError(f"unknown encoder {self.encoder!r}; choose one of {list(ENCODERS)}")
+        for name in ("max_request_bytes", "max_items", "max_concurrent", "max_text_chars", "batch_size"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.inference_batch_size < 1:
+            raise ValueError(f"inference_batch_size must be >= 1, got {self.inference_batch_size}")
+        if self.batch_wait_ms < 0 or self.cache_size < 0:
+            raise ValueError("batch_wait_ms and cache_size must be >= 0")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if self.api_key is not None and not self.api_key.strip():
+            raise ValueError("the API key is empty")
+
+    def limits(self) -> dict[str, int]:
+        """The request limits, as ``/info`` reports them."""
+        return {
+            "max_request_bytes": self.max_request_bytes,
+            "max_items": self.max_items,
+            "max_concurrent": self.max_concurrent,
+            "max_text_chars": self.max_text_chars,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """Every setting except the API key (only whether one is required)."""
+        out = asdict(self)
+        out.pop("api_key")
+        out["auth"] = self.api_key is not None
+        return out

@@ -1,0 +1,69 @@
+"""``finesim serve``: its options and defaults, the API key variable checked before anything starts, and a model
+that cannot be loaded ending the server with one error line (exit 1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from finesim.cli.main import build_parser, main
+
+
+def test_defaults() -> None:
+    args = build_parser().parse_args(["serve", "--model", "minilm"])
+    assert (args.host, args.port, args.encoder, args.api_key_env) == ("127.0.0.1", 8080, None, None)
+    assert (args.batch_size, args.batch_wait_ms, args.cache_size) == (64, 5, 10_000)
+    assert (args.max_request_bytes, args.max_items, args.max_concurrent, args.max_text_chars) == (
+        1 << 20,
+        256,
+        64,
+        4096,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--port", "70000"], "must be <= 65535"),
+        (["--batch-size", "0"], "must be >= 1"),
+        (["--encoder", "quad"], "invalid choice"),
+        (["--batch-wait-ms", "-1"], "must be >= 0"),
+    ],
+)
+def test_bad_options(argv, says, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", *argv])
+    assert exit_.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_unset_or_empty_api_key_variable_is_a_usage_error(monkeypatch, capsys) -> None:
+    for value in (None, "  "):
+        if value is None:
+            monkeypatch.delenv("FINESIM_TEST_KEY", raising=False)
+        else:
+            monkeypatch.setenv("FINESIM_TEST_KEY", value)
+        with pytest.raises(SystemExit) as exit_:
+            main(["serve", "--model", "minilm", "--api-key-env", "FINESIM_TEST_KEY"])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert "--api-key-env FINESIM_TEST_KEY: the environment variable is unset or empty" in err
+
+
+def test_a_model_that_cannot_load_ends_the_server_with_one_line(tmp_path, capsys) -> None:
+    pytest.importorskip("uvicorn")
+    missing = tmp_path / "no-such-model"
+    assert main(["serve", "--model", str(missing), "--port", "0", "--encoder", "tri"]) == 1
+    err = capsys.readouterr().err
+    assert f"finesim serve: error: could not load the model {missing}" in err
+    assert "Traceback" not in err
+
+
+def test_a_port_in_use_is_one_error_line(capsys) -> None:
+    import socket
+
+    pytest.importorskip("uvicorn")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--model", "minilm", "--port", str(port)]) == 1
+    assert f"finesim serve: error: cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err

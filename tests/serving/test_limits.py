@@ -1,0 +1,195 @@
+"""Limits and access: 413 before the body is parsed, the 422 checks, 429 for one request too many in flight,
+401 without the API key."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from serving_support import (  # noqa: F401
+    S1,
+    S2,
+    C,
+    Gate,
+    assert_error,
+    fresh_bi,
+    metric,
+    saved_models,
+    scorers,
+    serving,
+    time_limit,
+    wait_until,
+)
+
+from finesim.serving.limits import BodySizeLimitMiddleware
+
+
+def test_413_from_content_length_before_the_body_is_read() -> None:
+    """A declared length over the limit is refused without reading a byte (``receive`` is never called) and
+    without calling the application."""
+    called = []
+
+    async def app(scope, receive, send):
+        called.append("app")
+
+    async def receive():
+        called.append("receive")
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/similarity", "headers": [(b"content-length", b"999999")]}
+    asyncio.run(BodySizeLimitMiddleware(app, max_bytes=100)(scope, receive, send))
+    assert called == []
+    assert sent[0]["status"] == 413
+    assert b'"error_type":"PayloadTooLarge"' in sent[1]["body"]
+
+
+def test_413_for_a_streamed_body_while_counting() -> None:
+    """Without a length the chunks are counted: the limit is hit at the second chunk, the third is never read."""
+    chunks = [b"x" * 60, b"y" * 60, b"z" * 60]
+    read = []
+
+    async def receive():
+        read.append(len(read))
+        return {"type": "http.request", "body": chunks[len(read) - 1], "more_body": len(read) < 3}
+
+    async def app(scope, receive, send):
+        raise AssertionError("the application must not see an over-limit body")
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/similarity", "headers": []}
+    asyncio.run(BodySizeLimitMiddleware(app, max_bytes=100)(scope, receive, send))
+    assert read == [0, 1] and sent[0]["status"] == 413
+
+
+def test_413_through_the_app(scorers) -> None:  # noqa: F811
+    with serving(scorers["bi"], max_request_bytes=200) as client:
+        # not even JSON: a parser would answer 422, the limit answers first
+        assert_error(client.post("/similarity", content=b"{" * 300), 413, "PayloadTooLarge", contains="200 bytes")
+        chunked = client.post("/similarity", content=iter([b"[" * 150, b"[" * 150]))  # no Content-Length
+        assert_error(chunked, 413, "PayloadTooLarge")
+        small = client.post("/similarity", json={"sentence1": ["a dog"], "sentence2": ["a cat"]})
+        assert small.status_code == 200
+        streamed_ok = client.post(
+            "/similarity",
+            content=iter([b'{"sentence1": ["a dog"], ', b'"sentence2": ["a cat"]}']),
+            headers={"Content-Type": "application/json"},
+        )
+        assert streamed_ok.status_code == 200, streamed_ok.text
+        assert metric(client, "finesim_requests_total", 'endpoint="/similarity",status="413"') == 2
+
+
+BAD_REQUESTS = [
+    ("/similarity", {"sentence1": ["a"] * 6, "sentence2": ["b"] * 6}, "at most 5"),
+    ("/similarity", {"sentence1": ["a" * 51], "sentence2": ["b"]}, "sentence1[0] has 51 characters"),
+    ("/similarity", {"sentence1": ["a", "b"], "sentence2": ["b"]}, "2 first sentences but 1 second"),
+    ("/similarity", {"sentence1": ["a", ""], "sentence2": ["b", "c"]}, "sentence1[1] is empty"),
+    ("/similarity", {"sentence1": ["a"], "sentence2": ["   "]}, "sentence2[0] is empty"),
+    ("/similarity", {"sentence1": ["a", 3], "sentence2": ["b", "c"]}, "sentence1[1]: Input should be a valid string"),
+    ("/similarity", {"sentence1": ["a"]}, "sentence2: Field required"),
+    ("/similarity", {"sentence1": [], "sentence2": []}, "sentence1 is empty"),
+    ("/similarity", {"sentence1": "a", "sentence2": ["b"]}, "sentence1: Input should be a valid list"),
+    ("/similarity", {"sentence1": ["a", "b"], "sentence2": ["b", "c"], "condition": ["x"]}, "1 conditions"),
+    ("/similarity", {"sentence1": ["a"], "sentence2": ["b"], "condition": ""}, "condition[0] is empty"),
+    ("/similarity", {"sentence1": ["a"], "sentence2": ["b"], "sentences2": ["b"]}, "sentences2: Extra inputs"),
+    ("/rerank", {"query": "a", "texts": ["b"], "top_n": 0}, "top_n: Input should be greater than or equal to 1"),
+    ("/rerank", {"query": "", "texts": ["b"]}, "query[0] is empty"),
+    ("/rerank", {"query": "a", "texts": ["b"] * 6}, "texts has 6 items"),
+    ("/rerank", {"texts": ["b"]}, "query: Field required"),
+    ("/v1/embeddings", {"input": ["a", None]}, "input[1]"),
+    ("/v1/embeddings", {"input": []}, "input is empty"),
+    ("/v1/embeddings", {"model": "x"}, "input: Field required"),
+    ("/v1/embeddings", {"input": "a", "encoding_format": "int8"}, "encoding_format"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "says"), BAD_REQUESTS)
+def test_422_checks(path, body, says, scorers) -> None:  # noqa: F811
+    with serving(scorers["bi"], max_items=5, max_text_chars=50) as client:
+        assert_error(client.post(path, json=body), 422, "Validation", contains=says)
+
+
+@pytest.mark.parametrize("kind", ["tri", "case"])
+def test_422_without_a_condition_where_one_is_needed(kind, scorers) -> None:  # noqa: F811
+    with serving(scorers[kind]) as client:
+        body = assert_error(client.post("/similarity", json={"sentence1": S1, "sentence2": S2}), 422, "Validation")
+        assert "only under a condition" in body["error"]
+        assert_error(client.post("/rerank", json={"query": "a", "texts": ["b"]}), 422, "Validation")
+
+
+def test_429_when_too_many_requests_are_in_flight(fresh_bi) -> None:  # noqa: F811
+    """Two requests held in the model fill ``--max-concurrent 2``: a third is refused at once, not queued; once
+    they finish, requests are accepted again. Public endpoints are never refused."""
+    gate = Gate()
+    gate.wrap(fresh_bi)
+    results: dict[int, int] = {}
+    with serving(fresh_bi, max_concurrent=2, batch_size=1) as client:
+
+        def post(i: int) -> None:
+            body = {"sentence1": [f"a man plays {i}"], "sentence2": ["a dog"], "condition": "the activity"}
+            results[i] = client.post("/similarity", json=body).status_code
+
+        threads = [threading.Thread(target=post, args=(i,), daemon=True) for i in range(2)]
+        for t in threads:
+            t.start()
+        assert gate.entered.wait(30)
+        wait_until(lambda: metric(client, "finesim_requests_in_flight") == 2, what="two requests in flight")
+        start = time.monotonic()
+        refused = client.post("/similarity", json={"sentence1": ["x"], "sentence2": ["y"]})
+        assert time.monotonic() - start < 5  # answered at once, not after the held requests
+        assert_error(refused, 429, "Overloaded")
+        assert refused.headers["retry-after"] == "1"
+        assert client.get("/health").status_code == 200 and client.get("/info").status_code == 200
+        gate.open()
+        for t in threads:
+            t.join(30)
+        assert results == {0: 200, 1: 200}
+        assert client.post("/similarity", json={"sentence1": ["x"], "sentence2": ["y"]}).status_code == 200
+
+
+def test_401_without_the_api_key(scorers) -> None:  # noqa: F811
+    key = "s3cret-key-for-tests"
+    body = {"sentence1": ["a dog"], "sentence2": ["a cat"]}
+    with serving(scorers["bi"], api_key=key) as client:
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Authorization": key},
+            {"Authorization": f"Basic {key}"},
+        ):
+            refused = client.post("/similarity", json=body, headers=headers)
+            assert_error(refused, 401, "Unauthorized")
+            assert key not in refused.text and refused.headers["www-authenticate"] == "Bearer"
+        # 401 comes before the body is looked at: a malformed or oversized body still gets 401 without the key
+        assert_error(client.post("/similarity", content=b"{oops"), 401, "Unauthorized")
+        for path in ("/rerank", "/v1/embeddings"):
+            assert_error(client.post(path, json={}), 401, "Unauthorized")
+        ok = client.post("/similarity", json=body, headers={"Authorization": f"Bearer {key}"})
+        assert ok.status_code == 200, ok.text
+        ok = client.post("/similarity", json=body, headers={"authorization": f"bearer  {key}"})
+        assert ok.status_code == 200
+        for public in ("/health", "/info", "/metrics"):
+            response = client.get(public)
+            assert response.status_code == 200 and key not in response.text
+        assert client.get("/info").json()["auth"] is True
+
+
+def test_settings_never_show_the_key() -> None:
+    from finesim.serving import ServeSettings
+
+    settings = ServeSettings(model="m", api_key="hidden-value")
+    assert "hidden-value" not in repr(settings) and "hidden-value" not in str(settings.describe())
+    with pytest.raises(ValueError, match="empty"):
+        ServeSettings(model="m", api_key="  ")
+    with pytest.raises(ValueError, match="unknown encoder"):
+        ServeSettings(model="m", encoder="quad")

@@ -1,0 +1,141 @@
+"""A real ``finesim serve`` process on 127.0.0.1: health, auth, 413 before the body arrives, and SIGTERM during a
+request in flight (the request is answered, new connections are refused, the process exits 0)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from serving_support import S1, S2, C, saved_models, time_limit  # noqa: F401
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("uvicorn")
+
+KEY_VAR = "FINESIM_TEST_SERVE_KEY"
+KEY = "process-test-key-1234"
+SLOW_S = 3.0
+
+# The CLI as ``finesim`` runs it, with one test hook: a text containing "slowdown" makes the model take SLOW_S
+# seconds, so that a request is certainly in flight when SIGTERM arrives.
+LAUNCHER = f"""
+import sys, time
+from finesim.evaluation import scoring
+original = scoring.ConditionalScorer.embed
+def embed(self, sentences, conditions=None):
+    if any("slowdown" in s for s in sentences):
+        time.sleep({SLOW_S})
+    return original(self, sentences, conditions)
+scoring.ConditionalScorer.embed = embed
+from finesim.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _lines(stream, out: queue.Queue) -> None:
+    for line in iter(stream.readline, ""):
+        out.put(line)
+    out.put(None)
+
+
+def _port(lines: queue.Queue, seen: list[str], timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        seen.append(line)
+        found = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
+        if found:
+            return int(found.group(1))
+    raise AssertionError("the server did not announce its address:\n" + "".join(seen))
+
+
+def test_real_server_process_answers_and_stops_gracefully_on_sigterm(saved_models, tmp_path: Path) -> None:  # noqa: F811
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(LAUNCHER, encoding="utf-8")
+    env = {**os.environ, KEY_VAR: KEY, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, str(launcher), "serve", "--model", str(saved_models["bi"]), "--host", "127.0.0.1"]
+    command += ["--port", "0", "--api-key-env", KEY_VAR, "--max-request-bytes", "4096", "--batch-wait-ms", "2"]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue = queue.Queue()
+    seen: list[str] = []
+    threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
+    try:
+        port = _port(lines, seen, timeout=90)
+        base = f"http://127.0.0.1:{port}"
+        auth = {"Authorization": f"Bearer {KEY}"}
+        with httpx.Client(base_url=base, timeout=30) as client:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    if client.get("/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "the model did not load in time"
+                time.sleep(0.1)
+            body = {"sentence1": S1, "sentence2": S2, "condition": C}
+            assert client.post("/similarity", json=body).status_code == 401
+            scored = client.post("/similarity", json=body, headers=auth)
+            assert scored.status_code == 200 and len(scored.json()["scores"]) == len(S1)
+            assert client.get("/info").json()["encoder"] == "bi"
+
+            # 413 from the header alone: the 100 MB body is never sent, the answer comes at once
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+                raw.sendall(
+                    b"POST /similarity HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + f"Authorization: Bearer {KEY}\r\nContent-Length: 100000000\r\n\r\n".encode()
+                )
+                answer = b""
+                while chunk := raw.recv(4096):  # the server closes the connection after its answer
+                    answer += chunk
+            text = answer.decode("latin-1")
+            assert text.startswith("HTTP/1.1 413") and '"error_type":"PayloadTooLarge"' in text, text
+            streamed = client.post("/similarity", content=iter([b"[" * 3000, b"[" * 3000]), headers=auth)
+            assert streamed.status_code == 413 and streamed.json()["error_type"] == "PayloadTooLarge"
+
+            # SIGTERM while a request is in flight: it is still answered, then the process exits 0
+            result: dict[str, object] = {}
+
+            def slow() -> None:
+                slow_body = {"sentence1": ["slowdown now"], "sentence2": ["a dog"], "condition": "the animal"}
+                response = httpx.post(f"{base}/similarity", json=slow_body, headers=auth, timeout=60)
+                result["status"], result["body"] = response.status_code, response.json()
+
+            worker = threading.Thread(target=slow, daemon=True)
+            worker.start()
+            deadline = time.monotonic() + 30
+            while "finesim_requests_in_flight 1.0" not in client.get("/metrics").text:
+                assert time.monotonic() < deadline, "the slow request never arrived"
+                time.sleep(0.02)
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            with pytest.raises(httpx.TransportError):  # no longer accepting connections
+                httpx.get(f"{base}/health", timeout=2)
+            worker.join(60)
+            assert result.get("status") == 200, result
+            assert len(result["body"]["scores"]) == 1  # type: ignore[index]
+            assert time.monotonic() - sent < SLOW_S + 10
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    while (line := lines.get(timeout=10)) is not None:
+        seen.append(line)
+    output = "".join(seen)
+    assert "model ready" in output, output
+    assert KEY not in output
