@@ -12,6 +12,7 @@ pair jointly and so cannot index a corpus (it can re-rank the results of an inde
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +59,9 @@ class IndexEncoder:
         self.batch_size = batch_size
         self.encoded = 0
         self.head = None
+        # one model call at a time: searches may come from several threads, and a CASE encoder's in-memory store is
+        # cleared after each corpus chunk
+        self._lock = threading.Lock()
         if kind == "tri":
             from finesim.models.condition_head import find_condition_head
 
@@ -94,13 +98,14 @@ class IndexEncoder:
 
     def _pooled(self, texts: Sequence[str]) -> torch.Tensor:
         """Pooled embeddings (the head passes them through when no condition is given), each distinct text once."""
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            embeddings, position = encode_distinct(self.model, list(texts), batch_size=self.batch_size)
-        finally:
-            self.model.train(was_training)
-        self.encoded += len(position)
+        with self._lock:
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                embeddings, position = encode_distinct(self.model, list(texts), batch_size=self.batch_size)
+            finally:
+                self.model.train(was_training)
+            self.encoded += len(position)
         return rows(embeddings, position, list(texts))
 
     def stage(self, texts: Sequence[str]) -> np.ndarray:
@@ -122,19 +127,20 @@ class IndexEncoder:
 
     def _conditioned(self, texts: Sequence[str], condition: str) -> np.ndarray:
         texts = list(texts)
-        if self.kind == "bi":
-            items = [(t, condition) for t in texts]
-            embeddings, position = encode_distinct(self.model, items, batch_size=self.batch_size)
-            self.encoded += len(position)
-            return l2_rows(rows(embeddings, position, items)).numpy()
-        encoder = self.model.encoder
-        before = encoder.encoded
-        x = self.model.embed(texts, [condition] * len(texts))
-        self.encoded += len(texts)
-        # the CASE encoder keeps every embedding it made in memory: a corpus would fill it
-        forget = getattr(encoder, "forget", None)
-        if forget is not None and encoder.encoded != before:
-            forget()
+        with self._lock:
+            if self.kind == "bi":
+                items = [(t, condition) for t in texts]
+                embeddings, position = encode_distinct(self.model, items, batch_size=self.batch_size)
+                self.encoded += len(position)
+                return l2_rows(rows(embeddings, position, items)).numpy()
+            encoder = self.model.encoder
+            before = encoder.encoded
+            x = self.model.embed(texts, [condition] * len(texts))
+            self.encoded += len(texts)
+            # the CASE encoder keeps every embedding it made in memory: a corpus would fill it
+            forget = getattr(encoder, "forget", None)
+            if forget is not None and encoder.encoded != before:
+                forget()
         return l2_rows(torch.as_tensor(np.asarray(x, dtype=np.float32))).numpy()
 
     def conditioned(self, texts: Sequence[str], condition: str) -> np.ndarray:
