@@ -179,7 +179,69 @@ def run_case(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str
     }
 
 
-KINDS = {"train": run_train, "evaluate": run_evaluate, "case": run_case}
+def run_case_embed(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str, Any]:
+    """The unsupervised CASE embeddings (no projection) scored on C-STS validation."""
+    folder = WORK / study / spec["id"]
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / "embed.json"
+    validation = os.environ.get("FINESIM_DATA", str(ROOT.parent / "shared" / "data")) + "/csts/validation.csv"
+    argv = ["case", "embed", "--recipe", spec["recipe"], validation, "--output", str(out), "--no-progress"]
+    argv += spec.get("args", [])
+    seconds = 0.0 if out.is_file() else finesim(argv, log)
+    payload = json.loads(out.read_text(encoding="utf-8"))
+    return {
+        "commands": ["finesim " + " ".join(argv)],
+        "report": {"scores": {"CSTS-validation": payload["results"][0]["unsupervised_spearman"]}},
+        "seconds": {"total": round(seconds, 1)},
+    }
+
+
+def run_ensemble(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str, Any]:
+    """An ensemble of this seed's members (other runs of the study): its weights chosen on the members' dev split
+    (carved from train with ``dev_fraction`` / ``dev_seed``, as in their recipes) over a grid, then reported on
+    validation with ``finesim evaluate``."""
+    import numpy as np
+
+    from finesim.data.csts import read_csts
+    from finesim.data.splits import split_by_pair
+    from finesim.evaluation.ensemble import save_ensemble
+    from finesim.evaluation.metrics import spearman
+    from finesim.evaluation.scoring import ConditionalScorer
+
+    members = [WORK / study / m / f"seed{seed}" / "model" for m in spec["members"]]
+    missing = [str(m) for m in members if not m.is_dir()]
+    if missing:
+        raise RuntimeError(f"members not trained yet: {missing}")
+    data = Path(os.environ.get("FINESIM_DATA", str(ROOT.parent / "shared" / "data")))
+    rows, _ = read_csts(data / "csts" / "train.csv")
+    _, dev = split_by_pair(rows, float(spec.get("dev_fraction", 0.1)), int(spec.get("dev_seed", 42)))
+    scores = [
+        ConditionalScorer(str(m), batch_size=64).score(dev["sentence1"], dev["sentence2"], dev["condition"])
+        for m in members
+    ]
+    grid = np.linspace(0.0, 1.0, 11)
+    if len(members) != 2:
+        raise RuntimeError("the ensemble kind chooses the weight of two members")
+    dev_scores = {round(float(w), 2): spearman(w * scores[0] + (1 - w) * scores[1], dev["label"]) for w in grid}
+    best = max(dev_scores, key=dev_scores.get)
+    folder = WORK / study / spec["id"] / f"seed{seed}"
+    save_ensemble(folder / "model", members, [best, 1 - best])
+    report, seconds = _report(folder, str(folder / "model"), "csts", log, [])
+    return {
+        "commands": [f"ensemble of {[str(m) for m in members]} with weights {[best, 1 - best]}"],
+        "train": {"dev": {"spearman": dev_scores[best]}, "dev_by_weight": dev_scores, "weights": [best, 1 - best]},
+        "report": report,
+        "seconds": {"evaluate": round(seconds, 1)},
+    }
+
+
+KINDS = {
+    "train": run_train,
+    "evaluate": run_evaluate,
+    "case": run_case,
+    "case-embed": run_case_embed,
+    "ensemble": run_ensemble,
+}
 
 
 def git_commit() -> str:

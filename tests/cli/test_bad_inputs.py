@@ -62,6 +62,21 @@ def _dry(
 _TINY: list[Path] = []
 
 
+def _run_folder(folder: Path) -> Path:
+    """A training folder as finesim train leaves it: the effective recipe as config.json beside model/."""
+    run = folder / "run"
+    _write(run / "config.json", '{"name": "r", "model": {"backbone": "x"}}')
+    _write(run / "metrics.json", "{}")
+    _write(run / "run.json", "{}")
+    _write(run / "model" / "finesim_model.json", '{"model_type": "bi"}')
+    _write(run / "model" / "modules.json", "[]")
+    return run
+
+
+def _pairs(folder: Path) -> Path:
+    return _write(folder / "pairs.csv", "sentence1,sentence2\na,b\n")
+
+
 def _tiny_model_dir() -> Path:
     return _TINY[0]
 
@@ -430,10 +445,16 @@ CASES: list[Case] = [
         lambda d: [
             "evaluate",
             "--model",
-            str(_write(d / "run" / "model" / "finesim_model.json", "{}").parents[1]),
+            str(_run_folder(d)),
             "--tasks",
             "STS12",
         ],
+        1,
+        ("is a finesim training folder, not a model", "run/model"),
+    ),
+    Case(
+        "score-run-folder-not-model",
+        lambda d: ["score", "--model", str(_run_folder(d)), "--input", str(_pairs(d)), "--output", str(d / "o.csv")],
         1,
         ("is a finesim training folder, not a model", "run/model"),
     ),

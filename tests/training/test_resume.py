@@ -77,6 +77,19 @@ def test_cosmetic_keys_do_not_change_the_fingerprint(tiny_bert_dir: Path, data_r
     assert fingerprint_changes(a, {**a, "recipe": {**a["recipe"], "train.epochs": 9.0}}) == ["train.epochs: 2.0 -> 9.0"]
 
 
+def test_a_field_added_since_the_run_counts_only_when_not_its_default() -> None:
+    # a run written before data.split existed resumes when the recipe leaves it at its default ...
+    old = {"recipe": {"seed": 1, "train.epochs": 2.0}, "data": {"train": "h", "validation": None}}
+    new = {**old, "recipe": {**old["recipe"], "data.split": None, "train.bf16": False}}
+    assert fingerprint_changes(old, new) == []
+    assert fingerprint_changes(new, old) == []
+    # ... and is refused when the new field changes behaviour; a key no recipe has is always a change
+    bf16 = {**old, "recipe": {**old["recipe"], "train.bf16": True}}
+    assert fingerprint_changes(old, bf16) == ["train.bf16: '<unset>' -> True"]
+    option = {**old, "recipe": {**old["recipe"], "objective.options.tau": 0.05}}
+    assert fingerprint_changes(old, option) == ["objective.options.tau: '<unset>' -> 0.05"]
+
+
 def test_folder_of_an_older_run_without_fingerprint_is_refused(
     tiny_bert_dir: Path, data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

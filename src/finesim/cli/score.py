@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``finesim score``."""
     from pathlib import Path
 
+    from finesim.evaluation.loading import load_pair_scorer
     from finesim.evaluation.score_file import Columns, check_input, score_file
-    from finesim.evaluation.scoring import ConditionalScorer
 
     check_output_file(args.output)
     if Path(args.output).resolve() == Path(args.input).resolve():
@@ -78,14 +78,8 @@ def run(args: argparse.Namespace) -> int:
     columns = Columns(args.sentence1_column, args.sentence2_column, args.condition_column, args.score_column)
     check_input(args.input, columns=columns, condition=args.condition, input_format=args.input_format, split=args.split)
     tell = say(args)
-    scorer = ConditionalScorer(
-        args.model,
-        encoder=args.encoder,
-        batch_size=args.batch_size,
-        device=args.device,
-        show_progress=False,
-    )
-    tell(f"model {args.model}: {scorer.encoder} scorer")
+    scorer = load_pair_scorer(args.model, encoder=args.encoder, batch_size=args.batch_size, device=args.device)
+    tell(f"model {args.model}: {getattr(scorer, 'encoder', 'ensemble')} scorer")
     report = score_file(
         scorer,
         args.input,

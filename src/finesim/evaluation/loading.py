@@ -7,7 +7,12 @@
 - a folder whose ``finesim_model.json`` names ``csts-bi``, ``csts-cross`` or ``csts-tri`` gives a
   :class:`~finesim.evaluation.scoring.ConditionalScorer`;
 - a folder whose marker names ``case`` gives a :class:`~finesim.evaluation.scoring.ConditionalScorer` over the CASE
-  model.
+  model;
+- a folder whose marker names ``ensemble`` gives an :class:`~finesim.evaluation.ensemble.EnsembleScorer` of its
+  members.
+
+:func:`load_pair_scorer` is the same but gives a scorer for a plain model too (a bi-encoder): what ``finesim score``
+uses.
 """
 
 from __future__ import annotations
@@ -16,13 +21,15 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
+from finesim.evaluation.ensemble import load_ensemble
 from finesim.evaluation.scoring import CASE_ENCODER, ConditionalScorer, load_model_object
 from finesim.models.hub import resolve_model_path
 from finesim.models.io import ENCODER_TYPES, MODEL_TYPE_PREFIX, load_sentence_model, read_marker
 
 logger = logging.getLogger("finesim.evaluation")
 
-MODEL_TYPES = (*(MODEL_TYPE_PREFIX + e for e in ENCODER_TYPES), CASE_ENCODER)
+MODEL_TYPES = (*(MODEL_TYPE_PREFIX + e for e in ENCODER_TYPES), CASE_ENCODER, ENSEMBLE)
 
 
 def load_scorer(
@@ -51,6 +58,10 @@ def load_scorer(
     model_type = marker.get("model_type") if marker else None
     if model_type is not None and model_type not in MODEL_TYPES:
         raise ValueError(f"{name}: unknown finesim model type {model_type!r}; known: {list(MODEL_TYPES)}")
+    if model_type == ENSEMBLE:
+        if encoder is not None or max_length is not None or pooling is not None:
+            raise ValueError(f"{name}: an ensemble takes its members as saved (no encoder, max_length or pooling)")
+        return load_ensemble(path, marker, device=device, batch_size=batch_size)
     if model_type == CASE_ENCODER or encoder == CASE_ENCODER:
         for fixed, value in (("pooling", pooling), ("max_length", max_length)):
             if value is not None:
@@ -61,3 +72,11 @@ def load_scorer(
     if max_length is not None:
         model.max_seq_length = max_length
     return ConditionalScorer(model, encoder=encoder, batch_size=batch_size)
+
+
+def load_pair_scorer(name: str, *, encoder: str | None = None, device: str | None = None, batch_size: int = 64) -> Any:
+    """A scorer for any model: :func:`load_scorer`'s, except that a plain model is scored as a bi-encoder."""
+    scorer = load_scorer(name, encoder=encoder, device=device, batch_size=batch_size)
+    if hasattr(scorer, "score"):
+        return scorer
+    return ConditionalScorer(scorer, encoder="bi", batch_size=batch_size)

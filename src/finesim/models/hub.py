@@ -93,9 +93,11 @@ def _cached_snapshot(model_id: str) -> Path | None:
 def check_model_folder(folder: Path) -> None:
     """Raise a clear error for a folder that holds no model: a finesim training folder (its model is in
     ``model/``) or a folder with none of :data:`MODEL_FILES`."""
-    if any((folder / name).exists() for name in MODEL_FILES):
+    # a training folder has a config.json of its own (the effective recipe) beside its model/ folder
+    run_folder = (folder / "model").is_dir() and any((folder / f).is_file() for f in ("run.json", "metrics.json"))
+    if not run_folder and any((folder / name).exists() for name in MODEL_FILES):
         return
-    if (folder / "model" / MARKER_FILE).is_file():
+    if run_folder or (folder / "model" / MARKER_FILE).is_file():
         raise ModelResolutionError(
             f"{folder} is a finesim training folder, not a model: its trained model is {folder / 'model'}"
         )

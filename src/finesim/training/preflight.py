@@ -325,8 +325,13 @@ def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Human-readable differences between two fingerprints (``key: old -> new``)."""
     changes = []
     old_keys, new_keys = old.get("recipe", {}), new.get("recipe", {})
+    # A key that only one side has is a field added to recipes since the other run was written (or an option dict
+    # entry); it counts as a change unless it holds the field's default, the behaviour of the finesim without it.
+    defaults = _flatten(Recipe().to_dict())
     for key in sorted(set(old_keys) | set(new_keys)):
         a, b = old_keys.get(key, "<unset>"), new_keys.get(key, "<unset>")
+        if "<unset>" in (a, b) and key in defaults and defaults[key] == (b if a == "<unset>" else a):
+            continue
         if a != b:
             changes.append(f"{key}: {a!r} -> {b!r}")
     for role in ("train", "validation"):
