@@ -11,10 +11,14 @@ The public API (imported on first use, so ``import finesim`` stays light and nev
     result = finesim.train(recipe, output_dir="runs/x")
     record = finesim.evaluate("runs/x/model", tasks="csts")      # the results record of `finesim evaluate`
 
+    index = finesim.ConditionalIndex.build("runs/tri/model", corpus_texts, "my-index")   # or .open("my-index")
+    index.search("A man plays a guitar.", "the instrument", k=5)  # [{"index", "text", "score"}, ...]
+
 Sub-packages: :mod:`finesim.data` (loaders), :mod:`finesim.models` (resolution, builders, heads, saving),
 :mod:`finesim.losses` (one loss per file), :mod:`finesim.training` (recipes and the runner),
 :mod:`finesim.evaluation` (tasks, metrics, scorers, harness), :mod:`finesim.case` (CASE),
-:mod:`finesim.prompting` (LLM prompting baselines), :mod:`finesim.analysis`, :mod:`finesim.cli`.
+:mod:`finesim.prompting` (LLM prompting baselines), :mod:`finesim.index` (conditional search), :mod:`finesim.analysis`,
+:mod:`finesim.cli`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from finesim._version import __version__
 
-__all__ = ["ConditionalScorer", "__version__", "evaluate", "load_recipe", "load_scorer", "train"]
+__all__ = ["ConditionalIndex", "ConditionalScorer", "__version__", "evaluate", "load_recipe", "load_scorer", "train"]
 
 
 def __getattr__(name: str) -> Any:
@@ -32,6 +36,10 @@ def __getattr__(name: str) -> Any:
         from finesim.evaluation.scoring import ConditionalScorer
 
         return ConditionalScorer
+    if name == "ConditionalIndex":
+        from finesim.index import ConditionalIndex
+
+        return ConditionalIndex
     if name == "load_scorer":
         from finesim.evaluation.loading import load_scorer
 

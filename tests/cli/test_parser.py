@@ -21,6 +21,9 @@ LOADS_A_MODEL = {
     ("case", "score"),
     ("serve",),
     ("score",),
+    ("index", "build"),
+    ("index", "add"),
+    ("index", "search"),
 }
 
 

@@ -1,0 +1,190 @@
+"""Approximate search with faiss (``faiss-cpu``): inner-product IVF or HNSW indexes over L2-normalised vectors.
+
+- Bi-encoder and CASE indexes keep one faiss index per stored condition, over that condition's corpus embeddings
+  (normalised, so the inner product is the cosine the scorer gives).
+- Tri-encoder indexes keep one faiss index over the normalised stage vectors; a query asks it for candidates with
+  :meth:`TriQuery.candidate_vector` and re-scores them exactly with the condition fused.
+
+A faiss index is a derived file in ``ann/`` (``<name>.faiss`` and ``<name>.json``, which records what it covers:
+kind, parameters, row count). When the corpus has grown since (``add``), the next approximate search adds the new
+rows to it and writes it again (atomically). :func:`recall_at_k` measures the result against exact search.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from finesim.index.errors import IndexFormatError
+from finesim.results import write_json_atomic
+
+ANN_KINDS = ("hnsw", "ivf")
+DEFAULT_PARAMS: dict[str, dict[str, int | None]] = {
+    "hnsw": {"m": 32, "ef_construction": 64, "ef_search": 128},
+    "ivf": {"nlist": None, "nprobe": 16},  # nlist None: about sqrt(n), at most n // 39 (faiss's training rule)
+}
+
+
+def import_faiss() -> Any:
+    """``faiss`` (the ``faiss-cpu`` package), or an ImportError saying what to install."""
+    try:
+        import faiss
+    except ImportError:
+        raise ImportError("approximate search needs faiss: pip install faiss-cpu") from None
+    return faiss
+
+
+def ann_params(kind: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The parameters of an approximate index: the defaults of ``kind`` updated with ``params`` (names checked)."""
+    if kind not in ANN_KINDS:
+        raise ValueError(f"unknown approximate index {kind!r}; choose one of {list(ANN_KINDS)}")
+    out = dict(DEFAULT_PARAMS[kind])
+    for key, value in (params or {}).items():
+        if key not in out:
+            raise ValueError(f"unknown {kind} parameter {key!r}; known: {sorted(out)}")
+        out[key] = value
+    return out
+
+
+def ivf_lists(n: int, requested: int | None) -> int:
+    """IVF list count: ``requested``, else about sqrt(n); never more than n // 39 (at least 1)."""
+    wanted = requested if requested else round(math.sqrt(n))
+    return max(1, min(int(wanted), n // 39))
+
+
+def normalized(x: np.ndarray) -> np.ndarray:
+    """float32 rows scaled to unit length (zero rows stay zero)."""
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    return np.ascontiguousarray(x / np.maximum(norms, 1e-12))
+
+
+def new_ann(kind: str, dim: int, n: int, params: dict[str, Any], sample: Callable[[int], np.ndarray]) -> Any:
+    """An empty (trained, for IVF) inner-product faiss index; ``sample(m)`` gives up to ``m`` normalised rows."""
+    faiss = import_faiss()
+    if kind == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, int(params["m"]), faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = int(params["ef_construction"])
+        return index
+    nlist = ivf_lists(n, params.get("nlist"))
+    quantizer = faiss.IndexFlatIP(dim)
+    index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    index.train(sample(max(64 * nlist, 1)))
+    return index
+
+
+def set_search_params(index: Any, kind: str, params: dict[str, Any]) -> None:
+    """Search-time parameters (HNSW ``efSearch``, IVF ``nprobe``)."""
+    if kind == "hnsw":
+        index.hnsw.efSearch = int(params["ef_search"])
+    else:
+        index.nprobe = min(int(params["nprobe"]), int(index.nlist))
+
+
+class AnnFile:
+    """One faiss index in ``ann/`` and its description.
+
+    Args:
+        folder: the ``ann`` folder. name: the file stem. kind: ``hnsw`` or ``ivf``. params: its parameters.
+    """
+
+    def __init__(self, folder: Path, name: str, kind: str, params: dict[str, Any]) -> None:
+        self.folder = Path(folder)
+        self.name = name
+        self.kind = kind
+        self.params = ann_params(kind, params)
+        self.index: Any = None
+        self.count = 0
+
+    @property
+    def index_file(self) -> Path:
+        return self.folder / f"{self.name}.faiss"
+
+    @property
+    def meta_file(self) -> Path:
+        return self.folder / f"{self.name}.json"
+
+    def load(self) -> bool:
+        """Read the stored index when there is one with the same kind and parameters; whether one was read."""
+        if not (self.index_file.is_file() and self.meta_file.is_file()):
+            return False
+        try:
+            meta = json.loads(self.meta_file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise IndexFormatError(self.meta_file, f"not valid JSON ({err}); delete it to rebuild") from None
+        if meta.get("kind") != self.kind or meta.get("params") != self.params:
+            return False
+        faiss = import_faiss()
+        try:
+            index = faiss.read_index(str(self.index_file))
+        except RuntimeError as err:
+            raise IndexFormatError(self.index_file, f"unreadable faiss index ({err}); delete it to rebuild") from None
+        if int(index.ntotal) != int(meta.get("count", -1)):
+            raise IndexFormatError(
+                self.index_file, f"holds {index.ntotal} vectors, {self.meta_file.name} says {meta.get('count')}"
+            )
+        self.index, self.count = index, int(index.ntotal)
+        return True
+
+    def update(
+        self,
+        total: int,
+        dim: int,
+        rows: Callable[[int, int], Iterator[np.ndarray]],
+        sample: Callable[[int], np.ndarray],
+        extra: dict[str, Any] | None = None,
+    ) -> bool:
+        """Make the index cover rows ``0 .. total - 1``: build it, or add the rows it lacks; save when changed.
+
+        ``rows(start, stop)`` yields normalised row blocks in order. Returns whether anything was added.
+        """
+        if self.index is None:
+            self.index, self.count = new_ann(self.kind, dim, total, self.params, sample), 0
+        if self.count > total:
+            raise IndexFormatError(self.meta_file, f"covers {self.count} rows but the index holds {total}")
+        if self.count == total:
+            return False
+        for block in rows(self.count, total):
+            self.index.add(block)
+        self.count = int(self.index.ntotal)
+        self.save(extra)
+        return True
+
+    def save(self, extra: dict[str, Any] | None = None) -> None:
+        """Write the faiss index and its description (each through a temporary file and a rename)."""
+        faiss = import_faiss()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.name}.", suffix=".tmp", dir=self.folder)
+        os.close(fd)
+        try:
+            faiss.write_index(self.index, tmp)
+            os.replace(tmp, self.index_file)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        write_json_atomic(
+            self.meta_file, {"kind": self.kind, "params": self.params, "count": self.count, **(extra or {})}
+        )
+
+    def search(self, vector: np.ndarray, n: int) -> np.ndarray:
+        """Row ids of the (up to) ``n`` best inner products with ``vector``."""
+        set_search_params(self.index, self.kind, self.params)
+        query = np.ascontiguousarray(np.asarray(vector, dtype=np.float32).reshape(1, -1))
+        _, ids = self.index.search(query, min(n, self.count))
+        return ids[0][ids[0] >= 0].astype(np.int64)
+
+
+def recall_at_k(exact: Sequence[int], approximate: Sequence[int], k: int = 10) -> float:
+    """Share of the exact top-``k`` found in the approximate top-``k`` (1.0 when the exact list is empty)."""
+    truth = [int(i) for i in list(exact)[:k]]
+    if not truth:
+        return 1.0
+    found = {int(i) for i in list(approximate)[:k]}
+    return sum(1 for i in truth if i in found) / len(truth)

@@ -1,0 +1,673 @@
+"""``ConditionalIndex``: index a corpus once, then ask "which texts are similar to X with respect to C?".
+
+A result's score is what ``ConditionalScorer(model).similarity(query, text, condition)`` gives (up to float32
+rounding): the cosine of the fused embeddings for a tri-encoder, of the (text, condition) embeddings for a
+bi-encoder, of the CASE embeddings for a CASE model. Search is exact by default; ``approximate=`` uses faiss
+(:mod:`finesim.index.approximate`). The folder layout is described in :mod:`finesim.index.store`.
+
+Cost model: a tri-encoder embeds the corpus once at build time and fuses the condition at query time
+(:mod:`finesim.index.tri`); a bi-encoder or CASE model must embed the whole corpus once per condition, which happens
+on the condition's first query (or at build time for ``conditions=``) and is kept on disk for every later query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from finesim.index.approximate import ANN_KINDS, AnnFile, ann_params, normalized, recall_at_k
+from finesim.index.encoders import IndexEncoder, check_indexable
+from finesim.index.errors import ModelMismatchError
+from finesim.index.fingerprint import model_fingerprint
+from finesim.index.store import (
+    ANN,
+    CONDITIONS,
+    DTYPES,
+    FORMAT,
+    FORMAT_VERSION,
+    LOCK,
+    MANIFEST,
+    PARTS,
+    SENTENCES,
+    ArrayWriter,
+    IndexStore,
+    Part,
+    PartWriter,
+    new_part_id,
+    remove_leftovers,
+    writer_lock,
+)
+from finesim.index.topk import TopK, best_rows
+from finesim.index.tri import as_float_tensor
+
+logger = logging.getLogger("finesim.index")
+
+ENCODE_CHUNK = 4096  # texts embedded per step of build / add / a condition's first query
+SCORE_CHUNK = 16384  # stored rows scored per step of a search
+
+
+@dataclass
+class Batch:
+    """Texts in corpus order with their stored arrays: ``sentences`` (tri) and/or one per condition key."""
+
+    texts: list[str]
+    arrays: dict[str, np.ndarray]
+
+
+def condition_key(model_sha256: str, encoder: str, condition: str) -> str:
+    """The folder name of a condition's embeddings: a hash of the model, the encoder type and the condition."""
+    blob = f"{model_sha256}\n{encoder}\n{condition}".encode()
+    return hashlib.sha256(blob).hexdigest()[:24]
+
+
+def check_corpus(texts: Iterable[Any], what: str = "corpus") -> list[str]:
+    """The corpus as a list of non-empty strings; an error names the first bad row (0-based) or says it is empty."""
+    if isinstance(texts, str):
+        raise ValueError(f"the {what} must be a list of texts, got a single string")
+    out = list(texts)
+    if not out:
+        raise ValueError(f"the {what} is empty: nothing to index")
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise ValueError(f"{what} row {i}: {type(text).__name__}, not a string")
+        if not text.strip():
+            raise ValueError(f"{what} row {i}: empty text")
+    return out
+
+
+def _check_text(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"the {what} must be a non-empty string, got {value!r}")
+    return value
+
+
+class LoadedModel(NamedTuple):
+    """A model loaded for an index: the object, its encoder type, the name as given and the resolved path."""
+
+    model: Any
+    kind: str
+    name: str | None
+    resolved: str | None
+
+
+def load_index_model(model: Any, encoder: str | None = None, device: str | None = None) -> LoadedModel:
+    """Load ``model`` for an index: a loaded model is used as it is, a name (a folder, Hub id or alias) is loaded
+    like :class:`~finesim.evaluation.scoring.ConditionalScorer` loads it; a :class:`LoadedModel` passes through."""
+    from finesim.evaluation.scoring import load_model_object, scorer_encoder
+
+    if isinstance(model, LoadedModel):
+        return model
+    name = resolved = None
+    if isinstance(model, (str, Path)):
+        from finesim.models.hub import resolve_model_path
+
+        name = str(model)
+        path = resolve_model_path(name)
+        resolved = str(Path(path).resolve()) if Path(path).is_dir() else str(path)
+        model = load_model_object(name, encoder=encoder, device=device)
+    return LoadedModel(model, check_indexable(scorer_encoder(model, encoder)), name, resolved)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _progress(total: int, desc: str, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="text", disable=not enabled)
+
+
+class ConditionalIndex:
+    """A corpus indexed for conditional similarity search (use :meth:`build` or :meth:`open`).
+
+    Attributes:
+        path: the index folder. kind: ``bi``, ``tri`` or ``case``. model: the loaded model.
+        encoder: the :class:`IndexEncoder`; ``encoder.encoded`` counts the texts embedded by this object.
+    """
+
+    def __init__(
+        self,
+        store: IndexStore,
+        model: Any,
+        kind: str,
+        *,
+        batch_size: int = 64,
+        show_progress: bool = False,
+    ) -> None:
+        self.store = store
+        self.model = model
+        self.kind = kind
+        self.encoder = IndexEncoder(model, kind, batch_size=batch_size)
+        self.show_progress = show_progress
+        self._anns: dict[str, AnnFile] = {}
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def build(
+        cls,
+        model: Any,
+        texts: Iterable[str],
+        path: str | Path,
+        *,
+        encoder: str | None = None,
+        conditions: Sequence[str] = (),
+        dtype: str = "float32",
+        approximate: str | None = None,
+        approximate_params: dict[str, Any] | None = None,
+        corpus: Sequence[dict[str, Any]] = (),
+        batch_size: int = 64,
+        device: str | None = None,
+        show_progress: bool = False,
+    ) -> ConditionalIndex:
+        """Index ``texts`` with ``model`` into the new folder ``path`` and return the open index.
+
+        Args:
+            model: a loaded model or a name (folder, Hub id, alias such as ``minilm``).
+            texts: the corpus (non-empty strings); row ``i`` is result ``index`` ``i``.
+            encoder: ``bi``, ``tri`` or ``case``; inferred from the model (its finesim marker) when None.
+            conditions: bi-encoder / CASE: conditions whose corpus embeddings are computed now.
+            dtype: storage type of the vectors (``float32``; ``float16`` halves the size, scores then differ from
+                the scorer's by about 1e-3).
+            approximate: ``hnsw`` or ``ivf``: the default approximate index of this index, built now for a
+                tri-encoder and for the given conditions. approximate_params: its parameters.
+            corpus: descriptions of the corpus files (path, sha256, rows, column) for the manifest.
+        """
+        texts = check_corpus(texts)
+        conditions = [_check_text(c, "condition") for c in conditions]
+        return cls._create(
+            model,
+            path,
+            count=len(texts),
+            batches=None,
+            texts=texts,
+            encoder=encoder,
+            conditions=conditions,
+            dtype=dtype,
+            approximate=approximate,
+            approximate_params=approximate_params,
+            corpus=corpus,
+            batch_size=batch_size,
+            device=device,
+            show_progress=show_progress,
+        )
+
+    @classmethod
+    def _create(
+        cls,
+        model: Any,
+        path: str | Path,
+        *,
+        count: int,
+        batches: Iterable[Batch] | None,
+        texts: list[str] | None = None,
+        encoder: str | None = None,
+        conditions: Sequence[str] = (),
+        dtype: str = "float32",
+        approximate: str | None = None,
+        approximate_params: dict[str, Any] | None = None,
+        corpus: Sequence[dict[str, Any]] = (),
+        batch_size: int = 64,
+        device: str | None = None,
+        show_progress: bool = False,
+    ) -> ConditionalIndex:
+        """Build from ``texts`` (embedded here) or from precomputed ``batches`` (see :func:`index_batches_spec`)."""
+        from finesim import __version__
+
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
+        if approximate is not None:
+            approximate_params = ann_params(approximate, approximate_params)
+        if count < 1:
+            raise ValueError("the corpus is empty: nothing to index")
+        folder = Path(path)
+        prepare_new_folder(folder)
+        loaded, kind, name, resolved = load_index_model(model, encoder, device)
+        index_encoder = IndexEncoder(loaded, kind, batch_size=batch_size)
+        fingerprint = model_fingerprint(loaded)
+        created = _now()
+        manifest: dict[str, Any] = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "finesim_version": __version__,
+            "created": created,
+            "updated": created,
+            "model": {"name": name, "resolved": resolved, "sha256": fingerprint},
+            "encoder": index_encoder.describe(),
+            "dims": {"index": index_encoder.dim},
+            "dtype": dtype,
+            "count": 0,
+            "parts": [],
+            "corpus": [],
+            "approximate": None if approximate is None else {"kind": approximate, "params": approximate_params},
+        }
+        keys = {condition_key(fingerprint, kind, c): c for c in conditions} if kind != "tri" else {}
+        with writer_lock(folder):
+            remove_leftovers(folder, None)
+            if batches is None:
+                assert texts is not None
+                batches = local_batches(index_encoder, texts, keys)
+            entry = write_part(folder, manifest, count, batches, keys, show_progress=show_progress)
+            manifest["parts"] = [entry]
+            manifest["count"] = count
+            manifest["corpus"] = [{**c, "part": entry["id"]} for c in corpus]
+            for key, condition in keys.items():
+                _condition_meta(folder, manifest, key, condition)
+            store = IndexStore(folder, manifest)
+            store.commit(manifest)
+        index = cls(IndexStore.open(folder), loaded, kind, batch_size=batch_size, show_progress=show_progress)
+        index.encoder.encoded = index_encoder.encoded
+        if approximate is not None:
+            if kind == "tri":
+                index._ann_for(None, approximate)
+            for condition in conditions:
+                index._ann_for(condition, approximate)
+        return index
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        model: Any = None,
+        device: str | None = None,
+        batch_size: int = 64,
+        show_progress: bool = False,
+    ) -> ConditionalIndex:
+        """Open an index folder, checking every file and that ``model`` (default: the model recorded in the
+        manifest) is the model the index was built with (same weights hash)."""
+        store = IndexStore.open(path)
+        recorded = store.manifest["model"]
+        kind = str(store.manifest["encoder"]["type"])
+        given = model
+        if model is None:
+            resolved, name = recorded.get("resolved"), recorded.get("name")
+            model = resolved if resolved and Path(resolved).is_dir() else name
+            if model is None:
+                raise ValueError(
+                    f"{store.root / MANIFEST}: the index was built from a model object and records no model name: "
+                    "pass the model"
+                )
+        loaded, _, name, _ = load_index_model(model, kind, device)
+        fingerprint = model_fingerprint(loaded)
+        if fingerprint != recorded["sha256"]:
+            built_with = recorded.get("name") or "a model object"
+            shown = name or (type(given).__name__ if given is not None else "the recorded model")
+            raise ModelMismatchError(
+                f"{store.root / MANIFEST}: the index was built with {built_with} (weights sha256 "
+                f"{recorded['sha256'][:16]}) but {shown} has weights sha256 {fingerprint[:16]}: open it with the "
+                "model it was built with, or build a new index"
+            )
+        return cls(store, loaded, kind, batch_size=batch_size, show_progress=show_progress)
+
+    # ------------------------------------------------------------------ adding
+
+    def add(
+        self, texts: Iterable[str], *, corpus: Sequence[dict[str, Any]] = (), update_conditions: bool = True
+    ) -> int:
+        """Append ``texts`` (rows ``len(self) ..``) atomically; returns the new row count.
+
+        The new part is written under a temporary name and renamed into place, then the manifest is replaced in one
+        rename: a failure at any point leaves the index as it was. With ``update_conditions`` the stored conditions'
+        embeddings are computed for the new rows right away (else on their next query).
+        """
+        texts = check_corpus(texts, "added corpus")
+        return self._append(len(texts), None, texts=texts, corpus=corpus, update_conditions=update_conditions)
+
+    def _append(
+        self,
+        count: int,
+        batches: Iterable[Batch] | None,
+        *,
+        texts: list[str] | None = None,
+        corpus: Sequence[dict[str, Any]] = (),
+        update_conditions: bool = True,
+        conditions: Sequence[str] = (),
+    ) -> int:
+        if count < 1:
+            raise ValueError("the added corpus is empty: nothing to add")
+        root = self.store.root
+        with self._lock, writer_lock(root):
+            current = IndexStore.open(root)  # another process may have added since this index was opened
+            manifest = dict(current.manifest)
+            remove_leftovers(root, manifest)
+            keys = {self.key(c): c for c in conditions} if self.kind != "tri" else {}
+            if batches is None:
+                assert texts is not None
+                batches = local_batches(self.encoder, texts, keys)
+            entry = write_part(root, manifest, count, batches, keys, show_progress=self.show_progress)
+            manifest["parts"] = [*manifest["parts"], entry]
+            manifest["count"] = int(manifest["count"]) + count
+            manifest["corpus"] = [*manifest.get("corpus", []), *({**c, "part": entry["id"]} for c in corpus)]
+            manifest["updated"] = _now()
+            for key, condition in keys.items():
+                _condition_meta(root, manifest, key, condition)
+            current.commit(manifest)
+            self.store = IndexStore.open(root)
+        if update_conditions and self.kind != "tri":
+            self.prepare([c["condition"] for c in self.store.stored_conditions()])
+        return len(self)
+
+    # ------------------------------------------------------------------ conditions (bi / CASE)
+
+    def key(self, condition: str) -> str:
+        """The storage key of a condition's embeddings for this index's model."""
+        return condition_key(self.store.manifest["model"]["sha256"], self.kind, condition)
+
+    def prepare(self, conditions: Sequence[str]) -> int:
+        """Bi-encoder / CASE: compute and store the corpus embeddings of ``conditions`` that are not stored yet
+        (a tri-encoder needs nothing). Returns how many corpus rows were embedded."""
+        if self.kind == "tri":
+            return 0
+        before = self.encoder.encoded
+        for condition in conditions:
+            self._ensure_condition(_check_text(condition, "condition"))
+        return self.encoder.encoded - before
+
+    def _ensure_condition(self, condition: str) -> str:
+        """The key of ``condition``, its embeddings computed first for every part that lacks them."""
+        key = self.key(condition)
+        with self._lock:
+            missing = [p for p in self.store.parts if self.store.condition_array(key, p) is None]
+            if not missing:
+                return key
+            _condition_meta(self.store.root, self.store.manifest, key, condition)
+            total = sum(p.count for p in missing)
+            logger.info("embedding %d texts for the condition %r (stored for later queries)", total, condition)
+            with _progress(total, f"corpus for condition {condition[:40]!r}", self.show_progress) as bar:
+                for part in missing:
+                    writer = ArrayWriter(self.store.condition_file(key, part), part.count, self.store.dim, self.dtype)
+                    try:
+                        start = 0
+                        for texts in self.store.iter_texts(part, ENCODE_CHUNK):
+                            writer.write_rows(start, self.encoder.conditioned(texts, condition))
+                            start += len(texts)
+                            bar.update(len(texts))
+                        writer.finish()
+                    except BaseException:
+                        writer.abort()
+                        raise
+        return key
+
+    @property
+    def conditions(self) -> list[str]:
+        """Bi-encoder / CASE: the conditions whose corpus embeddings are stored (for every row or some parts)."""
+        return [c["condition"] for c in self.store.stored_conditions()]
+
+    # ------------------------------------------------------------------ search
+
+    def __len__(self) -> int:
+        return self.store.count
+
+    @property
+    def dtype(self) -> str:
+        return self.store.dtype
+
+    def search(
+        self,
+        query: str,
+        condition: str,
+        k: int = 10,
+        *,
+        approximate: bool | str = False,
+        candidates: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The ``k`` corpus texts most similar to ``query`` with respect to ``condition``, best first.
+
+        Returns plain data, ``[{"index": row, "text": text, "score": score}, ...]`` (``index``: the 0-based row in
+        the corpus as built and added), ready to serialise as JSON. ``approximate``: False (exact), True (the index's
+        approximate kind, HNSW by default) or ``"hnsw"`` / ``"ivf"``; ``candidates``: how many candidates an
+        approximate tri-encoder search re-scores exactly (default ``max(100, 10 k)``).
+        """
+        rows, scores = self.search_rows(query, condition, k, approximate=approximate, candidates=candidates)
+        texts = self.store.texts(rows)
+        return [{"index": int(r), "text": t, "score": float(s)} for r, t, s in zip(rows, texts, scores)]
+
+    def search_rows(
+        self,
+        query: str,
+        condition: str,
+        k: int = 10,
+        *,
+        approximate: bool | str = False,
+        candidates: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, scores)`` of the best ``k``, best first (ties: lower row first); see :meth:`search`."""
+        query = _check_text(query, "query")
+        condition = _check_text(condition, "condition")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be a whole number >= 1, got {k!r}")
+        k = min(int(k), len(self))
+        kind = self._approximate_kind(approximate)
+        if self.kind == "tri":
+            tri_query = self.encoder.tri_query(query, condition)
+            if kind is None:
+                return self._exact(lambda part: self.store.array(part, SENTENCES), tri_query.scores, k)
+            ann = self._ann_for(None, kind)
+            wanted = candidates if candidates is not None else max(100, 10 * k)
+            found = ann.search(normalized(tri_query.candidate_vector()), max(wanted, k))
+            stage = self._gather(found, None)
+            return best_rows(tri_query.scores(stage).numpy(), found, k)
+        key = self._ensure_condition(condition)
+        vector = torch.as_tensor(self.encoder.conditioned([query], condition)[0])
+
+        def dot(block: np.ndarray) -> torch.Tensor:
+            return as_float_tensor(block) @ vector
+
+        if kind is None:
+            return self._exact(lambda part: self.store.condition_array(key, part), dot, k)
+        ann = self._ann_for(condition, kind)
+        found = ann.search(vector.numpy(), max(candidates or k, k))
+        return best_rows(dot(self._gather(found, key)).numpy(), found, k)
+
+    def _exact(self, array_of: Any, score: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        top = TopK(k)
+        for part in self.store.parts:
+            array = array_of(part)
+            for start in range(0, part.count, SCORE_CHUNK):
+                stop = min(start + SCORE_CHUNK, part.count)
+                top.push(score(array[start:stop]).numpy(), np.arange(part.start + start, part.start + stop))
+        return top.result()
+
+    # ------------------------------------------------------------------ approximate search
+
+    def _approximate_kind(self, approximate: bool | str) -> str | None:
+        if approximate is False or approximate is None:
+            return None
+        if approximate is True:
+            default = self.store.manifest.get("approximate") or {}
+            return str(default.get("kind", "hnsw"))
+        if approximate not in ANN_KINDS:
+            raise ValueError(f"approximate must be True, False or one of {list(ANN_KINDS)}, got {approximate!r}")
+        return str(approximate)
+
+    def _ann_for(self, condition: str | None, kind: str) -> AnnFile:
+        """The approximate index for ``condition`` (None: the tri-encoder's stage vectors), loaded, built or
+        extended so that it covers every row."""
+        key = None if condition is None else self._ensure_condition(condition)
+        name = f"{SENTENCES}-{kind}" if key is None else f"condition-{key}-{kind}"
+        default = self.store.manifest.get("approximate") or {}
+        params = default.get("params") if default.get("kind") == kind else None
+        with self._lock:
+            ann = self._anns.get(name)
+            if ann is None:
+                ann = AnnFile(self.store.root / ANN, name, kind, params or {})
+                ann.load()
+                self._anns[name] = ann
+            if ann.count != len(self):
+                extra = {"model_sha256": self.store.manifest["model"]["sha256"], "condition": condition}
+                ann.update(len(self), self.store.dim, lambda a, b: self._blocks(key, a, b), self._sampler(key), extra)
+        return ann
+
+    def _array(self, part: Part, key: str | None) -> np.ndarray:
+        if key is None:
+            return self.store.array(part, SENTENCES)
+        array = self.store.condition_array(key, part)
+        assert array is not None
+        return array
+
+    def _blocks(self, key: str | None, start: int, stop: int) -> Iterator[np.ndarray]:
+        """Normalised float32 rows ``start .. stop - 1`` in blocks."""
+        for part in self.store.parts:
+            lo, hi = max(start, part.start), min(stop, part.stop)
+            for a in range(lo, hi, SCORE_CHUNK):
+                b = min(a + SCORE_CHUNK, hi)
+                yield normalized(self._array(part, key)[a - part.start : b - part.start])
+
+    def _sampler(self, key: str | None) -> Any:
+        def sample(m: int) -> np.ndarray:
+            n = len(self)
+            rows = np.arange(n) if m >= n else np.sort(np.random.default_rng(0).choice(n, m, replace=False))
+            return normalized(self._gather(rows, key))
+
+        return sample
+
+    def _gather(self, rows: np.ndarray, key: str | None) -> np.ndarray:
+        """The stored vectors of global ``rows`` (in that order)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.zeros((len(rows), self.store.dim), dtype=np.float32)
+        for part in self.store.parts:
+            mask = (rows >= part.start) & (rows < part.stop)
+            if mask.any():
+                local = rows[mask] - part.start
+                order = np.argsort(local, kind="stable")
+                block = np.asarray(self._array(part, key)[local[order]], dtype=np.float32)
+                placed = np.empty_like(block)
+                placed[order] = block
+                out[mask] = placed
+        return out
+
+    def recall(
+        self,
+        queries: Sequence[str],
+        conditions: Sequence[str] | str,
+        k: int = 10,
+        *,
+        approximate: bool | str = True,
+        candidates: int | None = None,
+    ) -> dict[str, Any]:
+        """Recall@k of approximate search against exact search over (query, condition) pairs: the mean share of
+        the exact top-k that the approximate top-k finds, and each query's."""
+        conds = [conditions] * len(queries) if isinstance(conditions, str) else list(conditions)
+        if len(conds) != len(queries):
+            raise ValueError(f"{len(queries)} queries but {len(conds)} conditions")
+        per_query = []
+        for query, condition in zip(queries, conds):
+            exact, _ = self.search_rows(query, condition, k)
+            found, _ = self.search_rows(query, condition, k, approximate=approximate, candidates=candidates)
+            per_query.append(recall_at_k(exact, found, k))
+        return {
+            "k": k,
+            "approximate": self._approximate_kind(approximate),
+            "candidates": candidates,
+            "queries": len(per_query),
+            "recall": float(np.mean(per_query)) if per_query else float("nan"),
+            "per_query": per_query,
+        }
+
+    # ------------------------------------------------------------------ description
+
+    def info(self) -> dict[str, Any]:
+        """The manifest's description, the stored conditions and approximate indexes, and the size on disk."""
+        return self.store.describe()
+
+
+# ---------------------------------------------------------------------- writing parts
+
+
+def prepare_new_folder(folder: Path) -> None:
+    """Refuse a folder that holds an index or anything else; an absent or empty folder (or one holding only a
+    crashed build's leftovers) is fine."""
+    if (folder / MANIFEST).exists():
+        raise FileExistsError(
+            f"{folder} already holds an index ({MANIFEST}): add to it with `finesim index add`, or choose another "
+            "folder"
+        )
+    if folder.exists() and not folder.is_dir():
+        raise FileExistsError(f"{folder} is a file; the index needs a folder")
+    if folder.is_dir():
+        others = sorted(p.name for p in folder.iterdir() if p.name not in (PARTS, CONDITIONS, ANN, LOCK))
+        if others:
+            raise FileExistsError(f"{folder} is not empty ({', '.join(others[:5])}): choose a new or empty folder")
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def local_batches(encoder: IndexEncoder, texts: list[str], keys: dict[str, str]) -> Iterator[Batch]:
+    """Embed ``texts`` in this process, chunk by chunk: stage vectors (tri) or one array per condition key."""
+    for start in range(0, len(texts), ENCODE_CHUNK):
+        chunk = texts[start : start + ENCODE_CHUNK]
+        arrays: dict[str, np.ndarray] = {}
+        if encoder.kind == "tri":
+            arrays[SENTENCES] = encoder.stage(chunk)
+        for key, condition in keys.items():
+            arrays[key] = encoder.conditioned(chunk, condition)
+        yield Batch(chunk, arrays)
+
+
+def write_part(
+    root: Path,
+    manifest: dict[str, Any],
+    count: int,
+    batches: Iterable[Batch],
+    keys: dict[str, str],
+    *,
+    show_progress: bool = False,
+) -> dict[str, Any]:
+    """Write a new part of ``count`` rows from ``batches`` (and its embeddings under the conditions ``keys``);
+    returns its manifest entry. Nothing is visible to readers until the caller commits the manifest."""
+    dim, dtype = int(manifest["dims"]["index"]), str(manifest["dtype"])
+    tri = manifest["encoder"]["type"] == "tri"
+    part_id = new_part_id(len(manifest["parts"]))
+    part = Part(part_id, 0, count)
+    writer = PartWriter(root, part_id, count, {SENTENCES: (dim, dtype)} if tri else {})
+    store = IndexStore(root, manifest)
+    conditions = {key: ArrayWriter(store.condition_file(key, part), count, dim, dtype) for key in keys}
+    try:
+        start = 0
+        with _progress(count, "indexing", show_progress) as bar:
+            for batch in batches:
+                if start + len(batch.texts) > count:
+                    raise ValueError(f"more than the {count} rows expected")
+                writer.write_texts(batch.texts)
+                for name, rows in batch.arrays.items():
+                    if rows.shape != (len(batch.texts), dim):
+                        raise ValueError(f"{name}: a {rows.shape} block for {len(batch.texts)} texts of width {dim}")
+                    if name == SENTENCES:
+                        writer.write_rows(SENTENCES, start, rows)
+                    else:
+                        conditions[name].write_rows(start, rows)
+                start += len(batch.texts)
+                bar.update(len(batch.texts))
+        if start != count:
+            raise ValueError(f"{start} rows written, {count} expected")
+        entry = writer.finish()
+        for array in conditions.values():
+            array.finish()
+    except BaseException:
+        writer.abort()
+        for array in conditions.values():
+            array.abort()
+        raise
+    return entry
+
+
+def _condition_meta(root: Path, manifest: dict[str, Any], key: str, condition: str) -> None:
+    IndexStore(root, manifest).write_condition_meta(
+        key,
+        {
+            "condition": condition,
+            "model_sha256": manifest["model"]["sha256"],
+            "encoder": manifest["encoder"]["type"],
+        },
+    )

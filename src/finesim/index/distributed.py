@@ -1,0 +1,512 @@
+"""Scale-out on Ray Data: build (or add to) an index and score a table of pairs with one model per worker.
+
+Design (docs/search.md, "Ray"):
+
+- ``ray.data`` reads the file (``read_csv`` / ``read_json`` / ``read_parquet``; text columns read as strings); the
+  read is materialised and counted before any model is loaded, so a missing column or an empty file fails at once.
+- ``map_batches`` runs a callable class on an actor pool (``compute=ActorPoolStrategy(size=workers)``, one CPU
+  each): every actor loads the model once, checks that its weights hash equals the driver's (the same model on every
+  node), and embeds or scores its batches with the same code as the single-process path
+  (:class:`~finesim.index.encoders.IndexEncoder`, :class:`~finesim.evaluation.scoring.ConditionalScorer`). A row with
+  an empty text is flagged, not raised, by the worker: the driver knows each row's position and names it.
+- The driver streams the results in order (``preserve_order``) into the index writer: texts and vectors go to the
+  same temporary part and the same manifest commit as ``ConditionalIndex.build`` / ``add``. Results equal the
+  single-process ones up to float32 rounding (batches are grouped differently).
+
+``address`` (or ``$RAY_ADDRESS``) connects to a running cluster (``ray://head:10001``, ``auto``); without one a local
+Ray instance is started for the call and stopped after it. The model must be given by a name every node can load
+(a path present on every node, or a Hub id in every node's cache); finesim must be installed on every node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from finesim.data.errors import DataFormatError
+from finesim.index.conditional_index import (
+    Batch,
+    ConditionalIndex,
+    condition_key,
+    load_index_model,
+    prepare_new_folder,
+)
+from finesim.index.corpus import file_record, missing_column
+from finesim.index.errors import ModelMismatchError
+
+BAD = "_finesim_bad"  # per mapped row: its text (or one of its texts) is empty or not a string
+BAD_COLUMN = "_finesim_bad_column"  # ... and which column
+ERROR = "_finesim_error"  # per mapped row: the error a worker met on its batch ("" when none)
+SUFFIX_FORMATS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".parquet": "parquet",
+}
+RAY_CHUNK = 1024  # rows per map_batches call
+
+
+def import_ray() -> Any:
+    """``ray`` with Ray Data, or an ImportError saying what to install."""
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise ImportError("--ray needs Ray Data: pip install 'finesim[ray]' (or 'ray[data]>=2.9')") from None
+    return ray
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[Any]:
+    """Use the running Ray instance, connect to ``address`` (or ``$RAY_ADDRESS``), or start a local one for the
+    duration (stopped afterwards)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    # Ray follows finesim's verbosity; Ray Data's per-dataset INFO lines only with -vv (DEBUG)
+    level = logging.getLogger("finesim").getEffectiveLevel()
+    logging.getLogger("ray.data").setLevel(level if level <= logging.DEBUG else max(level, logging.WARNING))
+    if address:
+        ray.init(address=address, logging_level=level)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=level)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def table_format(path: str | Path, format: str | None = None) -> str:
+    """``csv``, ``tsv``, ``jsonl`` or ``parquet``: ``format`` when given, else from the file's extension."""
+    if format is not None:
+        name = {"json": "jsonl", "ndjson": "jsonl", "tab": "tsv"}.get(format, format)
+        if name not in ("csv", "tsv", "jsonl", "parquet"):
+            raise ValueError(f"--format {format!r}: Ray reads csv, tsv, jsonl or parquet")
+        return name
+    suffix = Path(path).suffix.lower()
+    if suffix not in SUFFIX_FORMATS:
+        raise DataFormatError(
+            f"cannot tell the format from the extension {suffix or '(none)'!r}: pass --format", path=path
+        )
+    return SUFFIX_FORMATS[suffix]
+
+
+def read_table(path: str | Path, columns: Sequence[str], format: str | None = None) -> tuple[Any, int]:
+    """The ``columns`` of a table file as a materialised Ray dataset, and its row count.
+
+    Raises:
+        DataFormatError: the file is missing, a column is missing (the message lists those there are) or the file
+            has no rows.
+    """
+    import pyarrow as pa
+    import ray.data
+
+    source = Path(path)
+    if not source.exists():
+        raise DataFormatError("file not found", path=path)
+    kind = table_format(path, format)
+    strings = {c: pa.string() for c in columns}
+    if kind in ("csv", "tsv"):
+        from pyarrow import csv
+
+        ds = ray.data.read_csv(
+            str(source),
+            file_extensions=None,
+            parse_options=csv.ParseOptions(delimiter="\t" if kind == "tsv" else ",", newlines_in_values=True),
+            convert_options=csv.ConvertOptions(column_types=strings, strings_can_be_null=False),
+        )
+    elif kind == "jsonl":
+        ds = ray.data.read_json(str(source), lines=True, file_extensions=None)
+    else:
+        ds = ray.data.read_parquet(str(source), file_extensions=None)
+    found = list(ds.columns() or [])
+    for column in columns:
+        if column not in found:
+            raise missing_column(path, column, found)
+    ds = ds.select_columns(list(columns)).materialize()
+    count = ds.count()
+    if count == 0:
+        raise DataFormatError("no rows: the table is empty", path=path)
+    return ds, count
+
+
+def _texts(batch: dict[str, np.ndarray], column: str) -> tuple[list[str], np.ndarray]:
+    """The texts of a batch (an empty or non-text value replaced by a placeholder) and a mask of those bad rows;
+    the driver, which knows each row's position, reports them (see :func:`_check_rows`)."""
+    texts, bad = [], np.zeros(len(batch[column]), dtype=bool)
+    for i, value in enumerate(batch[column]):
+        if not isinstance(value, str) or not value.strip():
+            bad[i] = True
+            value = "-"
+        texts.append(value)
+    return texts, bad
+
+
+def _check_rows(batch: dict[str, np.ndarray], start: int, path: str) -> None:
+    """Raise for the first failed or bad row of a mapped batch whose first row is row ``start`` (0-based)."""
+    failed = [str(e) for e in batch[ERROR] if e]
+    if failed:
+        raise WorkerError(f"{path}, rows {start + 1}-{start + len(batch[ERROR])}: a Ray worker failed: {failed[0]}")
+    if batch[BAD].any():
+        i = int(np.argmax(batch[BAD]))
+        raise DataFormatError("text is empty", path=path, row=start + i + 1, column=str(batch[BAD_COLUMN][i]))
+
+
+class WorkerError(RuntimeError):
+    """A Ray worker could not load the model or process a batch; the message carries its error."""
+
+
+def _torch_threads() -> None:
+    """One torch thread per CPU Ray gave this worker."""
+    import ray
+    import torch
+
+    cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
+    torch.set_num_threads(max(1, int(cpus)))
+
+
+def _describe(err: BaseException) -> str:
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"
+
+
+class _Worker:
+    """A Ray Data callable class whose failures come back as data (an error column), not as exceptions: Ray
+    Data hands the driver a worker's exception only as formatted text, and the driver knows which rows failed."""
+
+    def __init__(self) -> None:
+        self.error = ""
+
+    def setup(self) -> None:
+        raise NotImplementedError
+
+    def process(self, batch: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def placeholder(self, n: int) -> dict[str, np.ndarray]:
+        """Output columns of ``n`` failed rows (same names and shapes as :meth:`process` gives)."""
+        raise NotImplementedError
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        n = len(next(iter(batch.values())))
+        if not self.error:
+            try:
+                return {**self.process(batch, n), ERROR: np.full(n, "", dtype=object)}
+            except Exception as err:
+                return {**self.placeholder(n), ERROR: np.full(n, _describe(err), dtype=object)}
+        return {**self.placeholder(n), ERROR: np.full(n, self.error, dtype=object)}
+
+    def _start(self) -> None:
+        try:
+            _torch_threads()
+            self.setup()
+        except Exception as err:
+            self.error = _describe(err)
+
+
+class EncodeActor(_Worker):
+    """A Ray Data worker that embeds corpus rows for an index (one model per actor)."""
+
+    def __init__(
+        self,
+        model: str,
+        encoder: str,
+        fingerprint: str,
+        dim: int,
+        keys: dict[str, str],
+        column: str,
+        batch_size: int = 64,
+        device: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.model, self.kind, self.fingerprint, self.dim = model, encoder, fingerprint, dim
+        self.keys, self.column, self.batch_size, self.device = keys, column, batch_size, device
+        self._start()
+
+    def setup(self) -> None:
+        from finesim.index.encoders import IndexEncoder
+        from finesim.index.fingerprint import model_fingerprint
+
+        loaded = load_index_model(self.model, self.kind, self.device)
+        if model_fingerprint(loaded.model) != self.fingerprint:
+            raise ModelMismatchError(
+                f"the model {self.model} loaded on a Ray worker differs from the driver's (weights sha256): every "
+                "node must have the same model files"
+            )
+        self.encoder = IndexEncoder(loaded.model, loaded.kind, batch_size=self.batch_size)
+
+    def _arrays(self) -> list[str]:
+        from finesim.index.store import SENTENCES
+
+        return [SENTENCES] if self.kind == "tri" else list(self.keys)
+
+    def placeholder(self, n: int) -> dict[str, np.ndarray]:
+        out = {name: np.zeros((n, self.dim), dtype=np.float32) for name in self._arrays()}
+        return {**out, "text": np.full(n, "", dtype=object), BAD: np.zeros(n, bool), BAD_COLUMN: np.full(n, "", object)}
+
+    def process(self, batch: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+        from finesim.index.store import SENTENCES
+
+        texts, bad = _texts(batch, self.column)
+        out: dict[str, np.ndarray] = {
+            "text": np.asarray(texts, dtype=object),
+            BAD: bad,
+            BAD_COLUMN: np.full(n, self.column, dtype=object),
+        }
+        if self.kind == "tri":
+            out[SENTENCES] = self.encoder.stage(texts)
+        for key, condition in self.keys.items():
+            out[key] = self.encoder.conditioned(texts, condition)
+        return out
+
+
+class ScoreActor(_Worker):
+    """A Ray Data worker that scores (sentence1, sentence2[, condition]) rows with a ``ConditionalScorer``."""
+
+    def __init__(
+        self,
+        model: str,
+        encoder: str | None,
+        columns: tuple[str, str, str | None],
+        batch_size: int = 64,
+        device: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.model, self.encoder, self.columns = model, encoder, columns
+        self.batch_size, self.device = batch_size, device
+        self._start()
+
+    def setup(self) -> None:
+        from finesim.evaluation.scoring import ConditionalScorer
+
+        self.scorer = ConditionalScorer(
+            self.model, encoder=self.encoder, batch_size=self.batch_size, device=self.device
+        )
+
+    def placeholder(self, n: int) -> dict[str, np.ndarray]:
+        return {"score": np.full(n, np.nan, np.float32), BAD: np.zeros(n, bool), BAD_COLUMN: np.full(n, "", object)}
+
+    def process(self, batch: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+        names = [c for c in self.columns if c is not None]
+        texts, bad, bad_column = [], np.zeros(n, dtype=bool), np.full(n, "", dtype=object)
+        for name in reversed(names):  # the first bad column of a row is the one reported
+            column_texts, column_bad = _texts(batch, name)
+            texts.insert(0, column_texts)
+            bad_column[column_bad] = name
+            bad |= column_bad
+        conditions = texts[2] if len(texts) == 3 else None
+        scores = self.scorer.score(texts[0], texts[1], conditions)
+        return {"score": np.asarray(scores, dtype=np.float32), BAD: bad, BAD_COLUMN: bad_column}
+
+
+def _workers(ray: Any, workers: int | None) -> int:
+    if workers is not None:
+        return workers
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+@contextlib.contextmanager
+def _ordered(show_progress: bool) -> Iterator[None]:
+    """Ray Data keeps rows in order (and shows progress bars only if asked) for the duration."""
+    from ray.data import DataContext
+
+    context = DataContext.get_current()
+    saved = (context.execution_options.preserve_order, context.enable_progress_bars)
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = show_progress
+    try:
+        yield
+    finally:
+        context.execution_options.preserve_order, context.enable_progress_bars = saved
+
+
+def _ordered_batches(mapped: Any, path: str) -> Iterator[dict[str, np.ndarray]]:
+    """The mapped batches in file order (``preserve_order``), each checked for failed or bad rows."""
+    start = 0
+    for batch in mapped.iter_batches(batch_size=None, batch_format="numpy"):
+        _check_rows(batch, start, path)
+        start += len(batch[ERROR])
+        yield batch
+
+
+def _index_batches(mapped: Any, keys: dict[str, str], path: str) -> Iterator[Batch]:
+    from finesim.index.store import SENTENCES
+
+    for batch in _ordered_batches(mapped, path):
+        arrays = {name: np.asarray(batch[name], dtype=np.float32) for name in (SENTENCES, *keys) if name in batch}
+        yield Batch([str(t) for t in batch["text"]], arrays)
+
+
+def _map_encoder(
+    ds: Any, ray: Any, *, model: str, kind: str, fingerprint: str, dim: int, keys: dict[str, str], column: str,
+    workers: int | None, batch_size: int, device: str | None,
+) -> Any:  # fmt: skip
+    return ds.map_batches(
+        EncodeActor,
+        fn_constructor_kwargs={
+            "model": model,
+            "encoder": kind,
+            "fingerprint": fingerprint,
+            "dim": dim,
+            "keys": keys,
+            "column": column,
+            "batch_size": batch_size,
+            "device": device,
+        },
+        batch_size=RAY_CHUNK,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=_workers(ray, workers)),
+        num_cpus=1,
+    )
+
+
+def build_index_ray(
+    model: str,
+    corpus: str | Path,
+    path: str | Path,
+    *,
+    text_column: str = "text",
+    format: str | None = None,
+    encoder: str | None = None,
+    conditions: Sequence[str] = (),
+    dtype: str = "float32",
+    approximate: str | None = None,
+    address: str | None = None,
+    workers: int | None = None,
+    batch_size: int = 64,
+    device: str | None = None,
+    show_progress: bool = False,
+    num_cpus: int | None = None,
+) -> ConditionalIndex:
+    """``ConditionalIndex.build`` with the corpus read and embedded on Ray Data (see the module docstring).
+
+    Args:
+        model: a model name every Ray node can load. corpus: the corpus file. path: the new index folder.
+        address: a Ray cluster address (default ``$RAY_ADDRESS``; none: a local instance for this call).
+        workers: encoder actors (default: the cluster's CPU count). num_cpus: CPUs of a local instance.
+        The other arguments are those of :meth:`ConditionalIndex.build`.
+    """
+    from finesim.index.encoders import IndexEncoder
+    from finesim.index.fingerprint import model_fingerprint
+
+    if not isinstance(model, (str, Path)):
+        raise ValueError("Ray workers load the model by name: pass a folder or Hub id, not a model object")
+    prepare_new_folder(Path(path))  # refuse a used folder before any work
+    with ray_session(address, num_cpus=num_cpus) as ray, _ordered(show_progress):
+        ds, count = read_table(corpus, [text_column], format)
+        loaded = load_index_model(str(model), encoder, device)
+        fingerprint = model_fingerprint(loaded.model)
+        keys = {condition_key(fingerprint, loaded.kind, c): c for c in conditions} if loaded.kind != "tri" else {}
+        dim = IndexEncoder(loaded.model, loaded.kind).dim
+        mapped = _map_encoder(
+            ds, ray, model=str(model), kind=loaded.kind, fingerprint=fingerprint, dim=dim, keys=keys,
+            column=text_column, workers=workers, batch_size=batch_size, device=device,
+        )  # fmt: skip
+        return ConditionalIndex._create(
+            loaded,
+            path,
+            count=count,
+            batches=_index_batches(mapped, keys, str(corpus)),
+            conditions=list(conditions),
+            dtype=dtype,
+            approximate=approximate,
+            corpus=[file_record(corpus, count, text_column, format)],
+            batch_size=batch_size,
+            device=device,
+            show_progress=show_progress,
+        )
+
+
+def add_index_ray(
+    index: ConditionalIndex,
+    corpus: str | Path,
+    *,
+    text_column: str = "text",
+    format: str | None = None,
+    address: str | None = None,
+    workers: int | None = None,
+    batch_size: int = 64,
+    device: str | None = None,
+    num_cpus: int | None = None,
+) -> int:
+    """``ConditionalIndex.add`` with the corpus read and embedded on Ray Data (stored conditions included);
+    returns the new row count."""
+    name = index.store.manifest["model"].get("resolved") or index.store.manifest["model"].get("name")
+    if not name:
+        raise ValueError("the index records no model name, which Ray workers need to load the model")
+    conditions = index.conditions
+    keys = {index.key(c): c for c in conditions}
+    with ray_session(address, num_cpus=num_cpus) as ray, _ordered(index.show_progress):
+        ds, count = read_table(corpus, [text_column], format)
+        mapped = _map_encoder(
+            ds, ray, model=str(name), kind=index.kind, fingerprint=index.store.manifest["model"]["sha256"],
+            dim=index.store.dim, keys=keys, column=text_column, workers=workers, batch_size=batch_size, device=device,
+        )  # fmt: skip
+        return index._append(
+            count,
+            _index_batches(mapped, keys, str(corpus)),
+            corpus=[file_record(corpus, count, text_column, format)],
+            conditions=conditions,
+            update_conditions=False,
+        )
+
+
+def score_table_ray(
+    model: str,
+    path: str | Path,
+    *,
+    sentence1_column: str = "sentence1",
+    sentence2_column: str = "sentence2",
+    condition_column: str | None = "condition",
+    format: str | None = None,
+    encoder: str | None = None,
+    address: str | None = None,
+    workers: int | None = None,
+    batch_size: int = 64,
+    device: str | None = None,
+    show_progress: bool = False,
+    num_cpus: int | None = None,
+) -> np.ndarray:
+    """Score every row of a table of pairs on Ray Data: one float32 score per row, in file order, equal to
+    ``ConditionalScorer(model, encoder=encoder).score(sentence1, sentence2, condition)`` up to float32 rounding.
+
+    Args:
+        model: a model name every Ray node can load (any encoder ``ConditionalScorer`` takes, cross-encoders too).
+        path: CSV, TSV, JSONL or Parquet (``format`` when the extension does not tell).
+        condition_column: None scores without conditions.
+        address, workers, num_cpus: as for :func:`build_index_ray`.
+    """
+    if not isinstance(model, (str, Path)):
+        raise ValueError("Ray workers load the model by name: pass a folder or Hub id, not a model object")
+    columns = [c for c in (sentence1_column, sentence2_column, condition_column) if c is not None]
+    with ray_session(address, num_cpus=num_cpus) as ray, _ordered(show_progress):
+        ds, count = read_table(path, columns, format)
+        mapped = ds.map_batches(
+            ScoreActor,
+            fn_constructor_kwargs={
+                "model": str(model),
+                "encoder": encoder,
+                "columns": (sentence1_column, sentence2_column, condition_column),
+                "batch_size": batch_size,
+                "device": device,
+            },
+            batch_size=RAY_CHUNK,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=_workers(ray, workers)),
+            num_cpus=1,
+        )
+        scores = [np.asarray(batch["score"], dtype=np.float32) for batch in _ordered_batches(mapped, str(path))]
+    out = np.concatenate(scores) if scores else np.zeros(0, dtype=np.float32)
+    if len(out) != count:
+        raise RuntimeError(f"Ray returned {len(out)} scores for {count} rows")
+    return out

@@ -1,0 +1,150 @@
+"""What an index needs from a model, for each encoder type it can index.
+
+- ``tri``: :meth:`IndexEncoder.stage` gives the condition-independent stored vectors of corpus texts
+  (:mod:`finesim.index.tri`); :meth:`IndexEncoder.tri_query` prepares a (query, condition).
+- ``bi``: the corpus embedding depends on the condition: ``encode((text, condition))``, as
+  :class:`~finesim.evaluation.scoring.ConditionalScorer` encodes a bi-encoder's inputs (a text pair).
+- ``case``: :meth:`CaseModel.embed` of (text, condition).
+
+Bi and CASE vectors are L2-normalised, so a dot product is the cosine the scorer gives. A cross-encoder reads each
+pair jointly and so cannot index a corpus (it can re-rank the results of an index).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from finesim.models.encode import encode_distinct, rows
+
+INDEXABLE = ("bi", "tri", "case")
+
+
+def check_indexable(kind: str) -> str:
+    """``kind`` when an index can be built for it; a clear error otherwise."""
+    if kind == "cross":
+        raise ValueError(
+            "a cross-encoder reads each (sentence, sentence, condition) jointly, so it has no corpus embeddings to "
+            "index; index with a bi-, tri-encoder or CASE model and re-rank the top-k with the cross-encoder"
+        )
+    if kind not in INDEXABLE:
+        raise ValueError(f"cannot index encoder type {kind!r}; choose one of {list(INDEXABLE)}")
+    return kind
+
+
+def l2_rows(x: torch.Tensor) -> torch.Tensor:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    return torch.nn.functional.normalize(x.float(), dim=-1)
+
+
+class IndexEncoder:
+    """Embed corpus texts and queries for an index.
+
+    Args:
+        model: the loaded model (``SentenceTransformer`` or :class:`~finesim.case.model.CaseModel`).
+        kind: ``bi``, ``tri`` or ``case`` (:func:`check_indexable`).
+        batch_size: encoding batch size.
+
+    Attributes:
+        encoded: how many texts (corpus rows and queries) this object has embedded.
+    """
+
+    def __init__(self, model: Any, kind: str, *, batch_size: int = 64) -> None:
+        self.model = model
+        self.kind = check_indexable(kind)
+        self.batch_size = batch_size
+        self.encoded = 0
+        self.head = None
+        # one model call at a time: searches may come from several threads, and a CASE encoder's in-memory store is
+        # cleared after each corpus chunk
+        self._lock = threading.Lock()
+        if kind == "tri":
+            from finesim.models.condition_head import find_condition_head
+
+            self.head = find_condition_head(model)
+            if self.head is None:
+                raise ValueError("a tri-encoder index needs a model with a ConditionHead")
+
+    # -------------------------------------------------------- descriptions
+
+    @property
+    def dim(self) -> int:
+        """The width of the stored vectors."""
+        if self.kind == "tri":
+            return int(self.head.dimension)
+        probe = self._conditioned(["a"], "a")
+        self.encoded -= 1
+        return int(probe.shape[1])
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records about the encoder."""
+        out: dict[str, Any] = {"type": self.kind}
+        if self.kind == "tri":
+            from finesim.index.tri import STAGE_DESCRIPTION
+
+            out["head"] = {
+                "kind": self.head.kind,
+                "transform": bool(self.head.transform),
+                "rank": self.head.rank,
+                "stored": STAGE_DESCRIPTION[self.head.kind],
+            }
+        return out
+
+    # -------------------------------------------------------- tri-encoder
+
+    def _pooled(self, texts: Sequence[str]) -> torch.Tensor:
+        """Pooled embeddings (the head passes them through when no condition is given), each distinct text once."""
+        with self._lock:
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                embeddings, position = encode_distinct(self.model, list(texts), batch_size=self.batch_size)
+            finally:
+                self.model.train(was_training)
+            self.encoded += len(position)
+        return rows(embeddings, position, list(texts))
+
+    def stage(self, texts: Sequence[str]) -> np.ndarray:
+        """Tri-encoder: the stored, condition-independent vectors of ``texts`` (float32, one row each)."""
+        from finesim.index.tri import sentence_stage
+
+        if self.kind != "tri":
+            raise ValueError(f"stage vectors exist for tri-encoders only, not {self.kind}")
+        return sentence_stage(self.head, self._pooled(texts)).numpy()
+
+    def tri_query(self, query: str, condition: str) -> Any:
+        """Tri-encoder: a :class:`~finesim.index.tri.TriQuery` for (query, condition)."""
+        from finesim.index.tri import TriQuery
+
+        pooled = self._pooled([query, condition])
+        return TriQuery(self.head, pooled[0], pooled[1])
+
+    # -------------------------------------------------------- bi-encoder and CASE
+
+    def _conditioned(self, texts: Sequence[str], condition: str) -> np.ndarray:
+        texts = list(texts)
+        with self._lock:
+            if self.kind == "bi":
+                items = [(t, condition) for t in texts]
+                embeddings, position = encode_distinct(self.model, items, batch_size=self.batch_size)
+                self.encoded += len(position)
+                return l2_rows(rows(embeddings, position, items)).numpy()
+            encoder = self.model.encoder
+            before = encoder.encoded
+            x = self.model.embed(texts, [condition] * len(texts))
+            self.encoded += len(texts)
+            # the CASE encoder keeps every embedding it made in memory: a corpus would fill it
+            forget = getattr(encoder, "forget", None)
+            if forget is not None and encoder.encoded != before:
+                forget()
+        return l2_rows(torch.as_tensor(np.asarray(x, dtype=np.float32))).numpy()
+
+    def conditioned(self, texts: Sequence[str], condition: str) -> np.ndarray:
+        """Bi-encoder / CASE: L2-normalised embeddings of ``texts`` under ``condition`` (float32, one row each)."""
+        if self.kind == "tri":
+            raise ValueError("a tri-encoder's corpus vectors do not depend on the condition: use stage()")
+        return self._conditioned(texts, condition)

@@ -1,0 +1,137 @@
+"""Tri-encoder search: the condition-independent part of the head is applied once at build time, the condition is
+fused at query time.
+
+A tri-encoder scores ``cos(f(q, c), f(x, c))`` with :meth:`ConditionHead.fuse` (``T`` the sentence transform, ``C``
+the condition transform). What is stored per corpus sentence, its *stage* vector, and what a query does:
+
+- ``hadamard``: ``f(x, c) = T(x) ⊙ w`` with ``w = C(c)``. Stored: ``T(x)``. Query: no corpus vector is fused;
+  ``cos = (T(x) · (T(q) ⊙ w²)) / (‖T(q) ⊙ w‖ · sqrt(T(x)² · w²))``: two matrix-vector products per chunk.
+- ``concat``: ``f(x, c) = GELU(W_s T(x) + W_c C(c) + b)``. Stored: ``W_s T(x)`` (the sentence half of the fusion
+  layer, linear in ``x``). Query: ``u = W_c C(c) + b`` once, then ``GELU(stored + u)`` chunk by chunk: an addition and a
+  GELU per element instead of a ``2h x h`` matrix product per row.
+- ``hypernet``: ``f(x, c) = T(x) A_c B_c`` (rank ``K``). Stored: ``T(x)``. Query: ``A_c``, ``B_c`` once, then
+  ``(stored A_c) B_c`` chunk by chunk (``2 h K`` operations per row instead of building ``W_c``).
+
+The stored vectors are computed in eval mode (no dropout), as scoring does. Scores equal
+``ConditionalScorer(model).similarity(q, x, c)`` up to float32 rounding.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+STAGE_DESCRIPTION = {
+    "hadamard": "T(s): the head's sentence transform of the pooled embedding",
+    "concat": "W_s T(s): the sentence half of the concat fusion layer applied to T(s)",
+    "hypernet": "T(s): the head's sentence transform of the pooled embedding",
+}
+
+
+def _fusion_linear(head: Any) -> torch.nn.Linear:
+    linears = [m for m in head.fusion if isinstance(m, torch.nn.Linear)]
+    if len(linears) != 1:
+        raise ValueError("the concat head's fusion block should hold exactly one Linear layer")
+    return linears[0]
+
+
+@torch.no_grad()
+def sentence_stage(head: Any, pooled: torch.Tensor) -> torch.Tensor:
+    """The stored, condition-independent vectors of pooled sentence embeddings (see the module docstring)."""
+    was_training = head.training
+    head.eval()
+    try:
+        t = head.sentence_transform(pooled.float())
+        if head.kind == "concat":
+            linear = _fusion_linear(head)
+            return t @ linear.weight[:, : head.dimension].T
+        return t
+    finally:
+        head.train(was_training)
+
+
+def as_float_tensor(block: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """A float32 tensor over a block of stored rows, sharing memory when it is float32 already (a read-only memory
+    map is only read here, so torch's warning about non-writable arrays does not apply)."""
+    if isinstance(block, torch.Tensor):
+        return block.float()
+    array = np.asarray(block, dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(array)
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Row-wise cosine of ``a`` (n, d) with a single vector ``b`` (d,), as ``torch.nn.functional.cosine_similarity``."""
+    return torch.nn.functional.cosine_similarity(a, b.unsqueeze(0).expand_as(a), dim=-1)
+
+
+class TriQuery:
+    """One (query, condition) against stored stage vectors: exact scores chunk by chunk, and a vector for
+    approximate candidate generation.
+
+    Args:
+        head: the tri-encoder's :class:`~finesim.models.condition_head.ConditionHead`.
+        query_pooled: the pooled embedding of the query, shape ``(h,)``.
+        condition_pooled: the pooled embedding of the condition, shape ``(h,)``.
+    """
+
+    @torch.no_grad()
+    def __init__(self, head: Any, query_pooled: torch.Tensor, condition_pooled: torch.Tensor) -> None:
+        self.kind = head.kind
+        was_training = head.training
+        head.eval()
+        try:
+            q_stage = sentence_stage(head, query_pooled.float().unsqueeze(0))[0]
+            c = head.condition_transform(condition_pooled.float().unsqueeze(0))[0]
+            h = head.dimension
+            self.q_stage = q_stage
+            if self.kind == "hadamard":
+                self.w2 = c * c
+                self.numerator = q_stage * self.w2
+                self.q_norm = torch.linalg.vector_norm(q_stage * c)
+                self.fused_query = q_stage * c
+            elif self.kind == "concat":
+                linear = _fusion_linear(head)
+                self.u = c @ linear.weight[:, h:].T + linear.bias
+                self.fused_query = torch.nn.functional.gelu(q_stage + self.u)
+            elif self.kind == "hypernet":
+                self.a = head.generate_a(c).view(h, head.rank)
+                self.b = head.generate_b(c).view(head.rank, h)
+                self.fused_query = (q_stage @ self.a) @ self.b
+            else:
+                raise ValueError(f"unknown tri-encoder head kind {self.kind!r}")
+        finally:
+            head.train(was_training)
+
+    @torch.no_grad()
+    def scores(self, stage: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Exact scores of stored stage vectors ``(n, d)`` (any float dtype; computed in float32)."""
+        x = as_float_tensor(stage)
+        if self.kind == "hadamard":
+            numerator = x @ self.numerator
+            x_norm = torch.sqrt((x * x) @ self.w2)
+            eps = 1e-8
+            return numerator / (torch.clamp(x_norm, min=eps) * torch.clamp(self.q_norm, min=eps))
+        if self.kind == "concat":
+            return _cos(torch.nn.functional.gelu(x + self.u), self.fused_query)
+        return _cos((x @ self.a) @ self.b, self.fused_query)
+
+    def candidate_vector(self) -> np.ndarray:
+        """A query vector for inner-product candidate search over L2-normalised stage vectors.
+
+        ``hadamard`` and ``hypernet``: the direction whose inner product with a stage vector is the exact numerator of
+        the fused cosine (``T(q) ⊙ w²``; ``A B Bᵀ Aᵀ T(q)``), so only the corpus-side norm is approximated.
+        ``concat``: the query's own stage vector (the fusion is not linear).
+        """
+        with torch.no_grad():
+            if self.kind == "hadamard":
+                v = self.numerator
+            elif self.kind == "hypernet":
+                v = (self.fused_query @ self.b.T) @ self.a.T
+            else:
+                v = self.q_stage
+        return v.float().numpy()

@@ -1,0 +1,79 @@
+"""Shared by the index tests (imported, not a conftest: the test folders have no packages): tiny bi-, tri- (every head
+kind) and CASE model folders, a small corpus, and brute-force search to compare with."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import WORDS
+
+
+def make_corpus(n: int, seed: int = 0) -> list[str]:
+    """``n`` distinct short texts over the tiny vocabulary (deterministic)."""
+    rng = random.Random(seed)
+    out: dict[str, None] = {}
+    while len(out) < n:
+        out[" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9)))] = None
+    return list(out)
+
+
+_MODEL_DIRS: dict[Path, dict[str, Path]] = {}
+
+
+def build_model_dirs(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Model folders by name (built once per session): ``bi`` (the plain tiny BERT), ``tri-hadamard``,
+    ``tri-concat``, ``tri-hypernet``, ``tri-hadamard-2`` (another random head), ``case``."""
+    if tiny_bert_dir in _MODEL_DIRS:
+        return _MODEL_DIRS[tiny_bert_dir]
+    import torch
+
+    from finesim.case import CaseModel, CaseProjection, ConditionAwareEncoder, PromptFormat
+    from finesim.models import load_sentence_model
+    from finesim.models.builders import build_tri_encoder
+    from finesim.models.io import save_model
+
+    root = tmp_path_factory.mktemp("index-models")
+    dirs = {"bi": tiny_bert_dir}
+    for name, head, seed in [
+        ("tri-hadamard", "hadamard", 1),
+        ("tri-concat", "concat", 2),
+        ("tri-hypernet", "hypernet", 3),
+        ("tri-hadamard-2", "hadamard", 4),
+    ]:
+        torch.manual_seed(seed)
+        model = build_tri_encoder(str(tiny_bert_dir), head=head, transform=head == "concat", max_length=64)
+        dirs[name] = save_model(model, root / name, encoder="tri")
+    torch.manual_seed(5)
+    encoder = ConditionAwareEncoder(
+        load_sentence_model(str(tiny_bert_dir), max_length=64), PromptFormat("mlm", "conc_cs"), model_name="tiny"
+    )
+    encoder.description["model"] = str(tiny_bert_dir)
+    dirs["case"] = CaseModel(encoder, CaseProjection("nonlinear", 32, 16)).save(root / "case")
+    _MODEL_DIRS[tiny_bert_dir] = dirs
+    return dirs
+
+
+def brute_force(
+    model: str | Path, query: str, texts: Sequence[str], condition: str, k: int
+) -> tuple[list[int], np.ndarray]:
+    """Top-k rows and scores by scoring every (query, text, condition) with ``ConditionalScorer`` (ties: lower row)."""
+    from finesim import ConditionalScorer
+
+    scores = ConditionalScorer(str(model)).similarity([query] * len(texts), list(texts), condition)
+    order = np.lexsort((np.arange(len(scores)), -scores))[:k]
+    return [int(i) for i in order], scores[order]
+
+
+def assert_matches_brute_force(
+    results: list[dict], model: str | Path, query: str, texts: Sequence[str], condition: str, k: int
+) -> None:
+    """``results`` are exactly the brute-force top-k: same rows in the same order, same texts, same scores."""
+    rows, scores = brute_force(model, query, texts, condition, k)
+    assert [r["index"] for r in results] == rows
+    assert [r["text"] for r in results] == [texts[i] for i in rows]
+    np.testing.assert_allclose([r["score"] for r in results], scores, atol=2e-5)

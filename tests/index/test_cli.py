@@ -1,0 +1,134 @@
+"""``finesim index build|add|search|info`` end to end on tiny models, and its errors (one line naming the file)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from index_helpers import assert_matches_brute_force, build_model_dirs, make_corpus
+
+from conftest import import_or_skip
+from finesim.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tiny_bert_dir, tmp_path_factory) -> dict[str, Path]:
+    return build_model_dirs(tiny_bert_dir, tmp_path_factory)
+
+
+def write_csv(path: Path, texts: list[str], column: str = "text") -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["id", column])
+        writer.writerows([i, t] for i, t in enumerate(texts))
+    return path
+
+
+def write_jsonl(path: Path, texts: list[str], column: str = "text") -> Path:
+    path.write_text("".join(json.dumps({column: t, "n": i}) + "\n" for i, t in enumerate(texts)), encoding="utf-8")
+    return path
+
+
+def search_json(capsys, *argv: str) -> list[dict]:
+    capsys.readouterr()
+    assert main(["index", "search", *argv, "--json", "-q"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("name", ["tri-hadamard", "tri-concat"])
+def test_build_search_add_info(name, model_dirs, tmp_path, capsys):
+    texts = make_corpus(80, seed=11)
+    out = tmp_path / "index"
+    corpus = write_csv(tmp_path / "corpus.csv", texts[:50])
+    assert main(["index", "build", "--model", str(model_dirs[name]), "--corpus", str(corpus), "-o", str(out)]) == 0
+    assert "indexed 50 texts with a tri-encoder" in capsys.readouterr().err
+    results = search_json(capsys, str(out), "--query", "a man plays guitar", "--condition", "the sport", "-k", "6")
+    assert_matches_brute_force(results, model_dirs[name], "a man plays guitar", texts[:50], "the sport", 6)
+
+    more = write_jsonl(tmp_path / "more.jsonl", texts[50:])
+    assert main(["index", "add", str(out), "--corpus", str(more), "-q"]) == 0
+    results = search_json(capsys, str(out), "--query", "a dog", "--condition", "the animal", "-k", "8")
+    assert_matches_brute_force(results, model_dirs[name], "a dog", texts, "the animal", 8)
+    assert any(r["index"] >= 50 for r in search_json(capsys, str(out), "--query", "x", "--condition", "y", "-k", "80"))
+
+    assert main(["index", "search", str(out), "--query", "a dog", "--condition", "the animal", "-k", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0].strip().startswith("1  ")
+
+    assert main(["index", "info", str(out), "--verify"]) == 0
+    text = capsys.readouterr().out
+    assert "80 x 32 float32 in 2 part(s)" in text and "corpus.csv (50 rows" in text and "more.jsonl (30 rows" in text
+    assert "verified" in text
+    assert main(["index", "info", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["count"] == 80 and [c["rows"] for c in info["corpus"]] == [50, 30]
+    assert len(info["corpus"][0]["sha256"]) == 64 and info["encoder"]["type"] == "tri"
+
+
+def test_bi_encoder_conditions_file_and_approximate(model_dirs, tmp_path, capsys):
+    import_or_skip("faiss")
+    texts = make_corpus(300, seed=12)
+    conditions = tmp_path / "conditions.txt"
+    conditions.write_text("the sport\n\nthe animal\nthe sport\n", encoding="utf-8")
+    out = tmp_path / "index"
+    argv = ["index", "build", "--model", str(model_dirs["bi"]), "--corpus", str(write_csv(tmp_path / "c.csv", texts))]
+    assert main([*argv, "-o", str(out), "--conditions", str(conditions), "--approximate", "hnsw", "-q"]) == 0
+    assert main(["index", "info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "condition  'the sport' (1/1 parts embedded)" in text and "'the animal'" in text and "hnsw" in text
+    capsys.readouterr()
+    code = main(
+        ["index", "search", str(out), "--query", "a dog", "--condition", "the sport", "--approximate", "--recall"]
+    )
+    assert code == 0
+    captured = capsys.readouterr()
+    assert "recall@10 of hnsw against exact search:" in captured.err and len(captured.out.splitlines()) == 10
+    exact = search_json(capsys, str(out), "--query", "a dog", "--condition", "the sport")
+    assert_matches_brute_force(exact, model_dirs["bi"], "a dog", texts, "the sport", 10)
+
+
+def test_errors_are_one_line_naming_the_file(model_dirs, tmp_path, capsys):
+    model = str(model_dirs["tri-hadamard"])
+    wrong_column = write_csv(tmp_path / "c.csv", ["a dog", "a cat"], column="sentence")
+    assert main(["index", "build", "--model", model, "--corpus", str(wrong_column), "-o", str(tmp_path / "a")]) == 1
+    err = capsys.readouterr().err
+    assert f"{wrong_column}, column 'text': no column 'text'; the columns are: 'id', 'sentence'" in err
+    assert len(err.strip().splitlines()) == 1
+
+    empty = write_csv(tmp_path / "empty.csv", [])
+    assert main(["index", "build", "--model", model, "--corpus", str(empty), "-o", str(tmp_path / "b")]) == 1
+    assert f"{empty}: no rows: the corpus is empty" in capsys.readouterr().err
+
+    blank = write_jsonl(tmp_path / "blank.jsonl", ["a dog", "  "])
+    assert main(["index", "build", "--model", model, "--corpus", str(blank), "-o", str(tmp_path / "c")]) == 1
+    assert "blank.jsonl, row 2, column 'text': text is empty" in capsys.readouterr().err
+
+    out = tmp_path / "index"
+    corpus = write_csv(tmp_path / "ok.csv", ["a dog runs", "a cat sits", "the boy walks"])
+    assert main(["index", "build", "--model", model, "--corpus", str(corpus), "-o", str(out), "-q"]) == 0
+    assert main(["index", "build", "--model", model, "--corpus", str(corpus), "-o", str(out), "-q"]) == 1
+    assert "already holds an index" in capsys.readouterr().err
+
+    other = str(model_dirs["tri-hadamard-2"])
+    search = ["index", "search", str(out), "--query", "a dog", "--condition", "the animal"]
+    assert main([*search, "--model", other]) == 1
+    err = capsys.readouterr().err
+    assert "manifest.json: the index was built with" in err and "tri-hadamard-2" in err
+
+    with pytest.raises(SystemExit) as exit_info:  # a usage error: the command's usage line, exit code 2
+        main([*search, "--recall"])
+    assert exit_info.value.code == 2
+    assert "--recall compares approximate with exact search" in capsys.readouterr().err
+
+    array = next((out / "parts").glob("*/sentences.npy"))
+    array.write_bytes(array.read_bytes()[:-4])
+    assert main(search) == 1
+    err = capsys.readouterr().err
+    assert f"{array}: truncated" in err and len(err.strip().splitlines()) == 1
+    assert main(["index", "info", str(out)]) == 1
+    assert "truncated" in capsys.readouterr().err
+
+    assert main(["index", "info", str(tmp_path / "nowhere")]) == 1
+    assert "no such index folder" in capsys.readouterr().err

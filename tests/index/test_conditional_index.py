@@ -1,0 +1,347 @@
+"""ConditionalIndex: exact search equals brute-force scoring, condition caches are reused, add is atomic, bad
+folders and other models are refused, approximate search reports recall."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from index_helpers import assert_matches_brute_force, brute_force, build_model_dirs, make_corpus
+
+from conftest import import_or_skip
+from finesim import ConditionalIndex
+from finesim.index import IndexFormatError, ModelMismatchError, recall_at_k
+from finesim.index import conditional_index as ci
+from finesim.index.fingerprint import model_fingerprint
+
+QUERIES = [("a man plays guitar", "the sport"), ("the dog runs in the park", "the animal"), ("a red car", "color")]
+ALL_MODELS = ["bi", "tri-hadamard", "tri-concat", "tri-hypernet", "case"]
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tiny_bert_dir, tmp_path_factory) -> dict[str, Path]:
+    return build_model_dirs(tiny_bert_dir, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[str]:
+    return make_corpus(120)
+
+
+@pytest.fixture()
+def faiss():
+    return import_or_skip("faiss")
+
+
+@pytest.mark.parametrize("name", ALL_MODELS)
+def test_exact_search_is_the_brute_force_top_k(name, model_dirs, corpus, tmp_path):
+    index = ConditionalIndex.build(str(model_dirs[name]), corpus, tmp_path / "index")
+    assert index.kind == ("case" if name == "case" else name.split("-")[0])
+    for query, condition in QUERIES:
+        results = index.search(query, condition, k=7)
+        assert_matches_brute_force(results, model_dirs[name], query, corpus, condition, 7)
+    # plain data, ready for JSON (a /search route returns it as it is)
+    assert json.loads(json.dumps(results)) == results
+    assert set(results[0]) == {"index", "text", "score"}
+
+
+def test_k_is_capped_and_checked(model_dirs, corpus, tmp_path):
+    small = corpus[:5]
+    index = ConditionalIndex.build(str(model_dirs["tri-hadamard"]), small, tmp_path / "index")
+    assert len(index.search("a dog", "the animal", k=50)) == 5
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="k must be"):
+            index.search("a dog", "the animal", k=bad)
+    with pytest.raises(ValueError, match="condition must be a non-empty string"):
+        index.search("a dog", "  ")
+
+
+def test_tri_encoder_embeds_the_corpus_once(model_dirs, corpus, tmp_path):
+    index = ConditionalIndex.build(str(model_dirs["tri-concat"]), corpus, tmp_path / "index")
+    assert index.encoder.encoded == len(corpus)
+    index.search("a man plays guitar", "the sport")
+    index.search("a man plays guitar", "the color")
+    assert index.encoder.encoded == len(corpus) + 4  # the query and the condition, per search
+    assert index.conditions == []  # nothing per condition is stored
+
+
+@pytest.mark.parametrize("name", ["bi", "case"])
+def test_condition_embeddings_are_stored_and_reused(name, model_dirs, corpus, tmp_path):
+    n = len(corpus)
+    index = ConditionalIndex.build(str(model_dirs[name]), corpus, tmp_path / "index", conditions=["the sport"])
+    assert index.encoder.encoded == n  # pre-built at build time
+    assert index.conditions == ["the sport"]
+    index.search("a man plays guitar", "the sport")
+    assert index.encoder.encoded == n + 1  # only the query
+    index.search("a dog", "the animal")  # first query of a new condition: the corpus is embedded once
+    assert index.encoder.encoded == 2 * n + 2
+    results = index.search("a cat", "the animal")
+    assert index.encoder.encoded == 2 * n + 3
+    assert_matches_brute_force(results, model_dirs[name], "a cat", corpus, "the animal", 10)
+    # a new process (a reopened index) finds both conditions on disk
+    reopened = ConditionalIndex.open(tmp_path / "index")
+    assert sorted(reopened.conditions) == ["the animal", "the sport"]
+    assert reopened.search("a cat", "the animal") == results
+    assert reopened.encoder.encoded == 1
+
+
+def test_bi_encoder_model_calls_on_a_warm_condition(model_dirs, corpus, tmp_path):
+    """Counting the model's own encode calls: a warm condition encodes the query alone."""
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", conditions=["the sport"])
+    calls: list[int] = []
+    encode = index.model.encode
+
+    def counting(items, *args, **kwargs):
+        calls.append(len(items))
+        return encode(items, *args, **kwargs)
+
+    index.model.encode = counting
+    index.search("a man plays guitar", "the sport")
+    assert calls == [1]
+
+
+def test_add_appends_in_order(model_dirs, tmp_path):
+    texts = make_corpus(90, seed=3)
+    for name in ("tri-hadamard", "bi"):
+        folder = tmp_path / name
+        index = ConditionalIndex.build(str(model_dirs[name]), texts[:50], folder, conditions=["the sport"])
+        assert index.add(texts[50:70]) == 70
+        assert ConditionalIndex.open(folder).add(texts[70:]) == 90
+        index = ConditionalIndex.open(folder)
+        assert len(index) == 90 and len(index.store.parts) == 3
+        assert index.store.texts(range(90)) == texts
+        for query, condition in QUERIES:
+            results = index.search(query, condition, k=9)
+            assert_matches_brute_force(results, model_dirs[name], query, texts, condition, 9)
+        if name == "bi":  # the stored condition was extended to the added rows by add itself
+            assert index.store.stored_conditions()[0]["parts"] == 3
+
+
+def test_add_that_fails_before_the_manifest_swap_leaves_the_old_index(model_dirs, corpus, tmp_path, monkeypatch):
+    folder = tmp_path / "index"
+    built = ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus[:60], folder)
+    before = built.search("a dog", "the animal")
+    manifest_before = (folder / "manifest.json").read_bytes()
+
+    def crash(self, manifest):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(ci.IndexStore, "commit", crash)
+    with pytest.raises(OSError, match="simulated"):
+        built.add(corpus[60:])
+    monkeypatch.undo()
+    assert (folder / "manifest.json").read_bytes() == manifest_before
+    assert len(list((folder / "parts").iterdir())) == 2  # the new part was written but is not committed
+    old = ConditionalIndex.open(folder)
+    assert len(old) == 60 and old.search("a dog", "the animal") == before
+    # the next add removes the leftovers and works
+    assert old.add(corpus[60:]) == len(corpus)
+    assert len(list((folder / "parts").iterdir())) == 2
+    assert_matches_brute_force(
+        ConditionalIndex.open(folder).search("a dog", "the animal"),
+        model_dirs["tri-hadamard"],
+        "a dog",
+        corpus,
+        "the animal",
+        10,
+    )
+
+
+def test_add_that_fails_while_embedding_leaves_no_trace(model_dirs, corpus, tmp_path, monkeypatch):
+    folder = tmp_path / "index"
+    built = ConditionalIndex.build(str(model_dirs["tri-concat"]), corpus[:60], folder)
+    monkeypatch.setattr(ci, "ENCODE_CHUNK", 16)
+    calls = {"n": 0}
+    stage = built.encoder.stage
+
+    def failing(texts):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # Ctrl-C in the middle of an add
+        return stage(texts)
+
+    monkeypatch.setattr(built.encoder, "stage", failing)
+    with pytest.raises(KeyboardInterrupt):
+        built.add(corpus[60:])
+    assert sorted(p.name for p in (folder / "parts").iterdir()) == [built.store.parts[0].id]
+    assert len(ConditionalIndex.open(folder)) == 60
+
+
+def test_another_model_is_refused(model_dirs, corpus, tmp_path):
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus, folder)
+    with pytest.raises(ModelMismatchError, match=r"manifest\.json: the index was built with .*tri-hadamard") as err:
+        ConditionalIndex.open(folder, model=str(model_dirs["tri-hadamard-2"]))
+    assert "tri-hadamard-2" in str(err.value) and "weights sha256" in str(err.value)
+    assert len(ConditionalIndex.open(folder, model=str(model_dirs["tri-hadamard"]))) == len(corpus)
+
+
+def test_fingerprint_identifies_the_weights(model_dirs):
+    from finesim.evaluation.scoring import load_model_object
+
+    a1 = model_fingerprint(load_model_object(str(model_dirs["tri-hadamard"])))
+    a2 = model_fingerprint(load_model_object(str(model_dirs["tri-hadamard"])))
+    b = model_fingerprint(load_model_object(str(model_dirs["tri-hadamard-2"])))
+    bi = load_model_object(str(model_dirs["bi"]))
+    before = model_fingerprint(bi)
+    bi.max_seq_length = 16
+    assert a1 == a2 and a1 != b and model_fingerprint(bi) != before
+
+
+@pytest.fixture()
+def built(model_dirs, corpus, tmp_path) -> Path:
+    folder = tmp_path / "index"
+    index = ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus[:40], folder)
+    index.add(corpus[40:])
+    return folder
+
+
+def _part(folder: Path, i: int = 0) -> Path:
+    return folder / "parts" / json.loads((folder / "manifest.json").read_text())["parts"][i]["id"]
+
+
+def test_truncated_array_is_refused(built):
+    array = _part(built, 1) / "sentences.npy"
+    data = array.read_bytes()
+    array.write_bytes(data[:-50])
+    with pytest.raises(IndexFormatError, match=r"sentences\.npy: truncated") as err:
+        ConditionalIndex.open(built)
+    assert str(array) in str(err.value)
+    array.write_bytes(data + b"\0" * 8)
+    with pytest.raises(IndexFormatError, match="8 bytes longer"):
+        ConditionalIndex.open(built)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda f: (_part(f) / "sentences.npy").unlink(), r"sentences\.npy: missing"),
+        (lambda f: (_part(f) / "texts.jsonl").unlink(), r"texts\.jsonl: missing"),
+        (lambda f: (_part(f) / "offsets.npy").write_bytes(b"junk"), r"offsets\.npy: not a readable \.npy"),
+        (lambda f: _truncate(_part(f) / "texts.jsonl", 5), r"texts\.jsonl: truncated"),
+        (lambda f: np.save(_part(f) / "sentences.npy", np.zeros((40, 8), np.float32)), r"shape \(40, 8\), expected"),
+        (lambda f: np.save(_part(f) / "sentences.npy", np.zeros((40, 32), np.float64)), "dtype float64"),
+        (lambda f: (f / "manifest.json").write_text("{"), r"manifest\.json: not valid JSON"),
+        (lambda f: (f / "manifest.json").unlink(), r"manifest\.json: missing"),
+        (lambda f: _edit_manifest(f, count=7), "count is 7 but its parts hold"),
+        (lambda f: _edit_manifest(f, format="other"), "not a finesim index manifest"),
+    ],
+)
+def test_damaged_index_is_refused_naming_the_file(built, damage, message):
+    damage(built)
+    with pytest.raises(IndexFormatError, match=message):
+        ConditionalIndex.open(built)
+
+
+def _truncate(path: Path, n: int) -> None:
+    path.write_bytes(path.read_bytes()[:-n])
+
+
+def _edit_manifest(folder: Path, **changes) -> None:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest.update(changes)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_truncated_condition_cache_is_refused(model_dirs, corpus, tmp_path):
+    folder = tmp_path / "index"
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, folder, conditions=["the sport"])
+    cached = next((folder / "conditions").glob("*/*.npy"))
+    _truncate(cached, 10)
+    with pytest.raises(IndexFormatError, match=r"truncated.*delete the file to compute it again") as err:
+        ConditionalIndex.open(folder).search("a dog", "the sport")
+    assert str(cached) in str(err.value)
+    cached.unlink()
+    assert_matches_brute_force(
+        ConditionalIndex.open(folder).search("a dog", "the sport"), model_dirs["bi"], "a dog", corpus, "the sport", 10
+    )
+    assert index.conditions == ["the sport"]
+
+
+def test_empty_corpus_and_bad_texts(model_dirs, corpus, tmp_path):
+    with pytest.raises(ValueError, match="the corpus is empty"):
+        ConditionalIndex.build(str(model_dirs["bi"]), [], tmp_path / "a")
+    with pytest.raises(ValueError, match="corpus row 1: empty text"):
+        ConditionalIndex.build(str(model_dirs["bi"]), ["a dog", " "], tmp_path / "b")
+    with pytest.raises(ValueError, match="corpus row 0: int"):
+        ConditionalIndex.build(str(model_dirs["bi"]), [3], tmp_path / "c")
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus[:3], tmp_path / "d")
+    with pytest.raises(ValueError, match="added corpus is empty"):
+        index.add([])
+    with pytest.raises(FileExistsError, match="already holds an index"):
+        ConditionalIndex.build(str(model_dirs["bi"]), corpus[:3], tmp_path / "d")
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=r"not empty \(notes\.txt\)"):
+        ConditionalIndex.build(str(model_dirs["bi"]), corpus[:3], tmp_path / "e")
+
+
+def test_a_cross_encoder_cannot_be_indexed(tiny_bert_dir, tmp_path):
+    from finesim.models.builders import build_cross_encoder
+    from finesim.models.io import save_model
+
+    folder = save_model(build_cross_encoder(str(tiny_bert_dir)), tmp_path / "cross", encoder="cross")
+    with pytest.raises(ValueError, match=r"cross-encoder .* re-rank"):
+        ConditionalIndex.build(str(folder), ["a dog"], tmp_path / "index")
+
+
+def test_float16_storage(model_dirs, corpus, tmp_path):
+    index = ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus, tmp_path / "index", dtype="float16")
+    assert index.store.array(index.store.parts[0]).dtype == np.float16
+    results = index.search("a man plays guitar", "the sport", k=5)
+    rows, scores = brute_force(model_dirs["tri-hadamard"], "a man plays guitar", corpus, "the sport", len(corpus))
+    exact = dict(zip(rows, scores))
+    np.testing.assert_allclose([r["score"] for r in results], [exact[r["index"]] for r in results], atol=5e-3)
+
+
+def test_recall_at_k_function():
+    assert recall_at_k([1, 2, 3, 4], [4, 3, 9, 8], k=4) == 0.5
+    assert recall_at_k([1, 2, 3], [3, 2, 1], k=2) == 0.5
+    assert recall_at_k([], [1]) == 1.0
+
+
+@pytest.mark.parametrize("name", ["tri-hadamard", "tri-hypernet", "bi"])
+def test_approximate_search_reports_recall(name, model_dirs, tmp_path, faiss):
+    texts = make_corpus(400, seed=7)
+    folder = tmp_path / "index"
+    index = ConditionalIndex.build(str(model_dirs[name]), texts, folder, approximate="hnsw")
+    queries = [q for q, _ in QUERIES]
+    report = index.recall(queries, "the sport", k=10)
+    assert report["approximate"] == "hnsw" and report["queries"] == 3 and len(report["per_query"]) == 3
+    assert 0.0 <= report["recall"] <= 1.0
+    # re-scoring every row as a candidate is exact
+    assert index.recall(queries, "the sport", k=10, candidates=len(texts))["recall"] == 1.0
+    results = index.search(queries[0], "the sport", k=10, approximate=True)
+    assert len(results) == 10
+    exact = {r["index"]: r["score"] for r in index.search(queries[0], "the sport", k=len(texts))}
+    np.testing.assert_allclose([r["score"] for r in results], [exact[r["index"]] for r in results], atol=1e-5)
+    assert list((folder / "ann").glob("*.faiss"))
+
+
+def test_ivf_is_exact_when_every_list_is_probed_and_extends_after_add(model_dirs, tmp_path, faiss):
+    texts = make_corpus(500, seed=8)
+    folder = tmp_path / "index"
+    index = ConditionalIndex.build(
+        str(model_dirs["bi"]), texts[:400], folder, approximate="ivf", approximate_params={"nprobe": 1000}
+    )
+    assert index.recall(["a man plays guitar", "a dog"], "the sport", k=10)["recall"] == 1.0
+    index.add(texts[400:])
+    results = index.search("a man plays guitar", "the sport", k=10, approximate=True)
+    assert [r["index"] for r in results] == [r["index"] for r in index.search("a man plays guitar", "the sport", k=10)]
+    meta = json.loads(next((folder / "ann").glob("*.json")).read_text())
+    assert meta["count"] == 500 and meta["kind"] == "ivf"
+
+
+def test_info_describes_the_index(model_dirs, corpus, tmp_path):
+    index = ConditionalIndex.build(
+        str(model_dirs["tri-concat"]), corpus, tmp_path / "index", corpus=[{"path": "c.csv", "sha256": "x"}]
+    )
+    info = index.info()
+    assert info["count"] == len(corpus) and info["encoder"]["head"]["kind"] == "concat"
+    assert info["model"]["name"] == str(model_dirs["tri-concat"]) and len(info["model"]["sha256"]) == 64
+    assert info["corpus"][0]["part"] == info["parts"][0]["id"]
+    manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
+    for key in ("model", "encoder", "dims", "dtype", "count", "corpus", "finesim_version", "created"):
+        assert key in manifest
