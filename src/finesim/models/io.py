@@ -16,8 +16,9 @@ backbone run code from the folder; a plain folder loads exactly as in sentence-t
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finesim.models.condition_head import ConditionHead, find_condition_head
 from finesim.models.hub import MARKER_FILE, resolve_model_path
@@ -25,6 +26,11 @@ from finesim.models.projection_head import ProjectionHead
 from finesim.models.prompt_transformer import PromptTransformer
 from finesim.models.regression_head import RegressionHead
 from finesim.results import write_json_atomic
+
+if TYPE_CHECKING:
+    from finesim.models.card import CardInfo
+
+logger = logging.getLogger("finesim.models")
 
 ENCODER_TYPES = ("bi", "cross", "tri")
 MODEL_TYPE_PREFIX = "csts-"  # model_type "csts-bi" | "csts-cross" | "csts-tri" in the marker
@@ -162,12 +168,34 @@ def encoder_type_of(model: Any) -> str:
     return "tri" if find_condition_head(model) is not None else "bi"
 
 
-def save_model(model: Any, folder: str | Path, *, encoder: str | None = None) -> Path:
-    """Save a bi-, cross- or tri-encoder and its marker (``model_type`` ``csts-<encoder>``); returns the folder."""
+def save_model(model: Any, folder: str | Path, *, encoder: str | None = None, card: CardInfo | None = None) -> Path:
+    """Save a bi-, cross- or tri-encoder, its marker (``model_type`` ``csts-<encoder>``) and its model card; returns
+    the folder.
+
+    ``card`` says what the card tells beyond the model (base model, data, recipe, metrics: :mod:`finesim.models.card`);
+    without it the card describes the model alone. The card is written after the model, so sentence-transformers'
+    automatic card never replaces it; it is also stored in the marker, for ``finesim export``.
+    """
+    from finesim.models.card import CardInfo, hub_id, write_card
+
     encoder = check_encoder(encoder or encoder_type_of(model))
-    model.save_pretrained(str(folder))
-    write_marker(folder, MODEL_TYPE_PREFIX + encoder, encoder=encoder)
+    model.save_pretrained(str(folder), create_model_card=False)
+    info = card if card is not None else CardInfo(encoder=encoder, base_model=hub_id(_name_or_path(model)))
+    info.encoder = encoder
+    write_marker(folder, MODEL_TYPE_PREFIX + encoder, encoder=encoder, card=info.to_dict())
+    try:
+        write_card(folder, info, model=model)
+    except Exception as err:  # the model is saved; a card failure must not lose a training run
+        logger.warning("could not write the model card of %s: %s", folder, err)
     return Path(folder)
+
+
+def _name_or_path(model: Any) -> str | None:
+    """The transformers checkpoint name a model was built from, when it records one."""
+    try:
+        return str(model[0].auto_model.config._name_or_path) or None
+    except (AttributeError, IndexError, TypeError):
+        return None
 
 
 def marker_encoder(marker: dict[str, Any]) -> str:
