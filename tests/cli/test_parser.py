@@ -19,6 +19,7 @@ LOADS_A_MODEL = {
     ("case", "sweep"),
     ("case", "isotropy"),
     ("case", "score"),
+    ("export",),
 }
 
 

@@ -14,10 +14,10 @@ import sys
 from collections.abc import Sequence
 
 from finesim import __version__
-from finesim.cli import bound, case, evaluate, prompt_eval, train
+from finesim.cli import bound, case, evaluate, export, prompt_eval, train
 from finesim.cli.common import EXIT_USAGE, HelpFormatter, configure_output, run_command
 
-COMMANDS = (evaluate, prompt_eval, train, bound, case)
+COMMANDS = (evaluate, prompt_eval, train, bound, case, export)
 
 
 def build_parser() -> argparse.ArgumentParser:
