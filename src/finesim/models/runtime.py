@@ -17,9 +17,9 @@ same torch modules as before, so scores come from the same pooling, normalisatio
 - ``onnx``: the transformer forward is an ONNX Runtime session (CPU) over ``file``; ``quantize`` ``none`` (fp32) or
   ``int8`` (ONNX Runtime dynamic quantization, done at export). The file is checked against its recorded size and
   SHA-256 before it is opened.
-- ``torch``: no extra file; ``int8`` applies torch's dynamic int8 quantization to the transformer's ``Linear``
-  layers at load (CPU), ``bf16`` casts the transformer to bfloat16 and its output back to float32; ``none`` is the
-  plain torch model.
+- ``torch``: no extra file; ``int8`` applies torch's dynamic int8 quantization (per-channel weights) to the
+  transformer's ``Linear`` layers at load (CPU), ``bf16`` casts the transformer to bfloat16 and its output back to
+  float32; ``none`` is the plain torch model.
 """
 
 from __future__ import annotations
@@ -194,17 +194,19 @@ def _use_onnx(transformer: Any, path: Path, spec: Mapping[str, Any]) -> None:
 
 
 def _use_torch_int8(transformer: Any) -> None:
-    """Dynamic int8 quantization (int8 weights, activations quantized per batch) of the transformer's Linear
-    layers, the x86/oneDNN kernels."""
+    """Dynamic int8 quantization of the transformer's Linear layers: int8 weights, one scale per output channel
+    (closer to fp32 than one per tensor, at about the same speed), activations quantized per batch."""
     import warnings
 
     import torch
 
     with warnings.catch_warnings():  # torch.ao.quantization is deprecated in favour of torchao, still shipped
         warnings.simplefilter("ignore")
-        from torch.ao.quantization import quantize_dynamic
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-        transformer.model = quantize_dynamic(transformer.model.eval(), {torch.nn.Linear}, dtype=torch.qint8)
+        transformer.model = quantize_dynamic(
+            transformer.model.eval(), {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8
+        )
 
 
 class _Float32Output:
