@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from finesim._version import __version__
 
 __all__ = ["ConditionalScorer", "__version__", "evaluate", "load_recipe", "load_scorer", "train"]
 

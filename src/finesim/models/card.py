@@ -409,7 +409,7 @@ def _shell_quote(path: str) -> str:
 
 def finesim_section(info: CardInfo, path: str) -> str:
     """The finesim facts: model, data with row counts, metrics, export, recipe, version."""
-    from finesim import __version__
+    from finesim._version import __version__
 
     lines = ["## finesim", ""]
     lines.append(f"- **Model type:** {ENCODER_NAMES.get(info.encoder, info.encoder)} (`finesim_model.json`)")

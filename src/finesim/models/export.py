@@ -208,7 +208,7 @@ def _save_torch_files(model: Any, folder: Path) -> None:
 
 
 def _finesim_version() -> str:
-    from finesim import __version__
+    from finesim._version import __version__
 
     return __version__
 
