@@ -158,3 +158,21 @@ def build_tiny_causal_lm(folder: Path, *, hidden: int = 32, layers: int = 2, see
 def tiny_causal_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random causal LM checkpoint (Llama architecture) with its tokenizer."""
     return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-causal-lm"))
+
+
+def run_card_code(readme: Path, timeout: int = 300) -> str:
+    """Run the ```python blocks of a model card (README.md) in order, in a fresh interpreter with this checkout's
+    ``src`` importable; returns stdout (fails the test with stderr when the code fails)."""
+    import re
+    import subprocess
+    import sys
+
+    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+    assert blocks, f"{readme} has no python code block"
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", "\n\n".join(blocks)], capture_output=True, text=True, env=env, timeout=timeout
+    )
+    assert done.returncode == 0, f"the card's code failed:\n{done.stderr[-3000:]}"
+    return done.stdout

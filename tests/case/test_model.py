@@ -314,3 +314,20 @@ def _read_columns(path):
 
     ds, _ = read_csts(path)
     return ds["sentence1"], ds["sentence2"], ds["condition"], ds["label"]
+
+
+def test_saved_model_has_a_card_whose_code_runs(tiny_model, tiny_bert_dir, tmp_path):
+    from conftest import run_card_code
+
+    model = _model(tiny_model)
+    model.encoder.description["model"] = str(tiny_bert_dir)
+    model.metadata = {"eval_spearman": {"validation": 12.5}, "options": {"model": str(tiny_bert_dir), "dim": 8}}
+    folder = model.save(tmp_path / "case")
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    assert text.startswith("---\n") and "library_name: finesim" in text
+    assert f"# C-STS CASE model (case) based on {tiny_bert_dir}" in text
+    assert "@misc{zhang2026case" in text and "@inproceedings{deshpande2023csts" in text
+    assert "| validation | spearman | 12.50 |" in text and "dim: 8" in text
+    assert json.loads((folder / "finesim_model.json").read_text())["card"]["encoder"] == "case"
+    out = run_card_code(folder / "README.md")
+    assert out.count("the kind of performance: ") == 1 and "the gender of the performer: " in out

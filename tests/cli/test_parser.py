@@ -24,6 +24,7 @@ LOADS_A_MODEL = {
     ("index", "build"),
     ("index", "add"),
     ("index", "search"),
+    ("export",),
 }
 
 

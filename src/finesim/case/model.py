@@ -17,6 +17,7 @@ The encoder weights are not copied: they are loaded again by name (or path) with
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,11 @@ from finesim.case.projection import CaseProjection
 from finesim.case.prompts import PromptFormat
 from finesim.case.training import projected_cosine
 from finesim.evaluation.inputs import ScorerBase
+from finesim.models.card import CardInfo, write_card
 from finesim.models.io import write_marker
 from finesim.results import write_json_atomic
+
+logger = logging.getLogger("finesim.case")
 
 CONFIG_NAME = "case_model.json"
 MODEL_TYPE = "case"
@@ -90,8 +94,9 @@ class CaseModel(ScorerBase):
         self.last_encoded = self.encoder.encoded - before
         return projected_cosine(self.projection, x[:n], x[n:])
 
-    def save(self, path: str | Path) -> Path:
-        """Write the model folder (see the module docstring)."""
+    def save(self, path: str | Path, *, card: CardInfo | None = None) -> Path:
+        """Write the model folder (see the module docstring) and its model card (``README.md``; ``card`` adds
+        facts the model does not hold, e.g. the recipe and evaluation scores)."""
         from safetensors.torch import save_file
 
         folder = Path(path)
@@ -110,8 +115,58 @@ class CaseModel(ScorerBase):
         else:
             weights.unlink(missing_ok=True)
         write_json_atomic(folder / CONFIG_NAME, config)
-        write_marker(folder, MODEL_TYPE, config=CONFIG_NAME)
+        info = card if card is not None else self.card_info()
+        write_marker(folder, MODEL_TYPE, config=CONFIG_NAME, card=info.to_dict())
+        try:
+            write_card(folder, info)
+        except Exception as err:  # the model is saved; a card failure must not lose it
+            logger.warning("could not write the model card of %s: %s", folder, err)
         return folder
+
+    def card_info(self) -> CardInfo:
+        """The model card's facts this model holds: its encoder, prompt, projection, data and training summary."""
+        described = self.encoder.description
+        config = self.encoder.config()
+        prompt = config.get("prompt") or {}
+        details: dict[str, Any] = {
+            "Encoder": f"`{described.get('model')}` (frozen; pooling {described.get('pooling')}, "
+            f"max length {described.get('max_seq_length')})",
+            "Prompt": f"{prompt.get('family')} / {prompt.get('formulation')}",
+            "Minus condition": str(bool(config.get("subtract_condition"))),
+            "Projection": "none (unsupervised)"
+            if self.projection is None
+            else ", ".join(f"{k} {v}" for k, v in self.projection.config().items()),
+        }
+        training = self.metadata.get("training") or {}
+        metrics: dict[str, dict[str, float]] = {}
+        if training.get("best_dev_spearman") is not None:
+            details["Training"] = f"best epoch {training.get('best_epoch')} of {len(training.get('history') or [])}"
+            metrics["dev (epoch selection)"] = {"spearman": float(training["best_dev_spearman"])}
+        for name, value in (self.metadata.get("eval_spearman") or {}).items():
+            metrics[str(name)] = {"spearman": float(value)}
+        data = []
+        for split, entry in (self.metadata.get("data") or {}).items():
+            entries = entry.values() if split == "eval" and isinstance(entry, dict) else [entry]
+            for d in entries:
+                if isinstance(d, dict) and "rows" in d:
+                    data.append(
+                        {
+                            "split": split,
+                            "file": d.get("source"),
+                            "format": "csts",
+                            "rows": d.get("rows"),
+                            "rows_used": d.get("rows"),
+                        }
+                    )
+        return CardInfo(
+            encoder=MODEL_TYPE,
+            base_model=described.get("model"),
+            objective="case",
+            recipe=self.metadata.get("options"),
+            data=data,
+            metrics=metrics,
+            details=details,
+        )
 
     @classmethod
     def load(

@@ -184,7 +184,8 @@ def train_model(
     result = train_projection(train_x, dev_x, train_config(options), show_progress=show_progress)
     scores = {name: evaluate_pairs(result.projection, data) for name, data in eval_x.items()}
     summary = result.summary()
-    CaseModel(encoder, result.projection, {"training": summary, "data": splits.description}).save(output_dir)
+    metadata = {"training": summary, "data": splits.description, "eval_spearman": scores, "options": options}
+    CaseModel(encoder, result.projection, metadata).save(output_dir)
     payload = {
         "command": "finesim case train",
         "argv": list(argv) if argv is not None else None,

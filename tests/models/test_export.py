@@ -1,0 +1,242 @@
+"""finesim export: export -> reload -> the same scores as the torch path (bi, tri, cross; ONNX fp32 / int8, torch
+int8 / bf16), the loader's refusal of a missing or corrupt runtime file, unsupported models, and the command."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from finesim.evaluation.scoring import ConditionalScorer
+from finesim.models.export import export_model
+from finesim.models.io import load_conditional_model, load_sentence_model, read_marker, save_model
+from finesim.models.runtime import ExportedModelError
+
+S1 = ["a man plays guitar", "a dog runs in the park", "the cat eats food", "a girl walks on the street"]
+S2 = ["a woman plays piano", "a cat sits in the house", "the dog eats", "two boys sit in the park"]
+C = ["the activity", "the animal", "the food", "the number of people"]
+FP32_ATOL = 1e-5  # cosine scores of the fp32 ONNX export vs torch
+INT8_ATOL = 0.05  # int8 weights: a looser bound
+
+
+@pytest.fixture(scope="module")
+def bi_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bi-encoder folder saved by finesim (marker csts-bi) over the tiny BERT."""
+    return save_model(load_sentence_model(str(tiny_bert_dir), max_length=64), tmp_path_factory.mktemp("bi") / "m")
+
+
+@pytest.fixture(scope="module")
+def torch_scores(bi_dir: Path) -> np.ndarray:
+    return ConditionalScorer(str(bi_dir)).score(S1, S2, C)
+
+
+@pytest.fixture(scope="module")
+def onnx_fp32(bi_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return export_model(str(bi_dir), tmp_path_factory.mktemp("x") / "fp32", quantize="none").path
+
+
+def test_onnx_fp32_export_scores_like_torch(bi_dir: Path, onnx_fp32: Path, torch_scores: np.ndarray) -> None:
+    marker = read_marker(onnx_fp32)
+    assert marker["model_type"] == "csts-bi"
+    runtime = marker["runtime"]
+    assert (runtime["format"], runtime["quantize"], runtime["file"]) == ("onnx", "none", "onnx/model.onnx")
+    assert runtime["inputs"] == ["input_ids", "token_type_ids", "attention_mask"]
+    assert runtime["bytes"] == (onnx_fp32 / "onnx/model.onnx").stat().st_size
+    assert runtime["check"]["max_abs_diff"] < 1e-4
+    # the sentence-transformers files stay: tokenizer, config, pooling, torch weights
+    for name in ("modules.json", "config.json", "tokenizer.json", "1_Pooling/config.json", "model.safetensors"):
+        assert (onnx_fp32 / name).is_file(), name
+    from finesim.results import _umask
+
+    assert onnx_fp32.stat().st_mode & 0o777 == 0o777 & ~_umask()  # a plain folder, not mkdtemp's private one
+    scorer = ConditionalScorer(str(onnx_fp32))
+    assert scorer.model.finesim_runtime == {"format": "onnx", "quantize": "none"}
+    np.testing.assert_allclose(scorer.score(S1, S2, C), torch_scores, atol=FP32_ATOL)
+    # unconditional pairs go through the same runtime
+    plain = ConditionalScorer(str(bi_dir)).score(S1, S2)
+    np.testing.assert_allclose(scorer.score(S1, S2), plain, atol=FP32_ATOL)
+
+
+def test_load_scorer_and_evaluate_path_pick_the_runtime(onnx_fp32: Path, torch_scores: np.ndarray) -> None:
+    from finesim.evaluation.loading import load_scorer
+
+    scorer = load_scorer(str(onnx_fp32))
+    assert isinstance(scorer, ConditionalScorer) and scorer.model.finesim_runtime["format"] == "onnx"
+    np.testing.assert_allclose(scorer.score(S1, S2, C), torch_scores, atol=FP32_ATOL)
+    plain = load_conditional_model(onnx_fp32, runtime=False)  # the torch weights kept beside the export
+    assert not hasattr(plain, "finesim_runtime")
+
+
+@pytest.mark.parametrize(("fmt", "quantize"), [("onnx", "int8"), ("torch", "int8"), ("torch", "bf16")])
+def test_quantized_exports_score_close_to_torch(
+    bi_dir: Path, torch_scores: np.ndarray, tmp_path: Path, fmt: str, quantize: str
+) -> None:
+    result = export_model(str(bi_dir), tmp_path / "q", format=fmt, quantize=quantize)
+    runtime = read_marker(result.path)["runtime"]
+    assert (runtime["format"], runtime["quantize"]) == (fmt, quantize)
+    assert (result.path / "onnx").is_dir() == (fmt == "onnx")
+    if fmt == "onnx":
+        assert runtime["file"] == "onnx/model_int8.onnx" and not (result.path / "onnx/model.onnx").exists()
+    assert runtime["check"]["min_cosine"] > 0.9
+    scores = ConditionalScorer(str(result.path)).score(S1, S2, C)
+    np.testing.assert_allclose(scores, torch_scores, atol=INT8_ATOL)
+
+
+def test_tri_encoder_export_runs_the_head_in_torch(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    from finesim.models.builders import build_tri_encoder
+
+    tri = save_model(build_tri_encoder(str(tiny_bert_dir), head="concat", max_length=64), tmp_path / "tri")
+    expected = ConditionalScorer(str(tri)).score(S1, S2, C)
+    result = export_model(str(tri), tmp_path / "tri-onnx", quantize="none")
+    assert read_marker(result.path)["model_type"] == "csts-tri"
+    scorer = ConditionalScorer(str(result.path))
+    assert scorer.encoder == "tri"
+    np.testing.assert_allclose(scorer.score(S1, S2, C), expected, atol=FP32_ATOL)
+
+
+@pytest.mark.parametrize("head", ["linear", "sequence-classification"])
+def test_cross_encoder_export_scores_like_torch(tiny_bert_dir: Path, tmp_path: Path, head: str) -> None:
+    from finesim.models.builders import build_cross_encoder
+
+    cross = save_model(build_cross_encoder(str(tiny_bert_dir), head=head, max_length=64), tmp_path / "cross")
+    expected = ConditionalScorer(str(cross)).score(S1, S2, C)
+    result = export_model(str(cross), tmp_path / "cross-onnx", quantize="none")
+    runtime = read_marker(result.path)["runtime"]
+    assert runtime["output"] == ("logits" if head == "sequence-classification" else "last_hidden_state")
+    scorer = ConditionalScorer(str(result.path))
+    assert scorer.encoder == "cross"
+    np.testing.assert_allclose(scorer.score(S1, S2, C), expected, atol=FP32_ATOL)
+
+
+def test_a_plain_sentence_transformers_folder_exports_as_a_bi_encoder(tiny_model, tmp_path: Path) -> None:
+    tiny_model.save_pretrained(str(tmp_path / "plain"))
+    expected = ConditionalScorer(str(tmp_path / "plain")).score(S1, S2, C)
+    result = export_model(str(tmp_path / "plain"), tmp_path / "out", quantize="none")
+    assert read_marker(result.path)["model_type"] == "csts-bi" and result.encoder == "bi"
+    np.testing.assert_allclose(ConditionalScorer(str(result.path)).score(S1, S2, C), expected, atol=FP32_ATOL)
+
+
+# ---------------------------------------------------------------- refusals
+
+
+@pytest.fixture()
+def damaged(onnx_fp32: Path, tmp_path: Path) -> Path:
+    """A private copy of the fp32 export to break."""
+    return Path(shutil.copytree(onnx_fp32, tmp_path / "copy"))
+
+
+def test_loader_refuses_a_missing_runtime_file(damaged: Path) -> None:
+    (damaged / "onnx/model.onnx").unlink()
+    with pytest.raises(
+        ExportedModelError, match=r"model\.onnx is missing.*finesim_model\.json.*export the model again"
+    ):
+        ConditionalScorer(str(damaged))
+
+
+def test_loader_refuses_a_truncated_or_altered_file(damaged: Path) -> None:
+    path = damaged / "onnx/model.onnx"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ExportedModelError, match=r"model\.onnx is corrupt: \d+ bytes, \d+ were written"):
+        ConditionalScorer(str(damaged))
+    path.write_bytes(data[:-8] + b"\x00" * 8)  # same size, other bytes
+    with pytest.raises(ExportedModelError, match="SHA-256 differs"):
+        load_conditional_model(damaged)
+
+
+def test_loader_refuses_a_file_onnx_runtime_cannot_read(damaged: Path) -> None:
+    from finesim.results import file_sha256
+
+    path = damaged / "onnx/model.onnx"
+    path.write_bytes(b"not an onnx model")
+    marker = json.loads((damaged / "finesim_model.json").read_text())
+    marker["runtime"].update(bytes=path.stat().st_size, sha256=file_sha256(path))  # consistent, still unreadable
+    (damaged / "finesim_model.json").write_text(json.dumps(marker))
+    with pytest.raises(ExportedModelError, match="ONNX Runtime cannot load it"):
+        ConditionalScorer(str(damaged))
+
+
+def test_loader_refuses_a_file_outside_the_folder_and_another_device(damaged: Path) -> None:
+    marker = json.loads((damaged / "finesim_model.json").read_text())
+    marker["runtime"]["file"] = "../elsewhere.onnx"
+    (damaged / "finesim_model.json").write_text(json.dumps(marker))
+    with pytest.raises(ExportedModelError, match="outside the model folder"):
+        ConditionalScorer(str(damaged))
+    with pytest.raises(ValueError, match="exported for the CPU"):
+        load_conditional_model(damaged, device="cuda")
+
+
+def test_export_refuses_unsupported_models_and_options(bi_dir: Path, tmp_path: Path) -> None:
+    case = tmp_path / "case"
+    case.mkdir()
+    (case / "finesim_model.json").write_text(json.dumps({"model_type": "case"}))
+    with pytest.raises(ValueError, match=r"is a CASE model: finesim export supports bi-, tri- and cross-encoders"):
+        export_model(str(case), tmp_path / "out")
+    with pytest.raises(ValueError, match=r"--format onnx does not support --quantize bf16; supported: onnx with"):
+        export_model(str(bi_dir), tmp_path / "out", quantize="bf16")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("x")
+    with pytest.raises(ValueError, match="not empty; pass --overwrite"):
+        export_model(str(bi_dir), tmp_path / "full", quantize="none")
+    assert (tmp_path / "full" / "keep.txt").is_file()
+    with pytest.raises(ValueError, match="source model's folder"):
+        export_model(str(bi_dir), bi_dir, quantize="none", overwrite=True)
+    assert not list(tmp_path.glob(".*.export"))  # no half-written folder left behind
+
+
+def test_export_refuses_prompt_based_decoders(tiny_causal_lm_dir: Path, tmp_path: Path) -> None:
+    from finesim.models.builders import build_prompt_lm
+
+    folder = save_model(build_prompt_lm(str(tiny_causal_lm_dir), max_length=32), tmp_path / "lm", encoder="bi")
+    with pytest.raises(ValueError, match="not a sentence-transformers Transformer: finesim export supports"):
+        export_model(str(folder), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_cli_export(bi_dir: Path, torch_scores: np.ndarray, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from finesim.cli.main import main
+
+    out = tmp_path / "exported"
+    assert main(["export", str(bi_dir), "--to", str(out), "--quantize", "int8", "-q"]) == 0
+    line = capsys.readouterr().out
+    assert f"to {out}: onnx int8" in line and "agreement with torch" in line
+    np.testing.assert_allclose(ConditionalScorer(str(out)).score(S1, S2, C), torch_scores, atol=INT8_ATOL)
+    capsys.readouterr()
+    # an error is one line and exit code 1; the folder is left as it was
+    assert main(["export", str(bi_dir), "--to", str(out), "--quantize", "none"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("finesim export: error: --to") and "pass --overwrite" in err and "\n" not in err
+    assert read_marker(out)["runtime"]["quantize"] == "int8"
+    assert main(["export", str(bi_dir), "--to", str(out), "--quantize", "none", "--overwrite", "-q"]) == 0
+    assert read_marker(out)["runtime"]["quantize"] == "none"
+    assert main(["export", str(tmp_path / "nowhere"), "--to", str(tmp_path / "o2"), "-q"]) == 1
+    # usage errors: exit code 2
+    for argv in (
+        ["export", str(bi_dir)],
+        ["export", str(bi_dir), "--to", str(tmp_path / "o3"), "--quantize", "bf16"],
+        ["export", str(bi_dir), "--to", str(tmp_path / "o3"), "--device", "cuda"],
+        ["export", str(bi_dir), "--to", str(tmp_path / "o3"), "--format", "tflite"],
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2, argv
+    assert not (tmp_path / "o3").exists()
+
+
+def test_exported_model_card_describes_the_export_and_its_code_runs(onnx_fp32: Path) -> None:
+    from conftest import run_card_code
+
+    text = (onnx_fp32 / "README.md").read_text(encoding="utf-8")
+    assert "### Export" in text and "**ONNX Runtime fp32** (`onnx/model.onnx`" in text
+    assert "The finesim loader runs this export's ONNX Runtime fp32 runtime" in text
+    assert f"ConditionalScorer({str(onnx_fp32.resolve())!r})" in text  # the final folder, not the build folder
+    lines = [line for line in run_card_code(onnx_fp32 / "README.md").splitlines() if line.startswith("the ")]
+    assert len(lines) == 4
+    torch_path, onnx_path = (float(line.split(": ")[1]) for line in (lines[0], lines[2]))
+    assert abs(torch_path - onnx_path) < 1e-3  # plain sentence-transformers (torch weights) vs finesim (ONNX)
