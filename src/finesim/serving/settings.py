@@ -28,6 +28,10 @@ class ServeSettings:
         cache_size: entries of the LRU cache of embeddings (cross-encoders: of pair scores); 0 turns it off.
         device: torch device (None: automatic).
         inference_batch_size: the model's own forward batch size inside one micro-batch.
+        index: a :class:`~finesim.index.ConditionalIndex` folder built with this model, served on ``POST /search``
+            (None: ``/search`` answers 404 ``NoIndex``).
+        index_conditions: bi-encoder / CASE indexes: conditions whose corpus embeddings are computed at start-up
+            (before ``/health`` answers 200) instead of on their first query.
     """
 
     model: str
@@ -44,6 +48,8 @@ class ServeSettings:
     cache_size: int = 10_000
     device: str | None = None
     inference_batch_size: int = 64
+    index: str | None = None
+    index_conditions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.encoder is not None and self.encoder not in ENCODERS:
@@ -59,6 +65,11 @@ class ServeSettings:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
         if self.api_key is not None and not self.api_key.strip():
             raise ValueError("the API key is empty")
+        if self.index_conditions and self.index is None:
+            raise ValueError("index_conditions need an index")
+        for condition in self.index_conditions:
+            if not isinstance(condition, str) or not condition.strip():
+                raise ValueError(f"index_conditions: {condition!r} is not a non-empty string")
 
     def limits(self) -> dict[str, int]:
         """The request limits, as ``/info`` reports them."""
