@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         type=positive_int,
         default=256,
-        help="most pairs, texts or inputs per request (422 above)",
+        help="most pairs, texts or inputs per request, and most /search results (k) (422 above)",
     )
     p.add_argument(
         "--max-concurrent",

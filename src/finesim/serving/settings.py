@@ -20,7 +20,8 @@ class ServeSettings:
         api_key: the bearer key every non-public endpoint requires; None: no authentication. Never shown in
             ``repr`` or :meth:`describe`.
         max_request_bytes: largest accepted request body (413 above it, checked before the body is parsed).
-        max_items: most pairs (``/similarity``), texts (``/rerank``) or inputs (``/v1/embeddings``) per request.
+        max_items: most pairs (``/similarity``), texts (``/rerank``) or inputs (``/v1/embeddings``) per request,
+            and most results (``k``) of ``/search``.
         max_concurrent: most requests in flight on the scoring endpoints; one more is answered 429 at once.
         max_text_chars: longest accepted text, in characters.
         batch_size: most model inputs gathered into one micro-batch (1: one request at a time).
