@@ -120,3 +120,74 @@ def test_cli_build_with_ray(ray_local, model_dirs, tmp_path, capsys):
     ours = json.loads(capsys.readouterr().out)
     local = ConditionalIndex.build(str(model_dirs["tri-hypernet"]), texts, tmp_path / "local")
     assert [r["index"] for r in ours] == [r["index"] for r in local.search("a dog", "the animal")]
+
+
+def _table(path: Path) -> tuple[list[dict[str, str]], list[float]]:
+    """The rows of a scored CSV without their score, and the scores."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return [{k: v for k, v in r.items() if k != "score"} for r in rows], [float(r["score"]) for r in rows]
+
+
+def test_cli_score_with_ray_equals_the_single_process_output(ray_local, model_dirs, tmp_path, capsys):
+    """``finesim score --ray`` on the local 2-CPU instance: the same rows, columns, rejects and scores (1e-6) as
+    without Ray, over several chunks, per-row and one-for-all conditions, CSV and JSONL outputs."""
+    from finesim.cli.main import main
+
+    texts = make_corpus(80, seed=24)
+    conditions = ["the sport", "the animal", "the color"]
+    rows = [[str(i), texts[i], texts[-1 - i], conditions[i % 3]] for i in range(60)]
+    rows[7][1] = ""  # an empty text
+    rows[31][2] = "  "
+    table = _write_csv(tmp_path / "pairs.csv", ["id", "a", "b", "aspect"], rows)
+    with open(table, "a", encoding="utf-8") as fh:
+        fh.write("99,a ragged,row,the sport,extra\n")  # a record with one field too many
+    model = str(model_dirs["tri-hadamard"])
+    argv = ["score", "--model", model, "--input", str(table), "--sentence1-column", "a", "--sentence2-column", "b"]
+    argv += ["--condition-column", "aspect", "--chunk-rows", "16", "--skip-bad-rows", "-q", "--json"]
+
+    assert main([*argv, "--output", str(tmp_path / "local.csv")]) == 0
+    local_report = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--output", str(tmp_path / "ray.csv"), "--ray", "--ray-workers", "2"]) == 0
+    ray_report = json.loads(capsys.readouterr().out)
+    assert ray_report["ray_workers"] == 2
+    for key in ("rows_scored", "rows_skipped", "blank_lines", "condition"):
+        assert ray_report[key] == local_report[key], key
+    assert (ray_report["rows_scored"], ray_report["rows_skipped"]) == (58, 3)
+    local_rows, local_scores = _table(tmp_path / "local.csv")
+    ray_rows, ray_scores = _table(tmp_path / "ray.csv")
+    assert ray_rows == local_rows and len(ray_rows) == 58
+    np.testing.assert_allclose(ray_scores, local_scores, rtol=0, atol=1e-6)
+    assert (tmp_path / "ray.rejects.jsonl").read_text() == (tmp_path / "local.rejects.jsonl").read_text()
+
+    # one condition for every row, JSONL out, a CASE model
+    one = ["score", "--model", str(model_dirs["case"]), "--input", str(table), "--condition", "the sport", "-q"]
+    one += ["--sentence1-column", "a", "--sentence2-column", "b", "--skip-bad-rows", "--chunk-rows", "25"]
+    assert main([*one, "--output", str(tmp_path / "local.jsonl")]) == 0
+    assert main([*one, "--output", str(tmp_path / "ray.jsonl"), "--ray", "--ray-workers", "2"]) == 0
+    capsys.readouterr()
+    local = [json.loads(x) for x in (tmp_path / "local.jsonl").read_text().splitlines()]
+    ours = [json.loads(x) for x in (tmp_path / "ray.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in r.items() if k != "score"} for r in ours] == [
+        {k: v for k, v in r.items() if k != "score"} for r in local
+    ]
+    np.testing.assert_allclose([r["score"] for r in ours], [r["score"] for r in local], rtol=0, atol=1e-6)
+
+
+def test_cli_score_with_ray_errors_are_one_line(ray_local, model_dirs, tmp_path, capsys):
+    from finesim.cli.main import main
+
+    table = _write_csv(tmp_path / "pairs.csv", ["sentence1", "sentence2"], [["a dog", "a cat"], ["a boy", ""]])
+    base = ["score", "--input", str(table), "--output", str(tmp_path / "out.csv"), "--ray"]
+    # a model no worker can load
+    assert main([*base, "--model", str(tmp_path / "nowhere"), "--encoder", "tri"]) == 1
+    err = capsys.readouterr().err
+    assert f"finesim score: error: a Ray worker could not load the model {tmp_path / 'nowhere'}" in err
+    # more workers than the 2 CPUs: refused before any actor starts (it would wait for a CPU forever)
+    assert main([*base, "--model", str(model_dirs["bi"]), "--ray-workers", "3"]) == 1
+    assert "3 Ray workers asked for, but the Ray cluster offers 2 CPUs" in capsys.readouterr().err
+    # a bad row without --skip-bad-rows: named as without Ray, and no output is left
+    assert main([*base, "--model", str(model_dirs["bi"])]) == 1
+    err = capsys.readouterr().err
+    assert "pairs.csv, row 2" in err and "column 'sentence2': text is empty" in err and "Traceback" not in err
+    assert not (tmp_path / "out.csv").exists()

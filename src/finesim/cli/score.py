@@ -6,7 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from finesim.cli.common import add_runtime_options, check_output_file, command_parser, positive_int, say
+from finesim.cli.common import (
+    UsageError,
+    add_runtime_options,
+    check_output_file,
+    command_parser,
+    positive_int,
+    say,
+)
 
 DESCRIPTION = """Score every row of a table (CSV, TSV, JSONL, Parquet, a datasets folder or a Hub dataset id) with a
 trained conditional model, a CASE model, or any sentence-transformers model (as a bi-encoder). The output has the
@@ -16,10 +23,14 @@ The input is streamed in chunks, so memory does not grow with the file.
 A bad row (an empty or missing text, a ragged record) stops the run naming the file, row and column; with
 --skip-bad-rows it goes to OUTPUT_STEM.rejects.jsonl instead and the count is printed.
 
+With --ray the rows are scored on Ray actors (one model per worker; a local Ray instance unless --ray-address):
+the file is still read, checked and written here, so every option works and the output is the same.
+
 examples:
   finesim score --model runs/minilm-bi-mse-tuned/model --input pairs.csv --output scored.csv
   finesim score --model minilm --input pairs.jsonl --output scored.parquet --condition "the color"
-  finesim score --model M --input data.tsv --output out.tsv --sentence1-column a --sentence2-column b"""
+  finesim score --model M --input data.tsv --output out.tsv --sentence1-column a --sentence2-column b
+  finesim score --model M --input big.parquet --output scored.parquet --ray --ray-address ray://head:10001"""
 
 
 def register(subparsers: Any) -> None:
@@ -61,6 +72,21 @@ def register(subparsers: Any) -> None:
         "--skip-bad-rows", action="store_true", help="send bad rows to OUTPUT_STEM.rejects.jsonl instead of stopping"
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    group = p.add_argument_group("Ray (scale-out; needs finesim[ray])")
+    group.add_argument(
+        "--ray",
+        action="store_true",
+        help="score on Ray actors, one model each (a local Ray instance without an address)",
+    )
+    group.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="the Ray cluster to use, e.g. ray://head:10001 or auto (implies --ray; default: $RAY_ADDRESS if set)",
+    )
+    group.add_argument(
+        "--ray-workers", type=positive_int, default=None, help="scoring actors (default: one per CPU Ray offers)"
+    )
     add_runtime_options(p)
     p.set_defaults(func=run)
 
@@ -72,27 +98,48 @@ def run(args: argparse.Namespace) -> int:
     from finesim.evaluation.loading import load_scorer
     from finesim.evaluation.score_file import Columns, check_input, score_file
 
+    use_ray = bool(args.ray or args.ray_address)
+    if args.ray_workers is not None and not use_ray:
+        raise UsageError("--ray-workers needs --ray (or --ray-address)")
     check_output_file(args.output)
     if Path(args.output).resolve() == Path(args.input).resolve():
         raise ValueError(f"--output {args.output} is the input file; write the scores to another file")
+    if use_ray:
+        from finesim.index.distributed import import_ray
+
+        import_ray()  # without the extra: one line naming finesim[ray], before the input is read
     columns = Columns(args.sentence1_column, args.sentence2_column, args.condition_column, args.score_column)
     check_input(args.input, columns=columns, condition=args.condition, input_format=args.input_format, split=args.split)
     tell = say(args)
-    scorer = load_scorer(args.model, encoder=args.encoder, batch_size=args.batch_size, device=args.device)
-    tell(f"model {args.model}: {getattr(scorer, 'encoder', 'ensemble')} scorer")
-    report = score_file(
-        scorer,
-        args.input,
-        args.output,
-        columns=columns,
-        condition=args.condition,
-        input_format=args.input_format,
-        output_format=args.output_format,
-        split=args.split,
-        chunk_rows=args.chunk_rows,
-        skip_bad_rows=args.skip_bad_rows,
-        show_progress=not args.no_progress,
-    )
+    options: dict[str, Any] = {
+        "columns": columns,
+        "condition": args.condition,
+        "input_format": args.input_format,
+        "output_format": args.output_format,
+        "split": args.split,
+        "chunk_rows": args.chunk_rows,
+        "skip_bad_rows": args.skip_bad_rows,
+        "show_progress": not args.no_progress,
+    }
+    if use_ray:
+        from finesim.index.distributed_score import score_file_ray
+
+        report = score_file_ray(
+            args.model,
+            args.input,
+            args.output,
+            encoder=args.encoder,
+            address=args.ray_address,
+            workers=args.ray_workers,
+            batch_size=args.batch_size,
+            device=args.device,
+            on_ready=lambda s: tell(f"model {args.model}: {s.encoder} scorer on {s.workers} Ray workers"),
+            **options,
+        )
+    else:
+        scorer = load_scorer(args.model, encoder=args.encoder, batch_size=args.batch_size, device=args.device)
+        tell(f"model {args.model}: {getattr(scorer, 'encoder', 'ensemble')} scorer")
+        report = score_file(scorer, args.input, args.output, **options)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

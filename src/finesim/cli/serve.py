@@ -32,9 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = command_parser(
         sub,
         "serve",
-        help="serve a model over HTTP (similarity, rerank, embeddings)",
+        help="serve a model over HTTP (similarity, rerank, embeddings, index search)",
         description="An HTTP server (FastAPI + uvicorn) for any finesim scorer:\n"
         "  POST /similarity, /rerank, /v1/embeddings (OpenAI-compatible)\n"
+        "  POST /search over a conditional index built with the same model (--index DIR)\n"
         "  GET /health, /info, /metrics (Prometheus; these three need no API key)\n"
         "Requests that arrive close together are scored in one micro-batch. SIGTERM stops it gracefully:\n"
         "requests in flight are answered, then it exits 0. Needs the serve extra: pip install 'finesim[serve]'.\n"
@@ -71,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         type=positive_int,
         default=256,
-        help="most pairs, texts or inputs per request (422 above)",
+        help="most pairs, texts or inputs per request, and most /search results (k) (422 above)",
     )
     p.add_argument(
         "--max-concurrent",
@@ -104,6 +105,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=10_000,
         help="entries of the embedding LRU cache (0: off)",
     )
+    group = p.add_argument_group("conditional search (POST /search)")
+    group.add_argument(
+        "--index",
+        default=None,
+        metavar="DIR",
+        help="serve POST /search over this index folder (finesim index build), built with the same model: its "
+        "weights hash is checked at start-up. Without it /search answers 404 NoIndex",
+    )
+    group.add_argument(
+        "--conditions",
+        default=None,
+        metavar="FILE",
+        help="bi-encoder / CASE index: embed the corpus for these conditions (one a line) at start-up, before "
+        "/health answers 200, instead of on each condition's first query",
+    )
     add_runtime_options(p)
     p.set_defaults(func=run)
 
@@ -115,6 +131,17 @@ def run(args: argparse.Namespace) -> int:
         api_key = os.environ.get(args.api_key_env, "")
         if not api_key.strip():
             raise UsageError(f"--api-key-env {args.api_key_env}: the environment variable is unset or empty")
+    conditions: tuple[str, ...] = ()
+    if args.conditions is not None:
+        if args.index is None:
+            raise UsageError("--conditions needs --index: they are the conditions to prepare in the index")
+        from finesim.cli.index import read_conditions
+
+        conditions = tuple(read_conditions(args.conditions))
+    if args.index is not None:
+        from finesim.index.store import IndexStore
+
+        IndexStore.open(args.index)  # a missing or damaged folder fails now, before the model loads
     try:
         from finesim.serving.server import serve
     except ImportError as err:
@@ -135,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
         batch_wait_ms=float(args.batch_wait_ms),
         cache_size=args.cache_size,
         device=args.device,
+        index=args.index,
+        index_conditions=conditions,
     )
     verbose, quiet = verbosity(args)
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]

@@ -3,7 +3,8 @@
 - :class:`ConditionalIndex` (``conditional_index.py``): build, open, add, search (exact or approximate), info.
 - ``store.py``: the folder layout, validation and atomic commits; ``encoders.py``: what each encoder type stores;
   ``tri.py``: the tri-encoder's query path per head kind; ``approximate.py``: faiss indexes and recall@k;
-  ``corpus.py``: reading corpus files; ``distributed.py``: building and scoring tables on Ray Data.
+  ``corpus.py``: reading corpus files; ``distributed.py``: building and scoring tables on Ray Data;
+  ``distributed_score.py``: ``finesim score --ray`` (the single-process scoring with its model calls on Ray actors).
 
 See docs/search.md.
 """

@@ -4,6 +4,7 @@
 - :mod:`~finesim.serving.app`: :func:`create_app`, the routes and the model loaded in the background.
 - :mod:`~finesim.serving.schemas`: request bodies and their checks.
 - :mod:`~finesim.serving.engine`: what a micro-batch computes, through ``ConditionalScorer``'s own functions.
+- :mod:`~finesim.serving.search`: the index ``POST /search`` searches (``--index``), opened with the served model.
 - :mod:`~finesim.serving.batching`: the worker thread that owns the model and gathers micro-batches.
 - :mod:`~finesim.serving.cache`: the LRU cache of embeddings (of pair scores for cross-encoders).
 - :mod:`~finesim.serving.limits`: ASGI middleware for metrics, auth, concurrency and body size.

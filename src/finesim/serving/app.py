@@ -2,7 +2,9 @@
 
 :func:`create_app` builds it from :class:`~finesim.serving.settings.ServeSettings`. The model is loaded in a
 thread started at application startup, so ``GET /health`` answers 503 until it is ready; the scoring endpoints
-answer 503 meanwhile too. Once loaded, one :class:`~finesim.serving.batching.MicroBatcher` thread owns the model.
+answer 503 meanwhile too. With ``settings.index`` the same thread then opens the index with the loaded model
+(:mod:`finesim.serving.search`). Once loaded, one :class:`~finesim.serving.batching.MicroBatcher` thread owns the
+model: it runs the micro-batches and the index searches.
 """
 
 from __future__ import annotations
@@ -22,8 +24,16 @@ from fastapi.responses import JSONResponse, Response
 from finesim import __version__
 from finesim.serving.batching import MicroBatcher, ShuttingDown
 from finesim.serving.cache import LRUCache
-from finesim.serving.engine import Embeddings, EmbedJob, Job, PairJob, ScoringEngine
-from finesim.serving.errors import BACKEND, UNHEALTHY, UNSUPPORTED, ApiError, error_body, install_error_handlers
+from finesim.serving.engine import Embeddings, EmbedJob, Job, PairJob, ScoringEngine, SearchJob
+from finesim.serving.errors import (
+    BACKEND,
+    NO_INDEX,
+    UNHEALTHY,
+    UNSUPPORTED,
+    ApiError,
+    error_body,
+    install_error_handlers,
+)
 from finesim.serving.limits import (
     AuthMiddleware,
     BodySizeLimitMiddleware,
@@ -34,18 +44,21 @@ from finesim.serving.metrics import ServerMetrics
 from finesim.serving.schemas import (
     EmbeddingsRequest,
     RerankRequest,
+    SearchRequest,
     SimilarityRequest,
     checked_condition,
     checked_texts,
+    invalid,
     require_condition,
     row_conditions,
 )
+from finesim.serving.search import NO_INDEX_MESSAGE, describe_index, open_served_index
 from finesim.serving.settings import ServeSettings
 
 logger = logging.getLogger("finesim.serving")
 
 PUBLIC_PATHS = ("/health", "/info", "/metrics")
-SCORING_PATHS = ("/similarity", "/rerank", "/v1/embeddings")
+SCORING_PATHS = ("/similarity", "/rerank", "/v1/embeddings", "/search")
 
 NO_EMBEDDINGS = {
     "tri": "this model is a tri-encoder: it has no conditional embedding of its own. Its sentence embedding is "
@@ -57,21 +70,32 @@ NO_EMBEDDINGS = {
 
 
 class ModelState:
-    """The model's life: ``loading``, then ``ready`` (with its scorer and batcher) or ``failed``."""
+    """The model's life: ``loading``, then ``ready`` (with its scorer, batcher and index) or ``failed``.
+
+    ``failed_stage`` says what failed: ``model`` (loading it) or ``index`` (opening ``--index`` with it)."""
 
     def __init__(self) -> None:
         self.status = "loading"
         self.error: str | None = None
+        self.failed_stage: str | None = None
         self.scorer: Any = None
         self.batcher: MicroBatcher | None = None
+        self.index: Any = None
         self.info: dict[str, Any] = {}
+        self.index_info: dict[str, Any] = {}
+
+    def failure(self) -> str:
+        """What failed, in one line (after a failed start)."""
+        if self.failed_stage == "index":
+            return str(self.error)
+        return f"the model failed to load: {self.error}"
 
     def ready(self) -> tuple[Any, MicroBatcher]:
         """The scorer and batcher, or a 503 ``Unhealthy`` error while loading or after a failed load."""
         if self.status == "ready" and self.batcher is not None:
             return self.scorer, self.batcher
         if self.status == "failed":
-            raise ApiError(503, f"the model failed to load: {self.error}", UNHEALTHY)
+            raise ApiError(503, self.failure(), UNHEALTHY)
         raise ApiError(503, "the model is still loading", UNHEALTHY)
 
 
@@ -146,10 +170,16 @@ def create_app(
     load = loader or default_loader(settings)
 
     def load_in_background() -> None:
+        index = None
         try:
             scorer = load()
             info = describe_model(scorer, settings)
-            engine = ScoringEngine(scorer, LRUCache(settings.cache_size))
+            if settings.index is not None:
+                state.failed_stage = "index"
+                index = open_served_index(settings, scorer)
+                state.index_info = describe_index(index)
+            state.failed_stage = "model"
+            engine = ScoringEngine(scorer, LRUCache(settings.cache_size), index=index)
             batcher = MicroBatcher(
                 engine,
                 max_items=settings.batch_size,
@@ -158,12 +188,18 @@ def create_app(
             ).start()
             metrics.queue_depth.set_function(batcher.queued)
         except BaseException as err:
-            state.status, state.error = "failed", f"{type(err).__name__}: {err}"
-            logger.error("could not load %s: %s", settings.model, state.error)
+            if state.failed_stage == "index":
+                state.status, state.error = "failed", str(err)
+                logger.error("%s", state.error)
+            else:
+                state.failed_stage = "model"
+                state.status, state.error = "failed", f"{type(err).__name__}: {err}"
+                logger.error("could not load %s: %s", settings.model, state.error)
             if on_load_error is not None:
                 on_load_error(err)
             return
-        state.scorer, state.batcher, state.info = scorer, batcher, info
+        state.scorer, state.batcher, state.info, state.index = scorer, batcher, info, index
+        state.failed_stage = None
         state.status = "ready"
         if on_ready is not None:
             on_ready()
@@ -212,7 +248,7 @@ def create_app(
         """200 ``{"status": "ok"}`` once the model is loaded; 503 while it loads."""
         if state.status == "ready":
             return {"status": "ok"}
-        message = "the model is still loading" if state.status == "loading" else f"the model failed: {state.error}"
+        message = "the model is still loading" if state.status == "loading" else state.failure()
         return JSONResponse(error_body(message, UNHEALTHY), status_code=503)
 
     @app.get("/info")
@@ -235,6 +271,7 @@ def create_app(
                 "cache_size": settings.cache_size,
             },
             "auth": settings.api_key is not None,
+            "index": None if settings.index is None else {"path": settings.index, **state.index_info},
         }
 
     @app.get("/metrics")
@@ -271,6 +308,21 @@ def create_app(
         metrics.items.labels(endpoint="/rerank").inc(len(texts))
         order = sorted(range(len(texts)), key=lambda i: (-float(scores[i]), i))
         return [{"index": i, "score": float(scores[i])} for i in order[: body.top_n]]
+
+    @app.post("/search")
+    async def search(body: SearchRequest) -> list[dict[str, Any]]:
+        """The ``k`` texts of the served index most similar to ``query`` under ``condition``, best first:
+        ``[{"index", "text", "score"}, ...]``, what ``ConditionalIndex.search(query, condition, k)`` returns."""
+        if settings.index is None:
+            raise ApiError(404, NO_INDEX_MESSAGE, NO_INDEX)
+        _, batcher = state.ready()
+        query = checked_texts([body.query], "query", max_items=1, max_chars=settings.max_text_chars)[0]
+        condition = checked_texts([body.condition], "condition", max_items=1, max_chars=settings.max_text_chars)[0]
+        if body.k > settings.max_items:
+            raise invalid(f"k is {body.k}; the server returns at most {settings.max_items} results per request")
+        results = await run(batcher, SearchJob(query, condition, body.k))
+        metrics.items.labels(endpoint="/search").inc(1)
+        return results
 
     @app.post("/v1/embeddings")
     async def embeddings(body: EmbeddingsRequest) -> dict[str, Any]:

@@ -10,6 +10,11 @@ computes the missing ones in **one** model call:
 - cross-encoders: :meth:`ConditionalScorer.cross_scores` on the distinct ``(s1, s2, condition)`` triples.
 
 When the combined call fails, each job is run alone, so one bad request does not fail the others.
+
+A :class:`SearchJob` (``POST /search``) is never combined: it runs alone, after the batch's other jobs, as
+:meth:`finesim.index.ConditionalIndex.search` on the index opened with the same model object. Running it on this
+same worker thread is what keeps the model used by one thread at a time (the index encodes the query, and for a
+bi-encoder or CASE model a new condition's whole corpus, with that model).
 """
 
 from __future__ import annotations
@@ -61,7 +66,22 @@ class Embeddings:
     tokens: int
 
 
-Job = PairJob | EmbedJob
+@dataclass(frozen=True)
+class SearchJob:
+    """Search the loaded index: the ``k`` corpus texts most similar to ``query`` under ``condition``."""
+
+    query: str
+    condition: str
+    k: int
+
+    @property
+    def size(self) -> int:
+        """One query."""
+        return 1
+
+
+ModelJob = PairJob | EmbedJob  # the jobs a micro-batch combines into one model call
+Job = PairJob | EmbedJob | SearchJob
 
 
 class ScoringEngine:
@@ -71,27 +91,29 @@ class ScoringEngine:
         scorer: the :class:`ConditionalScorer` (bi, tri, cross or CASE).
         cache: the cache of embeddings keyed ``(text, condition)``, or of a cross-encoder's scores keyed
             ``(s1, s2, condition)``.
+        index: the :class:`~finesim.index.ConditionalIndex` that :class:`SearchJob` s search (None: none).
     """
 
-    def __init__(self, scorer: ConditionalScorer, cache: LRUCache) -> None:
+    def __init__(self, scorer: ConditionalScorer, cache: LRUCache, index: Any = None) -> None:
         self.scorer = scorer
         self.cache = cache
+        self.index = index
 
     def run(self, jobs: Sequence[Job]) -> tuple[list[Any], BatchStats]:
-        """Each job's result (scores array, :class:`Embeddings`, or the exception it raised) and the batch's stats."""
+        """Each job's result (scores array, :class:`Embeddings`, search results, or the exception it raised) and
+        the batch's stats."""
         counts = _Counts()
-        try:
-            results: list[Any] = self._run(jobs, counts)
-        except Exception as err:
-            if len(jobs) == 1:
-                results = [err]
-            else:
-                results = []
-                for job in jobs:
-                    try:
-                        results.extend(self._run([job], counts))
-                    except Exception as one:
-                        results.append(one)
+        results: list[Any] = [None] * len(jobs)
+        combined = [i for i, job in enumerate(jobs) if not isinstance(job, SearchJob)]
+        model_jobs: list[ModelJob] = [jobs[i] for i in combined]  # type: ignore[misc]
+        for i, result in zip(combined, self._run_combined(model_jobs, counts)):
+            results[i] = result
+        for i, job in enumerate(jobs):
+            if isinstance(job, SearchJob):
+                try:
+                    results[i] = self._search(job, counts)
+                except Exception as err:
+                    results[i] = err
         stats = BatchStats(
             requests=len(jobs),
             items=sum(job.size for job in jobs),
@@ -102,7 +124,35 @@ class ScoringEngine:
         )
         return results, stats
 
-    def _run(self, jobs: Sequence[Job], counts: _Counts) -> list[Any]:
+    def _run_combined(self, jobs: Sequence[ModelJob], counts: _Counts) -> list[Any]:
+        """The jobs' results from one combined call; if it fails, from each job alone."""
+        if not jobs:
+            return []
+        try:
+            return self._run(jobs, counts)
+        except Exception as err:
+            if len(jobs) == 1:
+                return [err]
+        results: list[Any] = []
+        for job in jobs:
+            try:
+                results.extend(self._run([job], counts))
+            except Exception as one:
+                results.append(one)
+        return results
+
+    def _search(self, job: SearchJob, counts: _Counts) -> list[dict[str, Any]]:
+        if self.index is None:
+            raise ValueError("no index is loaded")
+        before = self.index.encoder.encoded
+        try:
+            return self.index.search(job.query, job.condition, job.k)
+        finally:
+            encoded = self.index.encoder.encoded - before
+            counts.calls += int(encoded > 0)  # a request refused before encoding did not call the model
+            counts.encoded += encoded
+
+    def _run(self, jobs: Sequence[ModelJob], counts: _Counts) -> list[Any]:
         if not self.scorer.embeds:
             return self._run_cross(jobs, counts)
         keys: list[tuple[str, str | None]] = []
@@ -123,7 +173,7 @@ class ScoringEngine:
                 out.append(Embeddings(rows.numpy(), self.count_tokens(job.texts, job.conditions)))
         return out
 
-    def _run_cross(self, jobs: Sequence[Job], counts: _Counts) -> list[Any]:
+    def _run_cross(self, jobs: Sequence[ModelJob], counts: _Counts) -> list[Any]:
         for job in jobs:
             if not isinstance(job, PairJob):
                 raise ValueError("a cross-encoder has no embeddings of its own")

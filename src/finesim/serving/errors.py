@@ -2,7 +2,8 @@
 
 The shape and the ``error_type`` names follow text-embeddings-inference's error responses (``Validation``,
 ``Overloaded``, ``Unhealthy``, ``Backend``), with the kinds this server adds (``Unauthorized``,
-``PayloadTooLarge``, ``Unsupported``, ``NotFound``, ``MethodNotAllowed``). FastAPI's own request-validation errors
+``PayloadTooLarge``, ``Unsupported``, ``NotFound``, ``MethodNotAllowed``, and ``NoIndex``: ``POST /search`` on a
+server started without ``--index``). FastAPI's own request-validation errors
 and Starlette's HTTP errors are converted to it by :func:`install_error_handlers`.
 """
 
@@ -19,6 +20,7 @@ PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 UNHEALTHY = "Unhealthy"
 UNSUPPORTED = "Unsupported"
 BACKEND = "Backend"
+NO_INDEX = "NoIndex"
 
 _BY_STATUS = {
     400: UNSUPPORTED,

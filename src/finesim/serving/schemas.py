@@ -37,6 +37,16 @@ class RerankRequest(BaseModel):
     top_n: Annotated[int, Field(ge=1, strict=True)] | None = None
 
 
+class SearchRequest(BaseModel):
+    """``POST /search``: the ``k`` texts of the loaded index most similar to ``query`` under ``condition``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: StrictStr
+    condition: StrictStr
+    k: Annotated[int, Field(ge=1, strict=True)] = 10
+
+
 class EmbeddingsRequest(BaseModel):
     """``POST /v1/embeddings`` (OpenAI-compatible; other OpenAI fields such as ``user`` are ignored)."""
 

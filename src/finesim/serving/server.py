@@ -49,7 +49,8 @@ def serve(
         loader: loads the scorer (default: by name, :func:`finesim.serving.app.default_loader`).
 
     Raises:
-        RuntimeError: the model could not be loaded (the server stops at once).
+        RuntimeError: the model could not be loaded, or ``settings.index`` not opened with it (the server stops at
+            once).
     """
     import uvicorn
 
@@ -85,7 +86,8 @@ def serve(
         raise OSError(f"cannot listen on {settings.host}:{settings.port} (in use, or not an address here)") from None
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    say(f"serving {settings.model} on http://{shown}:{port} (loading the model; GET /health answers 200 once ready)")
+    what = "the model" if settings.index is None else f"the model and the index {settings.index}"
+    say(f"serving {settings.model} on http://{shown}:{port} (loading {what}; GET /health answers 200 once ready)")
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _ignore_signal)
@@ -96,6 +98,8 @@ def serve(
             signal.signal(signal.SIGTERM, previous)
         sock.close()
     state = app.state.model
+    if state.status == "failed" and state.failed_stage == "index":
+        raise RuntimeError(f"could not serve {settings.model} with its index: {state.error}")
     if state.status == "failed":
         raise RuntimeError(f"could not load the model {settings.model}: {state.error}")
     return 0

@@ -20,7 +20,8 @@ class ServeSettings:
         api_key: the bearer key every non-public endpoint requires; None: no authentication. Never shown in
             ``repr`` or :meth:`describe`.
         max_request_bytes: largest accepted request body (413 above it, checked before the body is parsed).
-        max_items: most pairs (``/similarity``), texts (``/rerank``) or inputs (``/v1/embeddings``) per request.
+        max_items: most pairs (``/similarity``), texts (``/rerank``) or inputs (``/v1/embeddings``) per request,
+            and most results (``k``) of ``/search``.
         max_concurrent: most requests in flight on the scoring endpoints; one more is answered 429 at once.
         max_text_chars: longest accepted text, in characters.
         batch_size: most model inputs gathered into one micro-batch (1: one request at a time).
@@ -28,6 +29,10 @@ class ServeSettings:
         cache_size: entries of the LRU cache of embeddings (cross-encoders: of pair scores); 0 turns it off.
         device: torch device (None: automatic).
         inference_batch_size: the model's own forward batch size inside one micro-batch.
+        index: a :class:`~finesim.index.ConditionalIndex` folder built with this model, served on ``POST /search``
+            (None: ``/search`` answers 404 ``NoIndex``).
+        index_conditions: bi-encoder / CASE indexes: conditions whose corpus embeddings are computed at start-up
+            (before ``/health`` answers 200) instead of on their first query.
     """
 
     model: str
@@ -44,6 +49,8 @@ class ServeSettings:
     cache_size: int = 10_000
     device: str | None = None
     inference_batch_size: int = 64
+    index: str | None = None
+    index_conditions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.encoder is not None and self.encoder not in ENCODERS:
@@ -59,6 +66,11 @@ class ServeSettings:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
         if self.api_key is not None and not self.api_key.strip():
             raise ValueError("the API key is empty")
+        if self.index_conditions and self.index is None:
+            raise ValueError("index_conditions need an index")
+        for condition in self.index_conditions:
+            if not isinstance(condition, str) or not condition.strip():
+                raise ValueError(f"index_conditions: {condition!r} is not a non-empty string")
 
     def limits(self) -> dict[str, int]:
         """The request limits, as ``/info`` reports them."""

@@ -1,0 +1,228 @@
+"""``finesim score --ray``: the single-process ``score_file`` with its model calls spread over Ray actors.
+
+The driver does everything ``finesim score`` does without Ray: it reads the input with finesim's own table reader
+(every format, ``--format hf`` / ``hub`` included), checks each row, sends bad rows to the rejects file with
+``--skip-bad-rows``, and writes the input's columns plus the score through the same atomic writer
+(:func:`finesim.evaluation.score_file.score_file`). Only the scoring of each chunk's valid rows is distributed: the
+chunk is cut into one contiguous slice per actor, each actor (one CPU; the model loaded once, as ``load_scorer``
+loads it) scores its slice with ``scorer.score``, and the slices come back in order. So the rows, the rejects and
+the output are those of the single-process run, and the scores equal it up to float32 rounding (texts are batched
+differently).
+
+:func:`~finesim.index.distributed.score_table_ray` (Ray Data's own readers, one score array) remains the choice for a
+table that only needs its scores; it cannot keep the input's other columns, skip bad rows or read every format.
+
+Every actor reports its model's weights hash (:func:`~finesim.index.fingerprint.model_fingerprint`) when it starts:
+actors that loaded different files (nodes with other copies of the model) are refused before any row is scored.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from finesim.evaluation.inputs import ScorerBase
+from finesim.index.distributed import WorkerError, _describe, _torch_threads, import_ray, ray_session
+from finesim.index.errors import ModelMismatchError
+
+logger = logging.getLogger("finesim.index")
+
+
+def scorer_fingerprint(scorer: Any) -> str | None:
+    """A hash of the weights behind ``scorer`` (each member's, for an ensemble); None when it cannot be computed."""
+    import hashlib
+
+    from finesim.index.fingerprint import model_fingerprint
+
+    members = getattr(scorer, "members", None) or [scorer]
+    try:
+        parts = [model_fingerprint(member.model) for member in members]
+    except Exception:  # a model type the fingerprint does not know: no check rather than no scoring
+        return None
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+class PairScoreActor:
+    """One Ray actor: the model loaded once, scoring slices of rows. Failures come back as data (an error text),
+    since Ray hands an actor's exception to the driver only as formatted text."""
+
+    def __init__(self, model: str, encoder: str | None, batch_size: int, device: str | None) -> None:
+        self.error = ""
+        self.scorer: Any = None
+        try:
+            from finesim.evaluation.loading import load_scorer
+
+            _torch_threads()
+            self.scorer = load_scorer(model, encoder=encoder, batch_size=batch_size, device=device)
+        except Exception as err:
+            self.error = _describe(err)
+
+    def describe(self) -> dict[str, Any]:
+        """The scorer's type, whether it needs a condition, its weights hash; or the load error."""
+        if self.error:
+            return {"error": self.error}
+        return {
+            "error": "",
+            "encoder": getattr(self.scorer, "encoder", "ensemble"),
+            "requires_condition": bool(getattr(self.scorer, "requires_condition", False)),
+            "prediction_range": getattr(self.scorer, "prediction_range", None),
+            "fingerprint": scorer_fingerprint(self.scorer),
+        }
+
+    def score(
+        self, sentences1: list[str], sentences2: list[str], conditions: list[str] | None
+    ) -> tuple[np.ndarray | None, str]:
+        """``(scores, "")``, or ``(None, error)``."""
+        if self.error:
+            return None, self.error
+        try:
+            return np.asarray(self.scorer.score(sentences1, sentences2, conditions)), ""
+        except Exception as err:
+            return None, _describe(err)
+
+
+class RayScorer(ScorerBase):
+    """A pair scorer whose ``score`` runs on ``workers`` Ray actors (see the module docstring); use it inside
+    :func:`~finesim.index.distributed.ray_session` and :meth:`close` it (or use it as a context manager).
+
+    Args:
+        ray: the initialised ``ray`` module. model: a model name every node can load (folder path or Hub id).
+        encoder, batch_size, device: as for :func:`finesim.evaluation.loading.load_scorer`; a ``cuda`` device
+            gives each actor one GPU (and ``cuda`` inside it).
+        workers: actors (default: one per CPU the cluster offers).
+
+    Raises:
+        ValueError: more workers than the cluster has CPUs (or GPUs, for a ``cuda`` device).
+        WorkerError: an actor could not load the model. ModelMismatchError: actors loaded different weights.
+    """
+
+    def __init__(
+        self,
+        ray: Any,
+        model: str | Path,
+        *,
+        encoder: str | None = None,
+        workers: int | None = None,
+        batch_size: int = 64,
+        device: str | None = None,
+    ) -> None:
+        if not isinstance(model, (str, Path)):
+            raise ValueError("Ray workers load the model by name: pass a folder or Hub id, not a model object")
+        self.ray = ray
+        self.model = str(model)
+        resources = ray.cluster_resources()
+        cpus = int(resources.get("CPU", 0))
+        gpu = device is not None and device.startswith("cuda")
+        self.workers = workers if workers is not None else max(1, cpus)
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.workers > cpus:
+            raise ValueError(
+                f"{self.workers} Ray workers asked for, but the Ray cluster offers {cpus} CPUs (each worker takes "
+                "one): use fewer workers (--ray-workers)"
+            )
+        if gpu and self.workers > int(resources.get("GPU", 0)):
+            raise ValueError(
+                f"--device {device}: each of the {self.workers} Ray workers takes a GPU, but the Ray cluster offers "
+                f"{int(resources.get('GPU', 0))}: use fewer workers (--ray-workers)"
+            )
+        remote = ray.remote(num_cpus=1, num_gpus=1 if gpu else 0)(PairScoreActor)
+        actor_device = "cuda" if gpu else device  # Ray shows each actor only the GPU it was given
+        self.actors = [remote.remote(self.model, encoder, batch_size, actor_device) for _ in range(self.workers)]
+        try:
+            described = self._get([actor.describe.remote() for actor in self.actors])
+            failed = [d["error"] for d in described if d["error"]]
+            if failed:
+                raise WorkerError(f"a Ray worker could not load the model {self.model}: {failed[0]}")
+            if len({d["fingerprint"] for d in described}) > 1:
+                raise ModelMismatchError(
+                    f"the Ray workers loaded different weights for {self.model} (weights sha256 differ): every node "
+                    "must have the same model files"
+                )
+        except BaseException:
+            self.close()
+            raise
+        first = described[0]
+        self.encoder: str = first["encoder"]
+        self.requires_condition = bool(first["requires_condition"])
+        self.prediction_range = first["prediction_range"]
+        self.last_encoded = 0
+
+    def _get(self, refs: Sequence[Any]) -> list[Any]:
+        """``ray.get`` with a dead actor (a crash, a lost node) reported as a :class:`WorkerError`."""
+        try:
+            return list(self.ray.get(list(refs)))
+        except self.ray.exceptions.RayError as err:
+            first = (str(err).strip().splitlines() or [""])[0]
+            raise WorkerError(f"a Ray worker failed: {type(err).__name__}: {first}") from None
+
+    def _score(self, sentences1: list[str], sentences2: list[str], conditions: list[str] | None) -> np.ndarray:
+        n = len(sentences1)
+        size = math.ceil(n / len(self.actors))
+        refs = []
+        for actor, start in zip(self.actors, range(0, n, size)):
+            stop = min(start + size, n)
+            conds = None if conditions is None else conditions[start:stop]
+            refs.append(actor.score.remote(sentences1[start:stop], sentences2[start:stop], conds))
+        out = []
+        for start, (scores, error) in zip(range(0, n, size), self._get(refs)):
+            if error:
+                stop = min(start + size, n)
+                raise WorkerError(f"a Ray worker failed on rows {start + 1}-{stop} of a chunk of {n}: {error}")
+            out.append(scores)
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+
+    def close(self) -> None:
+        """End the actors (a local Ray instance ends them anyway when it stops)."""
+        for actor in getattr(self, "actors", []):
+            try:
+                self.ray.kill(actor)
+            except Exception:  # already gone
+                pass
+        self.actors = []
+
+    def __enter__(self) -> RayScorer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def score_file_ray(
+    model: str | Path,
+    input_path: str | Path,
+    output_path: str | Path,
+    *,
+    encoder: str | None = None,
+    address: str | None = None,
+    workers: int | None = None,
+    num_cpus: int | None = None,
+    batch_size: int = 64,
+    device: str | None = None,
+    on_ready: Callable[[RayScorer], None] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """:func:`~finesim.evaluation.score_file.score_file` with the scoring on Ray actors; returns its report plus
+    ``ray_workers``.
+
+    Args:
+        model: a model name every Ray node can load. address: a Ray cluster (default ``$RAY_ADDRESS``; none: a local
+            instance for this call, with ``num_cpus`` CPUs). workers: scoring actors (default: one per CPU).
+        on_ready: called with the :class:`RayScorer` once every actor has loaded the model.
+        options: the other arguments of ``score_file`` (columns, condition, formats, split, chunk_rows,
+            skip_bad_rows, show_progress).
+    """
+    from finesim.evaluation.score_file import score_file
+
+    import_ray()
+    with ray_session(address, num_cpus=num_cpus) as ray:
+        with RayScorer(ray, model, encoder=encoder, workers=workers, batch_size=batch_size, device=device) as scorer:
+            if on_ready is not None:
+                on_ready(scorer)
+            report = score_file(scorer, input_path, output_path, **options)
+    return {**report, "ray_workers": scorer.workers}

@@ -1,0 +1,69 @@
+"""``POST /search``: the index a server searches, opened once with the model the server has loaded.
+
+:func:`open_served_index` runs in the model-loading thread, after the model: it checks that the index was built for
+the same encoder type, opens it with the served model object (so the model is loaded once and
+:meth:`~finesim.index.ConditionalIndex.open` compares its weights hash with the one the index records), and embeds
+the corpus for the start-up conditions of a bi-encoder or CASE index. Any failure stops the server with one error
+line naming the index folder. The searches themselves run on the batching worker
+(:class:`~finesim.serving.engine.SearchJob`), the one thread that uses the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from finesim.serving.settings import ServeSettings
+
+NO_INDEX_MESSAGE = "no index is loaded: start the server with --index DIR (an index built with this model) to search"
+
+
+class IndexOpenError(RuntimeError):
+    """The server's ``--index`` could not be opened with its model; the message names the folder."""
+
+
+def open_served_index(settings: ServeSettings, scorer: Any) -> Any:
+    """The :class:`~finesim.index.ConditionalIndex` at ``settings.index``, opened with ``scorer``'s model.
+
+    Raises:
+        IndexOpenError: the folder is not a valid index, was built for another encoder type or with another
+            model (the weights hash differs), or its start-up conditions could not be embedded.
+    """
+    from finesim.index import ConditionalIndex
+    from finesim.index.conditional_index import LoadedModel
+    from finesim.index.store import IndexStore
+
+    path = str(settings.index)
+    try:
+        kind = str(IndexStore.open(path).manifest["encoder"]["type"])
+        if kind != scorer.encoder:
+            raise ValueError(
+                f"it holds {kind}-encoder embeddings but the server scores with {settings.model} as a "
+                f"{scorer.encoder}-encoder: build the index with the served model, or serve the model as the index "
+                f"was built (--encoder {kind})"
+            )
+        loaded = LoadedModel(scorer.model, kind, settings.model, None)
+        index = ConditionalIndex.open(
+            path, model=loaded, device=settings.device, batch_size=settings.inference_batch_size
+        )
+        if settings.index_conditions:
+            index.prepare(list(settings.index_conditions))
+    except (ValueError, OSError) as err:
+        message = " ".join(str(err).split())
+        raise IndexOpenError(f"the index {path} cannot be served: {message}") from err
+    return index
+
+
+def describe_index(index: Any) -> dict[str, Any]:
+    """What ``/info`` says about the served index (no stored condition texts: ``/info`` needs no API key, and
+    the conditions a bi-encoder index stores are those clients have searched)."""
+    manifest = index.store.manifest
+    return {
+        "path": str(index.store.root),
+        "encoder": index.kind,
+        "count": len(index),
+        "dimension": int(index.store.dim),
+        "dtype": index.dtype,
+        "built_with": manifest["model"].get("name"),
+        "model_sha256": manifest["model"]["sha256"],
+        "search": "exact",
+    }

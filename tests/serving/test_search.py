@@ -1,0 +1,234 @@
+"""``POST /search`` over an index given with ``--index``: results equal ``ConditionalIndex.search`` and brute-force
+scoring, it runs on the model's worker thread, the API key is required, 404 ``NoIndex`` without an index, 422 for a
+bad request, /info describes the index, and an index of another model stops the server with one error line."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from serving_support import assert_error, saved_models, scorers, serving, time_limit, wait_until  # noqa: F401
+
+from conftest import WORDS
+
+CORPUS = [
+    "a man plays guitar",
+    "a woman plays piano",
+    "a dog runs in the park",
+    "a cat sits in the house",
+    "a girl eats food",
+    "a boy eats food",
+    "the red car on the street",
+    "a small blue ball",
+    "two old men walk with a dog",
+    "a happy girl sings music",
+    "the weather is sad and green",
+    *[" ".join(WORDS[i : i + 4]) for i in range(0, 60, 5)],
+]
+QUERIES = [("a man plays the piano", "the activity"), ("a dog walks", "the animal")]
+
+
+@pytest.fixture(scope="module")
+def indexes(saved_models, tmp_path_factory) -> dict[str, Path]:  # noqa: F811
+    """An index of CORPUS per indexable model type, built with the saved folder by name."""
+    from finesim import ConditionalIndex
+
+    root = tmp_path_factory.mktemp("serving-indexes")
+    return {
+        kind: ConditionalIndex.build(str(saved_models[kind]), CORPUS, root / kind).store.root
+        for kind in ("bi", "tri", "case")
+    }
+
+
+def _brute_force(scorer, query: str, condition: str, k: int) -> tuple[list[int], np.ndarray]:
+    scores = scorer.similarity([query] * len(CORPUS), CORPUS, condition)
+    order = np.lexsort((np.arange(len(scores)), -scores))[:k]
+    return [int(i) for i in order], scores[order]
+
+
+@pytest.mark.parametrize("kind", ["bi", "tri", "case"])
+def test_search_equals_the_index_and_brute_force(kind, indexes, saved_models, scorers) -> None:  # noqa: F811
+    from finesim import ConditionalIndex
+
+    reference = ConditionalIndex.open(indexes[kind])
+    with serving(scorers[kind], model=str(saved_models[kind]), index=str(indexes[kind])) as client:
+        for query, condition in QUERIES:
+            got = client.post("/search", json={"query": query, "condition": condition, "k": 5})
+            assert got.status_code == 200, got.text
+            results = got.json()
+            expected = reference.search(query, condition, 5)
+            assert [(r["index"], r["text"]) for r in results] == [(e["index"], e["text"]) for e in expected]
+            np.testing.assert_allclose([r["score"] for r in results], [e["score"] for e in expected], atol=1e-6)
+            rows, scores = _brute_force(scorers[kind], query, condition, 5)
+            assert [r["index"] for r in results] == rows
+            assert [r["text"] for r in results] == [CORPUS[i] for i in rows]
+            np.testing.assert_allclose([r["score"] for r in results], scores, atol=2e-5)
+        default = client.post("/search", json={"query": "a dog", "condition": "the animal"}).json()
+        assert len(default) == 10 and set(default[0]) == {"index", "text", "score"}  # k defaults to 10
+        everything = client.post("/search", json={"query": "a dog", "condition": "the animal", "k": 200}).json()
+        assert len(everything) == len(CORPUS)  # k over the corpus size: every text, best first
+        assert [r["score"] for r in everything] == sorted((r["score"] for r in everything), reverse=True)
+
+
+def test_search_runs_on_the_model_worker_thread(indexes, saved_models, scorers) -> None:  # noqa: F811
+    """The index encodes the query with the served model: it must run where every other model call runs."""
+    threads: list[str] = []
+    with serving(scorers["tri"], model=str(saved_models["tri"]), index=str(indexes["tri"])) as client:
+        index = client.app.state.model.index
+        original = index.search
+
+        def recorded(*args, **kwargs):
+            threads.append(threading.current_thread().name)
+            return original(*args, **kwargs)
+
+        index.search = recorded
+        for _ in range(3):
+            assert client.post("/search", json={"query": "a dog", "condition": "the animal", "k": 2}).status_code == 200
+    assert threads == ["finesim-batcher"] * 3
+
+
+def test_a_search_job_runs_alone_beside_the_combined_batch(indexes, saved_models, scorers) -> None:  # noqa: F811
+    """In one micro-batch the pair jobs still share one model call; each search is one more call; a failing search
+    fails only its own job."""
+    from finesim import ConditionalIndex
+    from finesim.serving.cache import LRUCache
+    from finesim.serving.engine import PairJob, ScoringEngine, SearchJob
+
+    scorer = scorers["tri"]
+    index = ConditionalIndex.open(indexes["tri"], model=scorer.model)
+    engine = ScoringEngine(scorer, LRUCache(0), index=index)
+    pair = PairJob(["a dog"], ["a cat"], ["the animal"])
+    jobs = [SearchJob("a dog", "the animal", 3), pair, SearchJob("a dog", "the animal", 0), pair]
+    results, stats = engine.run(jobs)
+    assert results[0] == index.search("a dog", "the animal", 3)
+    assert isinstance(results[2], ValueError) and "k must be" in str(results[2])
+    np.testing.assert_allclose(results[1], scorer.similarity(["a dog"], ["a cat"], "the animal"), atol=1e-6)
+    np.testing.assert_allclose(results[3], results[1])
+    assert stats.requests == 4 and stats.model_calls == 2 and stats.encoded == 3 + 2
+
+
+def test_bi_encoder_conditions_prepared_at_start_and_on_first_query(saved_models, scorers, tmp_path) -> None:  # noqa: F811
+    from finesim import ConditionalIndex
+
+    folder = ConditionalIndex.build(str(saved_models["bi"]), CORPUS, tmp_path / "index").store.root
+    settings = {"model": str(saved_models["bi"]), "index": str(folder), "index_conditions": ("the animal",)}
+    with serving(scorers["bi"], **settings) as client:
+        index = client.app.state.model.index
+        assert index.conditions == ["the animal"]  # embedded before /health answered 200
+        before = index.encoder.encoded
+        assert client.post("/search", json={"query": "a dog", "condition": "the animal", "k": 3}).status_code == 200
+        assert index.encoder.encoded == before + 1  # only the query
+        assert client.post("/search", json={"query": "a dog", "condition": "the color", "k": 3}).status_code == 200
+        assert index.encoder.encoded == before + 2 + len(CORPUS)  # a new condition: the corpus once, then stored
+        assert sorted(index.conditions) == ["the animal", "the color"]
+
+
+def test_search_needs_the_api_key(indexes, saved_models, scorers) -> None:  # noqa: F811
+    body = {"query": "a dog", "condition": "the animal", "k": 2}
+    with serving(scorers["tri"], model=str(saved_models["tri"]), index=str(indexes["tri"]), api_key="s3cret") as client:
+        assert_error(client.post("/search", json=body), 401, "Unauthorized")
+        wrong = client.post("/search", json=body, headers={"Authorization": "Bearer nope"})
+        assert_error(wrong, 401, "Unauthorized")
+        assert client.post("/search", json=body, headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert client.get("/info").json()["index"]["count"] == len(CORPUS)  # /info stays public
+
+
+def test_without_an_index_search_is_404_no_index(scorers) -> None:  # noqa: F811
+    with serving(scorers["tri"]) as client:
+        body = assert_error(client.post("/search", json={"query": "a dog", "condition": "the animal"}), 404, "NoIndex")
+        assert "--index" in body["error"]
+        assert client.get("/info").json()["index"] is None
+
+
+def test_bad_search_requests_are_422(indexes, saved_models, scorers) -> None:  # noqa: F811
+    settings = {"model": str(saved_models["tri"]), "index": str(indexes["tri"]), "max_items": 8}
+    with serving(scorers["tri"], max_text_chars=50, **settings) as client:
+
+        def post(**body):
+            return client.post("/search", json={"query": "a dog", "condition": "the animal", **body})
+
+        for k in (0, -3):
+            assert_error(post(k=k), 422, "Validation", contains="k: Input should be greater than or equal to 1")
+        for k in ("5", 2.5, True, None):
+            assert_error(post(k=k), 422, "Validation", contains="k:")
+        assert_error(post(k=9), 422, "Validation", contains="k is 9; the server returns at most 8 results")
+        assert post(k=8).status_code == 200
+        assert_error(post(query=""), 422, "Validation", contains="query[0] is empty")
+        assert_error(post(condition="   "), 422, "Validation", contains="condition[0] is empty")
+        assert_error(post(query="x" * 51), 422, "Validation", contains="query[0] has 51 characters")
+        assert_error(post(condition=7), 422, "Validation", contains="condition: Input should be a valid string")
+        assert_error(post(top_n=3), 422, "Validation", contains="top_n: Extra inputs are not permitted")
+        missing = client.post("/search", json={"query": "a dog"})
+        assert_error(missing, 422, "Validation", contains="condition: Field required")
+
+
+def test_info_describes_the_index(indexes, saved_models, scorers) -> None:  # noqa: F811
+    with serving(scorers["case"], model=str(saved_models["case"]), index=str(indexes["case"])) as client:
+        info = client.get("/info").json()
+    index = info["index"]
+    assert index["path"] == str(indexes["case"]) and index["encoder"] == "case"
+    assert index["count"] == len(CORPUS) and index["dimension"] == 8 and index["dtype"] == "float32"
+    assert index["built_with"] == str(saved_models["case"]) and len(index["model_sha256"]) == 64
+    assert index["search"] == "exact"
+
+
+def _failed_start(scorer, **settings):
+    from fastapi.testclient import TestClient
+
+    from finesim.serving import ServeSettings, create_app
+
+    failed = threading.Event()
+    app = create_app(ServeSettings(**settings), loader=lambda: scorer, on_load_error=lambda err: failed.set())
+    client = TestClient(app)
+    return client, failed
+
+
+def test_an_index_of_another_model_stops_the_start(indexes, saved_models) -> None:  # noqa: F811
+    """Other weights (the hash differs) or another encoder type: /health names the index and the reason."""
+    import torch
+
+    from finesim.evaluation.scoring import ConditionalScorer
+
+    changed = ConditionalScorer(str(saved_models["bi"]))
+    with torch.no_grad():
+        next(changed.model.parameters()).add_(0.01)
+    client, failed = _failed_start(changed, model="changed-bi", index=str(indexes["bi"]))
+    with client:
+        assert failed.wait(60)
+        body = assert_error(client.get("/health"), 503, "Unhealthy", contains=f"the index {indexes['bi']}")
+        assert "weights sha256" in body["error"] and "changed-bi" in body["error"]
+        assert client.get("/info").json()["status"] == "failed"
+        search = client.post("/search", json={"query": "a dog", "condition": "the animal"})
+        assert_error(search, 503, "Unhealthy", contains="cannot be served")
+
+    client, failed = _failed_start(ConditionalScorer(str(saved_models["tri"])), model="tri", index=str(indexes["bi"]))
+    with client:
+        assert failed.wait(60)
+        body = assert_error(client.get("/health"), 503, "Unhealthy")
+        assert "holds bi-encoder embeddings but the server scores with tri as a tri-encoder" in body["error"]
+        assert "(--encoder bi)" in body["error"]
+
+
+def test_cli_index_errors_are_one_line(indexes, saved_models, tmp_path, capsys) -> None:  # noqa: F811
+    pytest.importorskip("uvicorn")
+    from finesim.cli.main import main
+
+    # an index of another model type: the server stops at once, exit 1, one line
+    argv = ["serve", "--model", str(saved_models["tri"]), "--index", str(indexes["bi"]), "--port", "0"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"finesim serve: error: could not serve {saved_models['tri']} with its index: the index" in err
+    assert "holds bi-encoder embeddings" in err and "Traceback" not in err
+    # no such folder: refused before the model loads or the port opens
+    missing = tmp_path / "nowhere"
+    assert main(["serve", "--model", str(saved_models["tri"]), "--index", str(missing)]) == 1
+    err = capsys.readouterr().err
+    assert f"finesim serve: error: {missing}: no such index folder" in err and "serving" not in err
+    # --conditions without --index: a usage error
+    conditions = tmp_path / "conditions.txt"
+    conditions.write_text("the animal\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", str(saved_models["tri"]), "--conditions", str(conditions)])
+    assert exit_.value.code == 2 and "--conditions needs --index" in capsys.readouterr().err
