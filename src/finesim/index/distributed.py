@@ -130,6 +130,10 @@ def read_table(path: str | Path, columns: Sequence[str], format: str | None = No
         ds = ray.data.read_json(str(source), lines=True, file_extensions=None)
     else:
         ds = ray.data.read_parquet(str(source), file_extensions=None)
+    # Materialised before its columns are read: asking a lazy dataset for its schema runs the reads until the first
+    # block and cancels the rest, and Ray (2.60) can abort the whole driver process when a read task finishes while
+    # it is being cancelled ("Tried to complete task that was not pending", ray-project/ray#54527).
+    ds = ds.materialize()
     found = list(ds.columns() or [])
     for column in columns:
         if column not in found:
