@@ -183,6 +183,23 @@ def configure_output(args: argparse.Namespace) -> None:
         args.no_progress = True
         for variable in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
             os.environ[variable] = "1"
+        _disable_loaded_progress_bars()
+
+
+def _disable_loaded_progress_bars() -> None:
+    """Turn off the progress bars of libraries already imported (they read the variables above at import time; the
+    command line imports them later, a program calling :func:`configure_output` may have imported them already).
+    Imports nothing. tqdm itself reads ``TQDM_DISABLE`` only at import; finesim passes its own switch to every
+    encode call."""
+    hub = sys.modules.get("huggingface_hub.utils")
+    if hub is not None:
+        hub.disable_progress_bars()
+    transformers_logging = sys.modules.get("transformers.utils.logging")
+    if transformers_logging is not None:
+        transformers_logging.disable_progress_bar()
+    datasets = sys.modules.get("datasets")
+    if datasets is not None and hasattr(datasets, "disable_progress_bars"):
+        datasets.disable_progress_bars()
 
 
 class _StderrHandler(logging.StreamHandler):

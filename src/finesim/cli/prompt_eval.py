@@ -151,6 +151,7 @@ def _backend(args: argparse.Namespace) -> Any:
             add_special_tokens=special,
             chat_template=args.chat_template,
             trust_remote_code=args.trust_remote_code,
+            show_progress=not args.no_progress,
         )
     return OpenAICompatibleBackend(
         args.model,
@@ -163,6 +164,7 @@ def _backend(args: argparse.Namespace) -> Any:
         concurrency=args.concurrency,
         on_error=args.on_error,
         system_prompt=args.system_prompt,
+        show_progress=not args.no_progress,
     )
 
 
