@@ -128,7 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--candidates",
         type=positive_int,
         default=None,
-        help="tri-encoder approximate search: candidates re-scored exactly (default max(100, 10k))",
+        help="tri-encoder approximate search: candidates re-scored exactly (default: max(100, 10k))",
     )
     p.add_argument("--recall", action="store_true", help="with --approximate: also report recall@k against exact")
     p.add_argument("--model", default=None, help="load this model instead of the one the manifest records")
