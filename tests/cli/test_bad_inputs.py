@@ -128,6 +128,12 @@ def _score(folder: Path, name: str, text: str) -> list[str]:
     return ["score", "--model", str(_tiny_model_dir()), "--input", str(path), "--output", str(folder / "out.csv")]
 
 
+def _prompt_eval_hf(folder: Path, model: str) -> list[str]:
+    data = _data(folder) / "csts"
+    files = ["--eval-file", str(data / "validation.csv"), "--train-file", str(data / "train.csv")]
+    return ["prompt-eval", "--backend", "hf", "--model", model, *files, "--no-cache"]
+
+
 def _table_recipe(folder: Path, name: str, text: str, columns: str = "{}") -> list[str]:
     data = _write(folder / name, text)
     body = f"model: {{backbone: {_tiny_model_dir()}}}\n"
@@ -508,6 +514,18 @@ CASES: list[Case] = [
         ],
         1,
         ("cannot reach http://no-such-host.invalid/v1", "does not resolve"),
+    ),
+    Case(
+        "prompt-eval-hf-model-missing",
+        lambda d: _prompt_eval_hf(d, "/nonexistent/model"),
+        1,
+        ("finesim prompt-eval: error: model folder '/nonexistent/model' does not exist",),
+    ),
+    Case(
+        "prompt-eval-hf-hub-id-offline",
+        lambda d: _prompt_eval_hf(d, "someone/not-a-model-xyz"),
+        1,
+        ("cannot load 'someone/not-a-model-xyz'", "Hub is unreachable"),
     ),
     Case("train-no-recipe", lambda d: ["train"], 2, ("a recipe file is required",)),
     Case("bound-n-too-small", lambda d: ["bound", "--n", "1"], 2, ("--n must be at least 2",)),

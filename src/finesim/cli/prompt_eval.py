@@ -175,6 +175,10 @@ def run(args: argparse.Namespace) -> int:
     from finesim.results import environment_record, file_sha256, write_json_atomic
 
     check_output_file(args.output)
+    if args.backend == "hf":  # a missing folder or an unreachable Hub id fails now, before the data is read
+        from finesim.models.hub import resolve_model_path
+
+        resolve_model_path(args.model)
     eval_file, train_file = _resolve_files(args)
     same_file = _same_file(eval_file, train_file)
     if same_file:
