@@ -391,7 +391,12 @@ CASES: list[Case] = [
         ("validation.csv, row 2", "outside the declared range [1, 3]"),
     ),
     # ---------------------------------------------------------------- CASE recipes
-    Case("case-recipe-typo", lambda d: _case_recipe(d, "dimm: 64\n"), 1, ("case.yaml", "did you mean 'dim'")),
+    Case(
+        "case-recipe-typo",
+        lambda d: _case_recipe(d, "dimm: 64\n"),
+        1,
+        ("finesim case train: error:", "case.yaml", "did you mean 'dim'"),
+    ),
     Case(
         "case-recipe-duplicate",
         lambda d: _case_recipe(d, "dim: 64\ndim: 32\n"),
@@ -545,7 +550,7 @@ CASES: list[Case] = [
         "case-score-not-a-case-folder",
         lambda d: ["case", "score", str(d), str(_data(d) / "csts" / "validation.csv")],
         1,
-        ("is not a CASE model folder",),
+        ("finesim case score: error:", "is not a CASE model folder"),
     ),
 ]
 
@@ -609,3 +614,21 @@ def test_key_and_index_errors_are_bugs_not_user_errors(
     assert main(["bound", "--n", "3"]) == 1
     err = capsys.readouterr().err
     assert f"internal error: {type(error).__name__}" in err and "please report it" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["case", "embed", "{dir}/none.csv", "--recipe", "{dir}/none.yaml"],
+        ["case", "train", "--recipe", "{dir}/none.yaml", "--output-dir", "{dir}/out"],
+        ["case", "sweep", "--recipe", "{dir}/none.yaml"],
+        ["case", "isotropy", "{dir}/none.csv", "--recipe", "{dir}/none.yaml", "--output-dir", "{dir}/out"],
+        ["case", "score", "{dir}", "{dir}/none.csv"],
+        ["index", "info", "{dir}/none"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_errors_name_the_sub_command(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main([a.replace("{dir}", str(tmp_path)) for a in argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"finesim {argv[0]} {argv[1]}: error: "), err
