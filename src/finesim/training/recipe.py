@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from finesim.training.options import RecipeError, did_you_mean, read_recipe_file, unknown_key
+from finesim.options import RecipeError, did_you_mean, read_recipe_file, unknown_key
 
 __all__ = ["Recipe", "RecipeError", "check_recipe", "load_recipe", "recipe_from_dict", "validate_recipe"]
 
