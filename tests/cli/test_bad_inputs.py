@@ -452,6 +452,18 @@ CASES: list[Case] = [
         1,
         ("t.jsonl", "'yy'"),
     ),
+    Case(
+        "table-recipe-without-validation",
+        lambda d: [
+            "train",
+            _recipe(d, BASE.replace("{backbone}", str(_tiny_model_dir())) + "data: {format: table, train: t.csv}\n"),
+            "--dry-run",
+            "-o",
+            str(d / "out"),
+        ],
+        1,
+        ("r.yaml: data.validation is not set", "data.validation: null", "data.validation_format: csts"),
+    ),
     # ---------------------------------------------------------------- command-line arguments
     Case(
         "evaluate-batch-size-zero",
