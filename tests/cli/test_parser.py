@@ -146,3 +146,10 @@ def test_no_help_shows_docstring_markup() -> None:
     for path, parser in _parsers(build_parser()):
         text = parser.format_help()
         assert not [m for m in RST_MARKUP if m in text], (path, text)
+
+
+def test_train_help_lists_run_json_and_the_refused_rerun(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "OUT/run.json" in text and "refused before any work" in text and "--no-resume" in text
