@@ -1,5 +1,5 @@
 """Architecture rules checked on the source: no import cycle among finesim's modules (lazy imports count), no module
-loaded by a name string, and losses never import training."""
+loaded by a name string, losses never import training, and imports follow docs/DEVELOPING.md's layering."""
 
 from __future__ import annotations
 
@@ -43,3 +43,53 @@ def test_losses_import_nothing_from_training() -> None:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("finesim.training"):
                 offenders.append(f"{path.name}:{node.lineno}")
     assert not offenders, offenders
+
+
+# docs/DEVELOPING.md's layering, lowest first: a module imports (at module level or inside a function) only from its
+# own layer or those below. The package's __init__ (the lazily imported public API) and the CLI sit on top.
+LAYERS: tuple[frozenset[str], ...] = tuple(
+    frozenset(names.split())
+    for names in (
+        "_version paths results options",
+        "data",
+        "analysis models",
+        "losses",
+        "evaluation",
+        "training",
+        "case prompting serving",
+        "index",
+        "cli __init__",
+    )
+)
+# the upward edges DEVELOPING.md documents: loading and recognising a CASE folder by its marker
+UPWARD = {("evaluation/scoring.py", "finesim.case.model"), ("evaluation/scoring.py", "finesim.case.cache")}
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    name = parts[1] if len(parts) > 1 else "__init__"
+    return next(i for i, layer in enumerate(LAYERS) if name in layer)
+
+
+def test_imports_follow_the_layering() -> None:
+    offenders, upward = [], set()
+    for path in _python_files():
+        rel = path.relative_to(SRC)
+        own = _layer(".".join(("finesim", *rel.with_suffix("").parts)))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("finesim."):
+                targets = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.startswith("finesim.")]
+            else:
+                continue
+            for target in targets:
+                edge = (rel.as_posix(), target)
+                if _layer(target) <= own:
+                    continue
+                if edge in UPWARD:
+                    upward.add(edge)
+                else:
+                    offenders.append(f"{edge[0]}:{node.lineno} imports {target}")
+    assert not offenders, offenders
+    assert upward == UPWARD, f"documented upward edges no longer present: {UPWARD - upward}"

@@ -31,3 +31,18 @@ def test_write_json_atomic_replaces_and_cleans_up_on_error(tmp_path: Path) -> No
         write_json_atomic(target, {1j: 2})  # a complex key cannot be written: the old file stays
     assert json.loads(target.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_a_file_written_over_time_commits_with_a_plain_mode(tmp_path: Path) -> None:
+    from finesim.results import atomic_commit, atomic_temp_file
+
+    target = tmp_path / "new" / "table.csv"
+    tmp = atomic_temp_file(target)
+    assert tmp.parent == target.parent and tmp.is_file() and not target.exists()
+    tmp.write_text("a,b\n", encoding="utf-8")
+    old = os.umask(0o027)
+    try:
+        assert atomic_commit(tmp, target) == target
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640 and not tmp.exists()

@@ -6,6 +6,7 @@ The public API (imported on first use, so ``import finesim`` stays light and nev
 
     scorer = finesim.ConditionalScorer("runs/minilm-bi-mse-tuned/model")   # or a Hub id, or any finesim folder
     scorer.similarity("A man plays a guitar.", "A woman plays a violin.", "the instrument")
+    scorer = finesim.load_scorer("runs/my-ensemble")     # any model finesim scores, ensembles included
 
     recipe = finesim.load_recipe("recipes/csts/minilm-bi-mse-tuned.yaml")
     result = finesim.train(recipe, output_dir="runs/x")

@@ -101,28 +101,40 @@ def _umask() -> int:
     return mask
 
 
+def atomic_temp_file(path: str | Path) -> Path:
+    """A new, empty temporary file in the folder of ``path`` (created if needed), to be written and then moved over
+    ``path`` with :func:`atomic_commit`. Being in the same folder, the rename is atomic."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def atomic_commit(tmp: str | Path, path: str | Path) -> Path:
+    """Give the finished temporary file ``tmp`` the mode a plain ``open(path, "w")`` would give it (``0o666`` less
+    the umask, normally ``0o644``; ``tempfile.mkstemp`` alone leaves it ``0o600``) and rename it over ``path``."""
+    os.chmod(tmp, 0o666 & ~_umask())
+    os.replace(tmp, path)
+    return Path(path)
+
+
 def atomic_write(path: str | Path, writer: Callable[[IO[Any]], object], mode: str = "wb") -> Path:
     """Write a file through a temporary file in the same folder, then rename it over ``path``: a reader never
     sees a half-written file, and a failure (or Ctrl-C) leaves the old file, if any, in place.
 
     ``writer(fh)`` writes the content into the open temporary file (``mode`` ``"wb"`` or ``"w"``, UTF-8). The file
-    gets the mode a plain ``open(path, "w")`` would give it (``0o666`` less the umask, normally ``0o644``);
-    ``tempfile.mkstemp`` alone would leave it ``0o600``.
+    gets the mode a plain ``open(path, "w")`` would give it (:func:`atomic_commit`). A file written piece by piece
+    over time uses :func:`atomic_temp_file` and :func:`atomic_commit` itself (``finesim.data.writers``).
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = atomic_temp_file(path)
     try:
-        encoding = None if "b" in mode else "utf-8"
-        with os.fdopen(fd, mode, encoding=encoding) as fh:  # owns (and closes) fd from here on
-            if hasattr(os, "fchmod"):  # not on Windows before Python 3.13
-                os.fchmod(fh.fileno(), 0o666 & ~_umask())
+        with open(tmp, mode, encoding=None if "b" in mode else "utf-8") as fh:
             writer(fh)
-        os.replace(tmp, target)
+        return atomic_commit(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
-    return target
 
 
 def write_json_atomic(path: str | Path, payload: Any) -> Path:

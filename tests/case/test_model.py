@@ -235,7 +235,7 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("dimension: 8\n")
     assert main(["case", "train", *common, "--recipe", str(bad), "--output-dir", str(out)]) == 1
-    assert "unknown key 'dimension'" in capsys.readouterr().err  # finesim.training.options.unknown_key's wording
+    assert "unknown key 'dimension'" in capsys.readouterr().err  # finesim.options.unknown_key's wording
 
 
 def test_parse_dims_full_keyword():

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from finesim.case.options import DEFAULTS, resolve_options
-from finesim.training.options import RecipeError
+from finesim.options import RecipeError
 
 
 def _recipe(tmp_path, text: str, name: str = "my-recipe.yaml"):

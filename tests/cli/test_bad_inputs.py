@@ -128,6 +128,12 @@ def _score(folder: Path, name: str, text: str) -> list[str]:
     return ["score", "--model", str(_tiny_model_dir()), "--input", str(path), "--output", str(folder / "out.csv")]
 
 
+def _prompt_eval_hf(folder: Path, model: str) -> list[str]:
+    data = _data(folder) / "csts"
+    files = ["--eval-file", str(data / "validation.csv"), "--train-file", str(data / "train.csv")]
+    return ["prompt-eval", "--backend", "hf", "--model", model, *files, "--no-cache"]
+
+
 def _table_recipe(folder: Path, name: str, text: str, columns: str = "{}") -> list[str]:
     data = _write(folder / name, text)
     body = f"model: {{backbone: {_tiny_model_dir()}}}\n"
@@ -385,7 +391,12 @@ CASES: list[Case] = [
         ("validation.csv, row 2", "outside the declared range [1, 3]"),
     ),
     # ---------------------------------------------------------------- CASE recipes
-    Case("case-recipe-typo", lambda d: _case_recipe(d, "dimm: 64\n"), 1, ("case.yaml", "did you mean 'dim'")),
+    Case(
+        "case-recipe-typo",
+        lambda d: _case_recipe(d, "dimm: 64\n"),
+        1,
+        ("finesim case train: error:", "case.yaml", "did you mean 'dim'"),
+    ),
     Case(
         "case-recipe-duplicate",
         lambda d: _case_recipe(d, "dim: 64\ndim: 32\n"),
@@ -440,6 +451,18 @@ CASES: list[Case] = [
         ),
         1,
         ("t.jsonl", "'yy'"),
+    ),
+    Case(
+        "table-recipe-without-validation",
+        lambda d: [
+            "train",
+            _recipe(d, BASE.replace("{backbone}", str(_tiny_model_dir())) + "data: {format: table, train: t.csv}\n"),
+            "--dry-run",
+            "-o",
+            str(d / "out"),
+        ],
+        1,
+        ("r.yaml: data.validation is not set", "data.validation: null", "data.validation_format: csts"),
     ),
     # ---------------------------------------------------------------- command-line arguments
     Case(
@@ -509,6 +532,18 @@ CASES: list[Case] = [
         1,
         ("cannot reach http://no-such-host.invalid/v1", "does not resolve"),
     ),
+    Case(
+        "prompt-eval-hf-model-missing",
+        lambda d: _prompt_eval_hf(d, "/nonexistent/model"),
+        1,
+        ("finesim prompt-eval: error: model folder '/nonexistent/model' does not exist",),
+    ),
+    Case(
+        "prompt-eval-hf-hub-id-offline",
+        lambda d: _prompt_eval_hf(d, "someone/not-a-model-xyz"),
+        1,
+        ("cannot load 'someone/not-a-model-xyz'", "Hub is unreachable"),
+    ),
     Case("train-no-recipe", lambda d: ["train"], 2, ("a recipe file is required",)),
     Case("bound-n-too-small", lambda d: ["bound", "--n", "1"], 2, ("--n must be at least 2",)),
     Case(
@@ -527,7 +562,7 @@ CASES: list[Case] = [
         "case-score-not-a-case-folder",
         lambda d: ["case", "score", str(d), str(_data(d) / "csts" / "validation.csv")],
         1,
-        ("is not a CASE model folder",),
+        ("finesim case score: error:", "is not a CASE model folder"),
     ),
 ]
 
@@ -591,3 +626,21 @@ def test_key_and_index_errors_are_bugs_not_user_errors(
     assert main(["bound", "--n", "3"]) == 1
     err = capsys.readouterr().err
     assert f"internal error: {type(error).__name__}" in err and "please report it" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["case", "embed", "{dir}/none.csv", "--recipe", "{dir}/none.yaml"],
+        ["case", "train", "--recipe", "{dir}/none.yaml", "--output-dir", "{dir}/out"],
+        ["case", "sweep", "--recipe", "{dir}/none.yaml"],
+        ["case", "isotropy", "{dir}/none.csv", "--recipe", "{dir}/none.yaml", "--output-dir", "{dir}/out"],
+        ["case", "score", "{dir}", "{dir}/none.csv"],
+        ["index", "info", "{dir}/none"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_errors_name_the_sub_command(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main([a.replace("{dir}", str(tmp_path)) for a in argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"finesim {argv[0]} {argv[1]}: error: "), err

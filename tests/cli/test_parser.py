@@ -124,3 +124,32 @@ def test_broken_pipe_is_quiet(tmp_path) -> None:
     out = subprocess.run(["bash", "-c", f"{sys.executable} {script} | head -1"], capture_output=True, text=True)
     assert out.stdout.strip() == "x" * 80
     assert out.stderr == "", out.stderr
+
+
+RST_MARKUP = ("``", ":func:", ":class:", ":mod:", ":meth:", "Args:", "Returns:", "Raises:")
+
+
+def test_bound_help_is_the_written_description_not_the_docstring(capsys: pytest.CaptureFixture) -> None:
+    import finesim.cli.bound as bound
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bound", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: finesim bound")
+    assert bound.DESCRIPTION.splitlines()[0] in text and "examples:" in text
+    assert (bound.__doc__ or "").strip() not in text
+    assert not [m for m in RST_MARKUP if m in text], text
+
+
+def test_no_help_shows_docstring_markup() -> None:
+    for path, parser in _parsers(build_parser()):
+        text = parser.format_help()
+        assert not [m for m in RST_MARKUP if m in text], (path, text)
+
+
+def test_train_help_lists_run_json_and_the_refused_rerun(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "OUT/run.json" in text and "refused before any work" in text and "--no-resume" in text

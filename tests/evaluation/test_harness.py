@@ -364,3 +364,36 @@ def test_table_task_with_own_columns(tmp_path: Path, tiny_model) -> None:
     assert task.conditional and task.score_group == "csts"
     result = evaluate_task(task, tiny_model, tmp_path)
     assert result.pairs == 3 and result.group == "csts"
+
+
+def test_finesim_evaluate_with_a_task_file_of_tables(tmp_path: Path, tiny_bert_dir: Path) -> None:
+    """docs/evaluation.md's example: a task file with a plain and a conditional table task and a group, through the
+    public ``finesim.evaluate``; a condition column of a task without ``conditional`` is not read."""
+    import finesim
+
+    rows = [
+        ("a man plays guitar", "a woman plays piano", "the activity", 4),
+        ("a dog runs", "a cat sits", "the animal", 2),
+        ("a red car", "a red car", "the color", 5),
+    ]
+    data = tmp_path / "my-data"
+    data.mkdir()
+    lines = ["text_a\ttext_b\taspect\tgold"] + ["\t".join(map(str, row)) for row in rows]
+    (data / "test.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    records = [{"sentence1": a, "sentence2": b, "condition": c, "label": y} for a, b, c, y in rows]
+    (data / "conditional.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    task_file = tmp_path / "my-tasks.yaml"
+    task_file.write_text(
+        "tasks:\n"
+        "  my-pairs: {format: table, path: my-data/test.tsv, score_range: [0, 5],\n"
+        "             columns: {sentence1: text_a, sentence2: text_b, label: gold}}\n"
+        "  my-conditional: {format: table, path: my-data/conditional.jsonl, score_range: [1, 5], conditional: true}\n"
+        "groups:\n  mine: [my-pairs, my-conditional]\n",
+        encoding="utf-8",
+    )
+    record = finesim.evaluate(str(tiny_bert_dir), tasks="mine", task_file=task_file, data=tmp_path)
+    assert list(record["results"]) == ["my-pairs", "my-conditional"]
+    assert record["results"]["my-pairs"]["group"] == "sts" and record["results"]["my-pairs"]["pairs"] == 3
+    assert record["results"]["my-conditional"]["group"] == "csts"
+    with pytest.raises(ValueError, match="unknown task or group 'sts'"):  # the task file replaces the packaged one
+        finesim.evaluate(str(tiny_bert_dir), task_file=task_file, data=tmp_path)

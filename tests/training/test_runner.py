@@ -114,6 +114,16 @@ def test_recipe_type_and_value_errors() -> None:
         recipe_from_dict({"data": {"equal_labels": "maybe"}})
 
 
+def test_table_recipe_must_name_its_validation_data() -> None:
+    """The default validation file is C-STS's; a table recipe that leaves it out is told so, not sent to read it."""
+    with pytest.raises(RecipeError, match=r"my\.yaml: data\.validation is not set; with data\.format 'table'"):
+        recipe_from_dict({"data": {"format": "table", "train": "pairs.csv"}}, source="my.yaml")
+    for validation in (None, "dev.jsonl"):
+        recipe = recipe_from_dict({"data": {"format": "table", "train": "pairs.csv", "validation": validation}})
+        assert recipe.data.validation == validation
+    assert recipe_from_dict({"data": {"train": "my.csv"}}).data.validation == "csts/validation.csv"  # csts: unchanged
+
+
 def test_recipe_model_keys_checked_before_building(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """A tri-encoder without a head fails at validation (so ``--dry-run`` catches it), naming file and key."""
     from finesim.cli.main import main

@@ -2,7 +2,7 @@
 
 A CASE recipe is a YAML file whose keys are option names (``dim``, ``kind``, ``formulation``, ...; ``-`` and ``_``
 are the same), plus the free-text keys ``description``, ``paper`` and ``notes``. It is read by the shared recipe
-machinery (:mod:`finesim.training.options`): a key given twice, an empty file or an unknown key (with a
+machinery (:mod:`finesim.options`): a key given twice, an empty file or an unknown key (with a
 did-you-mean hint) is an error naming the file, and so is a value out of range.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from finesim.training.options import META_KEYS, RecipeError, did_you_mean, read_recipe_file, unknown_key
+from finesim.options import META_KEYS, RecipeError, did_you_mean, read_recipe_file, unknown_key
 
 DEFAULTS: dict[str, Any] = {
     "model": "sentence-transformers/all-MiniLM-L6-v2",

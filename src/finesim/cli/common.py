@@ -63,7 +63,7 @@ def command_parser(subparsers: Any, name: str, *, help: str, description: str) -
     parser = subparsers.add_parser(
         name, help=help, description=description, formatter_class=HelpFormatter, parents=[_verbosity_parent()]
     )
-    parser.set_defaults(usage_error=parser.error)
+    parser.set_defaults(usage_error=parser.error, command_prog=parser.prog)  # the innermost command's win
     return parser
 
 
@@ -183,6 +183,23 @@ def configure_output(args: argparse.Namespace) -> None:
         args.no_progress = True
         for variable in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
             os.environ[variable] = "1"
+        _disable_loaded_progress_bars()
+
+
+def _disable_loaded_progress_bars() -> None:
+    """Turn off the progress bars of libraries already imported (they read the variables above at import time; the
+    command line imports them later, a program calling :func:`configure_output` may have imported them already).
+    Imports nothing. tqdm itself reads ``TQDM_DISABLE`` only at import; finesim passes its own switch to every
+    encode call."""
+    hub = sys.modules.get("huggingface_hub.utils")
+    if hub is not None:
+        hub.disable_progress_bars()
+    transformers_logging = sys.modules.get("transformers.utils.logging")
+    if transformers_logging is not None:
+        transformers_logging.disable_progress_bar()
+    datasets = sys.modules.get("datasets")
+    if datasets is not None and hasattr(datasets, "disable_progress_bars"):
+        datasets.disable_progress_bars()
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -224,8 +241,9 @@ BUG_ERRORS: tuple[type[BaseException], ...] = (KeyError, IndexError, AssertionEr
 
 
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Run ``args.func`` inside the error boundary; returns the exit code."""
-    command = getattr(args, "command", None) or "finesim"
+    """Run ``args.func`` inside the error boundary; returns the exit code. Error lines start with the command as
+    typed, sub-command included (``finesim case train: error: ...``)."""
+    prog = getattr(args, "command_prog", None) or f"finesim {getattr(args, 'command', None) or ''}".strip()
     verbose, _ = verbosity(args)
     try:
         return int(args.func(args) or 0)
@@ -239,24 +257,24 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         usage = getattr(args, "usage_error", None)
         if usage is not None:
             usage(str(err))  # prints the command's usage and exits with 2
-        print(f"finesim {command}: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except BUG_ERRORS as err:
-        return _internal_error(command, err, verbose)
+        return _internal_error(prog, err, verbose)
     except known_errors() as err:
         if verbose:
             traceback.print_exc()
-        print(f"finesim {command}: error: {_one_line(err)}", file=sys.stderr)
+        print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as err:  # a bug: still one line, the traceback with -v
-        return _internal_error(command, err, verbose)
+        return _internal_error(prog, err, verbose)
 
 
-def _internal_error(command: str, err: BaseException, verbose: int) -> int:
+def _internal_error(prog: str, err: BaseException, verbose: int) -> int:
     if verbose:
         traceback.print_exc()
     print(
-        f"finesim {command}: internal error: {type(err).__name__}: {_one_line(err)} (run with -v for the "
+        f"{prog}: internal error: {type(err).__name__}: {_one_line(err)} (run with -v for the "
         "traceback and please report it)",
         file=sys.stderr,
     )

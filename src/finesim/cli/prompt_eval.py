@@ -151,6 +151,7 @@ def _backend(args: argparse.Namespace) -> Any:
             add_special_tokens=special,
             chat_template=args.chat_template,
             trust_remote_code=args.trust_remote_code,
+            show_progress=not args.no_progress,
         )
     return OpenAICompatibleBackend(
         args.model,
@@ -163,6 +164,7 @@ def _backend(args: argparse.Namespace) -> Any:
         concurrency=args.concurrency,
         on_error=args.on_error,
         system_prompt=args.system_prompt,
+        show_progress=not args.no_progress,
     )
 
 
@@ -173,6 +175,10 @@ def run(args: argparse.Namespace) -> int:
     from finesim.results import environment_record, file_sha256, write_json_atomic
 
     check_output_file(args.output)
+    if args.backend == "hf":  # a missing folder or an unreachable Hub id fails now, before the data is read
+        from finesim.models.hub import resolve_model_path
+
+        resolve_model_path(args.model)
     eval_file, train_file = _resolve_files(args)
     same_file = _same_file(eval_file, train_file)
     if same_file:

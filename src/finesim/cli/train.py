@@ -16,9 +16,11 @@ def register(subparsers: Any) -> None:
         "train",
         help="train a model from a YAML/JSON recipe",
         description="Train a conditional (or plain) similarity model from a recipe; writes OUT/model, "
-        "OUT/config.json and OUT/metrics.json. Every check that needs no training runs first (--dry-run runs only "
-        "those). A rerun into the same folder resumes from OUT/checkpoints only when the recipe and data are the "
-        "same; otherwise it is refused, naming what changed (start over with --no-resume or pick a new folder).",
+        "OUT/config.json, OUT/metrics.json, OUT/checkpoints and OUT/run.json (the run's fingerprint: the "
+        "result-changing recipe keys and a hash of each data file). Every check that needs no training runs first "
+        "(--dry-run runs only those). A rerun into the same folder resumes from OUT/checkpoints only when the "
+        "fingerprint is the same; with changed settings or data it is refused before any work, naming what changed "
+        "(start over with --no-resume, which deletes the earlier run's files, or pick a new folder).",
     )
     p.add_argument("recipe", nargs="?", help="recipe file (YAML or JSON)")
     p.add_argument(

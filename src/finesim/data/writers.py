@@ -10,32 +10,25 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from finesim.data.errors import DataFormatError
+from finesim.data.table import EXTENSIONS
+from finesim.results import atomic_commit, atomic_temp_file
 
 WRITE_FORMATS = ("csv", "tsv", "jsonl", "parquet")
-_EXTENSIONS = {
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".tab": "tsv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".parquet": "parquet",
-}
 
 
 def output_format(path: str | Path, explicit: str | None = None) -> str:
-    """The format to write ``path`` in: ``explicit``, else by extension."""
+    """The format to write ``path`` in: ``explicit``, else by extension (the readers' table,
+    :data:`finesim.data.table.EXTENSIONS`)."""
     if explicit is not None:
         if explicit not in WRITE_FORMATS:
             raise ValueError(f"output format {explicit!r} is not one of {list(WRITE_FORMATS)}")
         return explicit
-    fmt = _EXTENSIONS.get(Path(path).suffix.lower())
+    fmt = EXTENSIONS.get(Path(path).suffix.lower())
     if fmt is None:
         raise ValueError(
             f"cannot tell the output format of {str(path)!r} from its extension; use .csv, .tsv, .jsonl or .parquet "
@@ -58,10 +51,7 @@ class TableWriter:
         self.format = output_format(self.path, format)
         self.columns = list(columns)
         self.rows_written = 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        os.close(fd)
-        self._tmp = Path(tmp)
+        self._tmp = atomic_temp_file(self.path)
         self._handle: Any = None
         self._csv: Any = None
         self._parquet: Any = None
@@ -114,11 +104,7 @@ class TableWriter:
 
             pq.write_table(pa.table({c: pa.array([], type=pa.string()) for c in self.columns}), str(self._tmp))
         self._close()
-        from finesim.results import _umask
-
-        os.chmod(self._tmp, 0o666 & ~_umask())
-        os.replace(self._tmp, self.path)
-        return self.path
+        return atomic_commit(self._tmp, self.path)
 
     def abort(self) -> None:
         """Drop the temporary file; the target is left as it was."""

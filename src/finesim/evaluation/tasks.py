@@ -14,6 +14,7 @@ from datasets import Dataset, concatenate_datasets
 from finesim.data.csts import read_csts
 from finesim.data.errors import DataFormatError, LoadReport
 from finesim.data.sts import read_senteval_subset, read_sick, read_stsb
+from finesim.options import did_you_mean, parse_yaml
 
 Format = Literal["senteval", "stsb", "sick", "csts", "table"]
 FORMATS = ("senteval", "stsb", "sick", "csts", "table")
@@ -95,8 +96,6 @@ TASK_KEYS = (
 
 def _parse_task(name: str, spec: Any, source: str) -> Task:
     """One task entry of a registry file, every key checked (errors name the file, the task and the key)."""
-    from finesim.training.options import did_you_mean
-
     where = f"{source}: task {name!r}"
     if not isinstance(spec, dict):
         raise DataFormatError(
@@ -177,8 +176,6 @@ class Registry:
 
 def load_registry(path: str | Path | None = None) -> Registry:
     """Read a task registry file (the packaged ``tasks.yaml`` by default); every error names the file."""
-    from finesim.training.options import parse_yaml
-
     if path is None:
         text = resources.files("finesim.evaluation").joinpath("tasks.yaml").read_text(encoding="utf-8")
         source = "finesim/evaluation/tasks.yaml"

@@ -2,6 +2,7 @@
 sentence-transformers' ``forward(features, labels)`` contract.
 
 Import the module you need (``from finesim.losses.quad import QuadLoss``); this package imports nothing
-eagerly so one loss's dependencies never burden another. The training runner finds losses through
-:mod:`finesim.training.registry`.
+eagerly so one loss's dependencies never burden another. The training runner reaches a loss through the recipe's
+objective: each :class:`~finesim.training.objectives.base.Objective` in
+:data:`finesim.training.objectives.OBJECTIVES` builds its loss.
 """

@@ -22,7 +22,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from finesim.training.options import resolve_options
+from finesim.options import resolve_options
 
 TRIPLET_COLUMNS = ("anchor", "positive", "negative")
 

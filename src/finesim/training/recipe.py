@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from finesim.training.options import RecipeError, did_you_mean, read_recipe_file, unknown_key
+from finesim.options import RecipeError, did_you_mean, read_recipe_file, unknown_key
 
 __all__ = ["Recipe", "RecipeError", "check_recipe", "load_recipe", "recipe_from_dict", "validate_recipe"]
 
@@ -40,7 +40,7 @@ class ModelSpec:
 
 @dataclass
 class ObjectiveSpec:
-    """The training objective: a name in :mod:`finesim.training.registry` and its options."""
+    """The training objective: a name in :data:`finesim.training.objectives.OBJECTIVES` and its options."""
 
     name: str = "mse"
     options: dict[str, Any] = field(default_factory=dict)
@@ -56,6 +56,7 @@ class DataSpec:
     columns: dict[str, str] = field(default_factory=dict)
     split: str | None = None  # format "table": the split of a datasets folder or Hub dataset
     train: str = "csts/train.csv"
+    # the C-STS validation file; a recipe (file or dict) with format "table" must name its own or null (no default)
     validation: str | None = "csts/validation.csv"
     validation_format: str | None = None  # format of the validation file; None: the training ``format``
     root: str | None = None
@@ -206,7 +207,23 @@ def recipe_from_dict(data: dict[str, Any], *, source: str = "recipe") -> Recipe:
     recipe = Recipe(**kwargs)
     recipe.source = source  # type: ignore[attr-defined]  # named by every later error about this recipe
     validate_recipe(recipe)
+    _check_table_validation(recipe, data.get("data"), source)
     return recipe
+
+
+def _check_table_validation(recipe: Recipe, data_section: Any, source: str) -> None:
+    """A ``table`` recipe names its validation data: the default is the C-STS validation file, which the table
+    reader would read with the recipe's ``data.columns`` (a missing file or column far from the cause), or, with the
+    data there, silently validate on C-STS."""
+    given = isinstance(data_section, dict) and "validation" in data_section
+    if recipe.data.format != "table" or given:
+        return
+    raise RecipeError(
+        f"{source}: data.validation is not set; with data.format 'table' name your validation table there (read like "
+        "data.train), or set data.validation: null to train without one (add data.dev_fraction to carve a dev split "
+        f"from data.train); to validate on C-STS set data.validation: {DataSpec.validation} and "
+        "data.validation_format: csts"
+    )
 
 
 def _head_option_keys(m: ModelSpec) -> tuple[str, ...] | None:

@@ -4,12 +4,18 @@ Output folder layout::
 
     OUT/
       model/            the trained model (best checkpoint by validation Spearman), with finesim_model.json
-      checkpoints/      trainer checkpoints; a rerun with the same OUT resumes from the last one
+      checkpoints/      trainer checkpoints
       config.json       the recipe actually used (defaults filled in, overrides applied, resolved data paths)
       metrics.json      validation metrics, best checkpoint, throughput, log history, environment
+      run.json          the run's fingerprint (result-changing recipe keys, SHA-256 of each data file), written first
+
+A rerun into an OUT that holds an earlier run resumes from the last checkpoint only when its fingerprint equals
+``run.json``; with anything changed (or no ``run.json``) it is refused before any work, naming what changed.
+``resume=False`` (``--no-resume``) deletes the earlier run's five entries and starts over
+(:mod:`finesim.training.preflight`).
 
 Runs unchanged under ``torchrun --nproc_per_node N`` / ``accelerate launch`` (the trainer handles DDP; on CPU
-the backend is gloo); only process 0 writes ``model/``, ``config.json`` and ``metrics.json``.
+the backend is gloo); only process 0 writes ``model/``, ``config.json``, ``metrics.json`` and ``run.json``.
 """
 
 from __future__ import annotations

@@ -45,7 +45,9 @@ class HFBackend:
     """Generate replies with a local (or Hub-cached) transformers model.
 
     Args:
-        model: a local checkpoint folder or a Hugging Face Hub id.
+        model: a local checkpoint folder or a Hugging Face Hub id, resolved like every finesim model
+            (:func:`finesim.models.hub.resolve_model_path`: the local Hugging Face cache when the Hub is unreachable;
+            a missing folder or an unreachable, uncached id is a ``ModelResolutionError`` saying what to do).
         kind: ``"causal"``, ``"seq2seq"`` or ``"auto"`` (from ``config.is_encoder_decoder``).
         dtype: ``"auto"``, ``"fp32"``, ``"bf16"`` or ``"fp16"``.
         device: ``"auto"`` (cuda when available, else cpu), or a torch device string; ignored with
@@ -77,19 +79,22 @@ class HFBackend:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
+        from finesim.models.hub import resolve_model_path
+
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if kind not in ("auto", "causal", "seq2seq"):
             raise ValueError(f"unknown model kind {kind!r}; choose 'auto', 'causal' or 'seq2seq'")
-        self.model = model
+        self.model = model  # the name given (part of the reply cache key), not where it was found
+        source = resolve_model_path(model)  # a folder, an offline copy or a reachable Hub id; else a clear error
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = device
         self.dtype_name = dtype
         torch_dtype = _torch_dtype(dtype, device)
-        config = AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code)
+        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
         if kind == "auto":
             kind = "seq2seq" if getattr(config, "is_encoder_decoder", False) else "causal"
         self.kind = kind
@@ -99,7 +104,7 @@ class HFBackend:
         self.chat_template = chat_template
         self.show_progress = show_progress
         self.tokenizer = AutoTokenizer.from_pretrained(
-            model, padding_side="left" if kind == "causal" else "right", trust_remote_code=trust_remote_code
+            source, padding_side="left" if kind == "causal" else "right", trust_remote_code=trust_remote_code
         )
         if self.tokenizer.pad_token is None:
             if self.tokenizer.eos_token is None:
@@ -111,7 +116,7 @@ class HFBackend:
         kwargs: dict[str, Any] = {"dtype": torch_dtype, "trust_remote_code": trust_remote_code}
         if device_map is not None:
             kwargs["device_map"] = device_map
-        self.lm = cls.from_pretrained(model, **kwargs)
+        self.lm = cls.from_pretrained(source, **kwargs)
         if device_map is None:
             self.lm.to(device)
         self.lm.eval()

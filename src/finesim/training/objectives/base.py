@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from finesim.training.options import resolve_options
+from finesim.options import resolve_options
 
 LAYOUTS = ("rows", "pairs", "triplets")
 # the labels a loss expects: "unit" = on [0, 1] (the recipe's labels: section scales them), "raw" = as the data
