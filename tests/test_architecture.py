@@ -56,8 +56,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "losses",
         "evaluation",
         "training",
-        "case prompting serving",
+        "case prompting",
         "index",
+        "serving",
         "cli __init__",
     )
 )

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(recipe.to_dict(), indent=2))
         tell("dry run: every check passed; nothing was trained")
         return 0
-    result = train(recipe, checked=checked, callbacks=None)
+    result = train(recipe, checked=checked)
     if result.metrics:
         val = result.metrics.get("validation") or {}
         if result.metrics.get("dev"):
