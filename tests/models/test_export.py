@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -240,3 +241,33 @@ def test_exported_model_card_describes_the_export_and_its_code_runs(onnx_fp32: P
     assert len(lines) == 4
     torch_path, onnx_path = (float(line.split(": ")[1]) for line in (lines[0], lines[2]))
     assert abs(torch_path - onnx_path) < 1e-3  # plain sentence-transformers (torch weights) vs finesim (ONNX)
+
+
+def test_score_and_serve_load_an_exported_model(onnx_fp32: Path, torch_scores: np.ndarray, tmp_path: Path) -> None:
+    """``finesim score`` and ``finesim serve`` take the exported folder like any model and run its runtime."""
+    import csv
+
+    from fastapi.testclient import TestClient
+
+    from finesim.cli.main import main
+    from finesim.serving import ServeSettings, create_app
+
+    inp, out = tmp_path / "pairs.csv", tmp_path / "scored.csv"
+    with open(inp, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["sentence1", "sentence2", "condition"])
+        writer.writerows(zip(S1, S2, C))
+    assert main(["score", "--model", str(onnx_fp32), "--input", str(inp), "--output", str(out), "-q"]) == 0
+    with open(out, newline="", encoding="utf-8") as fh:
+        scored = [float(row["score"]) for row in csv.DictReader(fh)]
+    np.testing.assert_allclose(scored, torch_scores, atol=FP32_ATOL)
+
+    with TestClient(create_app(ServeSettings(model=str(onnx_fp32)))) as client:
+        deadline = time.monotonic() + 60  # the model loads in the background: /health is 503 until it is ready
+        while client.get("/health").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        info = client.get("/info").json()
+        answer = client.post("/similarity", json={"sentence1": S1, "sentence2": S2, "condition": C})
+    assert answer.status_code == 200, answer.text
+    np.testing.assert_allclose(answer.json()["scores"], torch_scores, atol=FP32_ATOL)
+    assert info["encoder"] == "bi" and info["model"] == str(onnx_fp32)
