@@ -87,7 +87,7 @@ def environment_record() -> dict[str, Any]:
     }
 
 
-def _umask() -> int:
+def current_umask() -> int:
     """The process umask: from ``/proc/self/status`` where Linux gives it (read-only, so no other thread sees the
     mask change), else read by setting it and putting it back."""
     try:
@@ -114,7 +114,7 @@ def atomic_temp_file(path: str | Path) -> Path:
 def atomic_commit(tmp: str | Path, path: str | Path) -> Path:
     """Give the finished temporary file ``tmp`` the mode a plain ``open(path, "w")`` would give it (``0o666`` less
     the umask, normally ``0o644``; ``tempfile.mkstemp`` alone leaves it ``0o600``) and rename it over ``path``."""
-    os.chmod(tmp, 0o666 & ~_umask())
+    os.chmod(tmp, 0o666 & ~current_umask())
     os.replace(tmp, path)
     return Path(path)
 

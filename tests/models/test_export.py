@@ -50,9 +50,9 @@ def test_onnx_fp32_export_scores_like_torch(bi_dir: Path, onnx_fp32: Path, torch
     # the sentence-transformers files stay: tokenizer, config, pooling, torch weights
     for name in ("modules.json", "config.json", "tokenizer.json", "1_Pooling/config.json", "model.safetensors"):
         assert (onnx_fp32 / name).is_file(), name
-    from finesim.results import _umask
+    from finesim.results import current_umask
 
-    assert onnx_fp32.stat().st_mode & 0o777 == 0o777 & ~_umask()  # a plain folder, not mkdtemp's private one
+    assert onnx_fp32.stat().st_mode & 0o777 == 0o777 & ~current_umask()  # a plain folder, not mkdtemp's private one
     scorer = ConditionalScorer(str(onnx_fp32))
     assert scorer.model.finesim_runtime == {"format": "onnx", "quantize": "none"}
     np.testing.assert_allclose(scorer.score(S1, S2, C), torch_scores, atol=FP32_ATOL)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from finesim.index.errors import IndexFormatError
-from finesim.results import write_json_atomic
+from finesim.results import atomic_commit, atomic_temp_file, write_json_atomic
 
 ANN_KINDS = ("hnsw", "ivf")
 DEFAULT_PARAMS: dict[str, dict[str, int | None]] = {
@@ -160,12 +158,10 @@ class AnnFile:
     def save(self, extra: dict[str, Any] | None = None) -> None:
         """Write the faiss index and its description (each through a temporary file and a rename)."""
         faiss = import_faiss()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.name}.", suffix=".tmp", dir=self.folder)
-        os.close(fd)
+        tmp = atomic_temp_file(self.index_file)
         try:
-            faiss.write_index(self.index, tmp)
-            os.replace(tmp, self.index_file)
+            faiss.write_index(self.index, str(tmp))
+            atomic_commit(tmp, self.index_file)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

@@ -37,7 +37,7 @@ from finesim.models.runtime import (
     output_key,
     transformer_module,
 )
-from finesim.results import _umask
+from finesim.results import current_umask
 
 logger = logging.getLogger("finesim.models")
 
@@ -138,7 +138,7 @@ def export_model(
         _judge(spec)
         _write_marker(work, marker, encoder_type, spec)
         _write_card(work, marker, encoder_type, spec, torch_model, target)
-        work.chmod(0o777 & ~_umask())  # mkdtemp's folder is private; the export gets a plain folder's mode
+        work.chmod(0o777 & ~current_umask())  # mkdtemp's folder is private; the export gets a plain folder's mode
         if target.exists():
             shutil.rmtree(target)
         work.rename(target)
