@@ -165,3 +165,20 @@ def test_dry_run_prints_the_recipe_that_would_run(
     assert printed["output_dir"] == str(tmp_path / "o") and printed["data"]["root"] == str(data_root)
     assert printed["train"]["epochs"] == 1.0
     assert not (tmp_path / "o").exists()  # nothing written by a dry run
+
+
+def test_a_rerun_before_the_first_checkpoint_says_it_starts_from_the_first_step(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path
+) -> None:
+    """A run interrupted before its first checkpoint left only run.json: the rerun is the same run, and the summary
+    says that training starts from the first step (it once printed 'resumes from None')."""
+    recipe = recipe_from_dict(tiny_recipe(tiny_bert_dir, data_root))
+    out = tmp_path / "out"
+    out.mkdir()
+    first = preflight(recipe, output_dir=out)
+    (out / RUN_FILE).write_text(json.dumps(first.run_record()), encoding="utf-8")
+    again = preflight(recipe, output_dir=out)
+    assert again.action == "resume" and again.checkpoint is None
+    line = next(x for x in again.summary() if x.startswith("output folder"))
+    assert line.endswith("same recipe and data; no checkpoint was saved yet, so training starts from the first step")
+    assert "None" not in line

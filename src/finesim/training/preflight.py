@@ -96,10 +96,15 @@ class Preflight:
                 skipped = sum((data.report.get("skipped") or {}).values()) if isinstance(data.report, dict) else 0
                 extra = f", {skipped} rows skipped (see the report)" if skipped else ""
                 lines.append(f"{data.role} data {data.path} ({data.format}): {len(data.dataset)} rows{extra}")
+        resume = (
+            f"resumes from {self.checkpoint}"
+            if self.checkpoint
+            else "no checkpoint was saved yet, so training starts from the first step"
+        )
         lines.append(
             {
                 "start": f"output folder {self.output_dir}: a new run",
-                "resume": f"output folder {self.output_dir}: the same recipe and data; resumes from {self.checkpoint}",
+                "resume": f"output folder {self.output_dir}: the same recipe and data; {resume}",
                 "restart": f"output folder {self.output_dir}: the earlier run there is deleted first (--no-resume)",
             }[self.action]
         )
