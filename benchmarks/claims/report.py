@@ -87,9 +87,10 @@ def verdict(a: dict[str, Any] | None, b: dict[str, Any] | None, expect: str) -> 
 def fmt(s: dict[str, Any] | None, metric: str) -> str:
     if s is None:
         return "—"
-    if metric == "overestimated":
-        return f"{s['mean']:.1f} ± {s['sd']:.1f} (n={s['n']})"
-    return f"{s['mean']:.2f} ± {s['sd']:.2f} (n={s['n']})"
+    digits = 1 if metric == "overestimated" else 2
+    if s["n"] == 1:  # one seed shows no spread: no "± 0.00"
+        return f"{s['mean']:.{digits}f} (n=1)"
+    return f"{s['mean']:.{digits}f} ± {s['sd']:.{digits}f} (n={s['n']})"
 
 
 def build(runs: dict[str, list[dict[str, Any]]], claims: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
