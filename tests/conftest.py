@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,26 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging_state():
+    """A command run in-process (``main([...])``) sets finesim's and the libraries' log levels (``-q``: ERROR), and a
+    library that configures logging with ``dictConfig`` can disable loggers created before it (finesim's module
+    loggers): put levels, ``disabled`` and ``propagate`` back after each test, so that a later test's ``caplog`` sees
+    finesim's warnings whatever ran before."""
+    libraries = ("", "transformers", "sentence_transformers", "datasets", "huggingface_hub", "accelerate")
+
+    def loggers() -> list[logging.Logger]:
+        names = [n for n in logging.root.manager.loggerDict if n == "finesim" or n.startswith("finesim.")]
+        return [logging.getLogger(n) for n in (*libraries, "finesim", *names)]
+
+    saved = {id(lg): (lg, lg.level, lg.disabled, lg.propagate) for lg in loggers()}
+    yield
+    for lg, level, disabled, propagate in saved.values():
+        lg.setLevel(level)
+        lg.disabled, lg.propagate = disabled, propagate
+
 
 WORDS = (
     "a an the man woman dog cat boy girl is are was plays playing runs running eats eating food guitar piano "
