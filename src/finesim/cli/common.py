@@ -76,6 +76,27 @@ def add_runtime_options(p: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------- argument types
 
 
+def add_ray_options(p: argparse.ArgumentParser, *, ray_help: str, actors: str) -> None:
+    """``--ray``, ``--ray-address`` and ``--ray-workers`` (``finesim score`` and ``finesim index build|add``);
+    ``actors`` names what each worker runs."""
+    group = p.add_argument_group("Ray (scale-out; needs finesim[ray])")
+    group.add_argument("--ray", action="store_true", help=ray_help)
+    group.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="the Ray cluster to use, e.g. ray://head:10001 or auto (implies --ray; default: $RAY_ADDRESS if set)",
+    )
+    group.add_argument(
+        "--ray-workers", type=positive_int, default=None, help=f"{actors} (default: one per CPU Ray offers)"
+    )
+
+
+def ray_wanted(args: argparse.Namespace) -> bool:
+    """Whether the command runs on Ray: ``--ray`` or an address."""
+    return bool(args.ray or args.ray_address)
+
+
 def positive_int(text: str) -> int:
     """An argparse type: an integer >= 1."""
     try:

@@ -13,10 +13,12 @@ from typing import Any
 
 from finesim.cli.common import (
     UsageError,
+    add_ray_options,
     add_runtime_options,
     check_output_dir,
     command_parser,
     positive_int,
+    ray_wanted,
     say,
 )
 
@@ -34,17 +36,7 @@ def _corpus_options(p: argparse.ArgumentParser, *, default_column: str | None) -
 
 
 def _ray_options(p: argparse.ArgumentParser) -> None:
-    group = p.add_argument_group("Ray (scale-out; needs finesim[ray])")
-    group.add_argument("--ray", action="store_true", help="embed on Ray Data (a local Ray instance unless an address)")
-    group.add_argument(
-        "--ray-address",
-        default=None,
-        metavar="ADDR",
-        help="the Ray cluster to use, e.g. ray://head:10001 or auto (implies --ray; default: $RAY_ADDRESS if set)",
-    )
-    group.add_argument(
-        "--ray-workers", type=positive_int, default=None, help="encoder actors (default: one per CPU Ray offers)"
-    )
+    add_ray_options(p, ray_help="embed on Ray Data (a local Ray instance unless an address)", actors="encoder actors")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -161,10 +153,6 @@ def read_conditions(path: str) -> list[str]:
     return conditions
 
 
-def _ray_wanted(args: argparse.Namespace) -> bool:
-    return bool(args.ray or args.ray_address)
-
-
 def run_build(args: argparse.Namespace) -> int:
     """``finesim index build``."""
     check_output_dir(args.output_dir)
@@ -179,7 +167,7 @@ def run_build(args: argparse.Namespace) -> int:
         "device": args.device,
         "show_progress": not args.no_progress,
     }
-    if _ray_wanted(args):
+    if ray_wanted(args):
         from finesim.index.distributed import build_index_ray
 
         index = build_index_ray(
@@ -213,7 +201,7 @@ def run_add(args: argparse.Namespace) -> int:
     index = ConditionalIndex.open(args.index_dir, device=args.device, show_progress=not args.no_progress)
     column = args.text_column or _built_column(index)
     before = len(index)
-    if _ray_wanted(args):
+    if ray_wanted(args):
         from finesim.index.distributed import add_index_ray
 
         add_index_ray(

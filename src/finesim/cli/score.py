@@ -8,10 +8,12 @@ from typing import Any
 
 from finesim.cli.common import (
     UsageError,
+    add_ray_options,
     add_runtime_options,
     check_output_file,
     command_parser,
     positive_int,
+    ray_wanted,
     say,
 )
 
@@ -72,20 +74,10 @@ def register(subparsers: Any) -> None:
         "--skip-bad-rows", action="store_true", help="send bad rows to OUTPUT_STEM.rejects.jsonl instead of stopping"
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    group = p.add_argument_group("Ray (scale-out; needs finesim[ray])")
-    group.add_argument(
-        "--ray",
-        action="store_true",
-        help="score on Ray actors, one model each (a local Ray instance without an address)",
-    )
-    group.add_argument(
-        "--ray-address",
-        default=None,
-        metavar="ADDR",
-        help="the Ray cluster to use, e.g. ray://head:10001 or auto (implies --ray; default: $RAY_ADDRESS if set)",
-    )
-    group.add_argument(
-        "--ray-workers", type=positive_int, default=None, help="scoring actors (default: one per CPU Ray offers)"
+    add_ray_options(
+        p,
+        ray_help="score on Ray actors, one model each (a local Ray instance without an address)",
+        actors="scoring actors",
     )
     add_runtime_options(p)
     p.set_defaults(func=run)
@@ -98,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from finesim.evaluation.loading import load_scorer
     from finesim.evaluation.score_file import Columns, check_input, score_file
 
-    use_ray = bool(args.ray or args.ray_address)
+    use_ray = ray_wanted(args)
     if args.ray_workers is not None and not use_ray:
         raise UsageError("--ray-workers needs --ray (or --ray-address)")
     check_output_file(args.output)
