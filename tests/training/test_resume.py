@@ -108,6 +108,14 @@ def _train_process(recipe: Path, out: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
+def _parses(path: Path) -> bool:
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def _weights(model_dir: Path) -> dict:
     from safetensors.torch import load_file
 
@@ -131,7 +139,7 @@ def test_sigkill_mid_epoch_then_rerun_matches_an_uninterrupted_run(
     killed = _train_process(recipe, tmp_path / "killed")
     marker = tmp_path / "killed" / "checkpoints" / "checkpoint-6" / "trainer_state.json"
     deadline = time.monotonic() + 600
-    while not marker.exists():
+    while not _parses(marker):  # a half-written file is not yet a saved checkpoint
         assert killed.poll() is None, "the run ended before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -182,3 +190,43 @@ def test_a_rerun_before_the_first_checkpoint_says_it_starts_from_the_first_step(
     line = next(x for x in again.summary() if x.startswith("output folder"))
     assert line.endswith("same recipe and data; no checkpoint was saved yet, so training starts from the first step")
     assert "None" not in line
+
+
+def test_a_checkpoint_cut_off_while_saving_is_skipped_and_named(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run killed while it saved checkpoint-9 left that folder without (or with half of) trainer_state.json, which
+    transformers writes last: the rerun resumes from the newest complete checkpoint and names the skipped ones (CI once
+    failed here: the rerun picked the cut-off folder and stopped on its missing trainer_state.json)."""
+    recipe = recipe_from_dict(tiny_recipe(tiny_bert_dir, data_root))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / RUN_FILE).write_text(json.dumps(preflight(recipe, output_dir=out).run_record()), encoding="utf-8")
+    checkpoints = out / "checkpoints"
+    for step in (3, 6):
+        (checkpoints / f"checkpoint-{step}").mkdir(parents=True)
+        (checkpoints / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    (checkpoints / "checkpoint-9").mkdir()
+    (checkpoints / "checkpoint-9" / "model.safetensors").write_bytes(b"")
+    (checkpoints / "checkpoint-12").mkdir()
+    (checkpoints / "checkpoint-12" / "trainer_state.json").write_text('{"global_st')
+    (checkpoints / "checkpoint-final").mkdir()  # not a step folder: ignored
+    with caplog.at_level("WARNING", logger="finesim"):
+        again = preflight(recipe, output_dir=out)
+    assert again.action == "resume"
+    assert again.checkpoint == str(checkpoints / "checkpoint-6")
+    assert "skipping checkpoint-12, checkpoint-9: the run was stopped while saving it" in caplog.text
+
+
+def test_no_complete_checkpoint_starts_from_the_first_step(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    recipe = recipe_from_dict(tiny_recipe(tiny_bert_dir, data_root))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / RUN_FILE).write_text(json.dumps(preflight(recipe, output_dir=out).run_record()), encoding="utf-8")
+    (out / "checkpoints" / "checkpoint-3").mkdir(parents=True)
+    with caplog.at_level("WARNING", logger="finesim"):
+        again = preflight(recipe, output_dir=out)
+    assert again.action == "resume" and again.checkpoint is None
+    assert "no complete checkpoint" in caplog.text and "checkpoint-3 incomplete" in caplog.text

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from datasets import Dataset
 
 from finesim.results import path_sha256
 from finesim.training.recipe import Recipe, RecipeError, check_recipe, recipe_source
+
+logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 OWNED = ("checkpoints", "model", "config.json", "metrics.json", RUN_FILE)  # what starting over deletes
@@ -346,10 +349,48 @@ def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return changes
 
 
-def _last_checkpoint(folder: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
+def _complete(checkpoint: Path) -> bool:
+    """Whether the trainer finished saving ``checkpoint``.
 
-    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+    transformers writes ``trainer_state.json`` last (after the weights, optimizer, scheduler and RNG states), so a run
+    stopped while saving leaves a folder without it, or with it half written.
+    """
+    try:
+        json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _last_checkpoint(folder: Path) -> str | None:
+    """The newest complete ``checkpoint-N`` in ``folder``; newer incomplete ones are named in a warning and skipped.
+
+    The trainer saves into the skipped folder again when it reaches that step.
+    """
+    if not folder.is_dir():
+        return None
+    found = []
+    for child in folder.iterdir():
+        prefix, _, step = child.name.partition("-")
+        if child.is_dir() and prefix == "checkpoint" and step.isdigit():
+            found.append((int(step), child))
+    skipped = []
+    for _, checkpoint in sorted(found, reverse=True):
+        if _complete(checkpoint):
+            if skipped:
+                logger.warning(
+                    "skipping %s: the run was stopped while saving it (no complete trainer_state.json)",
+                    ", ".join(skipped),
+                )
+            return str(checkpoint)
+        skipped.append(checkpoint.name)
+    if skipped:
+        logger.warning(
+            "no complete checkpoint in %s (%s incomplete): training starts from the first step",
+            folder,
+            ", ".join(skipped),
+        )
+    return None
 
 
 def _earlier_run(out: Path) -> bool:
