@@ -11,7 +11,9 @@ mean ± sample standard deviation (ddof 1) and the number of seeds for each side
   cannot show its own spread; three seeds show it only roughly);
 - a claim that expects no difference (``expect: equal``) **holds** when the difference is within noise;
 - a claim whose expected winner is ``b`` (``expect: b``) is judged the other way round;
-- **pending** while a side has no finished run.
+- **pending** while a side has no finished run;
+- a verdict from fewer than ``MIN_SEEDS`` seeds on either side is marked **provisional** with its seed counts (one seed
+  cannot show its own spread, so only the floor guards it).
 
 The mpnet column (one seed) shows the difference only; it carries no verdict.
 """
@@ -31,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "claims"
 CLAIMS = Path(__file__).with_name("claims.yaml")
 SE_FLOOR = 0.5
+MIN_SEEDS = 3
 
 
 def metric_value(result: dict[str, Any], metric: str) -> float | None:
@@ -72,6 +75,13 @@ def side(runs: dict[str, list[dict[str, Any]]], run: str, metric: str) -> dict[s
 def verdict(a: dict[str, Any] | None, b: dict[str, Any] | None, expect: str) -> tuple[str, float | None]:
     if a is None or b is None:
         return "pending", None
+    outcome, d = _judge(a, b, expect)
+    if min(a["n"], b["n"]) < MIN_SEEDS:
+        outcome += f" (provisional: {a['n']} vs {b['n']} seeds)"
+    return outcome, d
+
+
+def _judge(a: dict[str, Any], b: dict[str, Any], expect: str) -> tuple[str, float]:
     d = a["mean"] - b["mean"]
     se = max(math.sqrt(a["sd"] ** 2 / a["n"] + b["sd"] ** 2 / b["n"]), SE_FLOOR)
     if expect == "equal":
@@ -114,7 +124,8 @@ def build(runs: dict[str, list[dict[str, Any]]], claims: list[dict[str, Any]]) -
         "tasks (the STS runs choose their checkpoint on STS-B dev). Verdict: `holds` when the difference `a − b`",
         "exceeds twice its",
         f"standard error (floored at {SE_FLOOR} points), `reversed` when it is below minus that, `within noise`",
-        "otherwise; `pending` while a run has not finished. mpnet: one seed, the difference only.",
+        "otherwise; `pending` while a run has not finished; `provisional` (with the seed counts) while either side has",
+        f"fewer than {MIN_SEEDS} seeds. mpnet: one seed, the difference only.",
         "",
         "| paper | claim (a vs b) | paper's figure | MiniLM a | MiniLM b | a − b | mpnet a − b | verdict |",
         "|---|---|---|---|---|---|---|---|",

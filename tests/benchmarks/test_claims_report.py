@@ -1,0 +1,47 @@
+"""benchmarks/claims/report.py: the verdict rule of docs/claims.md, checked on values worked out by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def report() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("claims_report", REPO / "benchmarks" / "claims" / "report.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_stats_uses_the_sample_standard_deviation(report: ModuleType) -> None:
+    s = report.stats([1.0, 2.0, 3.0])
+    assert s == {"mean": 2.0, "sd": 1.0, "n": 3}  # sqrt(((1-2)^2 + 0 + (3-2)^2) / 2) = 1
+    assert report.stats([5.0])["sd"] == 0.0
+
+
+def test_three_seeds_a_side_give_a_plain_verdict(report: ModuleType) -> None:
+    a, b = report.stats([70.0, 71.0, 72.0]), report.stats([68.0, 69.0, 70.0])
+    # se = sqrt(1/3 + 1/3) = 0.816; d = 2 > 2 se = 1.633: holds
+    assert report.verdict(a, b, "a") == ("holds", 2.0)
+    assert report.verdict(b, a, "a") == ("reversed", -2.0)
+    assert report.verdict(a, b, "b") == ("reversed", 2.0)  # b was expected to win
+    close = report.stats([69.5, 70.5, 71.5])  # d = 1.5 < 1.633
+    assert report.verdict(close, b, "a")[0] == "within noise"
+    assert report.verdict(close, b, "equal")[0] == "holds (within noise)"
+    assert report.verdict(a, b, "equal")[0] == "does not hold (they differ)"
+
+
+def test_one_seed_is_judged_against_the_floor_and_marked_provisional(report: ModuleType) -> None:
+    a, b = report.stats([66.0]), report.stats([65.2])  # se floored at 0.5: d = 0.8 < 1.0
+    assert report.verdict(a, b, "a") == ("within noise (provisional: 1 vs 1 seeds)", pytest.approx(0.8))
+    far = report.stats([70.0])
+    three = report.stats([65.0, 65.0, 65.0])
+    assert report.verdict(far, three, "a") == ("holds (provisional: 1 vs 3 seeds)", 5.0)
+    assert report.verdict(None, three, "a") == ("pending", None)
