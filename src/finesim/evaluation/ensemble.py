@@ -7,7 +7,8 @@ averaged as they are. An ensemble folder holds only ``finesim_model.json``::
     {"model_type": "ensemble", "members": ["../bi/model", "../cross/model"], "weights": [0.5, 0.5]}
 
 (member paths relative to the folder, or absolute), so :func:`finesim.evaluation.loading.load_scorer`,
-``finesim evaluate``, ``finesim score`` and ``finesim serve`` load it like any model. Build one with
+``finesim evaluate``, ``finesim score`` and ``finesim serve`` load it like any model (the server scores pairs with
+it: ``/similarity`` and ``/rerank``, no embeddings and no ``--index``). Build one with
 :func:`save_ensemble` or ``finesim ensemble``.
 """
 
@@ -35,6 +36,8 @@ class EnsembleScorer(ScorerBase):
     """
 
     prediction_range: tuple[float, float] = (0.0, 1.0)
+    encoder = MODEL_TYPE  # what the server reports; it scores pairs only (no embeddings of its own)
+    embeds = False
 
     def __init__(
         self, members: Sequence[Any], weights: Sequence[float] | None = None, names: Sequence[str] | None = None
@@ -55,6 +58,25 @@ class EnsembleScorer(ScorerBase):
             encoded += int(getattr(member, "last_encoded", 0) or 0)
         self.last_encoded = encoded
         return total.astype(np.float32)
+
+    def cross_scores(
+        self, sentences1: Sequence[str], sentences2: Sequence[str], conditions: Sequence[str | None] | None
+    ) -> np.ndarray:
+        """The ensemble's score of each ``(s1, s2, condition)`` row where a row's condition may be None (no
+        condition), as the server's micro-batches mix them: rows with and without a condition are scored in two
+        calls. The inputs are checked by :meth:`score`."""
+        n = len(sentences1)
+        conds = [None] * n if conditions is None else list(conditions)
+        out = np.zeros(n, dtype=np.float32)
+        encoded = 0
+        for with_condition in (True, False):
+            rows = [i for i in range(n) if (conds[i] is not None) == with_condition]
+            if rows:
+                group = [conds[i] for i in rows] if with_condition else None
+                out[rows] = self.score([sentences1[i] for i in rows], [sentences2[i] for i in rows], group)
+                encoded += self.last_encoded
+        self.last_encoded = encoded
+        return out
 
     def describe(self) -> dict[str, Any]:
         """The members and their weights."""

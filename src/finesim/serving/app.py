@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
 from finesim import __version__
+from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
 from finesim.serving.batching import MicroBatcher, ShuttingDown
 from finesim.serving.cache import LRUCache
 from finesim.serving.engine import Embeddings, EmbedJob, Job, PairJob, ScoringEngine, SearchJob
@@ -48,6 +49,7 @@ from finesim.serving.schemas import (
     SimilarityRequest,
     checked_condition,
     checked_texts,
+    condition_required,
     invalid,
     require_condition,
     row_conditions,
@@ -66,6 +68,8 @@ NO_EMBEDDINGS = {
     "scoring; use /similarity or /rerank",
     "cross": "this model is a cross-encoder: it has no embeddings. It reads both sentences and the condition "
     "together and outputs one score per pair; use /similarity or /rerank",
+    "ensemble": "this model is an ensemble: it averages its members' scores of each pair and has no embeddings of "
+    "its own; use /similarity or /rerank",
 }
 
 
@@ -100,13 +104,14 @@ class ModelState:
 
 
 def default_loader(settings: ServeSettings) -> Callable[[], Any]:
-    """Load ``settings.model`` as :class:`~finesim.evaluation.scoring.ConditionalScorer` does (a folder by its
-    marker; a Hub id or sentence-transformers folder as a bi-encoder unless ``settings.encoder`` says otherwise)."""
+    """Load ``settings.model`` as :func:`finesim.load_scorer` does (a folder by its marker, an ensemble folder as
+    its :class:`~finesim.evaluation.ensemble.EnsembleScorer`; a Hub id or sentence-transformers folder as a
+    bi-encoder unless ``settings.encoder`` says otherwise)."""
 
     def load() -> Any:
-        from finesim.evaluation.scoring import ConditionalScorer
+        from finesim.evaluation.loading import load_scorer
 
-        return ConditionalScorer(
+        return load_scorer(
             settings.model,
             encoder=settings.encoder,
             batch_size=settings.inference_batch_size,
@@ -117,8 +122,8 @@ def default_loader(settings: ServeSettings) -> Callable[[], Any]:
 
 
 def describe_model(scorer: Any, settings: ServeSettings) -> dict[str, Any]:
-    """What ``/info`` says about the loaded model: encoder, resolved path, dimensions, maximum length."""
-    model = scorer.model
+    """What ``/info`` says about the loaded model: encoder, resolved path, dimensions, maximum length (for an
+    ensemble: its members and weights instead)."""
     info: dict[str, Any] = {"encoder": scorer.encoder, "resolved_model": None}
     try:
         from finesim.models.hub import resolve_model_path
@@ -126,6 +131,19 @@ def describe_model(scorer: Any, settings: ServeSettings) -> dict[str, Any]:
         info["resolved_model"] = str(resolve_model_path(settings.model))
     except Exception:  # a model object given by the caller has no name to resolve
         pass
+    if scorer.encoder == ENSEMBLE:
+        info.update(scorer.describe())
+        info.update(
+            {
+                "embedding_dimension": None,
+                "sentence_embedding_dimension": None,
+                "max_sequence_length": None,
+                "embeddings_endpoint": False,
+                "condition_required": condition_required(scorer),
+            }
+        )
+        return info
+    model = scorer.model
     embedding = sentence = max_length = None
     if scorer.encoder == "case":
         pipeline = model.encoder.pipeline
@@ -144,7 +162,7 @@ def describe_model(scorer: Any, settings: ServeSettings) -> dict[str, Any]:
             "sentence_embedding_dimension": sentence,
             "max_sequence_length": max_length,
             "embeddings_endpoint": scorer.encoder in ("bi", "case"),
-            "condition_required": scorer.encoder in ("tri", "case"),
+            "condition_required": condition_required(scorer),
         }
     )
     return info
@@ -290,7 +308,7 @@ def create_app(
         if len(s1) != len(s2):
             raise ApiError(422, f"{len(s1)} first sentences but {len(s2)} second sentences")
         conds = row_conditions(body.condition, len(s1), **limits)
-        require_condition(scorer.encoder, conds, "scores pairs")
+        require_condition(scorer, conds, "scores pairs")
         scores = await run(batcher, PairJob(s1, s2, conds))
         metrics.items.labels(endpoint="/similarity").inc(len(s1))
         return {"scores": [float(x) for x in scores]}
@@ -303,7 +321,7 @@ def create_app(
         texts = checked_texts(body.texts, "texts", **limits)
         condition = checked_condition(body.condition, "condition", max_chars=settings.max_text_chars)
         conds = [condition] * len(texts)
-        require_condition(scorer.encoder, conds, "scores pairs")
+        require_condition(scorer, conds, "scores pairs")
         scores = await run(batcher, PairJob([query] * len(texts), texts, conds))
         metrics.items.labels(endpoint="/rerank").inc(len(texts))
         order = sorted(range(len(texts)), key=lambda i: (-float(scores[i]), i))
@@ -334,7 +352,7 @@ def create_app(
         texts = checked_texts(body.input, "input", **limits)
         condition = checked_condition(body.condition, "condition", max_chars=settings.max_text_chars)
         conds = [condition] * len(texts)
-        require_condition(scorer.encoder, conds, "embeds texts")
+        require_condition(scorer, conds, "embeds texts")
         result: Embeddings = await run(batcher, EmbedJob(texts, conds))
         metrics.items.labels(endpoint="/v1/embeddings").inc(len(texts))
         data = [

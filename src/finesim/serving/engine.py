@@ -7,7 +7,8 @@ computes the missing ones in **one** model call:
 - bi- and tri-encoders and CASE models: :meth:`ConditionalScorer.embed` on the distinct ``(text, condition)``
   inputs; a pair's score is :func:`~finesim.evaluation.scoring.cosine_scores` of its two rows, exactly as
   ``ConditionalScorer.score`` computes it;
-- cross-encoders: :meth:`ConditionalScorer.cross_scores` on the distinct ``(s1, s2, condition)`` triples.
+- cross-encoders and ensembles: ``cross_scores`` (:meth:`ConditionalScorer.cross_scores`,
+  :meth:`~finesim.evaluation.ensemble.EnsembleScorer.cross_scores`) on the distinct ``(s1, s2, condition)`` triples.
 
 When the combined call fails, each job is run alone, so one bad request does not fail the others.
 
@@ -88,7 +89,7 @@ class ScoringEngine:
     """Runs micro-batches of jobs on one scorer with an LRU cache in front; used by one thread only.
 
     Args:
-        scorer: the :class:`ConditionalScorer` (bi, tri, cross or CASE).
+        scorer: the :class:`ConditionalScorer` (bi, tri, cross or CASE) or an ensemble of them.
         cache: the cache of embeddings keyed ``(text, condition)``, or of a cross-encoder's scores keyed
             ``(s1, s2, condition)``.
         index: the :class:`~finesim.index.ConditionalIndex` that :class:`SearchJob` s search (None: none).
@@ -176,7 +177,7 @@ class ScoringEngine:
     def _run_cross(self, jobs: Sequence[ModelJob], counts: _Counts) -> list[Any]:
         for job in jobs:
             if not isinstance(job, PairJob):
-                raise ValueError("a cross-encoder has no embeddings of its own")
+                raise ValueError(f"this model ({self.scorer.encoder}) has no embeddings of its own")
         triples = [t for job in jobs for t in zip(job.sentences1, job.sentences2, job.conditions)]  # type: ignore[union-attr]
         table = self._lookup(triples, counts, self._cross)
         return [

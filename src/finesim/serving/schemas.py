@@ -98,8 +98,18 @@ def row_conditions(condition: str | list[str] | None, rows: int, *, max_items: i
     return list(conds)
 
 
-def require_condition(encoder: str, conditions: list[str | None], what: str) -> None:
-    """Tri-encoders and CASE models score (and CASE models embed) only under a condition."""
-    if encoder in ("tri", "case") and any(c is None for c in conditions):
-        kind = "a tri-encoder" if encoder == "tri" else "a CASE model"
+def require_condition(scorer: Any, conditions: list[str | None], what: str) -> None:
+    """Tri-encoders and CASE models score (and CASE models embed) only under a condition; so does an ensemble with
+    such a member."""
+    encoder = scorer.encoder
+    if condition_required(scorer) and any(c is None for c in conditions):
+        kind = {"tri": "a tri-encoder", "case": "a CASE model"}.get(encoder, "an ensemble with a member that needs one")
         raise invalid(f'this model is {kind}: it {what} only under a condition; send "condition"')
+
+
+def condition_required(scorer: Any) -> bool:
+    """Whether the server scores with ``scorer`` only under a condition: a tri-encoder, a CASE model, or an ensemble
+    with one of those among its members."""
+    if scorer.encoder == "ensemble":
+        return any(condition_required(m) for m in scorer.members)
+    return scorer.encoder in ("tri", "case")

@@ -34,6 +34,11 @@ def open_served_index(settings: ServeSettings, scorer: Any) -> Any:
 
     path = str(settings.index)
     try:
+        if scorer.encoder == "ensemble":
+            raise ValueError(
+                f"{settings.model} is an ensemble, which scores pairs but embeds nothing to search with; serve the "
+                "member the index was built with"
+            )
         kind = str(IndexStore.open(path).manifest["encoder"]["type"])
         if kind != scorer.encoder:
             raise ValueError(
