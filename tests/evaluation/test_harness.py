@@ -366,6 +366,38 @@ def test_table_task_with_own_columns(tmp_path: Path, tiny_model) -> None:
     assert result.pairs == 3 and result.group == "csts"
 
 
+def test_table_task_reads_the_split_of_a_dataset_dict_folder(tmp_path: Path, tiny_model) -> None:
+    """A table task's ``split`` picks the split of a ``save_to_disk`` DatasetDict folder; without it the folder is
+    an error naming the splits, and a split the folder lacks is an error with a suggestion."""
+    from datasets import Dataset, DatasetDict
+
+    from finesim.data.errors import DataFormatError
+    from finesim.evaluation.harness import evaluate_task
+    from finesim.evaluation.tasks import load_registry
+
+    def part(n: int) -> Dataset:
+        s1 = ["a man plays guitar", "a dog runs", "a red car", "a girl eats"][:n]
+        s2 = ["a woman plays piano", "a cat sits", "a red car", "a boy eats"][:n]
+        return Dataset.from_dict({"sentence1": s1, "sentence2": s2, "label": [4.0, 2.0, 5.0, 3.0][:n]})
+
+    DatasetDict({"train": part(4), "test": part(3)}).save_to_disk(str(tmp_path / "dd"))
+    (tmp_path / "tasks.yaml").write_text(
+        "tasks:\n"
+        "  test-part: {format: table, path: dd, score_range: [0, 5], split: test}\n"
+        "  train-part: {format: table, path: dd, score_range: [0, 5], split: train}\n"
+        "  no-split: {format: table, path: dd, score_range: [0, 5]}\n"
+        "  typo: {format: table, path: dd, score_range: [0, 5], split: tset}\n",
+        encoding="utf-8",
+    )
+    tasks = load_registry(tmp_path / "tasks.yaml").tasks
+    assert evaluate_task(tasks["test-part"], tiny_model, tmp_path).pairs == 3
+    assert evaluate_task(tasks["train-part"], tiny_model, tmp_path).pairs == 4
+    with pytest.raises(DataFormatError, match=r"DatasetDict with splits \['train', 'test'\]: pass split="):
+        evaluate_task(tasks["no-split"], tiny_model, tmp_path)
+    with pytest.raises(DataFormatError, match=r"has no split 'tset'.*test"):
+        evaluate_task(tasks["typo"], tiny_model, tmp_path)
+
+
 def test_finesim_evaluate_with_a_task_file_of_tables(tmp_path: Path, tiny_bert_dir: Path) -> None:
     """docs/evaluation.md's example: a task file with a plain and a conditional table task and a group, through the
     public ``finesim.evaluate``; a condition column of a task without ``conditional`` is not read."""

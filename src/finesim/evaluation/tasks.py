@@ -35,6 +35,7 @@ class Task:
     demonstrations: str | None = None  # training file of in-context examples (prompting baseline)
     columns: tuple[tuple[str, str], ...] = ()  # format "table": finesim's column name -> the file's
     with_conditions: bool = False  # format "table": the table gives a condition per pair
+    table_split: str | None = None  # format "table": the split of a DatasetDict folder (the spec's `split`, if given)
 
     @property
     def conditional(self) -> bool:
@@ -70,6 +71,7 @@ class Task:
                 columns=dict(self.columns) or None,
                 label_range=(low, high),
                 conditions="required" if self.with_conditions else "none",
+                split=self.table_split,
             )
         elif self.format == "stsb":
             ds, report = read_stsb(base, label_range=(low, high))
@@ -148,6 +150,7 @@ def _parse_task(name: str, spec: Any, source: str) -> Task:
         demonstrations=None if spec.get("demonstrations") is None else str(spec["demonstrations"]),
         columns=tuple(sorted(columns.items())),
         with_conditions=conditional,
+        table_split=str(spec["split"]) if spec["format"] == "table" and "split" in spec else None,
     )
 
 
