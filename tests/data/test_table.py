@@ -113,19 +113,32 @@ def test_reader_streams_records_with_rows_lines_and_column_order(tmp_path: Path)
         next(reader.chunks(0))
 
 
-def test_jsonl_columns_are_first_object_keys_and_records_keep_their_own(tmp_path: Path) -> None:
-    path = write(tmp_path, '{"b": 1, "a": 2}\n\n{"a": 3, "c": 4, "b": 5}\n{"a": 6}\n', "t.jsonl")
+def test_jsonl_columns_are_the_first_object_s_keys(tmp_path: Path) -> None:
+    """Records come in the first object's key order; a key may be absent, but a key the first object lacks is a
+    malformed record (it would otherwise be dropped without a word, e.g. a late condition)."""
+    path = write(tmp_path, '{"b": 1, "a": 2}\n\n{"a": 3, "b": 5}\n{"a": 6}\n{"a": 7, "c": 8, "b": 9}\n', "t.jsonl")
     report = LoadReport(path=str(path))
     reader = open_table(path, report=report)
     assert reader.columns == ["b", "a"]
-    records = list(reader)
-    assert [list(r.values.items()) for r in records] == [
+    records = iter(reader)
+    assert [list(next(records).values.items()) for _ in range(3)] == [
         [("b", 1), ("a", 2)],
-        [("b", 5), ("a", 3), ("c", 4)],
+        [("b", 5), ("a", 3)],
         [("a", 6)],
     ]
-    assert [(r.row, r.line) for r in records] == [(1, 1), (2, 3), (3, 4)]
+    with pytest.raises(
+        DataFormatError, match=r"row 4 \(line 5\): has key\(s\) \['c'\] that the first JSON object \(line 1\) lacks"
+    ):
+        next(records)
     assert report.skipped == {"blank lines": 1}
+    yielded = list(open_table(path, bad_records="yield"))
+    assert [(r.row, r.line, r.error is not None) for r in yielded] == [
+        (1, 1, False),
+        (2, 3, False),
+        (3, 4, False),
+        (4, 5, True),
+    ]
+    assert yielded[3].raw.rstrip("\n") == '{"a": 7, "c": 8, "b": 9}'
 
 
 # ---- format detection --------------------------------------------------------------------------------------------

@@ -131,7 +131,7 @@ class TableRecord:
         row: the 1-based record number (a header excluded, blank lines not counted).
         line: the 1-based physical line where the record starts (CSV, TSV, JSONL); None for Parquet and datasets.
         values: every column of the record by name, in the table's column order (a JSONL record holds the keys it
-            has: the reader's columns first, then any keys they lack).
+            has, in the first object's order; a key the first object lacks makes the record malformed).
         error: None, except for a malformed record yielded by a reader opened with ``bad_records="yield"``; its
             ``values`` are then what could be read (the fields matched to the header in order, or nothing).
         raw: for such a record, its text as in the file (to write to a rejects file); otherwise None.
@@ -211,7 +211,8 @@ def open_table(
             records it reads and keeps.
         bad_records: ``"raise"`` (default): a malformed record raises :class:`DataFormatError` while iterating.
             ``"yield"``: a malformed record the reader can step past (a CSV/TSV record with another number of fields
-            than the header; a JSONL line that is not a JSON object) is yielded with ``error`` and ``raw`` set and
+            than the header; a JSONL line that is not a JSON object, or one with a key the first object lacks) is
+            yielded with ``error`` and ``raw`` set and
             its row number, and reading goes on. Errors that end the file's reading (bad UTF-8, a quote that never
             closes, a corrupt Parquet file) always raise.
 
@@ -517,12 +518,21 @@ def _open_jsonl(path: Path, report: LoadReport | None, bad_records: str) -> Tabl
     known = set(columns)
     order = columns
 
-    def ordered(value: dict[str, Any]) -> dict[str, Any]:
+    def checked(value: dict[str, Any], row: int, line: int) -> dict[str, Any] | DataFormatError:
+        """The record in the first object's key order; a key the first object lacks is an error (the first object
+        fixes the columns, as a CSV header does: a later key would otherwise be dropped without a word)."""
         if list(value) == order:
             return value
-        out = {name: value[name] for name in order if name in value}
-        out.update((key, item) for key, item in value.items() if key not in known)
-        return out
+        late = [key for key in value if key not in known]
+        if late and first_line is not None:
+            return DataFormatError(
+                f"has key(s) {late} that the first JSON object (line {first_line}) lacks; the first object fixes the "
+                "columns: add them to it (null where it has no value)",
+                path=path,
+                row=row,
+                line=line,
+            )
+        return {name: value[name] for name in order if name in value}
 
     def records() -> Iterator[TableRecord]:
         with path.open("rb") as handle:
@@ -535,7 +545,9 @@ def _open_jsonl(path: Path, report: LoadReport | None, bad_records: str) -> Tabl
                 row += 1
                 parsed = _parse_json_line(path, text, row, line)
                 if not isinstance(parsed, DataFormatError):
-                    yield TableRecord(row, line, ordered(parsed))
+                    parsed = checked(parsed, row, line)
+                if not isinstance(parsed, DataFormatError):
+                    yield TableRecord(row, line, parsed)
                 elif bad_records == "raise":
                     raise parsed
                 else:
