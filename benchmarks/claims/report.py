@@ -15,7 +15,7 @@ mean ± sample standard deviation (ddof 1) and the number of seeds for each side
 - a verdict from fewer than ``MIN_SEEDS`` seeds on either side is marked **provisional** with its seed counts (one seed
   cannot show its own spread, so only the floor guards it).
 
-The mpnet column (one seed) shows the difference only; it carries no verdict.
+The mpnet column (one seed or more, the counts shown) gives the difference of the means only; it carries no verdict.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def build(runs: dict[str, list[dict[str, Any]]], claims: list[dict[str, Any]]) -
         "exceeds twice its",
         f"standard error (floored at {SE_FLOOR} points), `reversed` when it is below minus that, `within noise`",
         "otherwise; `pending` while a run has not finished; `provisional` (with the seed counts) while either side has",
-        f"fewer than {MIN_SEEDS} seeds. mpnet: one seed, the difference only.",
+        f"fewer than {MIN_SEEDS} seeds. mpnet: the difference of the means (seed counts shown), no verdict.",
         "",
         "| paper | claim (a vs b) | paper's figure | MiniLM a | MiniLM b | a − b | mpnet a − b | verdict |",
         "|---|---|---|---|---|---|---|---|",
@@ -135,7 +135,8 @@ def build(runs: dict[str, list[dict[str, Any]]], claims: list[dict[str, Any]]) -
         md = "—"
         if r["mpnet_a"] and r["mpnet_b"]:
             ma, mb = r["mpnet_a"]["mean"], r["mpnet_b"]["mean"]
-            md = f"{ma - mb:+.2f} ({ma:.2f} vs {mb:.2f})"
+            na, nb = r["mpnet_a"]["n"], r["mpnet_b"]["n"]
+            md = f"{ma - mb:+.2f} ({ma:.2f} vs {mb:.2f}; n={na}/{nb})"
         claim = f"{r['claim']} (`{r['a']}` vs `{r['b']}`)"
         lines.append(
             f"| {r['paper']} | {claim} | {r['paper_figure']} | {fmt(r['a_stats'], r['metric'])} | "
