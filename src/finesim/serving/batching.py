@@ -131,13 +131,13 @@ class MicroBatcher:
             for p in live:
                 p.future.set_exception(err)
             return
+        if self.on_batch is not None:  # before any answer goes out: a client that saw its reply sees the metrics
+            try:
+                self.on_batch(stats)
+            except Exception:
+                logger.exception("recording a micro-batch failed")
         for p, result in zip(live, results):
             if isinstance(result, BaseException):
                 p.future.set_exception(result)
             else:
                 p.future.set_result(result)
-        if self.on_batch is not None:
-            try:
-                self.on_batch(stats)
-            except Exception:
-                logger.exception("recording a micro-batch failed")
