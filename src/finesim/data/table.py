@@ -524,7 +524,7 @@ def _open_jsonl(path: Path, report: LoadReport | None, bad_records: str) -> Tabl
         if list(value) == order:
             return value
         late = [key for key in value if key not in known]
-        if late and first_line is not None:
+        if late:
             return DataFormatError(
                 f"has key(s) {late} that the first JSON object (line {first_line}) lacks; the first object fixes the "
                 "columns: add them to it (null where it has no value)",

@@ -68,7 +68,7 @@ NO_EMBEDDINGS = {
     "scoring; use /similarity or /rerank",
     "cross": "this model is a cross-encoder: it has no embeddings. It reads both sentences and the condition "
     "together and outputs one score per pair; use /similarity or /rerank",
-    "ensemble": "this model is an ensemble: it averages its members' scores of each pair and has no embeddings of "
+    ENSEMBLE: "this model is an ensemble: it averages its members' scores of each pair and has no embeddings of "
     "its own; use /similarity or /rerank",
 }
 

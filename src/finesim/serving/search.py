@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
 from finesim.serving.settings import ServeSettings
 
 NO_INDEX_MESSAGE = "no index is loaded: start the server with --index DIR (an index built with this model) to search"
@@ -34,7 +35,7 @@ def open_served_index(settings: ServeSettings, scorer: Any) -> Any:
 
     path = str(settings.index)
     try:
-        if scorer.encoder == "ensemble":
+        if scorer.encoder == ENSEMBLE:
             raise ValueError(
                 f"{settings.model} is an ensemble, which scores pairs but embeds nothing to search with; serve the "
                 "member the index was built with"
