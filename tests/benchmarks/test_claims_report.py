@@ -45,3 +45,18 @@ def test_one_seed_is_judged_against_the_floor_and_marked_provisional(report: Mod
     three = report.stats([65.0, 65.0, 65.0])
     assert report.verdict(far, three, "a") == ("holds (provisional: 1 vs 3 seeds)", 5.0)
     assert report.verdict(None, three, "a") == ("pending", None)
+
+
+def test_every_claim_names_runs_the_plan_defines() -> None:
+    import yaml
+
+    plan = yaml.safe_load((REPO / "benchmarks" / "claims" / "plan.yaml").read_text())["studies"]
+    planned = {f"{study}/{run['id']}" for study, runs in plan.items() for run in runs}
+    claims = yaml.safe_load((REPO / "benchmarks" / "claims" / "claims.yaml").read_text())["claims"]
+    missing = sorted({c[side] for c in claims for side in ("a", "b")} - planned)
+    assert not missing, f"claims.yaml names runs plan.yaml lacks: {missing}"
+    # an mpnet side may name a study not planned yet (shown as '—'), but a planned study's run must exist
+    mpnet = {c["mpnet"][side] for c in claims if c.get("mpnet") for side in ("a", "b")}
+    studies = {p.split("/")[0] for p in planned}
+    typos = sorted(m for m in mpnet if m.split("/")[0] in studies and m not in planned)
+    assert not typos, f"claims.yaml mpnet ids not in plan.yaml: {typos}"
