@@ -120,8 +120,11 @@ def test_a_tri_encoder_needs_a_condition(tiny_bert_dir: Path, tmp_path: Path) ->
 
     scorer = ConditionalScorer(build_tri_encoder(str(tiny_bert_dir), head="hadamard", max_length=32))
     inp = _csv(tmp_path / "in.csv", [[a, b] for a, b in zip(S1, S2)], ["sentence1", "sentence2"])
-    with pytest.raises(ValueError, match="a condition for every pair"):
+    # refused before any row is read, naming the file and both ways to give a condition
+    with pytest.raises(ValueError, match="under a condition, but the input has no 'condition' column") as err:
         score_file(scorer, inp, tmp_path / "out.csv")
+    assert "in.csv" in str(err.value) and "--condition-column" in str(err.value)
+    assert not (tmp_path / "out.csv").exists()
     report = score_file(scorer, inp, tmp_path / "out.csv", condition="the color")
     np.testing.assert_allclose(_read_scores(tmp_path / "out.csv"), scorer.similarity(S1, S2, "the color"), atol=1e-5)
     assert report["rows_scored"] == 5

@@ -58,3 +58,25 @@ def test_cross_scores_take_a_condition_per_row(tiny_bert_dir: Path) -> None:
     mixed = scorer.cross_scores(S1[:2], S2[:2], ["the activity", None])
     np.testing.assert_allclose(mixed[0], scorer.score(S1[:1], S2[:1], C[:1])[0], rtol=1e-5)
     np.testing.assert_allclose(mixed[1], scorer.score(S1[1:2], S2[1:2])[0], rtol=1e-5)
+
+
+@pytest.mark.parametrize(("kind", "required"), [("bi", False), ("cross", False), ("tri", True)])
+def test_a_tri_encoder_requires_a_condition_and_evaluate_skips_condition_free_tasks(
+    kind: str, required: bool, tiny_bert_dir: Path
+) -> None:
+    from finesim.evaluation.harness import unsupported_reason
+    from finesim.evaluation.tasks import default_registry
+
+    if kind == "tri":
+        model = build_tri_encoder(str(tiny_bert_dir), head="hadamard", max_length=32)
+    else:
+        model = {"bi": build_bi_encoder, "cross": build_cross_encoder}[kind](str(tiny_bert_dir), max_length=32)
+    scorer = ConditionalScorer(model)
+    assert scorer.requires_condition is required
+    tasks = {t.name: t for t in default_registry().resolve("csts")}
+    assert unsupported_reason(tasks["CSTS-validation"], scorer) is None
+    reason = unsupported_reason(tasks["CSTS-validation-unconditional"], scorer)
+    assert (reason is not None and "has none" in reason) is required
+    if required:  # scoring without conditions is a clear error, not a crash deep in the head
+        with pytest.raises(ValueError, match="under a condition: pass conditions"):
+            scorer.score(S1, S2)

@@ -144,7 +144,7 @@ def test_condition_changes_tri_and_bi_scores(tiny_bert_dir: Path) -> None:
 
 def test_scoring_errors(tiny_bert_dir: Path) -> None:
     tri = ConditionalScorer(build_tri_encoder(str(tiny_bert_dir), head="hadamard", max_length=32))
-    with pytest.raises(ValueError, match="needs a condition"):
+    with pytest.raises(ValueError, match="under a condition: pass conditions"):
         tri.score(S1, S2)
     with pytest.raises(ValueError, match="conditions"):
         tri.score(S1, S2, C[:2])

@@ -31,7 +31,7 @@ class PairScorer(Protocol):
     - ``prediction_range = (low, high)``: the range of its scores that corresponds to labels on [0, 1] (cosine
       scorers: ``(0, 1)``), which analyses comparing scores with labels need (the over-estimation count); without
       it they are skipped unless the caller gives the range.
-    - ``requires_condition = True``: it scores pairs only under a condition (a CASE model); tasks without
+    - ``requires_condition = True``: it scores pairs only under a condition (a tri-encoder, a CASE model); tasks without
       conditions are skipped.
     """
 
@@ -154,8 +154,9 @@ class ConditionalScorer(ScorerBase):
 
     @property
     def requires_condition(self) -> bool:
-        """A CASE model scores pairs only under a condition."""
-        return self.encoder == "case"
+        """A tri-encoder (its head combines each sentence with the condition) and a CASE model score pairs only
+        under a condition; ``finesim evaluate`` skips condition-free tasks for them."""
+        return self.encoder in ("tri", "case")
 
     @property
     def embeds(self) -> bool:
@@ -171,8 +172,6 @@ class ConditionalScorer(ScorerBase):
             out = self.model.score(sentences1, sentences2, conds)
             self.last_encoded = self.model.last_encoded
             return out
-        if self.encoder == "tri" and conds is None:
-            raise ValueError("a tri-encoder needs a condition for every pair")
         n = len(sentences1)
         both = None if conds is None else [*conds, *conds]
         embeddings = self.embed([*sentences1, *sentences2], both)

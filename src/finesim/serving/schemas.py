@@ -11,7 +11,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
 from finesim.evaluation.inputs import check_texts
 from finesim.serving.errors import VALIDATION, ApiError
 
@@ -111,6 +110,4 @@ def require_condition(scorer: Any, conditions: list[str | None], what: str) -> N
 def condition_required(scorer: Any) -> bool:
     """Whether the server scores with ``scorer`` only under a condition: a tri-encoder, a CASE model, or an ensemble
     with one of those among its members."""
-    if scorer.encoder == ENSEMBLE:
-        return any(condition_required(m) for m in scorer.members)
-    return scorer.encoder in ("tri", "case")
+    return bool(getattr(scorer, "requires_condition", False))
