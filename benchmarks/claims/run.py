@@ -225,11 +225,12 @@ def run_ensemble(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict
     dev_scores = {round(float(w), 2): spearman(w * scores[0] + (1 - w) * scores[1], dev["label"]) for w in grid}
     best = max(dev_scores, key=dev_scores.get)
     folder = WORK / study / spec["id"] / f"seed{seed}"
-    save_ensemble(folder / "model", members, [best, round(1 - best, 2)])
+    weights = [best, round(1 - best, 2)]
+    save_ensemble(folder / "model", members, weights)
     report, seconds = _report(folder, str(folder / "model"), "csts", log, [])
     return {
-        "commands": [f"ensemble of {[str(m) for m in members]} with weights {[best, round(1 - best, 2)]}"],
-        "train": {"dev": {"spearman": dev_scores[best]}, "dev_by_weight": dev_scores, "weights": [best, round(1 - best, 2)]},
+        "commands": [f"ensemble of {[str(m) for m in members]} with weights {weights}"],
+        "train": {"dev": {"spearman": dev_scores[best]}, "dev_by_weight": dev_scores, "weights": weights},
         "report": report,
         "seconds": {"evaluate": round(seconds, 1)},
     }
