@@ -280,7 +280,7 @@ def main() -> int:
         log = WORK / study / spec["id"] / f"seed{seed}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         print(f"[claims] {study}/{spec['id']} seed {seed} ...", flush=True)
-        started = time.perf_counter()
+        started, commit = time.perf_counter(), git_commit()  # the code the run started on
         try:
             body = KINDS[spec.get("kind", "train")](study, spec, seed, log)
         except RuntimeError as err:
@@ -294,7 +294,8 @@ def main() -> int:
             "spec": spec,
             **body,
             "wall_seconds": round(time.perf_counter() - started, 1),
-            "git_commit": git_commit(),
+            "git_commit": commit,
+            **({"git_commit_at_end": end} if (end := git_commit()) != commit else {}),
             "environment": environment_record(),
         }
         write_json_atomic(result_path(study, spec["id"], seed), payload)
