@@ -96,7 +96,8 @@ def test_ray_errors_name_the_file_row_and_column(ray_local, model_dirs, tmp_path
     table = _write_csv(tmp_path / "pairs.csv", ["sentence1", "sentence2"], [["a dog", "a cat"], ["a boy", ""]])
     with pytest.raises(DataFormatError, match=r"pairs\.csv, row 2, column 'sentence2': text is empty"):
         score_table_ray(str(model_dirs["bi"]), table, condition_column=None, workers=1)
-    with pytest.raises(WorkerError, match=r"pairs\.csv, rows 1-2: a Ray worker failed: ValueError: a tri-encoder"):
+    needs = r"pairs\.csv, rows 1-2: a Ray worker failed: ValueError: this model scores sentence pairs under a condition"
+    with pytest.raises(WorkerError, match=needs):
         score_table_ray(model, table, condition_column=None, workers=1)
     with pytest.raises(WorkerError, match=r"a Ray worker failed: .*Error: .*nowhere"):  # the model fails to load
         score_table_ray(str(tmp_path / "nowhere"), table, condition_column=None, workers=1)
