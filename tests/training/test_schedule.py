@@ -88,6 +88,10 @@ def test_dev_split_carved_from_train_chooses_and_validation_is_reported(
     assert data["selection_split"].startswith("dev")
     assert set(metrics["dev"]) == {"spearman", "pearson"} and set(metrics["validation"]) == {"spearman", "pearson"}
     assert metrics["best_metric"] == pytest.approx(metrics["dev"]["spearman"], abs=1e-6)
+    # the trainer's log names the split it evaluates on: dev, not validation
+    assert metrics["metric_for_best_model"] == "eval_dev_spearman"
+    logged = {k for e in metrics["log_history"] for k in e if k.startswith("eval_") and k.endswith("_spearman")}
+    assert logged == {"eval_dev_spearman"}
     from finesim.data.csts import read_csts
     from finesim.data.splits import split_by_pair
 

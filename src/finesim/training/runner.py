@@ -39,8 +39,17 @@ from finesim.training.recipe import Recipe, RecipeError
 
 logger = logging.getLogger("finesim.training")
 
-EVAL_NAME = "validation"
-BEST_METRIC = f"eval_{EVAL_NAME}_spearman"
+
+def selection_name(recipe: Recipe) -> str:
+    """The name the trainer logs the selection evaluator under: ``dev`` when the recipe carves a dev split from
+    train (``data.dev_fraction``), else ``validation``. Its Spearman, ``eval_<name>_spearman``, picks the best
+    checkpoint."""
+    return "dev" if recipe.data.dev_fraction is not None else "validation"
+
+
+def best_metric(recipe: Recipe) -> str:
+    """The trainer's ``metric_for_best_model`` for a recipe: ``eval_dev_spearman`` or ``eval_validation_spearman``."""
+    return f"eval_{selection_name(recipe)}_spearman"
 
 
 @dataclass
@@ -151,7 +160,7 @@ def prepare_data(
     selection = dev if dev is not None else val
     return PreparedData(
         train=laid_out,
-        evaluator=None if selection is None else _evaluator(recipe, encoder, selection, EVAL_NAME),
+        evaluator=None if selection is None else _evaluator(recipe, encoder, selection, selection_name(recipe)),
         report_evaluator=None if dev is None or val is None else _evaluator(recipe, encoder, val, "report"),
         train_path=train.path,
         train_report=train.report,
@@ -219,7 +228,7 @@ def training_arguments(
         logging_steps=t.logging_steps,
         save_total_limit=t.save_total_limit,
         load_best_model_at_end=has_eval and t.keep == "best",
-        metric_for_best_model=BEST_METRIC if has_eval else None,
+        metric_for_best_model=best_metric(recipe) if has_eval else None,
         greater_is_better=True,
         report_to="none",
         dataloader_num_workers=t.dataloader_num_workers,
@@ -308,7 +317,7 @@ def train(
         save_model(model, out / "model", encoder=encoder.scored_as, card=card)
         write_json_atomic(out / "config.json", _resolved_config(recipe, out, options, data))
         write_json_atomic(out / "metrics.json", metrics)
-        logger.info("validation %s; model saved to %s", final, out / "model")
+        logger.info("%s %s; model saved to %s", selection_name(recipe), final, out / "model")
     return TrainResult(output_dir=out, model_dir=out / "model", metrics=metrics, model=model)
 
 
