@@ -464,6 +464,20 @@ CASES: list[Case] = [
         1,
         ("r.yaml: data.validation is not set", "data.validation: null", "data.validation_format: csts"),
     ),
+    Case(
+        "snli-recipe-without-validation",
+        lambda d: [
+            "train",
+            _recipe(
+                d, BASE.replace("{backbone}", str(_tiny_model_dir())) + "data: {format: snli-regression, train: nli}\n"
+            ),
+            "--dry-run",
+            "-o",
+            str(d / "out"),
+        ],
+        1,
+        ("r.yaml: data.validation is not set", "'snli-regression'", "data.validation: null"),
+    ),
     # ---------------------------------------------------------------- command-line arguments
     Case(
         "evaluate-batch-size-zero",

@@ -56,7 +56,7 @@ class DataSpec:
     columns: dict[str, str] = field(default_factory=dict)
     split: str | None = None  # format "table": the split of a datasets folder or Hub dataset
     train: str = "csts/train.csv"
-    # the C-STS validation file; a recipe (file or dict) with format "table" must name its own or null (no default)
+    # the C-STS validation file; a recipe (file or dict) with a format other than csts must name its own or null
     validation: str | None = "csts/validation.csv"
     validation_format: str | None = None  # format of the validation file; None: the training ``format``
     root: str | None = None
@@ -207,20 +207,26 @@ def recipe_from_dict(data: dict[str, Any], *, source: str = "recipe") -> Recipe:
     recipe = Recipe(**kwargs)
     recipe.source = source  # type: ignore[attr-defined]  # named by every later error about this recipe
     validate_recipe(recipe)
-    _check_table_validation(recipe, data.get("data"), source)
+    _check_default_validation(recipe, data.get("data"), source)
     return recipe
 
 
-def _check_table_validation(recipe: Recipe, data_section: Any, source: str) -> None:
-    """A ``table`` recipe names its validation data: the default is the C-STS validation file, which the table
-    reader would read with the recipe's ``data.columns`` (a missing file or column far from the cause), or, with the
-    data there, silently validate on C-STS."""
+def _check_default_validation(recipe: Recipe, data_section: Any, source: str) -> None:
+    """A recipe whose training data is not C-STS names its validation data (or null): the default is the C-STS
+    validation file, which the recipe's own reader would read (for ``table`` with ``data.columns``, for SNLI as a
+    folder), failing far from the cause or, with ``table``, silently validating on C-STS."""
+    from finesim.training.formats import DATA_FORMATS
+
     given = isinstance(data_section, dict) and "validation" in data_section
-    if recipe.data.format != "table" or given:
+    if given or recipe.data.format == "csts" or recipe.data.validation_format == "csts":
         return
+    if recipe.data.format not in DATA_FORMATS:  # a typo or a plug-in not loaded yet: the name check reports it
+        return
+    fmt = recipe.data.format
+    read_like = "read like data.train" if fmt == "table" else f"read as {fmt!r} unless data.validation_format says"
     raise RecipeError(
-        f"{source}: data.validation is not set; with data.format 'table' name your validation table there (read like "
-        "data.train), or set data.validation: null to train without one (add data.dev_fraction to carve a dev split "
+        f"{source}: data.validation is not set; with data.format {fmt!r} name your validation data there ({read_like}), "
+        "or set data.validation: null to train without one (add data.dev_fraction to carve a dev split "
         f"from data.train); to validate on C-STS set data.validation: {DataSpec.validation} and "
         "data.validation_format: csts"
     )
