@@ -225,8 +225,8 @@ def _check_default_validation(recipe: Recipe, data_section: Any, source: str) ->
     fmt = recipe.data.format
     read_like = "read like data.train" if fmt == "table" else f"read as {fmt!r} unless data.validation_format says"
     raise RecipeError(
-        f"{source}: data.validation is not set; with data.format {fmt!r} name your validation data there ({read_like}), "
-        "or set data.validation: null to train without one (add data.dev_fraction to carve a dev split "
+        f"{source}: data.validation is not set; with data.format {fmt!r} name your validation data there "
+        f"({read_like}), or set data.validation: null to train without one (add data.dev_fraction to carve a dev split "
         f"from data.train); to validate on C-STS set data.validation: {DataSpec.validation} and "
         "data.validation_format: csts"
     )
