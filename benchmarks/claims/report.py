@@ -16,6 +16,9 @@ mean ± sample standard deviation (ddof 1) and the number of seeds for each side
   cannot show its own spread, so only the floor guards it).
 
 The mpnet column (one seed or more, the counts shown) gives the difference of the means only; it carries no verdict.
+
+After the table, the best models of ``claims.yaml``'s ``best_models``: each seed's score, mean ± sd, and the goal,
+judged on the mean only once the goal's seed count has finished.
 """
 
 from __future__ import annotations
@@ -103,7 +106,44 @@ def fmt(s: dict[str, Any] | None, metric: str) -> str:
     return f"{s['mean']:.{digits}f} ± {s['sd']:.{digits}f} (n={s['n']})"
 
 
-def build(runs: dict[str, list[dict[str, Any]]], claims: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+def goal_status(s: dict[str, Any] | None, goal: float | None, seeds: int) -> str:
+    """Whether a best model's mean reaches its goal: ``met`` / ``not met`` once ``seeds`` seeds are in, else
+    ``open`` with the count (``—`` without a goal)."""
+    if goal is None:
+        return "—"
+    if s is None:
+        return f"≥ {goal:.1f}: open (no seed finished)"
+    if s["n"] < seeds:
+        return f"≥ {goal:.1f}: open ({s['n']} of {seeds} seeds)"
+    return f"≥ {goal:.1f}: **{'met' if s['mean'] >= goal else 'not met'}**"
+
+
+def best_models_section(runs: dict[str, list[dict[str, Any]]], best: list[dict[str, Any]]) -> list[str]:
+    """The best-models table: every seed's score, mean ± sd and the goal's status."""
+    if not best:
+        return []
+    lines = [
+        "",
+        "## finesim's best models",
+        "",
+        "C-STS rows: validation Spearman (epoch and ensemble weight chosen on a dev split carved from train);",
+        "STS rows: the 7-task average (checkpoint chosen on STS-B dev). A goal is judged on the mean once its seeds",
+        "are in.",
+        "",
+        "| run | metric | seeds | mean ± sd | goal |",
+        "|---|---|---|---|---|",
+    ]
+    for entry in best:
+        s = side(runs, entry["run"], entry["metric"])
+        seeds = "—" if s is None else ", ".join(f"{v:.2f}" for v in s["values"])
+        status = goal_status(s, entry.get("goal"), int(entry.get("seeds", MIN_SEEDS)))
+        lines.append(f"| `{entry['run']}` | {entry['metric']} | {seeds} | {fmt(s, entry['metric'])} | {status} |")
+    return lines
+
+
+def build(
+    runs: dict[str, list[dict[str, Any]]], claims: list[dict[str, Any]], best: list[dict[str, Any]] | None = None
+) -> tuple[str, list[dict[str, Any]]]:
     rows = []
     for claim in claims:
         metric = claim["metric"]
@@ -142,6 +182,7 @@ def build(runs: dict[str, list[dict[str, Any]]], claims: list[dict[str, Any]]) -
             f"| {r['paper']} | {claim} | {r['paper_figure']} | {fmt(r['a_stats'], r['metric'])} | "
             f"{fmt(r['b_stats'], r['metric'])} | {d} | {md} | **{r['verdict']}** |"
         )
+    lines += best_models_section(runs, best or [])
     lines += ["", "## Results files", ""]
     for run in sorted(runs):
         files = ", ".join(f"`{Path(r['_file']).name}`" for r in runs[run])
@@ -189,9 +230,9 @@ def main() -> int:
     parser.add_argument("--output", default=str(ROOT / "docs" / "claims.md"))
     parser.add_argument("--charts", default=str(ROOT / "docs" / "img"))
     args = parser.parse_args()
-    claims = yaml.safe_load(CLAIMS.read_text(encoding="utf-8"))["claims"]
+    spec = yaml.safe_load(CLAIMS.read_text(encoding="utf-8"))
     runs = load_results(Path(args.results))
-    text, rows = build(runs, claims)
+    text, rows = build(runs, spec["claims"], spec.get("best_models", []))
     pngs = charts(rows, Path(args.charts))
     if pngs:
         text += "\n## Charts\n\n" + "\n".join(f"![{p.stem}](img/{p.name})" for p in pngs) + "\n"

@@ -60,3 +60,27 @@ def test_every_claim_names_runs_the_plan_defines() -> None:
     studies = {p.split("/")[0] for p in planned}
     typos = sorted(m for m in mpnet if m.split("/")[0] in studies and m not in planned)
     assert not typos, f"claims.yaml mpnet ids not in plan.yaml: {typos}"
+
+
+def test_best_models_section_gives_each_seed_and_judges_the_goal_only_with_all_seeds(report: ModuleType) -> None:
+    def result(value: float) -> dict:
+        return {"report": {"scores": {"CSTS-validation": value}}, "_file": "x.json"}
+
+    runs = {"best/bi": [result(76.0), result(78.0)]}
+    best = [{"run": "best/bi", "metric": "csts", "goal": 77.0, "seeds": 3}, {"run": "best/none", "metric": "csts"}]
+    lines = report.best_models_section(runs, best)
+    row = next(line for line in lines if "`best/bi`" in line)
+    assert "76.00, 78.00" in row and "77.00 ± 1.41 (n=2)" in row and "open (2 of 3 seeds)" in row
+    assert next(line for line in lines if "`best/none`" in line).endswith("| — | — | — |")
+    runs["best/bi"].append(result(76.4))  # mean 76.8 < 77 with all three seeds in
+    assert "**not met**" in report.goal_status(report.side(runs, "best/bi", "csts"), 77.0, 3)
+    assert "**met**" in report.goal_status(report.stats([77.0, 77.5, 76.9]), 77.0, 3)
+
+
+def test_best_models_name_planned_runs() -> None:
+    import yaml
+
+    plan = yaml.safe_load((REPO / "benchmarks" / "claims" / "plan.yaml").read_text(encoding="utf-8"))["studies"]
+    planned = {f"{study}/{run['id']}" for study, runs in plan.items() for run in runs}
+    spec = yaml.safe_load((REPO / "benchmarks" / "claims" / "claims.yaml").read_text(encoding="utf-8"))
+    assert spec["best_models"] and not [b["run"] for b in spec["best_models"] if b["run"] not in planned]
