@@ -167,6 +167,12 @@ def build(
         "otherwise; `pending` while a run has not finished; `provisional` (with the seed counts) while either side has",
         f"fewer than {MIN_SEEDS} seeds. mpnet: the difference of the means (seed counts shown), no verdict.",
         "",
+        "To reproduce or extend: `python benchmarks/claims/run.py --list` shows what is done and what is left;",
+        "`python benchmarks/claims/run.py --only csts ccl/minilm-ccl --seeds 42 1 2` runs studies or single runs",
+        "(finished ones are skipped, an interrupted one resumes from its last checkpoint; run it under",
+        "`flock /tmp/finesim-cpu.lock`, docs/DEVELOPING.md); then `python benchmarks/claims/report.py` rewrites this",
+        "page. The studies whose names end in `-mpnet` hold the all-mpnet-base-v2 rows (one seed, bf16).",
+        "",
         "| paper | claim (a vs b) | paper's figure | MiniLM a | MiniLM b | a − b | mpnet a − b | verdict |",
         "|---|---|---|---|---|---|---|---|",
     ]
