@@ -11,6 +11,8 @@ mean ± sample standard deviation (ddof 1) and the number of seeds for each side
   cannot show its own spread; three seeds show it only roughly);
 - a claim that expects no difference (``expect: equal``) **holds** when the difference is within noise;
 - a claim whose expected winner is ``b`` (``expect: b``) is judged the other way round;
+- a side may be a fixed value instead of a run (``{value: 86.84, label: ...}``, e.g. a proven ceiling): it has no
+  spread and no seed count;
 - **pending** while a side has no finished run;
 - a verdict from fewer than ``MIN_SEEDS`` seeds on either side is marked **provisional** with its seed counts (one seed
   cannot show its own spread, so only the floor guards it).
@@ -68,7 +70,10 @@ def stats(values: list[float]) -> dict[str, Any]:
     return {"mean": mean, "sd": sd, "n": n}
 
 
-def side(runs: dict[str, list[dict[str, Any]]], run: str, metric: str) -> dict[str, Any] | None:
+def side(runs: dict[str, list[dict[str, Any]]], run: str | dict[str, Any], metric: str) -> dict[str, Any] | None:
+    """One side of a claim: a run's seeds (mean, sd, n, values, files), or a fixed value (``n`` is None)."""
+    if isinstance(run, dict):
+        return {"mean": float(run["value"]), "sd": 0.0, "n": None, "values": [float(run["value"])], "files": []}
     values = [v for r in runs.get(run, []) if (v := metric_value(r, metric)) is not None]
     if not values:
         return None
@@ -79,14 +84,17 @@ def verdict(a: dict[str, Any] | None, b: dict[str, Any] | None, expect: str) -> 
     if a is None or b is None:
         return "pending", None
     outcome, d = _judge(a, b, expect)
-    if min(a["n"], b["n"]) < MIN_SEEDS:
-        outcome += f" (provisional: {a['n']} vs {b['n']} seeds)"
+    counts = [s["n"] for s in (a, b) if s["n"] is not None]
+    if counts and min(counts) < MIN_SEEDS:
+        seeds = " vs ".join(str(n) for n in counts)
+        outcome += f" (provisional: {seeds} seed{'s' if len(counts) > 1 or counts[0] > 1 else ''})"
     return outcome, d
 
 
 def _judge(a: dict[str, Any], b: dict[str, Any], expect: str) -> tuple[str, float]:
     d = a["mean"] - b["mean"]
-    se = max(math.sqrt(a["sd"] ** 2 / a["n"] + b["sd"] ** 2 / b["n"]), SE_FLOOR)
+    variance = sum(s["sd"] ** 2 / s["n"] for s in (a, b) if s["n"] is not None)  # a fixed value adds none
+    se = max(math.sqrt(variance), SE_FLOOR)
     if expect == "equal":
         return ("holds (within noise)" if abs(d) <= 2 * se else "does not hold (they differ)"), d
     sign = -1.0 if expect == "b" else 1.0
@@ -101,6 +109,8 @@ def fmt(s: dict[str, Any] | None, metric: str) -> str:
     if s is None:
         return "—"
     digits = 1 if metric == "overestimated" else 2
+    if s["n"] is None:
+        return f"{s['mean']:.{digits}f} (fixed)"
     if s["n"] == 1:  # one seed shows no spread: no "± 0.00"
         return f"{s['mean']:.{digits}f} (n=1)"
     return f"{s['mean']:.{digits}f} ± {s['sd']:.{digits}f} (n={s['n']})"
@@ -116,6 +126,11 @@ def goal_status(s: dict[str, Any] | None, goal: float | None, seeds: int) -> str
     if s["n"] < seeds:
         return f"≥ {goal:.1f}: open ({s['n']} of {seeds} seeds)"
     return f"≥ {goal:.1f}: **{'met' if s['mean'] >= goal else 'not met'}**"
+
+
+def name(run: str | dict[str, Any]) -> str:
+    """How a side is named in the table: the run id, or a fixed value's label."""
+    return str(run["label"]) if isinstance(run, dict) else f"`{run}`"
 
 
 def best_models_section(runs: dict[str, list[dict[str, Any]]], best: list[dict[str, Any]]) -> list[str]:
@@ -165,7 +180,9 @@ def build(
         "exceeds twice its",
         f"standard error (floored at {SE_FLOOR} points), `reversed` when it is below minus that, `within noise`",
         "otherwise; `pending` while a run has not finished; `provisional` (with the seed counts) while either side has",
-        f"fewer than {MIN_SEEDS} seeds. mpnet: the difference of the means (seed counts shown), no verdict.",
+        f"fewer than {MIN_SEEDS} seeds. mpnet: the difference of the means (seed counts shown), no verdict. A",
+        "`(fixed)` side is a value, not a run (the two-class ceiling of the seven STS tasks' gold labels from",
+        "`benchmarks/results/bound_sts.json`): it has no spread and no seeds.",
         "",
         "To reproduce or extend: `python benchmarks/claims/run.py --list` shows what is done and what is left;",
         "`python benchmarks/claims/run.py --only csts ccl/minilm-ccl --seeds 42 1 2` runs studies or single runs",
@@ -182,9 +199,9 @@ def build(
         md = "—"
         if r["mpnet_a"] and r["mpnet_b"]:
             ma, mb = r["mpnet_a"]["mean"], r["mpnet_b"]["mean"]
-            na, nb = r["mpnet_a"]["n"], r["mpnet_b"]["n"]
-            md = f"{ma - mb:+.2f} ({ma:.2f} vs {mb:.2f}; n={na}/{nb})"
-        claim = f"{r['claim']} (`{r['a']}` vs `{r['b']}`)"
+            counts = "/".join("fixed" if n is None else str(n) for n in (r["mpnet_a"]["n"], r["mpnet_b"]["n"]))
+            md = f"{ma - mb:+.2f} ({ma:.2f} vs {mb:.2f}; n={counts})"
+        claim = f"{r['claim']} ({name(r['a'])} vs {name(r['b'])})"
         lines.append(
             f"| {r['paper']} | {claim} | {r['paper_figure']} | {fmt(r['a_stats'], r['metric'])} | "
             f"{fmt(r['b_stats'], r['metric'])} | {d} | {md} | **{r['verdict']}** |"
@@ -213,12 +230,11 @@ def charts(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
     for paper, items in by_paper.items():
         fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(items)), 4))
         for i, r in enumerate(items):
-            for j, (key, name) in enumerate((("a_stats", r["a"]), ("b_stats", r["b"]))):
+            for j, (key, run) in enumerate((("a_stats", r["a"]), ("b_stats", r["b"]))):
                 s = r[key]
+                label = str(run.get("short", "fixed")) if isinstance(run, dict) else run.split("/")[-1]
                 ax.bar(i + (j - 0.5) * 0.38, s["mean"], 0.36, yerr=s["sd"], capsize=3, color=("C0", "C1")[j])
-                ax.text(
-                    i + (j - 0.5) * 0.38, 0.5, name.split("/")[-1], rotation=90, ha="center", va="bottom", fontsize=7
-                )
+                ax.text(i + (j - 0.5) * 0.38, 0.5, label, rotation=90, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(items)))
         ax.set_xticklabels([r["claim"][:28] for r in items], rotation=20, ha="right", fontsize=7)
         ax.set_ylabel("Spearman x100 (mean ± sd over seeds)")

@@ -59,9 +59,10 @@ def _planned() -> set[str]:
 
 def test_every_claim_names_runs_the_plan_defines() -> None:
     planned, claims = _planned(), _claims_yaml("claims.yaml")["claims"]
-    missing = sorted({c[side] for c in claims for side in ("a", "b")} - planned)
+    runs = {c[side] for c in claims for side in ("a", "b") if isinstance(c[side], str)}
+    missing = sorted(runs - planned)
     assert not missing, f"claims.yaml names runs plan.yaml lacks: {missing}"
-    mpnet = {c["mpnet"][side] for c in claims if c.get("mpnet") for side in ("a", "b")}
+    mpnet = {c["mpnet"][s] for c in claims if c.get("mpnet") for s in ("a", "b") if isinstance(c["mpnet"][s], str)}
     assert not sorted(mpnet - planned), f"claims.yaml mpnet ids not in plan.yaml: {sorted(mpnet - planned)}"
 
 
@@ -83,3 +84,27 @@ def test_best_models_section_gives_each_seed_and_judges_the_goal_only_with_all_s
 def test_best_models_name_planned_runs() -> None:
     best = _claims_yaml("claims.yaml")["best_models"]
     assert best and not [b["run"] for b in best if b["run"] not in _planned()]
+
+
+def test_a_fixed_side_has_no_spread_and_no_seed_count(report: ModuleType) -> None:
+    ceiling = report.side({}, {"value": 86.84, "label": "ceiling"}, "sts")
+    assert ceiling["n"] is None and ceiling["sd"] == 0.0 and report.fmt(ceiling, "sts") == "86.84 (fixed)"
+    # one seed: se is the floor 0.5, d = 79.28 - 86.84 = -7.56 < -1: b (the ceiling) was expected to win
+    outcome, d = report.verdict(report.stats([79.28]), ceiling, "b")
+    assert outcome == "holds (provisional: 1 seed)" and d == pytest.approx(-7.56)
+    # three seeds with sd 1: se = sqrt(1/3) = 0.577, so d = 1.0 < 2 se = 1.155 is within noise
+    assert report.verdict(report.stats([86.84, 87.84, 88.84]), ceiling, "a") == ("within noise", pytest.approx(1.0))
+    assert report.verdict(report.stats([88.0, 89.0, 90.0]), ceiling, "a")[0] == "holds"
+
+
+def test_the_ceiling_rows_use_the_measured_two_class_bound() -> None:
+    import json
+
+    bound = json.loads((REPO / "benchmarks" / "results" / "bound_sts.json").read_text(encoding="utf-8"))
+    fixed = [
+        side["value"]
+        for c in _claims_yaml("claims.yaml")["claims"]
+        for side in (c["a"], c["b"], *(c.get("mpnet") or {}).values())
+        if isinstance(side, dict)
+    ]
+    assert fixed and all(v == bound["seven_task_average_x100"] for v in fixed)
