@@ -156,6 +156,18 @@ def best_models_section(runs: dict[str, list[dict[str, Any]]], best: list[dict[s
     return lines
 
 
+def borrowed(claim: dict[str, Any]) -> str:
+    """Names the studies an mpnet comparison borrows (another recipe than its MiniLM side), or ``""``."""
+    others = []
+    for key in ("a", "b"):
+        minilm, mpnet = claim[key], claim["mpnet"][key]
+        if isinstance(minilm, str) and isinstance(mpnet, str):
+            study, mpnet_study = minilm.split("/")[0], mpnet.split("/")[0]
+            if mpnet_study not in (study, f"{study}-mpnet") and mpnet_study not in others:
+                others.append(mpnet_study)
+    return "".join(f"; from the `{study}` runs" for study in others)
+
+
 def build(
     runs: dict[str, list[dict[str, Any]]], claims: list[dict[str, Any]], best: list[dict[str, Any]] | None = None
 ) -> tuple[str, list[dict[str, Any]]]:
@@ -179,7 +191,8 @@ def build(
         "tasks (the STS runs choose their checkpoint on STS-B dev). Verdict: `holds` when the difference `a − b`",
         "exceeds twice its",
         f"standard error (floored at {SE_FLOOR} points), `reversed` when it is below minus that, `within noise`",
-        "otherwise; `pending` while a run has not finished; `provisional` (with the seed counts) while either side has",
+        "otherwise (a claim of no difference: `holds (within noise)` or `does not hold (they differ)`); `pending`",
+        "while a run has not finished; `provisional` (with the seed counts) while either side has",
         f"fewer than {MIN_SEEDS} seeds. mpnet: the difference of the means (seed counts shown), no verdict. A",
         "`(fixed)` side is a value, not a run (the two-class ceiling of the seven STS tasks' gold labels from",
         "`benchmarks/results/bound_sts.json`): it has no spread and no seeds.",
@@ -201,6 +214,7 @@ def build(
             ma, mb = r["mpnet_a"]["mean"], r["mpnet_b"]["mean"]
             counts = "/".join("fixed" if n is None else str(n) for n in (r["mpnet_a"]["n"], r["mpnet_b"]["n"]))
             md = f"{ma - mb:+.2f} ({ma:.2f} vs {mb:.2f}; n={counts})"
+            md += borrowed(r)
         claim = f"{r['claim']} ({name(r['a'])} vs {name(r['b'])})"
         lines.append(
             f"| {r['paper']} | {claim} | {r['paper_figure']} | {fmt(r['a_stats'], r['metric'])} | "

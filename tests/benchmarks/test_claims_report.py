@@ -108,3 +108,12 @@ def test_the_ceiling_rows_use_the_measured_two_class_bound() -> None:
         if isinstance(side, dict)
     ]
     assert fixed and all(v == bound["seven_task_average_x100"] for v in fixed)
+
+
+def test_an_mpnet_comparison_names_the_study_it_borrows(report: ModuleType) -> None:
+    same = {"a": "csts/x", "b": "csts/y", "mpnet": {"a": "csts-mpnet/x", "b": "csts-mpnet/y"}}
+    assert report.borrowed(same) == ""
+    other = {"a": "case/x", "b": "csts/y", "mpnet": {"a": "case/mx", "b": "best-csts/my"}}
+    assert report.borrowed(other) == "; from the `best-csts` runs"
+    fixed = {"a": "pcc/x", "b": {"value": 1.0}, "mpnet": {"a": "pcc-mpnet/x", "b": {"value": 1.0}}}
+    assert report.borrowed(fixed) == ""
