@@ -13,6 +13,9 @@ mean ± sample standard deviation (ddof 1) and the number of seeds for each side
 - a claim whose expected winner is ``b`` (``expect: b``) is judged the other way round;
 - a side may be a fixed value instead of a run (``{value: 86.84, label: ...}``, e.g. a proven ceiling): it has no
   spread and no seed count;
+- a run that trains nothing (plan kind ``evaluate`` or ``case-embed``: a frozen model's score) is
+  **deterministic**: it takes no seed, so it is judged like a fixed value (no spread, no seed count) and never keeps
+  a verdict provisional;
 - **pending** while a side has no finished run;
 - a verdict from fewer than ``MIN_SEEDS`` seeds on either side is marked **provisional** with its seed counts (one seed
   cannot show its own spread, so only the floor guards it).
@@ -39,6 +42,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "claims"
 CLAIMS = Path(__file__).with_name("claims.yaml")
 SE_FLOOR = 0.5
 MIN_SEEDS = 3
+DETERMINISTIC_KINDS = ("evaluate", "case-embed")  # plan kinds that train nothing, so no seed changes their score
 
 
 def metric_value(result: dict[str, Any], metric: str) -> float | None:
@@ -71,20 +75,28 @@ def stats(values: list[float]) -> dict[str, Any]:
 
 
 def side(runs: dict[str, list[dict[str, Any]]], run: str | dict[str, Any], metric: str) -> dict[str, Any] | None:
-    """One side of a claim: a run's seeds (mean, sd, n, values, files), or a fixed value (``n`` is None)."""
+    """One side of a claim: a run's seeds (mean, sd, n, values, files, deterministic), or a fixed value (``n`` is
+    None). ``deterministic`` marks a run that trains nothing (``DETERMINISTIC_KINDS``): its seeds cannot differ."""
     if isinstance(run, dict):
         return {"mean": float(run["value"]), "sd": 0.0, "n": None, "values": [float(run["value"])], "files": []}
     values = [v for r in runs.get(run, []) if (v := metric_value(r, metric)) is not None]
     if not values:
         return None
-    return {**stats(values), "values": values, "files": [r["_file"] for r in runs[run]]}
+    deterministic = all(r.get("spec", {}).get("kind") in DETERMINISTIC_KINDS for r in runs[run])
+    files = [r["_file"] for r in runs[run]]
+    return {**stats(values), "values": values, "files": files, "deterministic": deterministic}
+
+
+def _seeded(s: dict[str, Any]) -> bool:
+    """Whether a side's spread comes from seeds (not a fixed value, not a deterministic run)."""
+    return s["n"] is not None and not s.get("deterministic", False)
 
 
 def verdict(a: dict[str, Any] | None, b: dict[str, Any] | None, expect: str) -> tuple[str, float | None]:
     if a is None or b is None:
         return "pending", None
     outcome, d = _judge(a, b, expect)
-    counts = [s["n"] for s in (a, b) if s["n"] is not None]
+    counts = [s["n"] for s in (a, b) if _seeded(s)]
     if counts and min(counts) < MIN_SEEDS:
         seeds = " vs ".join(str(n) for n in counts)
         outcome += f" (provisional: {seeds} seed{'s' if len(counts) > 1 or counts[0] > 1 else ''})"
@@ -93,7 +105,7 @@ def verdict(a: dict[str, Any] | None, b: dict[str, Any] | None, expect: str) -> 
 
 def _judge(a: dict[str, Any], b: dict[str, Any], expect: str) -> tuple[str, float]:
     d = a["mean"] - b["mean"]
-    variance = sum(s["sd"] ** 2 / s["n"] for s in (a, b) if s["n"] is not None)  # a fixed value adds none
+    variance = sum(s["sd"] ** 2 / s["n"] for s in (a, b) if _seeded(s))  # a fixed or deterministic side adds none
     se = max(math.sqrt(variance), SE_FLOOR)
     if expect == "equal":
         return ("holds (within noise)" if abs(d) <= 2 * se else "does not hold (they differ)"), d
@@ -111,9 +123,18 @@ def fmt(s: dict[str, Any] | None, metric: str) -> str:
     digits = 1 if metric == "overestimated" else 2
     if s["n"] is None:
         return f"{s['mean']:.{digits}f} (fixed)"
+    if s.get("deterministic"):  # a frozen model's score: no seed, no spread
+        return f"{s['mean']:.{digits}f} (deterministic)"
     if s["n"] == 1:  # one seed shows no spread: no "± 0.00"
         return f"{s['mean']:.{digits}f} (n=1)"
     return f"{s['mean']:.{digits}f} ± {s['sd']:.{digits}f} (n={s['n']})"
+
+
+def seed_count(s: dict[str, Any]) -> str:
+    """A side's seed count as the mpnet column shows it: the number, ``fixed`` or ``deterministic``."""
+    if s["n"] is None:
+        return "fixed"
+    return "deterministic" if s.get("deterministic") else str(s["n"])
 
 
 def goal_status(s: dict[str, Any] | None, goal: float | None, seeds: int) -> str:
@@ -195,7 +216,9 @@ def build(
         "while a run has not finished; `provisional` (with the seed counts) while either side has",
         f"fewer than {MIN_SEEDS} seeds. mpnet: the difference of the means (seed counts shown), no verdict. A",
         "`(fixed)` side is a value, not a run (the two-class ceiling of the seven STS tasks' gold labels from",
-        "`benchmarks/results/bound_sts.json`): it has no spread and no seeds.",
+        "`benchmarks/results/bound_sts.json`): it has no spread and no seeds. A `(deterministic)` side is a run",
+        "that trains nothing (a frozen model's zero-shot or unsupervised score): no seed changes it, so it counts",
+        "like a fixed value.",
         "",
         "To reproduce or extend: `python benchmarks/claims/run.py --list` shows what is done and what is left;",
         "`python benchmarks/claims/run.py --only csts ccl/minilm-ccl --seeds 42 1 2` runs studies or single runs",
@@ -212,8 +235,9 @@ def build(
         md = "—"
         if r["mpnet_a"] and r["mpnet_b"]:
             ma, mb = r["mpnet_a"]["mean"], r["mpnet_b"]["mean"]
-            counts = "/".join("fixed" if n is None else str(n) for n in (r["mpnet_a"]["n"], r["mpnet_b"]["n"]))
-            md = f"{ma - mb:+.2f} ({ma:.2f} vs {mb:.2f}; n={counts})"
+            ca, cb = seed_count(r["mpnet_a"]), seed_count(r["mpnet_b"])
+            counts = f"both {ca}" if ca == cb == "deterministic" else f"n={ca}/{cb}"
+            md = f"{ma - mb:+.2f} ({ma:.2f} vs {mb:.2f}; {counts})"
             md += borrowed(r)
         claim = f"{r['claim']} ({name(r['a'])} vs {name(r['b'])})"
         lines.append(

@@ -117,3 +117,45 @@ def test_an_mpnet_comparison_names_the_study_it_borrows(report: ModuleType) -> N
     assert report.borrowed(other) == "; from the `best-csts` runs"
     fixed = {"a": "pcc/x", "b": {"value": 1.0}, "mpnet": {"a": "pcc-mpnet/x", "b": {"value": 1.0}}}
     assert report.borrowed(fixed) == ""
+
+
+def _result(run: str, seed: int, score: float, kind: str | None = None) -> dict:
+    spec = {"id": run.split("/")[1], **({"kind": kind} if kind else {})}
+    study = run.split("/")[0]
+    return {
+        "study": study,
+        "run": spec["id"],
+        "seed": seed,
+        "spec": spec,
+        "report": {"scores": {"CSTS-validation": score}},
+        "_file": f"{study}/{spec['id']}__seed{seed}.json",
+    }
+
+
+def test_a_run_that_trains_nothing_is_deterministic_and_keeps_no_verdict_provisional(report: ModuleType) -> None:
+    runs = {
+        "s/trained": [_result("s/trained", seed, v) for seed, v in ((42, 60.0), (1, 61.0), (2, 62.0))],
+        "s/zero-shot": [_result("s/zero-shot", 42, 2.0, kind="evaluate")],
+        "s/unsupervised": [_result("s/unsupervised", 42, 3.0, kind="case-embed")],
+        "s/one-seed": [_result("s/one-seed", 42, 59.0)],
+    }
+    zero = report.side(runs, "s/zero-shot", "csts")
+    assert zero["deterministic"] and zero["n"] == 1 and report.fmt(zero, "csts") == "2.00 (deterministic)"
+    assert report.seed_count(zero) == "deterministic"
+    trained = report.side(runs, "s/trained", "csts")
+    assert not trained["deterministic"] and report.seed_count(trained) == "3"
+    # 3 seeds (sd 1, se = 0.577 -> floor-free) against a deterministic side: a final verdict, d = 61 - 2 = 59
+    assert report.verdict(trained, zero, "a") == ("holds", pytest.approx(59.0))
+    # two deterministic sides: se is the floor 0.5, d = 1.0 is not above 2 se = 1.0; nothing is provisional
+    unsupervised = report.side(runs, "s/unsupervised", "csts")
+    assert report.verdict(unsupervised, zero, "a") == ("within noise", pytest.approx(1.0))
+    # a trained run with one seed still keeps the verdict provisional, counting only its own seeds
+    one = report.side(runs, "s/one-seed", "csts")
+    assert report.verdict(one, zero, "a") == ("holds (provisional: 1 seed)", pytest.approx(57.0))
+
+
+def test_the_plan_marks_exactly_the_runs_that_train_nothing_as_deterministic(report: ModuleType) -> None:
+    kinds = {run.get("kind", "train") for runs in _claims_yaml("plan.yaml")["studies"].values() for run in runs}
+    frozen = {"evaluate", "case-embed"}  # a model scored as it is: no training, so no seed
+    assert frozen <= kinds
+    assert set(report.DETERMINISTIC_KINDS) == frozen
