@@ -245,6 +245,37 @@ KINDS = {
 }
 
 
+def select(
+    plan: dict[str, Any], only: list[str] | None, seeds: list[int] | None
+) -> tuple[list[tuple[str, dict[str, Any], int]], list[str]]:
+    """The (study, run spec, seed) triples that ``--only`` and ``--seeds`` pick from ``plan``, and notes on the
+    requested seeds that some picked runs do not plan (those are skipped, and said so). Raises ``ValueError`` naming
+    what is wrong when an ``--only`` entry names no study or run, or when nothing at all is picked: a selection that
+    runs nothing must not look like one that finished."""
+    studies = plan["studies"]
+    names = {f"{study}/{spec['id']}" for study, runs in studies.items() for spec in runs}
+    unknown = [o for o in only or [] if o not in studies and o not in names]
+    if unknown:
+        raise ValueError(f"--only names no study or run of the plan: {', '.join(unknown)} (see --list)")
+    picked, notes = [], []
+    for study, runs in studies.items():
+        for spec in runs:
+            name = f"{study}/{spec['id']}"
+            if only and not any(name == o or study == o for o in only):
+                continue
+            planned = spec.get("seeds", [42])
+            missing = [seed for seed in seeds or [] if seed not in planned]
+            if missing:
+                notes.append(
+                    f"{name}: seed {', '.join(map(str, missing))} not in the plan (planned: "
+                    f"{', '.join(map(str, planned))}); add it to plan.yaml to run it"
+                )
+            picked += [(study, spec, seed) for seed in planned if not seeds or seed in seeds]
+    if not picked:
+        raise ValueError("nothing to run: " + ("; ".join(notes) if notes else "the selection is empty"))
+    return picked, notes
+
+
 def git_commit() -> str:
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
@@ -260,16 +291,14 @@ def main() -> int:
     from finesim.results import environment_record, write_json_atomic
 
     plan = yaml.safe_load(Path(args.plan).read_text(encoding="utf-8"))
-    todo = []
-    for study, runs in plan["studies"].items():
-        for spec in runs:
-            name = f"{study}/{spec['id']}"
-            if args.only and not any(name == o or study == o for o in args.only):
-                continue
-            for seed in spec.get("seeds", [42]):
-                if args.seeds and seed not in args.seeds:
-                    continue
-                todo.append((study, spec, seed, result_path(study, spec["id"], seed).is_file()))
+    try:
+        selected, notes = select(plan, args.only, args.seeds)
+    except ValueError as err:
+        print(f"[claims] error: {err}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(f"[claims] {note}", flush=True)
+    todo = [(study, spec, seed, result_path(study, spec["id"], seed).is_file()) for study, spec, seed in selected]
     if args.list:
         for study, spec, seed, done in todo:
             print(f"{'done' if done else 'todo'}  {study}/{spec['id']} seed {seed}")
