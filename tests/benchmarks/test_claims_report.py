@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def report() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("claims_report", REPO / "benchmarks" / "claims" / "report.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_stats_uses_the_sample_standard_deviation(report: ModuleType) -> None:

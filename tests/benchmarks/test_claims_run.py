@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
 
 PLAN = {
     "studies": {
@@ -16,15 +13,6 @@ PLAN = {
         "ccl": [{"id": "ablation", "seeds": [42]}],
     }
 }
-
-
-@pytest.fixture(scope="module")
-def run() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("claims_run", REPO / "benchmarks" / "claims" / "run.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _pairs(picked: list) -> list[tuple[str, int]]:
