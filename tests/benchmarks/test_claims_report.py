@@ -6,8 +6,14 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from claims_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def report() -> ModuleType:
+    return load_script("report.py")
 
 
 def test_stats_uses_the_sample_standard_deviation(report: ModuleType) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from claims_scripts import load_script
 
 PLAN = {
     "studies": {
@@ -13,6 +14,11 @@ PLAN = {
         "ccl": [{"id": "ablation", "seeds": [42]}],
     }
 }
+
+
+@pytest.fixture(scope="module")
+def run() -> ModuleType:
+    return load_script("run.py")
 
 
 def _pairs(picked: list) -> list[tuple[str, int]]:
