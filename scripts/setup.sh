@@ -22,7 +22,14 @@ pip_install() {
 pip_install --upgrade pip
 # torch first, pinned: an unpinned torch would pull a multi-GB CUDA build; 2.13.0 is the local CPU wheel.
 pip_install "torch==2.13.0"
-pip_install -e ".[dev]"
+# finesim[dev] under the tested versions in constraints.txt; FINESIM_CONSTRAINTS= (empty) installs the latest
+# releases instead, FINESIM_CONSTRAINTS=path another file (docs/DEVELOPING.md, "Dependency versions").
+CONSTRAINTS="${FINESIM_CONSTRAINTS-constraints.txt}"
+if [ -n "$CONSTRAINTS" ]; then
+  pip_install -c "$CONSTRAINTS" -e ".[dev]"
+else
+  pip_install -e ".[dev]"
+fi
 python -c "import finesim, torch, sentence_transformers; print('finesim', finesim.__version__, '| torch', torch.__version__, '| sentence-transformers', sentence_transformers.__version__)"
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 export TOKENIZERS_PARALLELISM=false
