@@ -22,6 +22,13 @@ trained conditional model, a CASE model, or any sentence-transformers model (as 
 input's columns plus a score column, in input order, in the format of its extension; it is written atomically.
 The input is streamed in chunks, so memory does not grow with the file.
 
+Conditions come from the input's condition column (--condition-column, default condition), from --condition (one
+for every row) or, with --no-condition, from nowhere. Nothing is dropped silently: a column named by
+--condition-column that is missing, a column that looks like a condition column (aspect, conditions, a typo such as
+condtion) when there is no condition column, and --condition on an input that has its condition column are
+refused before the model is loaded. An input with no condition-like column at all is scored without a condition,
+and the command says so.
+
 A bad row (an empty or missing text, a ragged record) stops the run naming the file, row and column; with
 --skip-bad-rows it goes to OUTPUT_STEM.rejects.jsonl instead and the count is printed.
 
@@ -32,6 +39,8 @@ examples:
   finesim score --model runs/minilm-bi-mse-tuned/model --input pairs.csv --output scored.csv
   finesim score --model minilm --input pairs.jsonl --output scored.parquet --condition "the color"
   finesim score --model M --input data.tsv --output out.tsv --sentence1-column a --sentence2-column b
+  finesim score --model M --input data.csv --output out.csv --condition-column aspect
+  finesim score --model M --input data.csv --output out.csv --no-condition
   finesim score --model M --input big.parquet --output scored.parquet --ray --ray-address ray://head:10001"""
 
 
@@ -61,11 +70,24 @@ def register(subparsers: Any) -> None:
         help="the output's format (default: by its extension)",
     )
     p.add_argument("--split", default=None, help="the split of a datasets folder or Hub dataset")
-    p.add_argument("--condition", default=None, help="one condition for every row (no condition column is read)")
     p.add_argument("--sentence1-column", default="sentence1", help="the column of the first sentences")
     p.add_argument("--sentence2-column", default="sentence2", help="the column of the second sentences")
     p.add_argument(
-        "--condition-column", default="condition", help="the column of the conditions (used when the input has it)"
+        "--condition-column",
+        default=None,
+        metavar="NAME",
+        help="the column of the conditions, which must exist (default: condition, read when the input has it)",
+    )
+    p.add_argument(
+        "--condition",
+        default=None,
+        metavar="TEXT",
+        help="one condition for every row (for an input without a condition column)",
+    )
+    p.add_argument(
+        "--no-condition",
+        action="store_true",
+        help="score without a condition on purpose (no condition column is read)",
     )
     p.add_argument("--score-column", default="score", help="the name of the added column")
     p.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size")
@@ -83,16 +105,59 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _condition_options(args: argparse.Namespace) -> tuple[str | None, bool]:
+    """The condition column to look for (None: none is read) and whether it was named on purpose; the flags that
+    contradict each other are a usage error."""
+    if args.no_condition and (args.condition is not None or args.condition_column is not None):
+        given = "--condition" if args.condition is not None else "--condition-column"
+        raise UsageError(f"--no-condition scores without a condition: drop it or {given}")
+    if args.condition is not None and args.condition_column is not None:
+        raise UsageError(
+            "--condition (one condition for every row) and --condition-column (each row's own, from the column) "
+            "were both given: choose one"
+        )
+    if args.no_condition:
+        return None, False
+    return args.condition_column or "condition", args.condition_column is not None
+
+
+KINDS = {
+    "bi": "bi-encoder",
+    "tri": "tri-encoder",
+    "cross": "cross-encoder",
+    "case": "CASE model",
+    "ensemble": "ensemble",
+}
+
+
+def describe_scorer(scorer: Any) -> str:
+    """What scores, in a few words: the model type and the runtime (``bi-encoder, torch on cpu``, ``tri-encoder,
+    onnx int8 on cpu``, ``ensemble of 2 models``)."""
+    encoder = getattr(scorer, "encoder", None)
+    members = getattr(scorer, "members", None)
+    if members is not None:
+        return f"ensemble of {len(members)} models"
+    kind = KINDS.get(str(encoder), str(encoder or type(scorer).__name__))
+    model = getattr(scorer, "model", None)
+    runtime = getattr(model, "finesim_runtime", None) or {"format": "torch", "quantize": "none"}
+    quantize = runtime.get("quantize", "none")
+    where = runtime.get("format", "torch") + ("" if quantize in (None, "none") else f" {quantize}")
+    device = getattr(model, "device", None)
+    if device is not None:
+        where += f" on {device}"
+    return f"{kind}, {where}"
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``finesim score``."""
     from pathlib import Path
 
-    from finesim.evaluation.loading import load_scorer
     from finesim.evaluation.score_file import Columns, check_input, score_file
 
     use_ray = ray_wanted(args)
     if args.ray_workers is not None and not use_ray:
         raise UsageError("--ray-workers needs --ray (or --ray-address)")
+    condition_column, explicit = _condition_options(args)
     check_output_file(args.output)
     if Path(args.output).resolve() == Path(args.input).resolve():
         raise ValueError(f"--output {args.output} is the input file; write the scores to another file")
@@ -100,8 +165,15 @@ def run(args: argparse.Namespace) -> int:
         from finesim.index.distributed import import_ray
 
         import_ray()  # without the extra: one line naming finesim[ray], before the input is read
-    columns = Columns(args.sentence1_column, args.sentence2_column, args.condition_column, args.score_column)
-    check_input(args.input, columns=columns, condition=args.condition, input_format=args.input_format, split=args.split)
+    columns = Columns(args.sentence1_column, args.sentence2_column, condition_column, args.score_column)
+    plan = check_input(
+        args.input,
+        columns=columns,
+        condition=args.condition,
+        input_format=args.input_format,
+        split=args.split,
+        explicit_condition_column=explicit,
+    )
     tell = say(args)
     options: dict[str, Any] = {
         "columns": columns,
@@ -112,9 +184,29 @@ def run(args: argparse.Namespace) -> int:
         "chunk_rows": args.chunk_rows,
         "skip_bad_rows": args.skip_bad_rows,
         "show_progress": not args.no_progress,
+        "explicit_condition_column": explicit,
     }
+
+    def conditions_note(scorer: Any) -> None:
+        if plan.condition_column is not None or args.condition is not None:
+            return
+        if getattr(scorer, "requires_condition", False):
+            return  # score_file refuses, naming the flags
+        if args.no_condition:
+            tell("scoring without a condition (--no-condition)")
+        else:
+            tell(
+                f"no condition column: scoring without a condition (the input has {plan.columns}; "
+                "--condition-column NAME or --condition TEXT scores under one)"
+            )
+
     if use_ray:
         from finesim.index.distributed_score import score_file_ray
+
+        def ready(scorer: Any) -> None:
+            kind = KINDS.get(str(scorer.encoder), str(scorer.encoder))
+            tell(f"scoring with {args.model} ({kind}) on {scorer.workers} Ray workers")
+            conditions_note(scorer)
 
         report = score_file_ray(
             args.model,
@@ -125,12 +217,15 @@ def run(args: argparse.Namespace) -> int:
             workers=args.ray_workers,
             batch_size=args.batch_size,
             device=args.device,
-            on_ready=lambda s: tell(f"model {args.model}: {s.encoder} scorer on {s.workers} Ray workers"),
+            on_ready=ready,
             **options,
         )
     else:
+        from finesim.evaluation.loading import load_scorer
+
         scorer = load_scorer(args.model, encoder=args.encoder, batch_size=args.batch_size, device=args.device)
-        tell(f"model {args.model}: {getattr(scorer, 'encoder', 'ensemble')} scorer")
+        tell(f"scoring with {args.model} ({describe_scorer(scorer)})")
+        conditions_note(scorer)
         report = score_file(scorer, args.input, args.output, **options)
     if args.json:
         print(json.dumps(report, indent=2))

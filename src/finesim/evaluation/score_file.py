@@ -11,6 +11,11 @@ an object — stop the run with the file, row (line) and column named. With ``sk
 next to the output instead (``<output stem>.rejects.jsonl``: row, line, column, the error and the record) and are
 counted in the report; nothing is dropped silently. A byte that is not UTF-8 or a quote that never closes makes the
 rest of the file unreadable and always stops the run.
+
+Conditions come from the ``condition`` column (or the column named), from one ``condition`` for every row, or from
+nowhere; a condition is never dropped silently (:func:`condition_column`): a named column that is missing, a column
+that looks like a condition column under another name (``aspect``, ``condtion``), and one condition given for an
+input that has its own are all refused before any model is loaded.
 """
 
 from __future__ import annotations
@@ -39,20 +44,117 @@ def rejects_path(output: str | Path) -> Path:
     return out.with_name(f"{out.stem}.rejects.jsonl")
 
 
-def _check_columns(path: Path | str, available: list[str], columns: Columns, condition_from_column: bool) -> None:
+CONDITION_COLUMN = "condition"
+"""The condition column read when none is named (``Columns.condition``'s default)."""
+
+CONDITION_ALIASES = ("aspect", "aspects", "cond", "conditions", "criterion", "criteria", "facet")
+"""Column names other datasets give conditions: a file with one of them (or a near-spelling of ``condition``) and no
+``condition`` column is refused rather than scored without its conditions."""
+
+_FLAGS = {"sentence1": "--sentence1-column", "sentence2": "--sentence2-column", "condition": "--condition-column"}
+
+
+def condition_like(available: list[str], exclude: list[str]) -> str | None:
+    """A column of ``available`` (not in ``exclude``) that looks like a condition column under another name: a known
+    alias (``aspect``, ``conditions``, ...), a name starting with ``condition``, or a near-spelling (``condtion``)."""
+    import difflib
+
+    candidates = [c for c in available if c not in exclude]
+    for column in candidates:
+        name = column.strip().lower()
+        if name in CONDITION_ALIASES or name.startswith(CONDITION_COLUMN):
+            return column
+    lowered = {c.strip().lower(): c for c in candidates}
+    close = difflib.get_close_matches(CONDITION_COLUMN, list(lowered), n=1, cutoff=0.85)
+    return lowered[close[0]] if close else None
+
+
+def condition_column(
+    path: Path | str,
+    available: list[str],
+    columns: Columns,
+    condition: str | None = None,
+    *,
+    explicit: bool | None = None,
+) -> str | None:
+    """The input column that holds the rows' conditions, or None (one ``condition`` for every row, or none at all).
+
+    ``columns.condition`` None reads no condition column (scoring without one is chosen). Otherwise the column is
+    named on purpose (``explicit``; by default: any name but ``condition``) and must exist, or it is the default
+    ``condition``, read when the input has it. Nothing is dropped silently:
+
+    - a named column that is missing is an error listing the input's columns (with a did-you-mean hint);
+    - with no ``condition`` column, a column that looks like one (``aspect``, ``conditions``, ``condtion``) is an
+      error naming it and the flag that reads it (``--condition-column aspect``), and ``--no-condition``;
+    - a ``condition`` for every row on an input that has its condition column is an error (which one to use is
+      unknown).
+
+    Raises:
+        DataFormatError: naming the file and the column.
+    """
+    from finesim.options import did_you_mean
+
+    name = columns.condition
+    if name is None:
+        return None
+    if explicit is None:
+        explicit = name != CONDITION_COLUMN
+    texts = [columns.sentence1, columns.sentence2, columns.score]
+    if condition is not None:
+        if name in available:
+            raise DataFormatError(
+                f"the input has a condition column {name!r} and --condition {condition!r} was given too: drop "
+                f"--condition to score each row under its own condition, or remove or rename the column {name!r} "
+                f"to score every row under {condition!r}",
+                path=path,
+                column=name,
+            )
+        return None
+    if name in available:
+        return name
+    if explicit:
+        hint = did_you_mean(name, [c for c in available if c not in texts])
+        raise DataFormatError(
+            f"missing column {name!r} (named by --condition-column){hint}; the input has {available}",
+            path=path,
+            column=name,
+        )
+    alike = condition_like(available, texts)
+    if alike is not None:
+        raise DataFormatError(
+            f"the input has no {name!r} column but has {alike!r}, which looks like one: pass --condition-column "
+            f"{alike} to score each row under it, or --no-condition to score without a condition on purpose",
+            path=path,
+            column=alike,
+        )
+    return None
+
+
+def _check_columns(path: Path | str, available: list[str], columns: Columns) -> None:
+    """The text columns exist (a missing one names the flag that fixes it) and the score column does not."""
     from finesim.data._io import close_match
 
-    needed = [columns.sentence1, columns.sentence2] + ([columns.condition] if condition_from_column else [])
-    for name in needed:
+    needed = [columns.sentence1, columns.sentence2, *([columns.condition] if columns.condition in available else [])]
+    for what, name in (("sentence1", columns.sentence1), ("sentence2", columns.sentence2)):
         if name not in available:
+            flag = _FLAGS[what]
             close = close_match(name, [c for c in available if c not in needed])
-            hint = f" (found {close!r}: pass it with the matching --*-column option)" if close else ""
+            hint = f" (found {close!r}: pass {flag} {close})" if close else f" (name the column with {flag} NAME)"
             raise DataFormatError(f"missing column {name!r}{hint}; the input has {available}", path=path, column=name)
     if columns.score in available:
         raise DataFormatError(
             f"the input already has a column {columns.score!r}; pick another name for the scores (--score-column)",
             path=path,
         )
+
+
+@dataclass(frozen=True)
+class InputPlan:
+    """What :func:`check_input` found: the input's columns and the column the conditions come from (None: one
+    condition for every row, or none)."""
+
+    columns: list[str]
+    condition_column: str | None
 
 
 def check_input(
@@ -62,15 +164,17 @@ def check_input(
     condition: str | None = None,
     input_format: str | None = None,
     split: str | None = None,
-) -> list[str]:
-    """Open the input and check its text columns (before any model is loaded); returns its columns."""
+    explicit_condition_column: bool | None = None,
+) -> InputPlan:
+    """Open the input and check its columns (before any model is loaded): the text columns exist and where the
+    conditions come from (:func:`condition_column`)."""
     from finesim.data.table import open_table
 
     columns = columns or Columns()
     reader = open_table(input_path, format=input_format, split=split)
-    from_column = condition is None and columns.condition is not None and columns.condition in reader.columns
-    _check_columns(input_path, reader.columns, columns, from_column)
-    return reader.columns
+    _check_columns(input_path, reader.columns, columns)
+    found = condition_column(input_path, reader.columns, columns, condition, explicit=explicit_condition_column)
+    return InputPlan(list(reader.columns), found)
 
 
 def score_file(
@@ -86,18 +190,22 @@ def score_file(
     chunk_rows: int = 4096,
     skip_bad_rows: bool = False,
     show_progress: bool = False,
+    explicit_condition_column: bool | None = None,
 ) -> dict[str, Any]:
     """Score every row of ``input_path`` into ``output_path`` (see the module docstring); returns a report.
 
     Args:
         scorer: a :class:`~finesim.evaluation.scoring.PairScorer` (e.g. a ``ConditionalScorer``).
-        columns: the input's text columns and the name of the score column.
-        condition: one condition for every row (then no condition column is read).
+        columns: the input's text columns and the name of the score column; ``columns.condition`` None reads no
+            condition column (scoring without a condition, or with ``condition`` for every row).
+        condition: one condition for every row; an input that also has the condition column is refused.
         input_format / output_format: formats when the file extensions do not tell.
         split: the split of a datasets folder or Hub dataset.
         chunk_rows: rows read and scored at a time.
         skip_bad_rows: send bad rows to the rejects file instead of stopping.
         show_progress: a progress bar with rows/s.
+        explicit_condition_column: whether ``columns.condition`` was named on purpose (it must exist then); by
+            default any name but ``condition``. See :func:`condition_column` for how the condition is found.
     """
     from tqdm.auto import tqdm
 
@@ -111,14 +219,21 @@ def score_file(
     reader = open_table(
         input_path, format=input_format, split=split, report=report, bad_records="yield" if skip_bad_rows else "raise"
     )
-    from_column = condition is None and columns.condition is not None and columns.condition in reader.columns
+    _check_columns(input_path, reader.columns, columns)
+    cond_column = condition_column(input_path, reader.columns, columns, condition, explicit=explicit_condition_column)
+    from_column = cond_column is not None
     if condition is None and getattr(scorer, "requires_condition", False) and not from_column:
+        if columns.condition is None:
+            raise DataFormatError(
+                "the model scores pairs only under a condition, so it cannot score without one (--no-condition): "
+                "pass --condition TEXT (one for every row) or --condition-column NAME",
+                path=input_path,
+            )
         raise DataFormatError(
             f"the model scores pairs under a condition, but the input has no {columns.condition!r} column; pass "
-            "--condition TEXT (one for every row) or --condition-column",
+            "--condition TEXT (one for every row) or --condition-column NAME",
             path=input_path,
         )
-    _check_columns(input_path, reader.columns, columns, from_column)
     out_columns = [*reader.columns, columns.score]
     rejects_file = rejects_path(output_path)
     writer = TableWriter(output_path, out_columns, output_format)
@@ -135,7 +250,7 @@ def score_file(
                         raise record.error
                     a = text_field(input_path, record, columns.sentence1)
                     b = text_field(input_path, record, columns.sentence2)
-                    c = condition if not from_column else text_field(input_path, record, str(columns.condition))
+                    c = condition if cond_column is None else text_field(input_path, record, cond_column)
                 except DataFormatError as err:
                     if not skip_bad_rows:
                         raise
