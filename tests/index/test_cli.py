@@ -89,6 +89,24 @@ def test_bi_encoder_conditions_file_and_approximate(model_dirs, tmp_path, capsys
     assert_matches_brute_force(exact, model_dirs["bi"], "a dog", texts, "the sport", 10)
 
 
+def test_bi_encoder_two_stage_search_on_the_command_line(model_dirs, tmp_path, capsys):
+    texts = make_corpus(60, seed=13)
+    out = tmp_path / "index"
+    argv = ["index", "build", "--model", str(model_dirs["bi"]), "--corpus", str(write_csv(tmp_path / "c.csv", texts))]
+    assert main([*argv, "-o", str(out), "-q"]) == 0
+    found = search_json(capsys, str(out), "--query", "a dog", "--condition", "the sport", "--candidates", "60")
+    assert_matches_brute_force(found, model_dirs["bi"], "a dog", texts, "the sport", 10)
+    assert main(["index", "info", str(out)]) == 0
+    assert "condition" not in capsys.readouterr().out  # two-stage: nothing embedded for the condition on disk
+    code = main(["index", "search", str(out), "--query", "a dog", "--condition", "the sport", "--strategy",
+                 "two-stage", "--candidates", "12", "--recall", "-k", "5"])  # fmt: skip
+    assert code == 0 and "recall@5 of two-stage search against exact search:" in capsys.readouterr().err
+    assert main([*argv, "-o", str(tmp_path / "plain"), "-q", "--first-stage", "none"]) == 0
+    assert main(["index", "search", str(tmp_path / "plain"), "--query", "a", "--condition", "b", "--strategy",
+                 "two-stage"]) == 1  # fmt: skip
+    assert "has no first stage" in capsys.readouterr().err
+
+
 def test_errors_are_one_line_naming_the_file(model_dirs, tmp_path, capsys):
     model = str(model_dirs["tri-hadamard"])
     wrong_column = write_csv(tmp_path / "c.csv", ["a dog", "a cat"], column="sentence")
@@ -120,7 +138,7 @@ def test_errors_are_one_line_naming_the_file(model_dirs, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:  # a usage error: the command's usage line, exit code 2
         main([*search, "--recall"])
     assert exit_info.value.code == 2
-    assert "--recall compares approximate with exact search" in capsys.readouterr().err
+    assert "--recall compares approximate or two-stage with exact search" in capsys.readouterr().err
 
     array = next((out / "parts").glob("*/sentences.npy"))
     array.write_bytes(array.read_bytes()[:-4])

@@ -70,7 +70,10 @@ def test_tri_encoder_embeds_the_corpus_once(model_dirs, corpus, tmp_path):
 @pytest.mark.parametrize("name", ["bi", "case"])
 def test_condition_embeddings_are_stored_and_reused(name, model_dirs, corpus, tmp_path):
     n = len(corpus)
-    index = ConditionalIndex.build(str(model_dirs[name]), corpus, tmp_path / "index", conditions=["the sport"])
+    # no first stage, so a new condition is searched exactly (two-stage search: tests/index/test_two_stage.py)
+    index = ConditionalIndex.build(
+        str(model_dirs[name]), corpus, tmp_path / "index", conditions=["the sport"], first_stage=None
+    )
     assert index.encoder.encoded == n  # pre-built at build time
     assert index.conditions == ["the sport"]
     index.search("a man plays guitar", "the sport")

@@ -79,6 +79,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="also build a faiss index of this kind (tri: now; bi/CASE: for --conditions, else on first use)",
     )
+    p.add_argument(
+        "--first-stage",
+        default="auto",
+        metavar="self|MODEL|none",
+        help="bi / CASE: the condition-independent first stage of two-stage search (docs/search.md): 'self' (a "
+        "bi-encoder's own embedding of each text; the default for bi-encoders), another sentence-transformers "
+        "model, or 'none' (every new condition then embeds the whole corpus; the default for CASE)",
+    )
+    p.add_argument(
+        "--first-stage-query",
+        choices=["conditioned", "plain"],
+        default=None,
+        help="the query's first-stage vector: the (query, condition) embedding (default for 'self') or the query's",
+    )
     _ray_options(p)
     add_runtime_options(p)
     p.set_defaults(func=run_build)
@@ -120,7 +134,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--candidates",
         type=positive_int,
         default=None,
-        help="tri-encoder approximate search: candidates re-scored exactly (default: max(100, 10k))",
+        help="candidates re-scored exactly: by an approximate tri-encoder search (default max(100, 10k)) or a "
+        "two-stage search (default max(200, 10k))",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=["auto", "exact", "two-stage"],
+        default="auto",
+        help="bi / CASE: 'exact' scores every text under the condition (embedding the corpus for a new one), "
+        "'two-stage' re-ranks the first stage's candidates; 'auto' (default): exact for a condition stored in the "
+        "index, two-stage otherwise when the index has a first stage",
     )
     p.add_argument("--recall", action="store_true", help="with --approximate: also report recall@k against exact")
     p.add_argument("--model", default=None, help="load this model instead of the one the manifest records")
@@ -166,6 +189,8 @@ def run_build(args: argparse.Namespace) -> int:
         "batch_size": args.batch_size,
         "device": args.device,
         "show_progress": not args.no_progress,
+        "first_stage": None if args.first_stage == "none" else args.first_stage,
+        "first_stage_query": args.first_stage_query,
     }
     if ray_wanted(args):
         from finesim.index.distributed import build_index_ray
@@ -231,19 +256,21 @@ def run_search(args: argparse.Namespace) -> int:
     """``finesim index search``."""
     from finesim.index import ConditionalIndex
 
-    if args.recall and not args.approximate:
-        raise UsageError("--recall compares approximate with exact search: add --approximate")
+    if args.recall and not args.approximate and args.strategy != "two-stage":
+        raise UsageError(
+            "--recall compares approximate or two-stage with exact search: add --approximate or --strategy two-stage"
+        )
     index = ConditionalIndex.open(
         args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress
     )
-    results = index.search(
-        args.query, args.condition, k=args.k, approximate=args.approximate, candidates=args.candidates
-    )
+    if args.recall and args.strategy == "exact":
+        raise UsageError("--recall compares a faster search with exact search: drop --strategy exact")
+    options = {"approximate": args.approximate, "candidates": args.candidates, "strategy": args.strategy}
+    results = index.search(args.query, args.condition, k=args.k, **options)
     if args.recall:
-        report = index.recall(
-            [args.query], args.condition, k=args.k, approximate=args.approximate, candidates=args.candidates
-        )
-        say(args)(f"recall@{args.k} of {report['approximate']} against exact search: {report['recall']:.3f}")
+        report = index.recall([args.query], args.condition, k=args.k, **options)
+        what = report["approximate"] or "two-stage search"
+        say(args)(f"recall@{args.k} of {what} against exact search: {report['recall']:.3f}")
     if args.json:
         json.dump(results, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")

@@ -48,6 +48,15 @@ from finesim.index.store import (
 )
 from finesim.index.topk import TopK, best_rows
 from finesim.index.tri import as_float_tensor
+from finesim.index.two_stage import (
+    DEFAULT_CANDIDATES,
+    FIRST_STAGE,
+    STRATEGIES,
+    FirstStageEncoder,
+    FirstStageSpec,
+    RerankCache,
+    resolve_first_stage,
+)
 
 logger = logging.getLogger("finesim.index")
 
@@ -151,6 +160,9 @@ class ConditionalIndex:
         self.show_progress = show_progress
         self._anns: dict[str, AnnFile] = {}
         self._lock = threading.RLock()
+        self.first_stage_spec = FirstStageSpec.from_manifest(store.manifest.get("first_stage"))
+        self._first_stage: FirstStageEncoder | None = None
+        self.rerank_cache = RerankCache()
 
     # ------------------------------------------------------------------ construction
 
@@ -167,6 +179,8 @@ class ConditionalIndex:
         approximate: str | None = None,
         approximate_params: dict[str, Any] | None = None,
         corpus: Sequence[dict[str, Any]] = (),
+        first_stage: str | None = "auto",
+        first_stage_query: str | None = None,
         batch_size: int = 64,
         device: str | None = None,
         show_progress: bool = False,
@@ -183,6 +197,10 @@ class ConditionalIndex:
             approximate: ``hnsw`` or ``ivf``: the default approximate index of this index, built now for a
                 tri-encoder and for the given conditions. approximate_params: its parameters.
             corpus: descriptions of the corpus files (path, sha256, rows, column) for the manifest.
+            first_stage: bi-encoder / CASE: the condition-independent first stage of two-stage search
+                (:mod:`finesim.index.two_stage`): ``"auto"`` (``"self"`` for a bi-encoder, none for CASE),
+                ``"self"``, another model's name, or None (no first stage: every new condition embeds the corpus).
+            first_stage_query: ``"conditioned"`` or ``"plain"`` (None: the first stage's default).
         """
         texts = check_corpus(texts)
         conditions = [_check_text(c, "condition") for c in conditions]
@@ -198,6 +216,8 @@ class ConditionalIndex:
             approximate=approximate,
             approximate_params=approximate_params,
             corpus=corpus,
+            first_stage=first_stage,
+            first_stage_query=first_stage_query,
             batch_size=batch_size,
             device=device,
             show_progress=show_progress,
@@ -218,6 +238,8 @@ class ConditionalIndex:
         approximate: str | None = None,
         approximate_params: dict[str, Any] | None = None,
         corpus: Sequence[dict[str, Any]] = (),
+        first_stage: str | None = "auto",
+        first_stage_query: str | None = None,
         batch_size: int = 64,
         device: str | None = None,
         show_progress: bool = False,
@@ -235,6 +257,10 @@ class ConditionalIndex:
         prepare_new_folder(folder)
         loaded, kind, name, resolved = load_index_model(model, encoder, device)
         index_encoder = IndexEncoder(loaded, kind, batch_size=batch_size)
+        stage_model, stage_query = resolve_first_stage(kind, first_stage, first_stage_query)
+        stage = None
+        if stage_model is not None:
+            stage = FirstStageEncoder(index_encoder, stage_model, stage_query, device=device)
         fingerprint = model_fingerprint(loaded)
         created = _now()
         manifest: dict[str, Any] = {
@@ -252,12 +278,14 @@ class ConditionalIndex:
             "corpus": [],
             "approximate": None if approximate is None else {"kind": approximate, "params": approximate_params},
         }
+        if stage is not None:
+            manifest["first_stage"] = stage.spec().to_manifest()
         keys = {condition_key(fingerprint, kind, c): c for c in conditions} if kind != "tri" else {}
         with writer_lock(folder):
             remove_leftovers(folder, None)
             if batches is None:
                 assert texts is not None
-                batches = local_batches(index_encoder, texts, keys)
+                batches = local_batches(index_encoder, texts, keys, stage)
             entry = write_part(folder, manifest, count, batches, keys, show_progress=show_progress)
             manifest["parts"] = [entry]
             manifest["count"] = count
@@ -268,6 +296,8 @@ class ConditionalIndex:
             store.commit(manifest)
         index = cls(IndexStore.open(folder), loaded, kind, batch_size=batch_size, show_progress=show_progress)
         index.encoder.encoded = index_encoder.encoded
+        if stage is not None and stage.name != "self":
+            index._first_stage = stage  # another model, already loaded
         if approximate is not None:
             if kind == "tri":
                 index._ann_for(None, approximate)
@@ -345,7 +375,7 @@ class ConditionalIndex:
             keys = {self.key(c): c for c in conditions} if self.kind != "tri" else {}
             if batches is None:
                 assert texts is not None
-                batches = local_batches(self.encoder, texts, keys)
+                batches = local_batches(self.encoder, texts, keys, self.first_stage())
             entry = write_part(root, manifest, count, batches, keys, show_progress=self.show_progress)
             manifest["parts"] = [*manifest["parts"], entry]
             manifest["count"] = int(manifest["count"]) + count
@@ -400,6 +430,34 @@ class ConditionalIndex:
                         raise
         return key
 
+    def first_stage(self) -> FirstStageEncoder | None:
+        """The first stage of two-stage search (None when the index has none), its model loaded on first use and
+        checked against the weights hash the manifest records."""
+        spec = self.first_stage_spec
+        if spec is None:
+            return None
+        with self._lock:
+            if self._first_stage is None:
+                if spec.model == "self":
+                    self._first_stage = FirstStageEncoder(self.encoder, "self", spec.query)
+                else:
+                    name = spec.resolved if spec.resolved and Path(spec.resolved).is_dir() else spec.model
+                    stage = FirstStageEncoder(self.encoder, name, spec.query)
+                    if spec.sha256 and stage.sha256 != spec.sha256:
+                        raise ModelMismatchError(
+                            f"{self.store.root / MANIFEST}: the first-stage model {spec.model} has other weights "
+                            f"(sha256 {str(stage.sha256)[:16]}) than the index was built with ({spec.sha256[:16]})"
+                        )
+                    self._first_stage = stage
+        return self._first_stage
+
+    def has_condition(self, condition: str) -> bool:
+        """Whether ``condition``'s corpus embeddings are stored for every row (exact search is then cheap)."""
+        if self.kind == "tri":
+            return True
+        key = self.key(condition)
+        return all(self.store.condition_array(key, p) is not None for p in self.store.parts)
+
     @property
     def conditions(self) -> list[str]:
         """Bi-encoder / CASE: the conditions whose corpus embeddings are stored (for every row or some parts)."""
@@ -422,15 +480,24 @@ class ConditionalIndex:
         *,
         approximate: bool | str = False,
         candidates: int | None = None,
+        strategy: str = "auto",
     ) -> list[dict[str, Any]]:
         """The ``k`` corpus texts most similar to ``query`` with respect to ``condition``, best first.
 
         Returns plain data, ``[{"index": row, "text": text, "score": score}, ...]`` (``index``: the 0-based row in
         the corpus as built and added), ready to serialise as JSON. ``approximate``: False (exact), True (the index's
         approximate kind, HNSW by default) or ``"hnsw"`` / ``"ivf"``; ``candidates``: how many candidates an
-        approximate tri-encoder search re-scores exactly (default ``max(100, 10 k)``).
+        approximate tri-encoder search or a two-stage search re-scores exactly (defaults ``max(100, 10 k)`` and
+        ``max(200, 10 k)``).
+
+        ``strategy`` (bi-encoder / CASE): ``"exact"`` scores every row under the condition (embedding the corpus for
+        it on its first use); ``"two-stage"`` re-ranks the first stage's candidates (:mod:`finesim.index.two_stage`;
+        ``approximate`` then applies to the first stage); ``"auto"`` is exact when the condition's corpus embeddings
+        are stored, else two-stage when the index has a first stage, else exact.
         """
-        rows, scores = self.search_rows(query, condition, k, approximate=approximate, candidates=candidates)
+        rows, scores = self.search_rows(
+            query, condition, k, approximate=approximate, candidates=candidates, strategy=strategy
+        )
         texts = self.store.texts(rows)
         return [{"index": int(r), "text": t, "score": float(s)} for r, t, s in zip(rows, texts, scores)]
 
@@ -442,6 +509,7 @@ class ConditionalIndex:
         *,
         approximate: bool | str = False,
         candidates: int | None = None,
+        strategy: str = "auto",
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, scores)`` of the best ``k``, best first (ties: lower row first); see :meth:`search`."""
         query = _check_text(query, "query")
@@ -459,6 +527,8 @@ class ConditionalIndex:
             found = ann.search(normalized(tri_query.candidate_vector()), max(wanted, k))
             stage = self._gather(found, None)
             return best_rows(tri_query.scores(stage).numpy(), found, k)
+        if self._strategy(strategy, condition) == "two-stage":
+            return self._two_stage(query, condition, k, kind, candidates)
         key = self._ensure_condition(condition)
         vector = torch.as_tensor(self.encoder.conditioned([query], condition)[0])
 
@@ -470,6 +540,63 @@ class ConditionalIndex:
         ann = self._ann_for(condition, kind)
         found = ann.search(vector.numpy(), max(candidates or k, k))
         return best_rows(dot(self._gather(found, key)).numpy(), found, k)
+
+    def _strategy(self, strategy: str, condition: str) -> str:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
+        if strategy == "two-stage" and self.first_stage_spec is None:
+            raise ValueError(
+                f"{self.store.root}: this index has no first stage for two-stage search (built with "
+                "first_stage=None, or by a finesim before 0.2): search it exactly, or build it again"
+            )
+        if strategy == "auto":
+            return "two-stage" if self.first_stage_spec is not None and not self.has_condition(condition) else "exact"
+        return strategy
+
+    def _two_stage(
+        self, query: str, condition: str, k: int, kind: str | None, candidates: int | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Re-rank the first stage's candidates under ``condition`` (see :mod:`finesim.index.two_stage`)."""
+        stage = self.first_stage()
+        assert stage is not None
+        wanted = max(candidates if candidates is not None else max(DEFAULT_CANDIDATES, 10 * k), k)
+        query_vector = torch.as_tensor(self.encoder.conditioned([query], condition)[0])
+        same = stage.encoder is self.encoder and stage.query_mode == "conditioned"
+        vector = query_vector if same else torch.as_tensor(stage.query(query, condition))
+        if kind is None:
+            found, _ = self._exact(
+                lambda part: self.store.array(part, FIRST_STAGE), lambda b: as_float_tensor(b) @ vector, wanted
+            )
+        else:
+            found = self._ann_for_first_stage(kind).search(vector.numpy(), wanted)
+        key = self.key(condition)
+        cached, missing = self.rerank_cache.lookup(key, found)
+        if missing:
+            embedded = self.encoder.conditioned(self.store.texts(missing), condition)
+            self.rerank_cache.store(key, missing, embedded)
+            cached.update(zip(missing, embedded))
+        block = np.stack([cached[int(r)] for r in found]) if len(found) else np.zeros((0, self.store.dim))
+        return best_rows((as_float_tensor(block) @ query_vector).numpy(), found, k)
+
+    def _ann_for_first_stage(self, kind: str) -> AnnFile:
+        """The approximate index over the first-stage vectors, loaded, built or extended to cover every row."""
+        name = f"{FIRST_STAGE}-{kind}"
+        default = self.store.manifest.get("approximate") or {}
+        params = default.get("params") if default.get("kind") == kind else None
+        spec = self.first_stage_spec
+        assert spec is not None
+        with self._lock:
+            ann = self._anns.get(name)
+            if ann is None:
+                ann = AnnFile(self.store.root / ANN, name, kind, params or {})
+                ann.load()
+                self._anns[name] = ann
+            if ann.count != len(self):
+                extra = {"first_stage": spec.to_manifest()}
+                ann.update(
+                    len(self), spec.dim, lambda a, b: self._blocks(FIRST_STAGE, a, b), self._sampler(FIRST_STAGE), extra
+                )
+        return ann
 
     def _exact(self, array_of: Any, score: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         top = TopK(k)
@@ -513,6 +640,8 @@ class ConditionalIndex:
     def _array(self, part: Part, key: str | None) -> np.ndarray:
         if key is None:
             return self.store.array(part, SENTENCES)
+        if key == FIRST_STAGE:
+            return self.store.array(part, FIRST_STAGE)
         array = self.store.condition_array(key, part)
         assert array is not None
         return array
@@ -536,7 +665,8 @@ class ConditionalIndex:
     def _gather(self, rows: np.ndarray, key: str | None) -> np.ndarray:
         """The stored vectors of global ``rows`` (in that order)."""
         rows = np.asarray(rows, dtype=np.int64)
-        out = np.zeros((len(rows), self.store.dim), dtype=np.float32)
+        dim = self.first_stage_spec.dim if key == FIRST_STAGE and self.first_stage_spec else self.store.dim
+        out = np.zeros((len(rows), dim), dtype=np.float32)
         for part in self.store.parts:
             mask = (rows >= part.start) & (rows < part.stop)
             if mask.any():
@@ -556,21 +686,26 @@ class ConditionalIndex:
         *,
         approximate: bool | str = True,
         candidates: int | None = None,
+        strategy: str = "auto",
     ) -> dict[str, Any]:
-        """Recall@k of approximate search against exact search over (query, condition) pairs: the mean share of
-        the exact top-k that the approximate top-k finds, and each query's."""
+        """Recall@k of approximate (or two-stage) search against exact search over (query, condition) pairs: the
+        mean share of the exact top-k that the approximate top-k finds, and each query's. ``strategy="two-stage"``
+        measures two-stage search (with ``approximate=False`` its first stage is exact)."""
         conds = [conditions] * len(queries) if isinstance(conditions, str) else list(conditions)
         if len(conds) != len(queries):
             raise ValueError(f"{len(queries)} queries but {len(conds)} conditions")
         per_query = []
         for query, condition in zip(queries, conds):
-            exact, _ = self.search_rows(query, condition, k)
-            found, _ = self.search_rows(query, condition, k, approximate=approximate, candidates=candidates)
+            exact, _ = self.search_rows(query, condition, k, strategy="exact")
+            found, _ = self.search_rows(
+                query, condition, k, approximate=approximate, candidates=candidates, strategy=strategy
+            )
             per_query.append(recall_at_k(exact, found, k))
         return {
             "k": k,
             "approximate": self._approximate_kind(approximate),
             "candidates": candidates,
+            "strategy": strategy,
             "queries": len(per_query),
             "recall": float(np.mean(per_query)) if per_query else float("nan"),
             "per_query": per_query,
@@ -603,13 +738,18 @@ def prepare_new_folder(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
 
 
-def local_batches(encoder: IndexEncoder, texts: list[str], keys: dict[str, str]) -> Iterator[Batch]:
-    """Embed ``texts`` in this process, chunk by chunk: stage vectors (tri) or one array per condition key."""
+def local_batches(
+    encoder: IndexEncoder, texts: list[str], keys: dict[str, str], first_stage: FirstStageEncoder | None = None
+) -> Iterator[Batch]:
+    """Embed ``texts`` in this process, chunk by chunk: stage vectors (tri), first-stage vectors (bi / CASE with a
+    first stage) and one array per condition key."""
     for start in range(0, len(texts), ENCODE_CHUNK):
         chunk = texts[start : start + ENCODE_CHUNK]
         arrays: dict[str, np.ndarray] = {}
         if encoder.kind == "tri":
             arrays[SENTENCES] = encoder.stage(chunk)
+        if first_stage is not None:
+            arrays[FIRST_STAGE] = first_stage.corpus(chunk)
         for key, condition in keys.items():
             arrays[key] = encoder.conditioned(chunk, condition)
         yield Batch(chunk, arrays)
@@ -627,10 +767,10 @@ def write_part(
     """Write a new part of ``count`` rows from ``batches`` (and its embeddings under the conditions ``keys``);
     returns its manifest entry. Nothing is visible to readers until the caller commits the manifest."""
     dim, dtype = int(manifest["dims"]["index"]), str(manifest["dtype"])
-    tri = manifest["encoder"]["type"] == "tri"
+    part_arrays = part_array_shapes(manifest)
     part_id = new_part_id(len(manifest["parts"]))
     part = Part(part_id, 0, count)
-    writer = PartWriter(root, part_id, count, {SENTENCES: (dim, dtype)} if tri else {})
+    writer = PartWriter(root, part_id, count, part_arrays)
     store = IndexStore(root, manifest)
     conditions = {key: ArrayWriter(store.condition_file(key, part), count, dim, dtype) for key in keys}
     try:
@@ -640,11 +780,15 @@ def write_part(
                 if start + len(batch.texts) > count:
                     raise ValueError(f"more than the {count} rows expected")
                 writer.write_texts(batch.texts)
+                missing = set(part_arrays) - set(batch.arrays)
+                if missing:
+                    raise ValueError(f"a block without its {sorted(missing)} vectors")
                 for name, rows in batch.arrays.items():
-                    if rows.shape != (len(batch.texts), dim):
-                        raise ValueError(f"{name}: a {rows.shape} block for {len(batch.texts)} texts of width {dim}")
-                    if name == SENTENCES:
-                        writer.write_rows(SENTENCES, start, rows)
+                    width = part_arrays[name][0] if name in part_arrays else dim
+                    if rows.shape != (len(batch.texts), width):
+                        raise ValueError(f"{name}: a {rows.shape} block for {len(batch.texts)} texts of width {width}")
+                    if name in part_arrays:
+                        writer.write_rows(name, start, rows)
                     else:
                         conditions[name].write_rows(start, rows)
                 start += len(batch.texts)
@@ -660,6 +804,18 @@ def write_part(
             array.abort()
         raise
     return entry
+
+
+def part_array_shapes(manifest: dict[str, Any]) -> dict[str, tuple[int, str]]:
+    """The arrays every part of an index holds, name -> (width, dtype): the tri-encoder's stage vectors, the
+    first-stage vectors of two-stage search."""
+    dim, dtype = int(manifest["dims"]["index"]), str(manifest["dtype"])
+    out: dict[str, tuple[int, str]] = {}
+    if manifest["encoder"]["type"] == "tri":
+        out[SENTENCES] = (dim, dtype)
+    if manifest.get("first_stage"):
+        out[FIRST_STAGE] = (int(manifest["first_stage"]["dim"]), dtype)
+    return out
 
 
 def _condition_meta(root: Path, manifest: dict[str, Any], key: str, condition: str) -> None:

@@ -39,6 +39,7 @@ from finesim.index.conditional_index import (
 )
 from finesim.index.corpus import file_record, missing_column
 from finesim.index.errors import ModelMismatchError
+from finesim.index.two_stage import SELF, resolve_first_stage
 
 BAD = "_finesim_bad"  # per mapped row: its text (or one of its texts) is empty or not a string
 BAD_COLUMN = "_finesim_bad_column"  # ... and which column
@@ -231,10 +232,12 @@ class EncodeActor(_Worker):
         column: str,
         batch_size: int = 64,
         device: str | None = None,
+        first_stage: bool = False,
     ) -> None:
         super().__init__()
         self.model, self.kind, self.fingerprint, self.dim = model, encoder, fingerprint, dim
         self.keys, self.column, self.batch_size, self.device = keys, column, batch_size, device
+        self.first_stage = first_stage  # also the bi-encoder's own first-stage vectors (two-stage search)
         self._start()
 
     def setup(self) -> None:
@@ -251,8 +254,9 @@ class EncodeActor(_Worker):
 
     def _arrays(self) -> list[str]:
         from finesim.index.store import SENTENCES
+        from finesim.index.two_stage import FIRST_STAGE
 
-        return [SENTENCES] if self.kind == "tri" else list(self.keys)
+        return ([SENTENCES] if self.kind == "tri" else list(self.keys)) + ([FIRST_STAGE] if self.first_stage else [])
 
     def placeholder(self, n: int) -> dict[str, np.ndarray]:
         out = {name: np.zeros((n, self.dim), dtype=np.float32) for name in self._arrays()}
@@ -269,6 +273,10 @@ class EncodeActor(_Worker):
         }
         if self.kind == "tri":
             out[SENTENCES] = self.encoder.stage(texts)
+        if self.first_stage:
+            from finesim.index.two_stage import FIRST_STAGE
+
+            out[FIRST_STAGE] = self.encoder.plain(texts)
         for key, condition in self.keys.items():
             out[key] = self.encoder.conditioned(texts, condition)
         return out
@@ -345,15 +353,17 @@ def _ordered_batches(mapped: Any, path: str) -> Iterator[dict[str, np.ndarray]]:
 
 def _index_batches(mapped: Any, keys: dict[str, str], path: str) -> Iterator[Batch]:
     from finesim.index.store import SENTENCES
+    from finesim.index.two_stage import FIRST_STAGE
 
     for batch in _ordered_batches(mapped, path):
-        arrays = {name: np.asarray(batch[name], dtype=np.float32) for name in (SENTENCES, *keys) if name in batch}
+        names = (SENTENCES, FIRST_STAGE, *keys)
+        arrays = {name: np.asarray(batch[name], dtype=np.float32) for name in names if name in batch}
         yield Batch([str(t) for t in batch["text"]], arrays)
 
 
 def _map_encoder(
     ds: Any, ray: Any, *, model: str, kind: str, fingerprint: str, dim: int, keys: dict[str, str], column: str,
-    workers: int | None, batch_size: int, device: str | None,
+    workers: int | None, batch_size: int, device: str | None, first_stage: bool = False,
 ) -> Any:  # fmt: skip
     return ds.map_batches(
         EncodeActor,
@@ -366,6 +376,7 @@ def _map_encoder(
             "column": column,
             "batch_size": batch_size,
             "device": device,
+            "first_stage": first_stage,
         },
         batch_size=RAY_CHUNK,
         batch_format="numpy",
@@ -385,6 +396,8 @@ def build_index_ray(
     conditions: Sequence[str] = (),
     dtype: str = "float32",
     approximate: str | None = None,
+    first_stage: str | None = "auto",
+    first_stage_query: str | None = None,
     address: str | None = None,
     workers: int | None = None,
     batch_size: int = 64,
@@ -412,9 +425,12 @@ def build_index_ray(
         fingerprint = model_fingerprint(loaded.model)
         keys = {condition_key(fingerprint, loaded.kind, c): c for c in conditions} if loaded.kind != "tri" else {}
         dim = IndexEncoder(loaded.model, loaded.kind).dim
+        stage, _ = resolve_first_stage(loaded.kind, first_stage, first_stage_query)
+        if stage not in (None, SELF):
+            raise ValueError("--ray builds the bi-encoder's own first stage only: use first_stage='self' or none")
         mapped = _map_encoder(
             ds, ray, model=str(model), kind=loaded.kind, fingerprint=fingerprint, dim=dim, keys=keys,
-            column=text_column, workers=workers, batch_size=batch_size, device=device,
+            column=text_column, workers=workers, batch_size=batch_size, device=device, first_stage=stage == SELF,
         )  # fmt: skip
         return ConditionalIndex._create(
             loaded,
@@ -425,6 +441,8 @@ def build_index_ray(
             dtype=dtype,
             approximate=approximate,
             corpus=[file_record(corpus, count, text_column, format)],
+            first_stage=first_stage,
+            first_stage_query=first_stage_query,
             batch_size=batch_size,
             device=device,
             show_progress=show_progress,
@@ -450,11 +468,15 @@ def add_index_ray(
         raise ValueError("the index records no model name, which Ray workers need to load the model")
     conditions = index.conditions
     keys = {index.key(c): c for c in conditions}
+    spec = index.first_stage_spec
+    if spec is not None and spec.model != SELF:
+        raise ValueError(f"--ray adds to indexes whose first stage is the model itself, not {spec.model}")
     with ray_session(address, num_cpus=num_cpus) as ray, _ordered(index.show_progress):
         ds, count = read_table(corpus, [text_column], format)
         mapped = _map_encoder(
             ds, ray, model=str(name), kind=index.kind, fingerprint=index.store.manifest["model"]["sha256"],
             dim=index.store.dim, keys=keys, column=text_column, workers=workers, batch_size=batch_size, device=device,
+            first_stage=spec is not None,
         )  # fmt: skip
         return index._append(
             count,

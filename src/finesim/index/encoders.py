@@ -143,6 +143,17 @@ class IndexEncoder:
                 forget()
         return l2_rows(torch.as_tensor(np.asarray(x, dtype=np.float32))).numpy()
 
+    def plain(self, texts: Sequence[str]) -> np.ndarray:
+        """Bi-encoder: L2-normalised embeddings of ``texts`` alone, without a condition (a two-stage search's first
+        stage, :mod:`finesim.index.two_stage`)."""
+        if self.kind != "bi":
+            raise ValueError(f"a {self.kind} model has no embedding of a text alone; only a bi-encoder has")
+        texts = list(texts)
+        with self._lock:
+            embeddings, position = encode_distinct(self.model, texts, batch_size=self.batch_size)
+            self.encoded += len(position)
+        return l2_rows(rows(embeddings, position, texts)).numpy()
+
     def conditioned(self, texts: Sequence[str], condition: str) -> np.ndarray:
         """Bi-encoder / CASE: L2-normalised embeddings of ``texts`` under ``condition`` (float32, one row each)."""
         if self.kind == "tri":

@@ -1,0 +1,184 @@
+"""Two-stage conditional search for bi-encoder and CASE indexes: any condition, without embedding the corpus for it.
+
+A bi-encoder or CASE model embeds ``(text, condition)`` together, so exact search under a new condition embeds the
+whole corpus once (minutes at 100k texts). Two-stage search avoids that:
+
+1. **First stage** (condition-independent, computed once at build): every corpus text has a *first-stage vector*,
+   stored per part as ``first_stage.npy``. The ``N`` texts whose vectors are closest to the query's first-stage
+   vector are the candidates (exactly, or with faiss when the index is approximate).
+2. **Re-ranking**: the candidates are embedded under the condition by the index's own model and ranked by the exact
+   conditional cosine the scorer gives. Their embeddings are kept in a per-condition cache in memory, so a later
+   query under the same condition embeds only candidates not seen before.
+
+A result's score is therefore exact; only the candidate set is approximate (recall@k against exact search is what
+``ConditionalIndex.recall(..., strategy="two-stage")`` and ``benchmarks/two_stage_search.py`` measure).
+
+The first stage is a :class:`FirstStageSpec`:
+
+- ``model``: ``"self"`` (a bi-encoder's own embedding of the text alone; the default for bi-encoder indexes) or the
+  name of another sentence-transformers model (any index kind, CASE included), which embeds the texts alone.
+- ``query``: how the query's first-stage vector is formed: ``"conditioned"`` (the model's embedding of the
+  ``(query, condition)`` pair, searched against the unconditioned corpus vectors; the default for ``"self"``) or
+  ``"plain"`` (the query alone; the default for another model). ``benchmarks/two_stage_search.py`` compares them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+FIRST_STAGE = "first_stage"  # the array name of the first-stage vectors in a part
+SELF = "self"
+QUERY_MODES = ("conditioned", "plain")
+STRATEGIES = ("auto", "exact", "two-stage")
+# candidates re-ranked per query (benchmarks/results/two_stage_search.json: recall@10 against exact search per N)
+DEFAULT_CANDIDATES = 200
+CACHE_ROWS = 262_144  # embeddings kept in memory over all conditions (1 GiB at width 1024, 384 MiB at 384)
+
+
+@dataclass(frozen=True)
+class FirstStageSpec:
+    """What an index's first stage is (recorded in the manifest as ``first_stage``).
+
+    Attributes:
+        model: ``"self"`` or another model's name. query: ``"conditioned"`` or ``"plain"``. dim: vector width.
+        sha256: the other model's weights hash (None for ``"self"``). resolved: its resolved path, if a folder.
+    """
+
+    model: str
+    query: str
+    dim: int
+    sha256: str | None = None
+    resolved: str | None = None
+
+    def to_manifest(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_manifest(cls, entry: dict[str, Any] | None) -> FirstStageSpec | None:
+        if not entry:
+            return None
+        return cls(
+            model=str(entry["model"]),
+            query=str(entry["query"]),
+            dim=int(entry["dim"]),
+            sha256=entry.get("sha256"),
+            resolved=entry.get("resolved"),
+        )
+
+
+def resolve_first_stage(kind: str, first_stage: str | None, query: str | None) -> tuple[str | None, str]:
+    """``(model, query)`` for an index of encoder type ``kind``: ``first_stage`` ``"auto"`` is ``"self"`` for a
+    bi-encoder and none otherwise; ``query`` None picks the default of the model (see the module docstring)."""
+    if kind == "tri" or first_stage in (None, "none", False):
+        if kind == "tri" and first_stage not in (None, "none", False, "auto"):
+            raise ValueError("a tri-encoder index needs no first stage: its corpus vectors are condition-independent")
+        return None, "plain"
+    if first_stage == "auto":
+        first_stage = SELF if kind == "bi" else None
+        if first_stage is None:
+            return None, "plain"
+    if first_stage == SELF and kind != "bi":
+        raise ValueError(
+            f"first_stage='self' needs a bi-encoder (a {kind} model has no embedding of a text alone): name a "
+            "sentence-transformers model for the first stage instead, e.g. first_stage='minilm'"
+        )
+    if query is None or query == "auto":
+        query = "conditioned" if first_stage == SELF else "plain"
+    if query not in QUERY_MODES:
+        raise ValueError(f"first-stage query must be one of {list(QUERY_MODES)}, got {query!r}")
+    return str(first_stage), query
+
+
+class FirstStageEncoder:
+    """Embed corpus texts and queries for the first stage.
+
+    Args:
+        index_encoder: the index's :class:`~finesim.index.encoders.IndexEncoder` (used for ``"self"``).
+        spec_model: ``"self"`` or a model (a name, or a loaded bi-encoder). query: ``"conditioned"`` or ``"plain"``.
+    """
+
+    def __init__(self, index_encoder: Any, spec_model: Any, query: str, *, device: str | None = None) -> None:
+        from finesim.index.encoders import IndexEncoder
+
+        self.query_mode = query
+        self.name: str = SELF
+        self.sha256: str | None = None
+        self.resolved: str | None = None
+        if isinstance(spec_model, str) and spec_model == SELF:
+            self.encoder = index_encoder
+        else:
+            from finesim.index.conditional_index import load_index_model
+            from finesim.index.fingerprint import model_fingerprint
+
+            loaded = load_index_model(spec_model, "bi", device)
+            self.name = loaded.name or type(loaded.model).__name__
+            self.resolved = loaded.resolved
+            self.sha256 = model_fingerprint(loaded.model)
+            self.encoder = IndexEncoder(loaded.model, "bi", batch_size=index_encoder.batch_size)
+
+    @property
+    def dim(self) -> int:
+        probe = self.corpus(["a"])
+        self.encoder.encoded -= 1  # a probe, not a corpus text
+        return int(probe.shape[1])
+
+    def spec(self) -> FirstStageSpec:
+        return FirstStageSpec(self.name, self.query_mode, self.dim, self.sha256, self.resolved)
+
+    def corpus(self, texts: list[str]) -> np.ndarray:
+        """L2-normalised first-stage vectors of corpus texts (float32)."""
+        return self.encoder.plain(texts)
+
+    def query(self, query: str, condition: str) -> np.ndarray:
+        """The query's first-stage vector (L2-normalised float32)."""
+        if self.query_mode == "conditioned":
+            return self.encoder.conditioned([query], condition)[0]
+        return self.encoder.plain([query])[0]
+
+
+class RerankCache:
+    """Conditioned embeddings of corpus rows, per condition key, kept in memory (least recently used condition
+    dropped first once ``max_rows`` embeddings are held). Thread-safe."""
+
+    def __init__(self, max_rows: int = CACHE_ROWS) -> None:
+        self.max_rows = max_rows
+        self._rows: OrderedDict[str, dict[int, np.ndarray]] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def lookup(self, key: str, rows: np.ndarray) -> tuple[dict[int, np.ndarray], list[int]]:
+        """The cached vectors of ``rows`` under ``key`` and the rows that are not cached."""
+        with self._lock:
+            held = self._rows.get(key)
+            if held is not None:
+                self._rows.move_to_end(key)
+            found = {int(r): held[int(r)] for r in rows if held is not None and int(r) in held}
+            missing = [int(r) for r in rows if int(r) not in found]
+            self.hits += len(found)
+            self.misses += len(missing)
+        return found, missing
+
+    def store(self, key: str, rows: list[int], vectors: np.ndarray) -> None:
+        """Keep ``vectors`` (one per row) under ``key``."""
+        with self._lock:
+            held = self._rows.setdefault(key, {})
+            self._rows.move_to_end(key)
+            for row, vector in zip(rows, vectors):
+                if row not in held:
+                    held[row] = vector
+                    self._held += 1
+            while self._held > self.max_rows and len(self._rows) > 1:
+                _, dropped = self._rows.popitem(last=False)
+                self._held -= len(dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rows.clear()
+            self._held = 0

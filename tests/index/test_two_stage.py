@@ -1,0 +1,144 @@
+"""Two-stage conditional search (finesim.index.two_stage): candidates from the condition-independent first stage,
+re-ranked exactly under the condition; the exact full-corpus search stays the reference."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from index_helpers import assert_matches_brute_force, brute_force, build_model_dirs, make_corpus
+
+from conftest import import_or_skip
+from finesim import ConditionalIndex
+from finesim.index.two_stage import FIRST_STAGE, RerankCache, resolve_first_stage
+
+QUERIES = [("a man plays guitar", "the sport"), ("the dog runs in the park", "the animal"), ("a red car", "color")]
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tiny_bert_dir, tmp_path_factory) -> dict[str, Path]:
+    return build_model_dirs(tiny_bert_dir, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[str]:
+    return make_corpus(120)
+
+
+def test_every_candidate_reranked_is_exact_search(model_dirs, corpus, tmp_path):
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
+    assert index.first_stage_spec is not None and index.first_stage_spec.model == "self"
+    for query, condition in QUERIES:
+        results = index.search(query, condition, k=7, strategy="two-stage", candidates=len(corpus))
+        assert_matches_brute_force(results, model_dirs["bi"], query, corpus, condition, 7)
+    assert json.loads(json.dumps(results)) == results
+
+
+def test_a_new_condition_embeds_only_the_candidates(model_dirs, corpus, tmp_path):
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
+    assert index.encoder.encoded == len(corpus)  # the first-stage vectors, once
+    before = index.encoder.encoded
+    results = index.search("a man plays guitar", "the sport", k=5, candidates=20)  # auto: two-stage
+    assert index.encoder.encoded - before == 20 + 1  # the candidates and the (query, condition)
+    assert index.conditions == []  # nothing stored on disk for the condition
+    # each score is the exact conditional score of that row
+    rows, scores = brute_force(model_dirs["bi"], "a man plays guitar", corpus, "the sport", len(corpus))
+    exact = dict(zip(rows, scores))
+    np.testing.assert_allclose([r["score"] for r in results], [exact[r["index"]] for r in results], atol=2e-5)
+    # the same condition again: cached candidates are not embedded again
+    before = index.encoder.encoded
+    index.search("a man plays guitar", "the sport", k=5, candidates=20)
+    assert index.encoder.encoded - before == 1
+    assert index.rerank_cache.hits == 20
+
+
+def test_the_first_stage_ranks_by_the_conditioned_query(model_dirs, corpus, tmp_path):
+    """The candidates are the rows whose stored first-stage vectors are nearest the (query, condition) vector."""
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
+    stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
+    expected = index.encoder.plain(corpus)
+    np.testing.assert_allclose(stored, expected, atol=1e-6)
+    query = index.encoder.conditioned(["a red car"], "color")[0]
+    nearest = set(np.argsort(-(stored @ query), kind="stable")[:10].tolist())
+    cands = index.search_rows("a red car", "color", k=10, candidates=10, strategy="two-stage")[0]
+    assert set(cands.tolist()) == nearest
+
+
+def test_auto_is_exact_for_a_stored_condition(model_dirs, corpus, tmp_path):
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", conditions=["the sport"])
+    assert index._strategy("auto", "the sport") == "exact"
+    assert index._strategy("auto", "the animal") == "two-stage"
+    results = index.search("a man plays guitar", "the sport", k=5, candidates=3)  # exact: candidates unused
+    assert_matches_brute_force(results, model_dirs["bi"], "a man plays guitar", corpus, "the sport", 5)
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        index.search("a", "b", strategy="fast")
+
+
+def test_without_a_first_stage_two_stage_is_refused(model_dirs, corpus, tmp_path):
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus[:10], tmp_path / "index", first_stage=None)
+    assert "first_stage" not in index.store.manifest
+    with pytest.raises(ValueError, match="has no first stage"):
+        index.search("a dog", "the animal", strategy="two-stage")
+    assert index._strategy("auto", "the animal") == "exact"
+
+
+def test_first_stage_options_are_checked():
+    assert resolve_first_stage("bi", "auto", None) == ("self", "conditioned")
+    assert resolve_first_stage("case", "auto", None) == (None, "plain")
+    assert resolve_first_stage("case", "minilm", None) == ("minilm", "plain")
+    assert resolve_first_stage("bi", "self", "plain") == ("self", "plain")
+    with pytest.raises(ValueError, match="needs a bi-encoder"):
+        resolve_first_stage("case", "self", None)
+    with pytest.raises(ValueError, match="needs no first stage"):
+        resolve_first_stage("tri", "self", None)
+    with pytest.raises(ValueError, match="must be one of"):
+        resolve_first_stage("bi", "self", "both")
+
+
+def test_case_with_another_first_stage_model(model_dirs, corpus, tmp_path):
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(model_dirs["case"]), corpus, folder, first_stage=str(model_dirs["bi"]))
+    spec = json.loads((folder / "manifest.json").read_text())["first_stage"]
+    assert spec["model"] == str(model_dirs["bi"]) and spec["query"] == "plain" and spec["sha256"]
+    reopened = ConditionalIndex.open(folder)
+    for query, condition in QUERIES[:2]:
+        results = reopened.search(query, condition, k=6, candidates=len(corpus))
+        assert_matches_brute_force(results, model_dirs["case"], query, corpus, condition, 6)
+    assert reopened.conditions == []
+
+
+def test_add_extends_the_first_stage(model_dirs, tmp_path):
+    texts = make_corpus(80, seed=5)
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(model_dirs["bi"]), texts[:50], folder)
+    index = ConditionalIndex.open(folder)
+    index.add(texts[50:])
+    assert [p.count for p in index.store.parts] == [50, 30]
+    assert index.store.array(index.store.parts[1], FIRST_STAGE).shape[0] == 30
+    results = index.search("a cat", "the animal", k=8, candidates=len(texts))
+    assert_matches_brute_force(results, model_dirs["bi"], "a cat", texts, "the animal", 8)
+
+
+def test_approximate_first_stage_and_recall(model_dirs, corpus, tmp_path):
+    import_or_skip("faiss")
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
+    report = index.recall(
+        [q for q, _ in QUERIES], [c for _, c in QUERIES], k=5, approximate="hnsw", strategy="two-stage",
+        candidates=len(corpus),
+    )  # fmt: skip
+    assert report["recall"] == 1.0 and report["strategy"] == "two-stage"
+    assert (tmp_path / "index" / "ann" / f"{FIRST_STAGE}-hnsw.faiss").is_file()
+    small = index.recall([q for q, _ in QUERIES], [c for _, c in QUERIES], k=5, strategy="two-stage", candidates=5)
+    assert 0.0 <= small["recall"] <= 1.0
+
+
+def test_rerank_cache_drops_the_least_recent_condition():
+    cache = RerankCache(max_rows=4)
+    cache.store("a", [0, 1, 2], np.zeros((3, 2)))
+    cache.store("b", [0, 1], np.ones((2, 2)))  # 5 rows held > 4: "a" goes
+    found, missing = cache.lookup("a", np.array([0, 1]))
+    assert found == {} and missing == [0, 1]
+    found, missing = cache.lookup("b", np.array([1, 5]))
+    assert list(found) == [1] and missing == [5]
