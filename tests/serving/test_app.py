@@ -175,4 +175,3 @@ def test_errors_of_the_framework_have_the_shape(scorers) -> None:  # noqa: F811
         assert_error(client.get("/similarity"), 405, "MethodNotAllowed")
         bad_json = client.post("/similarity", content=b"{not json", headers={"Content-Type": "application/json"})
         assert_error(bad_json, 422, "Validation", contains="not valid JSON")
-        assert client.get("/docs").status_code == 404  # no pages loading scripts from a CDN

@@ -37,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "  POST /similarity, /rerank, /v1/embeddings (OpenAI-compatible)\n"
         "  POST /search over a conditional index built with the same model (--index DIR)\n"
         "  GET /health, /info, /metrics (Prometheus; these three need no API key)\n"
+        "  GET /v1/models (OpenAI-compatible); /docs, the interactive API page (on by default on loopback)\n"
         "Requests that arrive close together are scored in one micro-batch. SIGTERM stops it gracefully:\n"
         "requests in flight are answered, then it exits 0. Needs the serve extra: pip install 'finesim[serve]'.\n"
         "See docs/serving.md.",
@@ -54,6 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="model type (default: from the folder's marker; a model without one is a bi-encoder)",
     )
     p.add_argument("--host", default="127.0.0.1", metavar="HOST", help="address to listen on")
+    p.add_argument(
+        "--docs",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve the interactive API page at /docs (its scripts load from a CDN; default: on for a loopback --host)",
+    )
     p.add_argument(
         "--port", type=port_number, metavar="PORT", default=8080, help="port to listen on (0: any free port)"
     )
@@ -164,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         index=args.index,
         index_conditions=conditions,
+        docs=args.docs,
     )
     verbose, quiet = verbosity(args)
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]

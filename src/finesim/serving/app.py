@@ -13,6 +13,7 @@ import asyncio
 import base64
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -47,7 +48,9 @@ from finesim.serving.schemas import (
     RerankRequest,
     SearchRequest,
     SimilarityRequest,
+    body_fields,
     checked_condition,
+    checked_dimensions,
     checked_texts,
     condition_required,
     invalid,
@@ -61,6 +64,8 @@ logger = logging.getLogger("finesim.serving")
 
 PUBLIC_PATHS = ("/health", "/info", "/metrics")
 SCORING_PATHS = ("/similarity", "/rerank", "/v1/embeddings", "/search")
+MODELS_PATH = "/v1/models"
+DOCS_PATHS = ("/docs", "/docs/oauth2-redirect", "/openapi.json")  # public while the docs page is on
 
 NO_EMBEDDINGS = {
     "tri": "this model is a tri-encoder: it has no conditional embedding of its own. Its sentence embedding is "
@@ -184,8 +189,11 @@ def create_app(
         on_ready, on_load_error: called from that thread once the model is ready, or when loading failed.
     """
     state = ModelState()
-    metrics = ServerMetrics(SCORING_PATHS + PUBLIC_PATHS)
+    metrics = ServerMetrics(SCORING_PATHS + PUBLIC_PATHS + (MODELS_PATH,))
     load = loader or default_loader(settings)
+    docs = docs_enabled(settings)
+    public = PUBLIC_PATHS + (DOCS_PATHS if docs else ())
+    started = int(time.time())
 
     def load_in_background() -> None:
         index = None
@@ -234,20 +242,18 @@ def create_app(
         version=__version__,
         description="Conditional semantic textual similarity: score, rerank and embed under a condition.",
         lifespan=lifespan,
-        docs_url=None,  # the interactive docs pages load scripts from a CDN: left out
+        docs_url="/docs" if docs else None,  # the page's scripts come from a CDN: on by default on loopback only
         redoc_url=None,
     )
     app.state.model = state
     app.state.metrics = metrics
     app.state.settings = settings
-    install_error_handlers(app)
+    install_error_handlers(app, body_fields())
     # added innermost first: the last one added sees each request first
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
-    app.add_middleware(
-        ConcurrencyLimitMiddleware, limit=settings.max_concurrent, public_paths=PUBLIC_PATHS, metrics=metrics
-    )
+    app.add_middleware(ConcurrencyLimitMiddleware, limit=settings.max_concurrent, public_paths=public, metrics=metrics)
     if settings.api_key is not None:
-        app.add_middleware(AuthMiddleware, api_key=settings.api_key, public_paths=PUBLIC_PATHS)
+        app.add_middleware(AuthMiddleware, api_key=settings.api_key, public_paths=public)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
     limits = {"max_items": settings.max_items, "max_chars": settings.max_text_chars}
@@ -298,6 +304,21 @@ def create_app(
         content, content_type = metrics.exposition()
         return Response(content=content, media_type=content_type)
 
+    def model_object() -> dict[str, Any]:
+        return {"id": settings.model, "object": "model", "created": started, "owned_by": "finesim"}
+
+    @app.get(MODELS_PATH)
+    async def models() -> dict[str, Any]:
+        """OpenAI-compatible list of models: the one this server serves (its ``id`` is ``--model`` as given)."""
+        return {"object": "list", "data": [model_object()]}
+
+    @app.get(MODELS_PATH + "/{model_id:path}")
+    async def model(model_id: str) -> dict[str, Any]:
+        """OpenAI-compatible model lookup: the served model by its id; 404 for any other."""
+        if model_id != settings.model:
+            raise ApiError(404, f"no model {model_id!r} here: this server serves {settings.model!r}")
+        return model_object()
+
     @app.post("/similarity")
     async def similarity(body: SimilarityRequest) -> dict[str, list[float]]:
         """One score per ``(sentence1[i], sentence2[i])`` under the condition (cosine for bi/tri/CASE, the
@@ -345,12 +366,14 @@ def create_app(
     @app.post("/v1/embeddings")
     async def embeddings(body: EmbeddingsRequest) -> dict[str, Any]:
         """OpenAI-compatible embeddings: a bi-encoder's embedding of ``(text, condition)`` (the text alone without
-        a condition), a CASE model's condition-aware projection (condition required)."""
+        a condition), a CASE model's condition-aware projection (condition required). Strings only (token ids are a
+        422 saying how to configure the client); ``dimensions`` only as the model's own dimension."""
         scorer, batcher = state.ready()
         if scorer.encoder in NO_EMBEDDINGS:
             raise ApiError(400, NO_EMBEDDINGS[scorer.encoder], UNSUPPORTED)
         texts = checked_texts(body.input, "input", **limits)
         condition = checked_condition(body.condition, "condition", max_chars=settings.max_text_chars)
+        checked_dimensions(body.dimensions, state.info.get("embedding_dimension"))
         conds = [condition] * len(texts)
         require_condition(scorer, conds, "embeds texts")
         result: Embeddings = await run(batcher, EmbedJob(texts, conds))
@@ -363,6 +386,15 @@ def create_app(
         return {"object": "list", "data": data, "model": settings.model, "usage": usage}
 
     return app
+
+
+def docs_enabled(settings: ServeSettings) -> bool:
+    """Whether ``/docs`` (FastAPI's interactive API page) is served: ``settings.docs``, by default on when the server
+    listens on a loopback address only. The page makes the browser load its scripts from a CDN (jsDelivr); the server
+    itself sends nothing anywhere."""
+    from finesim.serving.server import is_loopback
+
+    return settings.docs if settings.docs is not None else is_loopback(settings.host)
 
 
 def _encode_vector(row: np.ndarray, encoding_format: str) -> Any:

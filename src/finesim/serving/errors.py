@@ -83,18 +83,36 @@ def _spell(parts: list[str]) -> str:
     return out or "body"
 
 
-def validation_message(errors: Sequence[Mapping[str, Any]]) -> str:
+def _message(err: Mapping[str, Any], parts: list[str], fields: Sequence[str] | None) -> str:
+    """pydantic's message of one error, with the right field names after an unknown one and without the
+    ``Value error,`` prefix of a validator's own message."""
+    from finesim.options import did_you_mean
+
+    message = str(err.get("msg", "invalid value"))
+    kind = err.get("type")
+    if kind == "value_error" and message.startswith("Value error, "):
+        return message[len("Value error, ") :]
+    if kind == "extra_forbidden" and fields and len(parts) == 1:
+        hint = did_you_mean(parts[0], fields).strip()
+        return f"{message}: unknown field{' ' + hint if hint else ''}; the fields are {', '.join(fields)}"
+    return message
+
+
+def validation_message(errors: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = None) -> str:
     """One line from pydantic / FastAPI validation errors: ``field[i]: message; ...`` (input values not echoed).
 
     Of the alternatives of a union field (a string or a list of strings) only the one that got furthest is named:
-    ``input[1]: Input should be a valid string`` rather than the error of each alternative."""
+    ``input[1]: Input should be a valid string`` rather than the error of each alternative. With ``fields`` (the
+    body's fields), an unknown field is named with the closest right one: ``conditon: Extra inputs are not
+    permitted: unknown field (did you mean 'condition'?); the fields are ...``."""
     found: list[tuple[list[str], str]] = []
     lines = []
     for err in errors:
         if err.get("type") == "json_invalid":
             lines.append(f"the body is not valid JSON ({err.get('ctx', {}).get('error', 'parse error')})")
             continue
-        found.append((_location(err.get("loc", ())), str(err.get("msg", "invalid value"))))
+        parts = _location(err.get("loc", ()))
+        found.append((parts, _message(err, parts, fields)))
     deepest: dict[str, int] = {}
     for parts, _ in found:
         key = parts[0] if parts else ""
@@ -107,9 +125,11 @@ def validation_message(errors: Sequence[Mapping[str, Any]]) -> str:
     return shown + (f"; and {len(unique) - 5} more" if len(unique) > 5 else "")
 
 
-def install_error_handlers(app: Any) -> None:
+def install_error_handlers(app: Any, body_fields: Mapping[str, Sequence[str]] | None = None) -> None:
     """Answer every error of ``app`` in the error shape: :class:`ApiError`, FastAPI's 422 validation errors,
-    Starlette's HTTP errors (404, 405, ...) and unexpected exceptions (500, ``Backend``)."""
+    Starlette's HTTP errors (404, 405, ...) and unexpected exceptions (500, ``Backend``). ``body_fields``: the fields
+    of each path's body, named when a request sends an unknown one."""
+    known = dict(body_fields or {})
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
 
@@ -117,7 +137,8 @@ def install_error_handlers(app: Any) -> None:
         return json_error(exc.status, exc.message, exc.error_type)
 
     async def request_validation(request: Any, exc: RequestValidationError):
-        return json_error(422, validation_message(exc.errors()), VALIDATION)
+        fields = known.get(request.url.path)
+        return json_error(422, validation_message(exc.errors(), fields), VALIDATION)
 
     async def http_error(request: Any, exc: HTTPException):
         return json_error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))

@@ -3,13 +3,16 @@
 Pydantic checks the types (strict strings: a number is not a text) and missing fields; :func:`checked_texts`
 adds finesim's text check (:func:`finesim.evaluation.inputs.check_texts`: no empty text), the item and length
 limits, and :func:`row_conditions` the condition rules. Every failure is an :class:`ApiError` 422.
+
+Every body refuses a field it does not have (``extra="forbid"``: a misspelt ``conditon`` is a 422 naming the field
+and the closest right name, :func:`finesim.serving.errors.validation_message`), never ignores it.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from finesim.evaluation.inputs import check_texts
 from finesim.serving.errors import VALIDATION, ApiError
@@ -47,15 +50,71 @@ class SearchRequest(BaseModel):
     k: Annotated[int, Field(ge=1, strict=True)] = 10
 
 
-class EmbeddingsRequest(BaseModel):
-    """``POST /v1/embeddings`` (OpenAI-compatible; other OpenAI fields such as ``user`` are ignored)."""
+TOKEN_IDS_MESSAGE = (
+    "input is token ids, but this server embeds text with its own model's tokenizer (ids from another tokenizer, "
+    "such as OpenAI's tiktoken, mean other words): send the texts as strings. LangChain's OpenAIEmbeddings sends "
+    "token ids by default: create it with check_embedding_ctx_length=False"
+)
 
-    model_config = ConfigDict(extra="ignore")
+
+def _is_token_ids(value: Any) -> bool:
+    """Whether ``value`` is a list of ints or a list of lists of ints (OpenAI's token-array inputs)."""
+
+    def ints(items: Any) -> bool:
+        return isinstance(items, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in items)
+
+    if not isinstance(value, list) or not value:
+        return False
+    return ints(value) or all(ints(item) and item for item in value)
+
+
+class EmbeddingsRequest(BaseModel):
+    """``POST /v1/embeddings`` (OpenAI-compatible). OpenAI's fields: ``input`` (strings only: token ids are refused
+    with :data:`TOKEN_IDS_MESSAGE`), ``model`` (ignored), ``encoding_format``, ``dimensions`` (only the model's own
+    dimension: embeddings are not truncated), ``user`` (ignored); finesim's ``condition``. Any other field is a 422."""
+
+    model_config = ConfigDict(extra="forbid")
 
     input: StrictStr | list[StrictStr]
     model: str | None = None
     condition: StrictStr | None = None
     encoding_format: Literal["float", "base64"] = "float"
+    dimensions: Annotated[int, Field(ge=1, strict=True)] | None = None
+    user: str | None = None
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _no_token_ids(cls, value: Any) -> Any:
+        if _is_token_ids(value):
+            raise ValueError(TOKEN_IDS_MESSAGE)  # 422 "input: ..." (the prefix pydantic adds is removed)
+        return value
+
+
+BODIES: dict[str, type[BaseModel]] = {
+    "/similarity": SimilarityRequest,
+    "/rerank": RerankRequest,
+    "/search": SearchRequest,
+    "/v1/embeddings": EmbeddingsRequest,
+}
+"""The body of each POST endpoint: its fields name the right one when a request sends an unknown field."""
+
+
+def body_fields() -> dict[str, list[str]]:
+    """The fields of each POST endpoint's body, by path."""
+    return {path: sorted(model.model_fields) for path, model in BODIES.items()}
+
+
+def checked_dimensions(dimensions: int | None, model_dimension: int | None) -> None:
+    """``dimensions`` of ``/v1/embeddings``: left out, or the model's own dimension. Truncating an embedding to its
+    first N components (then re-normalising) is only faithful for a model trained for it (Matryoshka); finesim does not
+    assume that, so any other value is a 422 saying the model's dimension."""
+    if dimensions is None or dimensions == model_dimension:
+        return
+    raise invalid(
+        f"dimensions is {dimensions}, but this model's embeddings have {model_dimension} dimensions and finesim does "
+        f"not shorten them (only a model trained for truncation, Matryoshka-style, keeps its quality when cut): "
+        f"leave dimensions out or send {model_dimension}"
+    )
 
 
 def invalid(message: str) -> ApiError:

@@ -33,6 +33,8 @@ class ServeSettings:
             (None: ``/search`` answers 404 ``NoIndex``).
         index_conditions: bi-encoder / CASE indexes: conditions whose corpus embeddings are computed at start-up
             (before ``/health`` answers 200) instead of on their first query.
+        docs: serve FastAPI's interactive API page at ``/docs`` (with ``/openapi.json``, both then public); None: on
+            when ``host`` is a loopback address, off otherwise (the page loads its scripts from a CDN).
     """
 
     model: str
@@ -51,6 +53,7 @@ class ServeSettings:
     inference_batch_size: int = 64
     index: str | None = None
     index_conditions: tuple[str, ...] = ()
+    docs: bool | None = None
 
     def __post_init__(self) -> None:
         if self.encoder is not None and self.encoder not in ENCODERS:
