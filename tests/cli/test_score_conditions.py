@@ -214,3 +214,14 @@ def test_condition_like_columns(available, found) -> None:
     else:
         with pytest.raises(DataFormatError, match=f"has {found!r}, which looks like one"):
             condition_column("f.csv", available, Columns())
+
+
+def test_the_command_names_an_onnx_runtime(bi_folder, tmp_path, capsys) -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from finesim.models.export import export_model
+
+    exported = export_model(str(bi_folder), tmp_path / "onnx", quantize="none").path
+    table = _table(tmp_path, "condition")
+    assert _score(exported, table, tmp_path / "out.jsonl") == 0
+    assert f"scoring with {exported} (bi-encoder, onnx on cpu)" in capsys.readouterr().err

@@ -143,6 +143,8 @@ def describe_scorer(scorer: Any) -> str:
     quantize = runtime.get("quantize", "none")
     where = runtime.get("format", "torch") + ("" if quantize in (None, "none") else f" {quantize}")
     device = getattr(model, "device", None)
+    if device is None and encoder == "case":  # a CASE model's encoder runs its sentence-transformers pipeline
+        device = getattr(getattr(getattr(model, "encoder", None), "pipeline", None), "device", None)
     if device is not None:
         where += f" on {device}"
     return f"{kind}, {where}"
