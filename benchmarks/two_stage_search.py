@@ -1,0 +1,215 @@
+"""Benchmark: two-stage conditional search (docs/search.md) against the exact bi-encoder ranking.
+
+Corpus: ``--size`` distinct sentences of the shared data (STS12-16, STS-B, SICK, SNLI dev/test; the pool of
+``benchmarks/index_scaling.py``: de-duplicated, shuffled with ``--seed``, the first ``--size`` taken; no repeats).
+Conditions: ``--conditions`` distinct conditions drawn from C-STS validation, never stored in the index before the
+measurement (the "never-seen condition" case); ``--queries`` query sentences per condition, drawn from the pool.
+
+1. Build the index with the bi-encoder's own first stage (``--model``; build seconds and bytes recorded).
+2. **Reference**: for each condition, the exact top-k over the whole corpus (``strategy="exact"``, which embeds the
+   corpus under the condition once; its seconds are the cost two-stage search avoids).
+3. **Recall** of two-stage search for every first-stage query mode (``conditioned``, ``plain``), first-stage search
+   (``exact`` scan or faiss ``hnsw``) and candidate count N in ``--candidates``: the re-ranking cache is filled from
+   the reference's stored embeddings (the very vectors the model gives the candidates), so the curve costs no
+   encoding and is exactly what the search returns.
+4. **Latency** (``--latency``): per query with a cold re-ranking cache (a never-seen condition: N candidates
+   embedded) and a warm one (the same condition again, new queries), for the default query mode, per N and
+   first-stage search; p50/p95 seconds. Run it alone on an idle machine: latencies beside another job are not
+   figures (the file records ``--note``).
+
+    flock /tmp/finesim-cpu.lock python benchmarks/two_stage_search.py --model runs/minilm-bi-mse-tuned/model \\
+        [--size 50000] [--conditions 8] [--queries 10] [--candidates 25,50,100,200,400,800] [--latency]
+        [--output benchmarks/results/two_stage_search.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from index_scaling import sentence_pool, validation_conditions
+
+from finesim.index import ConditionalIndex, recall_at_k
+from finesim.index.two_stage import RerankCache
+from finesim.paths import data_root
+from finesim.results import environment_record, write_json_atomic
+
+
+def fill_cache(index: ConditionalIndex, condition: str) -> None:
+    """The re-ranking cache of ``condition`` holding every row, from the stored exact-search embeddings."""
+    key = index.key(condition)
+    for part in index.store.parts:
+        array = index.store.condition_array(key, part)
+        assert array is not None
+        rows = list(range(part.start, part.stop))
+        index.rerank_cache.store(key, rows, np.asarray(array, dtype=np.float32))
+
+
+def percentiles(seconds: list[float]) -> dict[str, float]:
+    s = np.asarray(seconds)
+    return {
+        "p50_seconds": round(float(np.percentile(s, 50)), 4),
+        "p95_seconds": round(float(np.percentile(s, 95)), 4),
+        "mean_seconds": round(float(s.mean()), 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="a bi-encoder (a finesim folder, or a Hub id / alias)")
+    parser.add_argument("--data", default=None)
+    parser.add_argument("--size", type=int, default=50000)
+    parser.add_argument("--conditions", type=int, default=8)
+    parser.add_argument("--queries", type=int, default=10, help="queries per condition")
+    parser.add_argument("--candidates", default="25,50,100,200,400,800")
+    parser.add_argument("--modes", default="conditioned,plain")
+    parser.add_argument("--first-stage-search", default="exact,hnsw")
+    parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--latency", action="store_true", help="also time searches (idle machine only)")
+    parser.add_argument("--latency-queries", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--note", default=None, help="recorded as it is (e.g. what else ran on the machine)")
+    parser.add_argument("--output", default="benchmarks/results/two_stage_search.json")
+    args = parser.parse_args()
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    ns = [int(n) for n in args.candidates.split(",")]
+    modes = args.modes.split(",")
+    searches = args.first_stage_search.split(",")
+
+    root = data_root(args.data)
+    pool, files = sentence_pool(root)
+    conditions_pool, csts_file = validation_conditions(root)
+    rng = random.Random(args.seed)
+    rng.shuffle(pool)
+    if args.size > len(pool):
+        raise SystemExit(f"--size {args.size}: the pool has {len(pool)} distinct sentences")
+    corpus = pool[: args.size]
+    conditions = rng.sample(conditions_pool, args.conditions)
+    queries = {c: rng.sample(pool, args.queries) for c in conditions}
+    print(f"{len(corpus)} texts, {len(conditions)} conditions x {args.queries} queries", flush=True)
+
+    work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="finesim-two-stage-"))
+    folder = work / "index"
+    shutil.rmtree(folder, ignore_errors=True)
+    result: dict[str, Any] = {}
+    try:
+        start = time.perf_counter()
+        index = ConditionalIndex.build(args.model, corpus, folder, show_progress=True)
+        result["build_seconds"] = round(time.perf_counter() - start, 1)
+        result["index_bytes"] = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        print(f"built in {result['build_seconds']} s", flush=True)
+
+        # the reference: exact search (the corpus embedded under each condition once)
+        exact: dict[tuple[str, str], list[int]] = {}
+        cold = []
+        for condition in conditions:
+            start = time.perf_counter()
+            for query in queries[condition]:
+                rows, _ = index.search_rows(query, condition, args.k, strategy="exact")
+                exact[(query, condition)] = [int(r) for r in rows]
+            cold.append(round(time.perf_counter() - start, 1))
+            print(f"exact reference for {condition!r}: {cold[-1]} s", flush=True)
+        result["exact_condition_seconds"] = cold
+
+        # recall of two-stage search: the cache holds every row's exact embedding, so nothing is encoded
+        index.rerank_cache = RerankCache(max_rows=(len(corpus) + 1) * len(conditions))
+        for condition in conditions:
+            fill_cache(index, condition)
+        stage = index.first_stage()
+        assert stage is not None
+        curve = []
+        for mode in modes:
+            stage.query_mode = mode
+            for search in searches:
+                approximate = False if search == "exact" else search
+                for n in ns:
+                    per_query = []
+                    for (query, condition), truth in exact.items():
+                        rows, _ = index.search_rows(
+                            query, condition, args.k, strategy="two-stage", candidates=n, approximate=approximate
+                        )
+                        per_query.append(recall_at_k(truth, rows, args.k))
+                    curve.append(
+                        {
+                            "query_mode": mode,
+                            "first_stage_search": search,
+                            "candidates": n,
+                            f"recall_at_{args.k}": round(float(np.mean(per_query)), 4),
+                            "min_recall": round(float(np.min(per_query)), 4),
+                        }
+                    )
+                    print(f"{mode} {search} N={n}: recall@{args.k} {curve[-1][f'recall_at_{args.k}']}", flush=True)
+        result["recall"] = curve
+        stage.query_mode = "conditioned"
+
+        if args.latency:
+            timing = []
+            for search in searches:
+                approximate = False if search == "exact" else search
+                for n in ns:
+                    cold_s, warm_s = [], []
+                    fresh = [(rng.choice(pool), c) for c in rng.sample(conditions_pool, args.latency_queries)]
+                    for query, condition in fresh:
+                        index.rerank_cache = RerankCache()
+                        start = time.perf_counter()
+                        index.search_rows(query, condition, args.k, strategy="two-stage", candidates=n,
+                                          approximate=approximate)  # fmt: skip
+                        cold_s.append(time.perf_counter() - start)
+                        start = time.perf_counter()
+                        index.search_rows(rng.choice(pool), condition, args.k, strategy="two-stage", candidates=n,
+                                          approximate=approximate)  # fmt: skip
+                        warm_s.append(time.perf_counter() - start)
+                    timing.append(
+                        {
+                            "first_stage_search": search,
+                            "candidates": n,
+                            "cold": percentiles(cold_s),
+                            "warm": percentiles(warm_s),
+                        }
+                    )
+                    print(f"latency {search} N={n}: cold {timing[-1]['cold']} warm {timing[-1]['warm']}", flush=True)
+            result["latency"] = timing
+    finally:
+        if not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+    payload = {
+        "benchmark": "two_stage_search",
+        "description": "two-stage conditional search (first-stage candidates re-ranked under the condition) against "
+        "the exact full-corpus bi-encoder ranking: recall@k per candidate count, query mode and first-stage search; "
+        "latency with a cold and a warm re-ranking cache",
+        "command": " ".join(sys.argv),
+        "settings": {
+            "model": args.model,
+            "size": len(corpus),
+            "conditions": conditions,
+            "queries_per_condition": args.queries,
+            "k": args.k,
+            "seed": args.seed,
+            "threads": torch.get_num_threads(),
+            "note": args.note,
+        },
+        "data": {"sentences": files, "conditions": csts_file},
+        "results": result,
+        "environment": environment_record(),
+    }
+    write_json_atomic(args.output, payload)
+    print(f"wrote {args.output}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
