@@ -91,7 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--first-stage-query",
         choices=["conditioned", "plain"],
         default=None,
-        help="the query's first-stage vector: the (query, condition) embedding (default for 'self') or the query's",
+        help="the query's first-stage vector: 'conditioned', the (query, condition) embedding, or 'plain', the "
+        "query's alone (default: conditioned for 'self', plain for another model)",
     )
     _ray_options(p)
     add_runtime_options(p)
@@ -134,8 +135,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--candidates",
         type=positive_int,
         default=None,
-        help="candidates re-scored exactly: by an approximate tri-encoder search (default max(100, 10k)) or a "
-        "two-stage search (default max(200, 10k))",
+        help="candidates re-scored exactly by an approximate tri-encoder search or a two-stage search "
+        "(default: max(100, 10k) and max(200, 10k))",
     )
     p.add_argument(
         "--strategy",

@@ -19,13 +19,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
 
 from finesim.index.approximate import ANN_KINDS, AnnFile, ann_params, normalized, recall_at_k
-from finesim.index.encoders import IndexEncoder, check_indexable
+from finesim.index.encoders import IndexEncoder, load_index_model
 from finesim.index.errors import ModelMismatchError
 from finesim.index.fingerprint import model_fingerprint
 from finesim.index.store import (
@@ -97,33 +97,6 @@ def _check_text(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"the {what} must be a non-empty string, got {value!r}")
     return value
-
-
-class LoadedModel(NamedTuple):
-    """A model loaded for an index: the object, its encoder type, the name as given and the resolved path."""
-
-    model: Any
-    kind: str
-    name: str | None
-    resolved: str | None
-
-
-def load_index_model(model: Any, encoder: str | None = None, device: str | None = None) -> LoadedModel:
-    """Load ``model`` for an index: a loaded model is used as it is, a name (a folder, Hub id or alias) is loaded
-    like :class:`~finesim.evaluation.scoring.ConditionalScorer` loads it; a :class:`LoadedModel` passes through."""
-    from finesim.evaluation.scoring import load_model_object, scorer_encoder
-
-    if isinstance(model, LoadedModel):
-        return model
-    name = resolved = None
-    if isinstance(model, (str, Path)):
-        from finesim.models.hub import resolve_model_path
-
-        name = str(model)
-        path = resolve_model_path(name)
-        resolved = str(Path(path).resolve()) if Path(path).is_dir() else str(path)
-        model = load_model_object(name, encoder=encoder, device=device)
-    return LoadedModel(model, check_indexable(scorer_encoder(model, encoder)), name, resolved)
 
 
 def _now() -> str:

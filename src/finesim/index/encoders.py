@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -159,3 +160,30 @@ class IndexEncoder:
         if self.kind == "tri":
             raise ValueError("a tri-encoder's corpus vectors do not depend on the condition: use stage()")
         return self._conditioned(texts, condition)
+
+
+class LoadedModel(NamedTuple):
+    """A model loaded for an index: the object, its encoder type, the name as given and the resolved path."""
+
+    model: Any
+    kind: str
+    name: str | None
+    resolved: str | None
+
+
+def load_index_model(model: Any, encoder: str | None = None, device: str | None = None) -> LoadedModel:
+    """Load ``model`` for an index: a loaded model is used as it is, a name (a folder, Hub id or alias) is loaded
+    like :class:`~finesim.evaluation.scoring.ConditionalScorer` loads it; a :class:`LoadedModel` passes through."""
+    from finesim.evaluation.scoring import load_model_object, scorer_encoder
+
+    if isinstance(model, LoadedModel):
+        return model
+    name = resolved = None
+    if isinstance(model, (str, Path)):
+        from finesim.models.hub import resolve_model_path
+
+        name = str(model)
+        path = resolve_model_path(name)
+        resolved = str(Path(path).resolve()) if Path(path).is_dir() else str(path)
+        model = load_model_object(name, encoder=encoder, device=device)
+    return LoadedModel(model, check_indexable(scorer_encoder(model, encoder)), name, resolved)

@@ -103,7 +103,7 @@ class FirstStageEncoder:
     """
 
     def __init__(self, index_encoder: Any, spec_model: Any, query: str, *, device: str | None = None) -> None:
-        from finesim.index.encoders import IndexEncoder
+        from finesim.index.encoders import IndexEncoder, load_index_model
 
         self.query_mode = query
         self.name: str = SELF
@@ -112,7 +112,6 @@ class FirstStageEncoder:
         if isinstance(spec_model, str) and spec_model == SELF:
             self.encoder = index_encoder
         else:
-            from finesim.index.conditional_index import load_index_model
             from finesim.index.fingerprint import model_fingerprint
 
             loaded = load_index_model(spec_model, "bi", device)

@@ -392,7 +392,7 @@ def docs_enabled(settings: ServeSettings) -> bool:
     """Whether ``/docs`` (FastAPI's interactive API page) is served: ``settings.docs``, by default on when the server
     listens on a loopback address only. The page makes the browser load its scripts from a CDN (jsDelivr); the server
     itself sends nothing anywhere."""
-    from finesim.serving.server import is_loopback
+    from finesim.serving.settings import is_loopback
 
     return settings.docs if settings.docs is not None else is_loopback(settings.host)
 

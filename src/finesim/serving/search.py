@@ -30,7 +30,7 @@ def open_served_index(settings: ServeSettings, scorer: Any) -> Any:
             model (the weights hash differs), or its start-up conditions could not be embedded.
     """
     from finesim.index import ConditionalIndex
-    from finesim.index.conditional_index import LoadedModel
+    from finesim.index.encoders import LoadedModel
     from finesim.index.store import IndexStore
 
     path = str(settings.index)

@@ -8,29 +8,18 @@ so a server stopped by SIGTERM exits with status 0 (Ctrl-C still ends as an inte
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import signal
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from finesim.serving.settings import ServeSettings
+from finesim.serving.settings import ServeSettings, is_loopback
 
 logger = logging.getLogger("finesim.serving")
 
 # Seconds uvicorn waits for requests in flight after SIGTERM before it cancels them.
 GRACEFUL_SHUTDOWN_S = 60
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def serve(
