@@ -65,6 +65,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--in-process-repeats", type=int, default=3, help="in-process timings (the median is used)")
     p.add_argument("--device", default=None, help="torch device of the server and the in-process scorer")
     p.add_argument("--seed", type=int, default=0, help="shuffle seed of the pairs")
+    p.add_argument("--workers", type=int, default=1, help="finesim serve --workers of the batched run")
+    p.add_argument("--threads", type=int, default=None, help="finesim serve --threads (torch threads per worker)")
+    p.add_argument(
+        "--load-generator",
+        choices=["python", "wrk"],
+        default="python",
+        help="python: asyncio + httpx clients in this process (they take CPU from the server); wrk: the compiled "
+        "load generator (apt install wrk), one thread, --clients connections, for --duration seconds; the scores "
+        "are then checked on a few requests with httpx",
+    )
+    p.add_argument("--skip-single", action="store_true", help="skip the one-request-at-a-time server run")
     p.add_argument("--output", default=None, metavar="FILE", help="results JSON (default: results/serve_load_*.json)")
     args = p.parse_args(argv)
     if min(args.clients, args.requests, args.pairs_per_request, args.in_process_repeats) < 1 or args.duration <= 0:
@@ -128,8 +139,9 @@ def in_process(args: argparse.Namespace, pairs: list[tuple[str, str, str]]) -> t
 class Server:
     """A ``finesim serve`` subprocess on 127.0.0.1 with a free port."""
 
-    def __init__(self, args: argparse.Namespace, batch_size: int, batch_wait_ms: int) -> None:
+    def __init__(self, args: argparse.Namespace, batch_size: int, batch_wait_ms: int, workers: int = 1) -> None:
         self.command = [sys.executable, "-m", "finesim.cli.main", "serve", "--model", args.model]
+        self.command += ["--workers", str(workers)] + (["--threads", str(args.threads)] if args.threads else [])
         self.command += ["--host", "127.0.0.1", "--port", "0", "--cache-size", "0", "--no-progress"]
         self.command += ["--batch-size", str(batch_size), "--batch-wait-ms", str(batch_wait_ms)]
         self.command += ["--max-concurrent", str(max(64, 2 * args.clients)), "--max-items", "4096"]
@@ -248,23 +260,102 @@ async def drive(url: str, bodies: list[dict[str, Any]], *, clients: int, count: 
     }
 
 
+WRK_SCRIPT = """
+local bodies = {%s}
+local i = 0
+request = function()
+  i = i %% #bodies + 1
+  return wrk.format("POST", "/similarity", {["Content-Type"] = "application/json"}, bodies[i])
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("WRKJSON {\\"requests\\": %%d, \\"duration_us\\": %%d, \\"status_errors\\": %%d, "
+    .. "\\"socket_errors\\": %%d, \\"p50_us\\": %%d, \\"p95_us\\": %%d, \\"p99_us\\": %%d}\\n",
+    summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout,
+    latency:percentile(50), latency:percentile(95), latency:percentile(99)))
+end
+"""
+
+
+def lua_string(text: str) -> str:
+    """A Lua long string literal holding ``text``."""
+    level = 0
+    while f"]{'=' * level}]" in text:
+        level += 1
+    return f"[{'=' * level}[{text}]{'=' * level}]"
+
+
+def drive_wrk(url: str, bodies: list[dict[str, Any]], *, clients: int, duration: float, work: Path) -> dict[str, Any]:
+    """``wrk`` with ``clients`` connections for ``duration`` seconds, cycling through ``bodies``."""
+    import json
+    import shutil
+
+    if shutil.which("wrk") is None:
+        raise SystemExit("--load-generator wrk needs wrk on PATH (apt-get install wrk)")
+    script = work / "serve_load.lua"
+    script.write_text(WRK_SCRIPT % ", ".join(lua_string(json.dumps(b)) for b in bodies), encoding="utf-8")
+    command = ["wrk", "-t1", f"-c{clients}", f"-d{max(1, round(duration))}s", "--timeout", "60s", "-s", str(script)]
+    out = subprocess.run([*command, url], capture_output=True, text=True, check=True).stdout
+    found = re.search(r"^WRKJSON (.*)$", out, flags=re.MULTILINE)
+    if not found:
+        raise RuntimeError(f"wrk printed no summary:\n{out}")
+    summary = json.loads(found.group(1))
+    summary["command"] = " ".join(command[:-1] + ["serve_load.lua"])
+    return summary
+
+
 def server_run(
-    args: argparse.Namespace, bodies: list[dict[str, Any]], reference: np.ndarray, batch_size: int, wait_ms: int
+    args: argparse.Namespace,
+    bodies: list[dict[str, Any]],
+    reference: np.ndarray,
+    batch_size: int,
+    wait_ms: int,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """One server process: warm-up, the timed load, its metrics, SIGTERM."""
-    server = Server(args, batch_size, wait_ms)
+    server = Server(args, batch_size, wait_ms, workers)
     started = time.perf_counter()
     url = server.start()
     startup_s = time.perf_counter() - started
+    wrk_summary = None
     try:
+        if workers > 1:  # every worker ready: /health from many new connections
+            import httpx
+
+            for _ in range(20 * workers):
+                while httpx.get(f"{url}/health", timeout=30).status_code != 200:
+                    time.sleep(0.2)
         if args.warmup:
             asyncio.run(drive(url, bodies, clients=args.clients, count=args.warmup, duration=args.duration))
         before = server.metrics()
         count = min(args.requests, len(bodies))
-        run = asyncio.run(drive(url, bodies, clients=args.clients, count=count, duration=args.duration))
+        if args.load_generator == "wrk":
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as work:
+                wrk_summary = drive_wrk(url, bodies, clients=args.clients, duration=args.duration, work=Path(work))
+            # the scores, checked on the first requests (one client, after the timed part)
+            run = asyncio.run(drive(url, bodies, clients=1, count=min(count, 16), duration=args.duration))
+        else:
+            run = asyncio.run(drive(url, bodies, clients=args.clients, count=count, duration=args.duration))
         after = server.metrics()
     finally:
         exit_code = server.stop()
+    if wrk_summary is not None:
+        wall = wrk_summary["duration_us"] / 1e6
+        per_request = args.pairs_per_request
+        ok = wrk_summary["requests"] - wrk_summary["status_errors"]
+        run = {
+            **run,
+            "wall": wall,
+            "sent": wrk_summary["requests"],
+            "ok": ok,
+            "pairs": ok * per_request,
+            "errors": run["errors"]
+            + [f"wrk: {wrk_summary['status_errors']} non-2xx"] * bool(wrk_summary["status_errors"])
+            + [f"wrk: {wrk_summary['socket_errors']} socket errors"] * bool(wrk_summary["socket_errors"]),
+            "latencies": [],
+        }
     lat_ms = np.asarray(run["latencies"]) * 1000.0
     per = args.pairs_per_request
     diffs = [
@@ -286,7 +377,11 @@ def server_run(
         "latency_ms": {
             q: round(float(np.percentile(lat_ms, int(q[1:]))), 2) if lat_ms.size else None
             for q in ("p50", "p95", "p99")
-        },
+        }
+        if wrk_summary is None
+        else {q: round(wrk_summary[f"{q}_us"] / 1000.0, 2) for q in ("p50", "p95", "p99")},
+        "load_generator": "python" if wrk_summary is None else wrk_summary["command"],
+        "workers": workers,
         "max_abs_diff_vs_in_process": float(max(diffs)) if diffs else None,
         "server_batches": int(batches),
         "server_mean_requests_per_batch": round(delta["finesim_batch_requests_sum"] / batches, 2) if batches else None,
@@ -307,9 +402,9 @@ def main(argv: list[str] | None = None) -> int:
 
     baseline, reference = in_process(args, used_pairs)
     print(f"in-process: {baseline['pairs_per_s']} pairs/s", flush=True)
-    batched = server_run(args, bodies, reference, args.batch_size, args.batch_wait_ms)
+    batched = server_run(args, bodies, reference, args.batch_size, args.batch_wait_ms, args.workers)
     print(f"server, micro-batching: {batched['pairs_per_s']} pairs/s, {batched['errors']} errors", flush=True)
-    single = server_run(args, bodies, reference, 1, 0)
+    single = {"pairs_per_s": None, "errors": 0} if args.skip_single else server_run(args, bodies, reference, 1, 0)
     print(f"server, one request at a time: {single['pairs_per_s']} pairs/s, {single['errors']} errors", flush=True)
 
     vs_in_process = batched["pairs_per_s"] / baseline["pairs_per_s"] if batched["pairs_per_s"] else None

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from serving_support import S1, S2, C, saved_models, time_limit  # noqa: F401
 
@@ -139,3 +140,46 @@ def test_real_server_process_answers_and_stops_gracefully_on_sigterm(saved_model
     output = "".join(seen)
     assert "model ready" in output, output
     assert KEY not in output
+
+
+@pytest.mark.slow
+def test_two_worker_processes_share_the_port_and_stop_on_sigterm(saved_models, tmp_path: Path) -> None:  # noqa: F811
+    """``--workers 2``: two processes answer on one port (each connection goes to one of them), both score as the
+    Python API does, and SIGTERM stops the supervisor and its workers with exit status 0."""
+    from finesim import ConditionalScorer
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, "-m", "finesim.cli.main", "serve", "--model", str(saved_models["bi"]), "--port", "0"]
+    command += ["--workers", "2", "--threads", "1"]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue = queue.Queue()
+    seen: list[str] = []
+    threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
+    try:
+        port = _port(lines, seen, timeout=90)
+        assert "with 2 worker processes (1 torch thread(s) each)" in "".join(seen)
+        body = {"sentence1": S1, "sentence2": S2, "condition": C}
+        expected = ConditionalScorer(str(saved_models["bi"])).score(S1, S2, C)
+        pids: set[int] = set()
+        deadline = time.monotonic() + 120
+        while len(pids) < 2 and time.monotonic() < deadline:  # a new connection each time: either worker answers
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+                try:
+                    info = client.get("/info").json()
+                except httpx.TransportError:  # the workers are still starting
+                    info = {"status": "starting"}
+                if info["status"] != "ready":
+                    time.sleep(0.5)
+                    continue
+                answer = client.post("/similarity", json=body)
+                assert answer.status_code == 200, answer.text
+                np.testing.assert_allclose(answer.json()["scores"], expected, atol=1e-5)
+                assert info["workers"] == 2
+                pids.add(info["worker_pid"])
+        assert len(pids) == 2, f"one worker answered every connection: {pids}"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

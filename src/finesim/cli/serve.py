@@ -127,6 +127,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="bi-encoder / CASE index: embed the corpus for these conditions (one a line) at start-up, before "
         "/health answers 200, instead of on each condition's first query",
     )
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="server processes behind the one port, each with its own model and micro-batches (default: 1)",
+    )
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="torch threads per process (default: torch's choice with one worker, else the cores divided among the "
+        "workers)",
+    )
     add_runtime_options(p)
     p.set_defaults(func=run)
 
@@ -172,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         index=args.index,
         index_conditions=conditions,
         docs=args.docs,
+        workers=args.workers,
+        threads=args.threads,
     )
     verbose, quiet = verbosity(args)
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]

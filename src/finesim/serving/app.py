@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -173,6 +174,23 @@ def describe_model(scorer: Any, settings: ServeSettings) -> dict[str, Any]:
     return info
 
 
+SETTINGS_ENV = "FINESIM_SERVE_SETTINGS"
+
+
+def app_from_environment() -> FastAPI:
+    """The application of one worker process of a multi-process server (``finesim serve --workers N``): the
+    settings come from ``$FINESIM_SERVE_SETTINGS`` (:meth:`ServeSettings.to_environment`), the torch threads are
+    set before the model loads."""
+    settings = ServeSettings.from_environment(os.environ[SETTINGS_ENV])
+    threads = settings.worker_threads()
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    pid = os.getpid()
+    return create_app(settings, on_ready=lambda: logger.warning("worker %d: model ready", pid))
+
+
 def create_app(
     settings: ServeSettings,
     *,
@@ -296,6 +314,8 @@ def create_app(
             },
             "auth": settings.api_key is not None,
             "index": None if settings.index is None else {"path": settings.index, **state.index_info},
+            "workers": settings.workers,
+            "worker_pid": os.getpid(),
         }
 
     @app.get("/metrics")

@@ -50,6 +50,8 @@ def serve(
             "listening on %s without an API key: anyone who can reach this port can use the model (set --api-key-env)",
             settings.host,
         )
+    if settings.workers > 1:
+        return _serve_workers(settings, say=say, log_level=log_level)
     holder: dict[str, Any] = {}
 
     def stop_on_failure(err: BaseException) -> None:
@@ -96,3 +98,47 @@ def serve(
 
 def _ignore_signal(signum: int, frame: Any) -> None:
     """The SIGTERM handler in place after uvicorn's graceful shutdown: the stop has been done already."""
+
+
+def _serve_workers(settings: ServeSettings, *, say: Callable[[str], None], log_level: int) -> int:
+    """``settings.workers`` server processes behind one listening socket, under uvicorn's multi-process supervisor:
+    the kernel hands each new connection to one of them; each loads the model (with
+    :meth:`ServeSettings.worker_threads` torch threads) and micro-batches the requests of its own connections.
+    SIGTERM stops every worker gracefully. A worker that dies is restarted by the supervisor."""
+    import os
+
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from finesim.serving.app import SETTINGS_ENV
+
+    os.environ[SETTINGS_ENV] = settings.to_environment()  # the spawned workers read it
+    config = uvicorn.Config(
+        "finesim.serving.app:app_from_environment",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        log_config=None,
+        log_level=log_level,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        server_header=False,
+    )
+    try:
+        sock = config.bind_socket()
+    except SystemExit:
+        raise OSError(f"cannot listen on {settings.host}:{settings.port} (in use, or not an address here)") from None
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    threads = settings.worker_threads()
+    say(
+        f"serving {settings.model} on http://{shown}:{port} with {settings.workers} worker processes"
+        + (f" ({threads} torch thread(s) each)" if threads else "")
+        + "; each loads the model, GET /health answers 200 from a worker once its model is ready"
+    )
+    try:
+        Multiprocess(config, sockets=[sock]).run()
+    finally:
+        sock.close()
+        os.environ.pop(SETTINGS_ENV, None)
+    return 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import json
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -36,6 +38,10 @@ class ServeSettings:
             (before ``/health`` answers 200) instead of on their first query.
         docs: serve FastAPI's interactive API page at ``/docs`` (with ``/openapi.json``, both then public); None: on
             when ``host`` is a loopback address, off otherwise (the page loads its scripts from a CDN).
+        workers: server processes behind the one port (uvicorn's multi-process supervisor; each loads the model and
+            batches its own connections' requests). 1: one process (the default).
+        threads: torch threads per process; None: torch's own choice with one worker, else the machine's cores
+            divided among the workers (at least 1).
     """
 
     model: str
@@ -55,13 +61,17 @@ class ServeSettings:
     index: str | None = None
     index_conditions: tuple[str, ...] = ()
     docs: bool | None = None
+    workers: int = 1
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.encoder is not None and self.encoder not in ENCODERS:
             raise ValueError(f"unknown encoder {self.encoder!r}; choose one of {list(ENCODERS)}")
-        for name in ("max_request_bytes", "max_items", "max_concurrent", "max_text_chars", "batch_size"):
+        for name in ("max_request_bytes", "max_items", "max_concurrent", "max_text_chars", "batch_size", "workers"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
         if self.inference_batch_size < 1:
             raise ValueError(f"inference_batch_size must be >= 1, got {self.inference_batch_size}")
         if self.batch_wait_ms < 0 or self.cache_size < 0:
@@ -84,6 +94,23 @@ class ServeSettings:
             "max_concurrent": self.max_concurrent,
             "max_text_chars": self.max_text_chars,
         }
+
+    def worker_threads(self) -> int | None:
+        """Torch threads of each server process (see ``threads``)."""
+        if self.threads is not None or self.workers == 1:
+            return self.threads
+        return max(1, (os.cpu_count() or 1) // self.workers)
+
+    def to_environment(self) -> str:
+        """These settings as JSON, for the worker processes of a multi-process server (the API key included)."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_environment(cls, text: str) -> ServeSettings:
+        """The settings :meth:`to_environment` wrote."""
+        values = json.loads(text)
+        values["index_conditions"] = tuple(values.get("index_conditions") or ())
+        return cls(**values)
 
     def describe(self) -> dict[str, Any]:
         """Every setting except the API key (only whether one is required)."""
