@@ -58,3 +58,8 @@ def __getattr__(name: str) -> Any:
 
         return evaluate_model
     raise AttributeError(f"module 'finesim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names and the lazily imported public API (so ``dir(finesim)`` and ``help`` show it)."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})

@@ -222,6 +222,9 @@ def run_build(args: argparse.Namespace) -> int:
 
 def run_add(args: argparse.Namespace) -> int:
     """``finesim index add``."""
+    from finesim.index.store import IndexStore
+
+    IndexStore.open(args.index_dir)  # a missing or damaged folder is refused before the model loads
     from finesim.index import ConditionalIndex
 
     index = ConditionalIndex.open(args.index_dir, device=args.device, show_progress=not args.no_progress)
@@ -255,12 +258,15 @@ def _built_column(index: Any) -> str:
 
 def run_search(args: argparse.Namespace) -> int:
     """``finesim index search``."""
-    from finesim.index import ConditionalIndex
+    from finesim.index.store import IndexStore
 
     if args.recall and not args.approximate and args.strategy != "two-stage":
         raise UsageError(
             "--recall compares approximate or two-stage with exact search: add --approximate or --strategy two-stage"
         )
+    IndexStore.open(args.index_dir)  # a missing or damaged folder is refused before the model loads
+    from finesim.index import ConditionalIndex
+
     index = ConditionalIndex.open(
         args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress
     )

@@ -52,8 +52,6 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Execute ``finesim train``: the checks (all of them with ``--dry-run``), then the run."""
     from finesim.training import available, get_objective, load_recipe
-    from finesim.training.preflight import preflight
-    from finesim.training.runner import train
 
     if args.list:
         info = available()
@@ -75,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
         recipe.output_dir = args.output_dir
     if args.data:
         recipe.data.root = args.data
+    from finesim.training.preflight import preflight  # the checks that need the objective tables (torch)
+    from finesim.training.runner import train
+
     checked = preflight(recipe, resume=not args.no_resume)
     tell = say(args)
     for line in checked.summary():
