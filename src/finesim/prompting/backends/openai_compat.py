@@ -1,15 +1,16 @@
-"""Any OpenAI-compatible HTTP endpoint (OpenAI, vLLM, llama.cpp server, TGI, hosted APIs); stdlib only.
+"""Any OpenAI-compatible HTTP endpoint (OpenAI, vLLM, llama.cpp server, TGI, hosted APIs), over ``httpx``.
 
 * ``api="chat"`` POSTs ``{base_url}/chat/completions`` with the prompt as one user message and reads
   ``choices[0].message.content``; ``api="completions"`` POSTs ``{base_url}/completions`` and reads
   ``choices[0].text``.
 * Decoding: ``temperature=0``, ``top_p=1``, ``max_tokens`` (default 20, the paper's limit; the reference code
   used 5 with the OpenAI API).
-* Each request has a socket timeout. Connection errors, timeouts, HTTP 408/409/425/429/5xx and malformed
-  replies (not JSON, no ``choices``) are retried up to ``max_retries`` times with exponential backoff and
-  jitter (``Retry-After`` is honoured, capped at ``max_backoff``). Other HTTP errors (400, 401, 403, 404, ...)
-  fail at once.
-* At most ``concurrency`` requests are in flight (a thread pool).
+* Each request has a timeout (``httpx``'s connect, read, write and pool timeouts). Connection errors, timeouts,
+  broken replies, HTTP 408/409/425/429/5xx and malformed replies (not JSON, no ``choices``) are retried up to
+  ``max_retries`` times with exponential backoff and jitter (``Retry-After`` is honoured, capped at
+  ``max_backoff``); every attempt counts in :meth:`describe`, so httpx's own transport retries are not used.
+  Other HTTP errors (400, 401, 403, 404, ...) and a host name that does not resolve fail at once.
+* At most ``concurrency`` requests are in flight (a thread pool over one connection pool of that size).
 * The API key is read from the environment variable named by ``api_key_env`` when the backend is built, sent
   only in the ``Authorization`` header, and never stored in settings, logs, errors or results. Server replies
   quoted in errors and log lines (the first 300 bytes of an HTTP error body, 200 of a malformed reply) have
@@ -23,16 +24,15 @@
 
 from __future__ import annotations
 
-import http.client
+import functools
 import json
 import logging
 import os
 import random
 import socket
+import ssl
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Literal
@@ -75,12 +75,23 @@ class _Retryable(Exception):
 
 
 def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
     try:
-        return max(0.0, float(value))
+        return max(0.0, float(value)) if value else None
     except ValueError:
         return None
+
+
+def _unresolvable(err: BaseException | None) -> socket.gaierror | None:
+    """The DNS failure under a connection error (httpx chains the socket's error), if any."""
+    while err is not None and not isinstance(err, socket.gaierror):
+        err = err.__cause__ or err.__context__
+    return err
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """The system's certificate store, as urllib used it; made once (loading it costs ~25 ms per client)."""
+    return ssl.create_default_context()
 
 
 class OpenAICompatibleBackend:
@@ -92,7 +103,7 @@ class OpenAICompatibleBackend:
         api: ``"chat"`` (``/chat/completions``) or ``"completions"`` (``/completions``).
         api_key_env: the environment variable that holds the key (read once; absent = no auth header).
         max_tokens: reply length limit.
-        timeout: socket timeout per request, in seconds.
+        timeout: timeout per request, in seconds (to connect, and between bytes of the reply).
         max_retries: retries after the first attempt.
         backoff: first retry delay in seconds; doubles per retry, with jitter in [50%, 100%].
         max_backoff: cap on any single delay (also on ``Retry-After``).
@@ -126,6 +137,10 @@ class OpenAICompatibleBackend:
             raise ValueError(f"unknown on_error {on_error!r}; choose 'fail' or 'invalid'")
         if concurrency < 1 or max_retries < 0 or timeout <= 0 or max_tokens < 1:
             raise ValueError("need concurrency >= 1, max_retries >= 0, timeout > 0 and max_tokens >= 1")
+        try:
+            import httpx
+        except ImportError as err:
+            raise ImportError(f"the OpenAI-compatible backend needs httpx: pip install httpx ({err})") from None
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.api = api
@@ -144,6 +159,9 @@ class OpenAICompatibleBackend:
         self.requests_sent = 0
         self.retries = 0
         self._stats_lock = threading.Lock()
+        auth = {} if self.__api_key is None else {"Authorization": f"Bearer {self.__api_key}"}
+        limits = httpx.Limits(max_connections=concurrency)  # the pool holds every request in flight
+        self._client = httpx.Client(headers=auth, timeout=timeout, verify=_tls(), limits=limits)
 
     def __repr__(self) -> str:
         return f"OpenAICompatibleBackend(model={self.model!r}, base_url={self.base_url!r}, api={self.api!r})"
@@ -178,12 +196,7 @@ class OpenAICompatibleBackend:
         }
 
     def _payload(self, prompt: str) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "temperature": 0,
-            "top_p": 1,
-            "max_tokens": self.max_tokens,
-        }
+        body: dict[str, Any] = {"model": self.model, "temperature": 0, "top_p": 1, "max_tokens": self.max_tokens}
         if self.api == "chat":
             messages = [] if self.system_prompt is None else [{"role": "system", "content": self.system_prompt}]
             body["messages"] = [*messages, {"role": "user", "content": prompt}]
@@ -206,39 +219,29 @@ class OpenAICompatibleBackend:
         return text
 
     def _request_once(self, prompt: str) -> str:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.__api_key is not None:
-            headers["Authorization"] = f"Bearer {self.__api_key}"
-        request = urllib.request.Request(
-            self.url, data=json.dumps(self._payload(prompt)).encode("utf-8"), headers=headers, method="POST"
-        )
+        import httpx
+
         with self._stats_lock:
             self.requests_sent += 1
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as err:
-            secret_len = len(self.__api_key.encode("utf-8")) if self.__api_key else 0
-            body = quote_reply(err.read(300 + secret_len), 300, self.__api_key)
-            message = f"HTTP {err.code} from {self.url}: {body}"
-            if err.code in RETRY_STATUS:
-                raise _Retryable(message, _retry_after(err.headers.get("Retry-After"))) from None
-            raise BackendError(message) from None
-        except TimeoutError:
+            response = self._client.post(self.url, json=self._payload(prompt))
+        except httpx.TimeoutException:
             raise _Retryable(f"no reply from {self.url} within {self.timeout:g} s") from None
-        except http.client.HTTPException as err:  # e.g. IncompleteRead: the connection dropped mid-reply
-            raise _Retryable(f"broken reply from {self.url}: {type(err).__name__}") from None
-        except (urllib.error.URLError, ConnectionError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            if isinstance(reason, (TimeoutError, socket.timeout)):
-                raise _Retryable(f"no reply from {self.url} within {self.timeout:g} s") from None
-            if isinstance(reason, socket.gaierror):  # the host name does not resolve: retrying will not help
+        except httpx.RemoteProtocolError as err:  # e.g. the connection dropped mid-reply
+            raise _Retryable(f"broken reply from {self.url}: {err}") from None
+        except httpx.TransportError as err:
+            if (dns := _unresolvable(err)) is not None:  # the host name does not resolve: retrying will not help
                 raise BackendError(
-                    f"cannot reach {self.url}: its host name does not resolve ({reason.strerror}); check --base-url "
+                    f"cannot reach {self.url}: its host name does not resolve ({dns.strerror}); check --base-url "
                     "and the network"
                 ) from None
-            raise _Retryable(f"cannot reach {self.url}: {reason}") from None
-        return self._extract(raw)
+            raise _Retryable(f"cannot reach {self.url}: {err}") from None
+        if response.is_success:
+            return self._extract(response.content)
+        message = f"HTTP {response.status_code} from {self.url}: {quote_reply(response.content, 300, self.__api_key)}"
+        if response.status_code in RETRY_STATUS:
+            raise _Retryable(message, _retry_after(response.headers.get("Retry-After")))
+        raise BackendError(message)
 
     def complete(self, prompt: str) -> str:
         """One reply, with retries; raises :class:`BackendError` when they are exhausted."""
@@ -269,37 +272,31 @@ class OpenAICompatibleBackend:
         replies: list[str | None] = [None] * len(prompts)
         if not prompts:
             return replies
-        error: BackendError | None = None
+        errors: list[BackendError] = []
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="finesim-http") as pool:
             futures = {pool.submit(self.complete, p): i for i, p in enumerate(prompts)}
-            bar = tqdm(total=len(futures), desc="requests", unit="req", disable=not self.show_progress)
+            done = as_completed(futures)
             try:
-                for future in as_completed(futures):
+                for future in tqdm(done, "requests", len(futures), unit="req", disable=not self.show_progress):
                     i = futures[future]
-                    bar.update(1)
                     if future.cancelled():
                         continue
                     try:
-                        reply = future.result()
+                        reply = replies[i] = future.result()
                     except BackendError as err:
-                        if self.on_error == "fail":
-                            if error is None:
-                                error = err
-                                for other in futures:
-                                    other.cancel()  # only those not started yet
-                            continue
-                        logger.warning("prompt %d: %s; scored as invalid", i, err)
-                        self.failed.append(i)
+                        if self.on_error == "invalid":
+                            logger.warning("prompt %d: %s; scored as invalid", i, err)
+                            self.failed.append(i)
+                        else:  # stop: cancel what has not started, collect what is in flight
+                            errors.append(err)
+                            for other in futures:
+                                other.cancel()
                         continue
-                    replies[i] = reply
                     if on_reply is not None:
                         on_reply(i, reply)
-            except BaseException:
-                for other in futures:
-                    other.cancel()
+            except BaseException:  # an interrupt: start no new request
+                pool.shutdown(wait=False, cancel_futures=True)
                 raise
-            finally:
-                bar.close()
-        if error is not None:
-            raise error
+        if errors:
+            raise errors[0]
         return replies
