@@ -1,0 +1,178 @@
+"""benchmarks/results_page.py: docs/results.md is what the script writes from the committed results JSON, its tables'
+numbers recompute from those files (worked out here independently of the script), and the README's front door
+quotes the same headline numbers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import statistics
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "benchmarks" / "results"
+PAGE = REPO / "docs" / "results.md"
+README = REPO / "README.md"
+
+
+@pytest.fixture(scope="module")
+def page_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("results_page", REPO / "benchmarks" / "results_page.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def table(text: str, heading: str) -> list[list[str]]:
+    """The cells of the first Markdown table after ``heading`` (header and separator rows dropped)."""
+    lines = text[text.index(heading) :].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def mean_sd(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def seeds_in_order(paths: list[Path]) -> list[dict]:
+    results = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    return sorted(results, key=lambda r: (r["seed"] != 42, r["seed"]))
+
+
+def test_the_committed_page_and_figure_are_what_the_script_writes(page_script: ModuleType, tmp_path: Path) -> None:
+    out = tmp_path / "img" / page_script.FIGURE
+    assert page_script.figure(RESULTS, out) == out
+    assert out.stat().st_size < 200_000, "keep the figure small"
+    assert (REPO / "docs" / "img" / page_script.FIGURE).is_file(), "run python benchmarks/results_page.py"
+    regenerated = page_script.build(RESULTS, page_script.FIGURE)
+    assert regenerated == PAGE.read_text(encoding="utf-8"), (
+        "docs/results.md is out of date with benchmarks/results/: run python benchmarks/results_page.py"
+    )
+
+
+def test_every_number_of_the_best_models_table_recomputes() -> None:
+    rows = table(PAGE.read_text(encoding="utf-8"), "## Best models")
+    assert len(rows) >= 4
+    for cells in rows:
+        files = cells[-1].strip("`")
+        folder, stem = files.rsplit("/", 1)
+        paths = sorted((RESULTS / folder).glob(stem.split("__seed")[0] + "__seed*.json"))
+        results = seeds_in_order(paths)
+        metric = "csts" if cells[0] == "C-STS" else "sts"
+        values = [
+            r["report"]["scores"]["CSTS-validation"] if metric == "csts" else r["report"]["averages"]["sts"]
+            for r in results
+        ]
+        dev = [(r["train"].get("dev") or r["train"].get("validation"))["spearman"] for r in results]
+        assert cells[3] == ", ".join(str(r["seed"]) for r in results)
+        assert cells[4].startswith(mean_sd(dev))
+        if len(dev) > 1:
+            assert cells[4].endswith("(" + ", ".join(f"{v:.2f}" for v in dev) + ")")
+        assert cells[5] == f"**{mean_sd(values)}**"
+        assert cells[6] == ", ".join(f"{v:.2f}" for v in values)
+        goal = re.match(r"≥ (\d+\.\d)", cells[7])
+        if goal:
+            met = statistics.mean(values) >= float(goal.group(1))
+            assert cells[7].endswith("**met**" if met else "**not met**")
+        minutes = [round(r["train"]["wall_seconds"] / 60) for r in results if r["train"].get("wall_seconds")]
+        if minutes:
+            span = f"{min(minutes)}–{max(minutes)} min" if min(minutes) != max(minutes) else f"{minutes[0]} min"
+            assert cells[8].startswith(span)
+
+
+def test_every_number_of_the_main_job_table_recomputes() -> None:
+    rows = table(PAGE.read_text(encoding="utf-8"), "## The main job")
+    assert [cells[0] for cells in rows] == ["`csts/minilm-bi-mse-tuned.yaml`", "`csts/minilm-bi-mse.yaml`"]
+    for cells in rows:
+        names = re.findall(r"`([^`]+\.json)`", cells[-1])
+        results = sorted(
+            (json.loads((RESULTS / n).read_text(encoding="utf-8")) for n in names),
+            key=lambda d: (d["settings"]["seed"] != 42, d["settings"]["seed"]),
+        )
+        values = [d["runs"]["bi-mse"]["validation_spearman"] for d in results]
+        assert cells[4] == ", ".join(str(d["settings"]["seed"]) for d in results)
+        assert cells[5] == f"**{mean_sd(values)}**"
+        assert cells[6] == ", ".join(f"{v:.2f}" for v in values)
+        epochs = [e["spearman"] for e in results[0]["runs"]["bi-mse"]["evaluations"]]
+        assert cells[7] == ", ".join(f"{v:.2f}" for v in epochs)
+    # the recipe's seed-42 number is the one the constraint of issue 39 keeps to the digit
+    assert rows[0][6].startswith("68.45")
+
+
+def test_the_correctness_bar_recomputes() -> None:
+    rows = table(PAGE.read_text(encoding="utf-8"), "## The evaluation harness")
+    tasks = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICK-R")
+    mini = json.loads((RESULTS / "evaluate_minilm.json").read_text(encoding="utf-8"))
+    mpnet = json.loads((RESULTS / "evaluate_mpnet.json").read_text(encoding="utf-8"))
+    expected = {
+        "all-MiniLM-L6-v2": [mini["tasks"][t]["finesim"]["spearman"] for t in tasks],
+        "all-mpnet-base-v2": [mpnet["results"][t]["spearman"] for t in tasks],
+    }
+    for cells in rows:
+        scores = expected[cells[0]]
+        assert cells[1:8] == [f"{v:.2f}" for v in scores]
+        assert cells[8] == f"{statistics.mean(scores):.2f}"
+
+
+def _copy_results(tmp_path: Path) -> Path:
+    folder = tmp_path / "results"
+    for name in ("evaluate_minilm.json", "evaluate_mpnet.json", "refactor_main_job_after.json"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(RESULTS / name, folder / name)
+    for path in RESULTS.glob("csts_train_3ep*.json"):
+        shutil.copy(path, folder / path.name)
+    shutil.copytree(RESULTS / "claims", folder / "claims", ignore=shutil.ignore_patterns("levers-csts-minilm"))
+    return folder
+
+
+def test_the_levers_study_may_be_absent_or_partial(page_script: ModuleType, tmp_path: Path) -> None:
+    folder = _copy_results(tmp_path)
+    absent = "\n".join(page_script.levers_section(folder))
+    assert "No run has finished yet" in absent
+    planned = page_script.planned_levers()
+    first = planned[0]
+    result = json.loads((RESULTS / "claims" / "best-csts" / "mpnet-bi-mse__seed42.json").read_text(encoding="utf-8"))
+    result.update(study="levers-csts-minilm", run=first["id"], seed=42, spec=first)
+    (folder / "claims" / "levers-csts-minilm").mkdir()
+    (folder / "claims" / "levers-csts-minilm" / f"{first['id']}__seed42.json").write_text(
+        json.dumps(result), encoding="utf-8"
+    )
+    partial = page_script.levers_section(folder)
+    row = next(line for line in partial if line.startswith(f"| `{first['id']}`"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == f"1 of {len(first['seeds'])} (42)"
+    assert cells[3] == f"{result['train']['dev']['spearman']:.2f}"
+    assert cells[4] == f"{result['report']['scores']['CSTS-validation']:.2f}"
+    assert f"1 of {len(planned)} learning rates done" in "\n".join(partial)
+    # the whole page still builds with the study partial
+    assert "levers-csts-minilm" in page_script.build(folder, None)
+
+
+def test_the_readme_is_a_front_door(page_script: ModuleType) -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text) <= 10_000, f"README.md has {len(text)} characters; keep it under 10,000"
+    first_screen = text[: text.index("## Install")]
+    for command in ("bash scripts/setup.sh", "bash scripts/main.sh", "bash scripts/test.sh"):
+        assert command in first_screen
+    # the headline numbers are the generated page's
+    headline = page_script.headline(RESULTS)
+    rows = table(text, "## Results")
+    quoted = {cells[2].strip("`"): re.search(r"\[([^\]]+)\]", cells[3]).group(1) for cells in rows}
+    assert quoted["csts/mpnet-bi-mse.yaml"] == headline["best-csts/mpnet-bi-mse"]
+    assert quoted["sts/mpnet-mse-cosine.yaml"] == headline["best-sts/mpnet-mse-cosine"]
+    assert quoted["csts/minilm-bi-mse-tuned.yaml"] == headline["csts/minilm-bi-mse-tuned.yaml"]
+    for link in re.findall(r"\]\((docs/[^)#]+)", text):
+        assert (REPO / link).is_file(), f"README links to a missing {link}"
