@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_tiny_stsb
+from conftest import TINY_STS_ROWS, write_tiny_stsb
 from finesim.training import available, recipe_from_dict, train
 from finesim.training.recipe import check_recipe
 
@@ -45,10 +45,26 @@ def test_recipes_in_the_repo_validate() -> None:
     [{"name": "smooth-k2", "options": {"k": 2.0, "x0": 0.1}}, {"name": "pearson"}],
 )
 def test_runner_trains_sts_objectives(tiny_bert_dir: Path, tmp_path: Path, objective: dict) -> None:
+    """Training moves the encoder's weights, and the saved model, loaded back, scores the validation pairs to the
+    Spearman the run reported in metrics.json."""
+    import json
+
+    import torch
+    from transformers import BertModel
+
+    from finesim.evaluation.metrics import spearman
+    from finesim.evaluation.scoring import ConditionalScorer
+
     recipe = recipe_from_dict(_recipe(tiny_bert_dir, write_tiny_stsb(tmp_path / "sts-train.csv"), objective))
     result = train(recipe, output_dir=tmp_path / "run")
-    assert (tmp_path / "run" / "model").is_dir()
-    assert result is not None
+    reported = json.loads((tmp_path / "run" / "metrics.json").read_text(encoding="utf-8"))["validation"]
+    assert reported == result.metrics["validation"] and result.metrics["global_steps"] == 2
+    pairs = [(a, b) for _, a, b in TINY_STS_ROWS] * 2
+    saved = ConditionalScorer(str(result.model_dir)).score([a for a, _ in pairs], [b for _, b in pairs])
+    assert spearman(saved, [y for y, _, _ in TINY_STS_ROWS] * 2) == pytest.approx(reported["spearman"], abs=1e-6)
+    before = BertModel.from_pretrained(tiny_bert_dir).embeddings.word_embeddings.weight
+    after = result.model[0].auto_model.embeddings.word_embeddings.weight.detach().cpu()
+    assert not torch.allclose(before, after)  # the optimiser stepped the encoder, not only a head
 
 
 def test_pearson_trains_through_a_last_batch_of_one_pair(tiny_bert_dir: Path, tmp_path: Path) -> None:
