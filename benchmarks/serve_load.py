@@ -300,7 +300,7 @@ def drive_wrk(url: str, bodies: list[dict[str, Any]], *, clients: int, duration:
     if not found:
         raise RuntimeError(f"wrk printed no summary:\n{out}")
     summary = json.loads(found.group(1))
-    summary["command"] = " ".join(command[:-1] + ["serve_load.lua"])
+    summary["command"] = " ".join([*command[:-1], "serve_load.lua"])
     return summary
 
 
