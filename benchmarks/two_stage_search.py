@@ -78,7 +78,9 @@ def main() -> None:
     parser.add_argument("--latency-queries", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--work-dir", default=None, help="keep the index here (default: a temporary folder)")
+    parser.add_argument("--reuse", action="store_true", help="open the index in --work-dir if it is there")
+    parser.add_argument("--skip-recall", action="store_true", help="only the latency part (with --latency)")
     parser.add_argument("--note", default=None, help="recorded as it is (e.g. what else ran on the machine)")
     parser.add_argument("--output", default="benchmarks/results/two_stage_search.json")
     args = parser.parse_args()
@@ -104,19 +106,25 @@ def main() -> None:
 
     work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="finesim-two-stage-"))
     folder = work / "index"
-    shutil.rmtree(folder, ignore_errors=True)
     result: dict[str, Any] = {}
     try:
-        start = time.perf_counter()
-        index = ConditionalIndex.build(args.model, corpus, folder, show_progress=True)
-        result["build_seconds"] = round(time.perf_counter() - start, 1)
+        if args.reuse and (folder / "manifest.json").is_file():
+            index = ConditionalIndex.open(folder, model=args.model)
+            if index.store.texts(range(len(index))) != corpus:
+                raise SystemExit(f"{folder}: --reuse of an index of another corpus")
+            result["build_seconds"] = None  # reused
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+            start = time.perf_counter()
+            index = ConditionalIndex.build(args.model, corpus, folder, show_progress=True)
+            result["build_seconds"] = round(time.perf_counter() - start, 1)
         result["index_bytes"] = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
         print(f"built in {result['build_seconds']} s", flush=True)
 
         # the reference: exact search (the corpus embedded under each condition once)
         exact: dict[tuple[str, str], list[int]] = {}
         cold = []
-        for condition in conditions:
+        for condition in [] if args.skip_recall else conditions:
             start = time.perf_counter()
             for query in queries[condition]:
                 rows, _ = index.search_rows(query, condition, args.k, strategy="exact")
@@ -132,7 +140,7 @@ def main() -> None:
         stage = index.first_stage()
         assert stage is not None
         curve = []
-        for mode in modes:
+        for mode in [] if args.skip_recall else modes:
             stage.query_mode = mode
             for search in searches:
                 approximate = False if search == "exact" else search
@@ -153,7 +161,8 @@ def main() -> None:
                         }
                     )
                     print(f"{mode} {search} N={n}: recall@{args.k} {curve[-1][f'recall_at_{args.k}']}", flush=True)
-        result["recall"] = curve
+        if curve:
+            result["recall"] = curve
         stage.query_mode = "conditioned"
 
         if args.latency:
