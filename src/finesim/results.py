@@ -1,4 +1,4 @@
-"""Self-describing results files: environment, versions, hashes; written atomically."""
+"""Self-describing results files: environment, versions, hashes, portable paths; written atomically."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import hashlib
 import json
 import os
 import platform
+import re
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -85,6 +87,64 @@ def environment_record() -> dict[str, Any]:
         "versions": package_versions(),
         "hardware": hardware_info(),
     }
+
+
+DATA_ROOT_NAME = "$FINESIM_DATA"
+
+
+def path_roots(
+    data_root: str | os.PathLike[str] | None = None, extra: Mapping[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """The folders :func:`portable_path` rewrites, each with its portable name, most specific first: ``extra``
+    ({folder: name}); the data root (``data_root``, else ``$FINESIM_DATA``, else ``../shared/data``) as
+    ``$FINESIM_DATA``; the virtual environment as ``<venv>``; the finesim checkout (else the current folder) as
+    ``.``, i.e. paths relative to it; the temporary folder as ``<tmp>``; the home folder as ``~``."""
+    from finesim.paths import DATA_ENV_VAR, DEFAULT_DATA_ROOT
+
+    checkout = Path(__file__).resolve().parents[2]
+    pairs = [
+        *(extra or {}).items(),
+        (data_root or os.environ.get(DATA_ENV_VAR) or DEFAULT_DATA_ROOT, DATA_ROOT_NAME),
+        *([(sys.prefix, "<venv>")] if sys.prefix != sys.base_prefix else []),
+        (checkout if (checkout / "pyproject.toml").is_file() else Path.cwd(), "."),
+        (tempfile.gettempdir(), "<tmp>"),
+        (Path.home(), "~"),
+    ]
+    roots: dict[str, str] = {}
+    for folder, name in pairs:
+        folder = os.path.expanduser(folder)
+        for form in (os.path.abspath(folder), os.path.realpath(folder)):
+            if form != os.sep:
+                roots.setdefault(form, name)
+    return sorted(roots.items(), key=lambda root: -len(root[0]))
+
+
+def portable_path(path: str | os.PathLike[str], roots: Sequence[tuple[str, str]] | None = None) -> str:
+    """``path`` as a results file records it, so that the file names no folder of the machine that made it: an
+    absolute path under a folder of :func:`path_roots` is written relative to it (``<checkout>/runs/x`` ->
+    ``runs/x``, ``<data root>/csts/train.csv`` -> ``$FINESIM_DATA/csts/train.csv``, ``/tmp/r`` -> ``<tmp>/r``).
+    Every such path in a text is rewritten (a command line too); relative paths, Hub ids and other text are kept."""
+    text = os.fspath(path)
+    if "/" not in text:
+        return text
+    for folder, name in path_roots() if roots is None else roots:
+        # a whole path or its start (not inside another path or word), then "/" or the end of the path
+        pattern = r"(?<![\w.~$<>/-])" + re.escape(folder) + r"(?:(/)|(?![\w.-]))"
+        text = re.sub(pattern, lambda m, n=name: ("" if n == "." else f"{n}/") if m.group(1) else n, text)
+    return text
+
+
+def portable(record: Any, roots: Sequence[tuple[str, str]] | None = None) -> Any:
+    """A results record (dicts, lists, strings, numbers) with every string, key and path through
+    :func:`portable_path`; numbers and the structure are unchanged (tuples become lists, as in JSON)."""
+    roots = path_roots() if roots is None else roots
+    if isinstance(record, (str, os.PathLike)):
+        return portable_path(record, roots)
+    if isinstance(record, Mapping):
+        return {portable(k, roots) if isinstance(k, str) else k: portable(v, roots) for k, v in record.items()}
+    if isinstance(record, (list, tuple)):
+        return [portable(v, roots) for v in record]
+    return record
 
 
 def current_umask() -> int:
