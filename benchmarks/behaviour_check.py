@@ -119,20 +119,18 @@ def main() -> int:
         if "case" in runs:
             results["case"] = _case_run(work / "case", work / "cache", env, data)
     sys.path.insert(0, str(ROOT / "src"))
-    from finesim.results import environment_record, write_json_atomic
+    from finesim.results import environment_record, path_roots, portable, write_json_atomic
 
-    write_json_atomic(
-        args.output,
-        {
-            "benchmark": "behaviour_check",
-            "label": args.label,
-            "git_commit": commit,
-            "seed": 42,
-            "data_root": str(data),
-            "runs": results,
-            "environment": environment_record(),
-        },
-    )
+    record = {
+        "benchmark": "behaviour_check",
+        "label": args.label,
+        "git_commit": commit,
+        "seed": 42,
+        "data_root": str(data),
+        "runs": results,
+        "environment": environment_record(),
+    }
+    write_json_atomic(args.output, portable(record, path_roots(data)))
     print(json.dumps({k: v.get("validation", v.get("eval_spearman")) for k, v in results.items()}, indent=1))
     return 0
 

@@ -57,7 +57,7 @@ from finesim.evaluation.metrics import spearman
 from finesim.evaluation.scoring import EmbeddingScorer
 from finesim.models import load_sentence_model
 from finesim.paths import data_root
-from finesim.results import environment_record, file_sha256, write_json_atomic
+from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
 
 # label: (formulation, subtract_condition, normalize_before_subtract). "raw" is the reference's "− c" (the
 # encoder's Normalize skipped); "normalised" L2-normalises both vectors first (MiniLM's pipeline as it comes).
@@ -480,7 +480,7 @@ def main() -> None:
             "embed_threads": args.threads,
         },
     )
-    write_json_atomic(out, result)
+    write_json_atomic(out, portable(result, path_roots(root)))
     print(f"wrote {out}")
 
 

@@ -41,7 +41,7 @@ from typing import Any
 import torch
 from _timing import StepTimer  # benchmarks/ is on sys.path when run as a script
 
-from finesim.results import environment_record, file_sha256, write_json_atomic
+from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
 from finesim.training import recipe_from_dict, train
 
 RUNS: dict[str, dict[str, Any]] = {
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                 "validation_spearman": ccl_runs[best]["validation_spearman"],
             }
         report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        write_json_atomic(args.output, report)
+        write_json_atomic(args.output, portable(report, path_roots(root)))
         logging.info("wrote %s", args.output)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)

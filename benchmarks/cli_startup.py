@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from finesim.results import environment_record, write_json_atomic
+from finesim.results import environment_record, portable_path, write_json_atomic
 
 GOAL_SECONDS = 2.0
 PROBE = (
@@ -99,7 +99,7 @@ def main() -> None:
             "benchmark": "cli_startup",
             "description": "wall seconds of whole finesim processes that stop before any model loads (see the "
             "script's docstring); goal: under 2 s each",
-            "command": " ".join(sys.argv),
+            "command": portable_path(" ".join(sys.argv)),
             "goal_seconds": GOAL_SECONDS,
             "repeats": args.repeats,
             "note": args.note,

@@ -43,7 +43,7 @@ from finesim.data.csts import read_csts
 from finesim.data.pairing import pair_conditions
 from finesim.index import ConditionalIndex
 from finesim.paths import data_root
-from finesim.results import environment_record, file_sha256, write_json_atomic
+from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
 
 
 def partner_ranks(index: ConditionalIndex, position: dict[str, int], query: str, partner: str, condition: str):
@@ -189,7 +189,7 @@ def main() -> None:
         "environment": environment_record(),
         "results": results,
     }
-    write_json_atomic(args.output, payload)
+    write_json_atomic(args.output, portable(payload, path_roots(root)))
     print(f"wrote {args.output}")
 
 

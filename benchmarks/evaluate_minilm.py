@@ -25,7 +25,7 @@ from finesim.evaluation import default_registry
 from finesim.evaluation.metrics import spearman
 from finesim.models import load_sentence_model
 from finesim.paths import data_root
-from finesim.results import environment_record, write_json_atomic
+from finesim.results import environment_record, path_roots, portable, write_json_atomic
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -140,7 +140,7 @@ def main() -> None:
             "plain_cpu_seconds": round(sum(r["plain_sentence_transformers"]["cpu_seconds"] for r in rows.values()), 2),
         },
     }
-    write_json_atomic(args.output, payload)
+    write_json_atomic(args.output, portable(payload, path_roots(root)))
     speedup = payload["totals"]["speedup"]
     print(f"wrote {args.output}: finesim {ours_s:.1f}s encoding vs plain {base_s:.1f}s (x{speedup})")
 

@@ -41,7 +41,7 @@ from finesim.models.export import export_model
 from finesim.models.hub import resolve_model_path
 from finesim.models.io import read_marker
 from finesim.paths import data_root
-from finesim.results import environment_record, file_sha256, write_json_atomic
+from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # fast path name -> (export format, quantization)
@@ -250,7 +250,7 @@ def main() -> None:
             "meets_goal": bool(fastest and rows_out[fastest].get("meets_goal")),
         },
     }
-    write_json_atomic(output, payload)
+    write_json_atomic(output, portable(payload, path_roots(root)))
     print(f"wrote {output}; fastest path within {GOAL['max_spearman_loss']} Spearman: {fastest}")
 
 

@@ -45,7 +45,7 @@ import psutil
 
 from finesim.index import ConditionalIndex, recall_at_k
 from finesim.paths import data_root
-from finesim.results import environment_record, file_sha256, write_json_atomic
+from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -362,7 +362,7 @@ def main() -> None:
         "process_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "results": results,
     }
-    write_json_atomic(args.output, payload)
+    write_json_atomic(args.output, portable(payload, path_roots(root)))
     print(f"wrote {args.output}")
 
 

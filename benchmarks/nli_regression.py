@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     from finesim.models import load_sentence_model
     from finesim.paths import data_root
-    from finesim.results import environment_record, write_json_atomic
+    from finesim.results import environment_record, path_roots, portable, write_json_atomic
     from finesim.training.objectives import get_objective
 
     names = [n.strip() for n in args.objectives.split(",") if n.strip()]
@@ -117,11 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_baseline:
         base = load_sentence_model(args.model, max_length=args.max_length, device="cpu")
         payload["results"]["untuned"] = {"objective": "none", "eval": evaluate_model(base, args, root)}
-        write_json_atomic(out, payload)
+        write_json_atomic(out, portable(payload, path_roots(root)))
     for name in names:
         logger.info("objective %s", name)
         payload["results"][name] = run(name, args, root)
-        write_json_atomic(out, payload)
+        write_json_atomic(out, portable(payload, path_roots(root)))
     for n, r in payload["results"].items():
         print(f"{n:<16}" + "".join(f"{v:>9.2f}" for v in r["eval"]["tasks"].values()) + f"{r['eval']['average']:>9.2f}")
     return 0

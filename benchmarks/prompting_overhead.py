@@ -27,7 +27,7 @@ from finesim.data import read_csts, read_stsb
 from finesim.models.hub import resolve_model_path
 from finesim.paths import data_root
 from finesim.prompting import DemonstrationSampler, Example, build_prompt, instruction_text
-from finesim.results import environment_record, file_sha256, write_json_atomic
+from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
 
 OUT = Path(__file__).parent / "results" / "prompting_overhead.json"
 
@@ -144,7 +144,7 @@ def main() -> int:
         "stub_server": stub_run(root),
         "environment": environment_record(),
     }
-    write_json_atomic(OUT, payload)
+    write_json_atomic(OUT, portable(payload, path_roots(root)))
     print(f"wrote {OUT}")
     return 0
 

@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from finesim.data import read_csts
     from finesim.paths import data_root
-    from finesim.results import environment_record, file_sha256, write_json_atomic
+    from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
 
     root = data_root(args.data)
     validation = root / "csts" / "validation.csv"
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         if memory
         else {},
     }
-    write_json_atomic(args.output, payload)
+    write_json_atomic(args.output, portable(payload, path_roots(root)))
     print(json.dumps(payload["summary"], indent=2))
     return 0
 

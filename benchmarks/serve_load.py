@@ -42,7 +42,7 @@ import numpy as np
 
 from finesim.data import read_csts
 from finesim.paths import data_root
-from finesim.results import environment_record, file_sha256, write_json_atomic
+from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
 
 RESULTS = Path(__file__).parent / "results"
 GOAL_VS_IN_PROCESS = 0.8
@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(args.model).name or args.model)
     out = Path(args.output) if args.output else RESULTS / f"serve_load_{slug}.json"
-    write_json_atomic(out, record)
+    write_json_atomic(out, portable(record, path_roots(root)))
     print(f"goals: {goals}\nwrote {out}", flush=True)
     return 0 if goals["zero_errors"] else 1
 

@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     from finesim.data.sts_training import merged_sts_training_set
     from finesim.models import load_sentence_model
     from finesim.paths import data_root
-    from finesim.results import environment_record, write_json_atomic
+    from finesim.results import environment_record, path_roots, portable, write_json_atomic
     from finesim.training.objectives import get_objective
 
     names = [n.strip() for n in args.objectives.split(",") if n.strip()]
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.eval_steps > 0:
             dev = dev_evaluator(root, args.dev_max_pairs).compute(base)["spearman"]
             payload["results"]["untuned"]["stsb_dev_spearman"] = round(dev, 2)
-        write_json_atomic(out, payload)
+        write_json_atomic(out, portable(payload, path_roots(root)))
         del base
     for name in names:
         runs: list[dict[str, Any]] = []
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                 },
                 "delta_vs_untuned": round(summary["average"]["mean"] - base_avg, 2),
             }
-            write_json_atomic(out, payload)
+            write_json_atomic(out, portable(payload, path_roots(root)))
         rec = payload["results"][name]
         logger.info(
             "%s: average %.2f +- %.2f (%+.2f)",
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     ranked = sorted(((r["eval"]["average"], n) for n, r in payload["results"].items()), reverse=True)
     payload["ranking"] = [{"objective": n, "average": a} for a, n in ranked]
-    write_json_atomic(out, payload)
+    write_json_atomic(out, portable(payload, path_roots(root)))
     print(
         f"{'objective':<16}"
         + "".join(f"{t:>14}" for t in next(iter(payload["results"].values()))["eval"]["tasks"])

@@ -288,7 +288,7 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="show what is done and what is left, run nothing")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
-    from finesim.results import environment_record, write_json_atomic
+    from finesim.results import environment_record, path_roots, portable, write_json_atomic
 
     plan = yaml.safe_load(Path(args.plan).read_text(encoding="utf-8"))
     try:
@@ -298,6 +298,8 @@ def main() -> int:
         return 2
     for note in notes:
         print(f"[claims] {note}", flush=True)
+    # results files name paths relative to the repository, the data root and the run folder (moved or not)
+    roots = path_roots(os.environ.get("FINESIM_DATA", ROOT.parent / "shared" / "data"), {str(WORK): "runs/claims"})
     todo = [(study, spec, seed, result_path(study, spec["id"], seed).is_file()) for study, spec, seed in selected]
     if args.list:
         for study, spec, seed, done in todo:
@@ -327,7 +329,7 @@ def main() -> int:
             **({"git_commit_at_end": end} if (end := git_commit()) != commit else {}),
             "environment": environment_record(),
         }
-        write_json_atomic(result_path(study, spec["id"], seed), payload)
+        write_json_atomic(result_path(study, spec["id"], seed), portable(payload, roots))
         print(f"[claims] done {study}/{spec['id']} seed {seed}: {body['report']['scores']}", flush=True)
     return 0
 

@@ -4,7 +4,8 @@
 Every requested task's data is read and validated (and hashed) before the model is loaded, so a bad file fails at
 once; then the model is loaded (:func:`finesim.evaluation.loading.load_model_or_scorer`) and each task scored.
 The record holds the versions, hardware, the model as given and as resolved, the settings, the data files with
-SHA-256 hashes, timing, the per-task results and the averages per score group (see docs/evaluation.md).
+SHA-256 hashes (named relative to the data root, ``$FINESIM_DATA/...``: :func:`finesim.results.portable_path`),
+timing, the per-task results and the averages per score group (see docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from finesim.evaluation.loading import load_model_or_scorer
 from finesim.evaluation.tasks import Registry, default_registry, load_registry
 from finesim.models.hub import resolve_model_path
 from finesim.paths import data_root
-from finesim.results import environment_record
+from finesim.results import environment_record, path_roots, portable, portable_path
 
 Progress = Callable[[str], None]
 
@@ -117,9 +118,10 @@ def run_evaluation(
     encoded = sum(r.texts_encoded or 0 for r in results)
     encode_seconds = sum(r.encode_seconds for r in results)
     overall, by_group = average_main_scores(results)
+    roots = path_roots(data_root=root)  # data files and the command line as paths relative to the data root
     record: dict[str, Any] = {"command": "finesim evaluate"}
     if argv is not None:
-        record["argv"] = list(argv)
+        record["argv"] = portable(list(argv), roots)
     record.update(
         {
             "model": model,
@@ -135,7 +137,7 @@ def run_evaluation(
                 "seed": seed,
                 "device": str(getattr(scorer, "device", device)),
             },
-            "data_root": str(root),
+            "data_root": portable_path(root, roots),
             "environment": environment_record(),
             "timing": {
                 "model_load_seconds": round(load_seconds, 3),
@@ -147,7 +149,7 @@ def run_evaluation(
             },
             "average_main_score": overall,
             "average_main_score_by_group": by_group,
-            "results": {r.task: r.as_dict() for r in results},
+            "results": {r.task: portable(r.as_dict(), roots) for r in results},
             "skipped_tasks": skipped_tasks,
         }
     )

@@ -30,7 +30,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from finesim.results import environment_record, write_json_atomic
+from finesim.results import environment_record, path_roots, portable, write_json_atomic
 from finesim.training.encoders import TRIPLET_COLUMNS, EncoderType, get_encoder
 from finesim.training.evaluator import ConditionalSimilarityEvaluator
 from finesim.training.objectives import Objective, get_objective
@@ -310,6 +310,7 @@ def train(
         from finesim.models.io import save_model
 
         metrics = _metrics(recipe, encoder, objective, options, data, trainer, args, output, final, checkpoint, wall)
+        metrics = portable(metrics, path_roots(data_root=pre.data_root))  # paths relative to checkout or data root
         if report is not None:  # chosen on dev, reported on validation
             metrics["dev"], metrics["validation"] = metrics["validation"], report
         metrics["fingerprint_sha256"] = pre.digest
