@@ -77,3 +77,16 @@ def assert_matches_brute_force(
     assert [r["index"] for r in results] == rows
     assert [r["text"] for r in results] == [texts[i] for i in rows]
     np.testing.assert_allclose([r["score"] for r in results], scores, atol=2e-5)
+
+
+def overwrite_with_garbage(path: Path, *, nan: bool = True, seed: int = 0) -> None:
+    """Replace the data of a float32 ``.npy`` file with random values of the same length (NaNs among them with
+    ``nan``), keeping its header: a damage that shape and size checks cannot see."""
+    from finesim.index.store import npy_layout
+
+    offset = npy_layout(path)[2]
+    data = path.read_bytes()
+    garbage = np.random.default_rng(seed).standard_normal((len(data) - offset) // 4).astype(np.float32)
+    if nan:
+        garbage[::7] = np.nan
+    path.write_bytes(data[:offset] + garbage.tobytes())

@@ -150,3 +150,85 @@ def test_errors_are_one_line_naming_the_file(model_dirs, tmp_path, capsys):
 
     assert main(["index", "info", str(tmp_path / "nowhere")]) == 1
     assert "no such index folder" in capsys.readouterr().err
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def test_ids_metadata_and_where(model_dirs, tmp_path, capsys):
+    texts = make_corpus(40, seed=14)
+    rows = [{"doc": f"d{i}", "text": t, "lang": ("en", "de")[i % 2], "src": "web"} for i, t in enumerate(texts)]
+    out = tmp_path / "index"
+    model = str(model_dirs["tri-hadamard"])
+    build = ["index", "build", "--model", model, "--corpus", str(write_rows(tmp_path / "c.csv", rows[:30]))]
+    assert main([*build, "-o", str(out), "--id-column", "doc", "--metadata-columns", "lang, src", "-q"]) == 0
+    query = ["--query", "a dog", "--condition", "the animal"]
+    results = search_json(capsys, str(out), *query, "-k", "30")
+    assert [r["id"] for r in results] == [f"d{r['index']}" for r in results]
+    assert results[0]["metadata"] == {"lang": rows[results[0]["index"]]["lang"], "src": "web"}
+    german = search_json(capsys, str(out), *query, "-k", "30", "--where", "lang=de", "--where", "src=web")
+    assert {r["index"] for r in german} == {i for i in range(30) if i % 2}
+    assert main(["index", "search", str(out), *query, "-k", "1"]) == 0
+    assert f"[{results[0]['index']}] id=d{results[0]['index']}  " in capsys.readouterr().out
+
+    # add: the ID and metadata columns default to the build's
+    more = write_rows(tmp_path / "more.csv", rows[30:])
+    assert main(["index", "add", str(out), "--corpus", str(more), "-q"]) == 0
+    assert search_json(capsys, str(out), *query, "-k", "40", "--where", "lang=en")[0]["id"].startswith("d")
+    clash = write_rows(tmp_path / "clash.csv", [{**rows[0], "text": "a new text", "doc": "d9"}])
+    assert main(["index", "add", str(out), "--corpus", str(clash)]) == 1
+    err = capsys.readouterr().err
+    assert "clash.csv, row 1, column 'doc': ID 'd9' is already in the index (row 9)" in err
+
+    # usage errors
+    with pytest.raises(SystemExit):
+        main(["index", "search", str(out), *query, "--where", "lang"])
+    assert "--where 'lang': write KEY=VALUE" in capsys.readouterr().err
+    assert main(["index", "search", str(out), *query, "--where", "lnag=de"]) == 1
+    assert "no row has the metadata key 'lnag'" in capsys.readouterr().err
+    assert main(["index", "info", str(out), "--no-progress"]) == 0
+    assert "rows carry id and metadata (lang, src)" in capsys.readouterr().out
+
+
+def test_adding_the_same_file_twice_adds_nothing(model_dirs, tmp_path, capsys):
+    texts = make_corpus(30, seed=15)
+    out = tmp_path / "index"
+    model = str(model_dirs["tri-hadamard"])
+    assert main(["index", "build", "--model", model, "--corpus", str(write_csv(tmp_path / "a.csv", texts[:20])),
+                 "-o", str(out), "-q"]) == 0  # fmt: skip
+    more = write_csv(tmp_path / "more.csv", texts[20:])
+    assert main(["index", "add", str(out), "--corpus", str(more)]) == 0
+    part = json.loads((out / "manifest.json").read_text())["parts"][1]["id"]
+    capsys.readouterr()
+    assert main(["index", "add", str(out), "--corpus", str(more)]) == 0
+    assert f"more.csv is already in the index (part {part}, rows 20..29): nothing added" in capsys.readouterr().err
+    copy = write_jsonl(tmp_path / "copy.jsonl", texts[20:])  # the same rows in another file
+    assert main(["index", "add", str(out), "--corpus", str(copy)]) == 0
+    assert f"these 10 texts are already in the index (part {part}, rows 20..29)" in capsys.readouterr().err
+    assert main(["index", "info", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["count"] == 30
+
+
+def test_damaged_vectors_are_an_error_naming_the_file(model_dirs, tmp_path, capsys):
+    from index_helpers import overwrite_with_garbage
+
+    texts = make_corpus(40, seed=16)
+    conditions = tmp_path / "conditions.txt"
+    conditions.write_text("the sport\n", encoding="utf-8")
+    out = tmp_path / "index"
+    argv = ["index", "build", "--model", str(model_dirs["bi"]), "--corpus", str(write_csv(tmp_path / "c.csv", texts))]
+    assert main([*argv, "-o", str(out), "--conditions", str(conditions), "-q"]) == 0
+    assert main(["index", "info", str(out), "--verify"]) == 0
+    assert "verified   4 files match their recorded SHA-256" in capsys.readouterr().out
+    (cached,) = (out / "conditions").glob("*/*.npy")
+    overwrite_with_garbage(cached)
+    assert main(["index", "search", str(out), "--query", "a dog", "--condition", "the sport", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"{cached}: row 0 holds NaN or infinite values" in captured.err
+    assert main(["index", "info", str(out), "--verify", "--no-progress"]) == 1
+    assert f"{cached}: content differs from the SHA-256 recorded in" in capsys.readouterr().err

@@ -235,3 +235,38 @@ def test_cli_index_errors_are_one_line(indexes, saved_models, tmp_path, capsys) 
     with pytest.raises(SystemExit) as exit_:
         main(["serve", "--model", str(saved_models["tri"]), "--conditions", str(conditions)])
     assert exit_.value.code == 2 and "--conditions needs --index" in capsys.readouterr().err
+
+
+def test_search_results_carry_ids_and_metadata(saved_models, scorers, tmp_path) -> None:  # noqa: F811
+    from finesim import ConditionalIndex
+
+    ids = [f"doc-{i}" for i in range(len(CORPUS))]
+    metadata = [{"lang": "en" if i % 2 else "de"} for i in range(len(CORPUS))]
+    folder = ConditionalIndex.build(str(saved_models["tri"]), CORPUS, tmp_path / "index", ids=ids, metadata=metadata)
+    with serving(scorers["tri"], model=str(saved_models["tri"]), index=str(folder.store.root)) as client:
+        results = client.post("/search", json={"query": "a dog", "condition": "the animal", "k": 4}).json()
+        assert results == folder.search("a dog", "the animal", 4)
+        assert all(r["id"] == f"doc-{r['index']}" and r["metadata"] == metadata[r["index"]] for r in results)
+        info = client.get("/info").json()["index"]
+        assert info["ids"] is True and info["metadata_keys"] == ["lang"]
+
+
+def test_a_damaged_index_is_a_500_without_server_paths(saved_models, scorers, tmp_path) -> None:  # noqa: F811
+    """A condition's vectors overwritten with same-length garbage (NaNs among them): the search is a 5xx naming the
+    file relative to the index folder, never a 200 with [] and never the server's path."""
+    from finesim import ConditionalIndex
+    from finesim.index.store import npy_layout
+
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(saved_models["bi"]), CORPUS, folder, conditions=["the animal"])
+    (cached,) = (folder / "conditions").glob("*/*.npy")
+    offset, data = npy_layout(cached)[2], cached.read_bytes()
+    garbage = np.random.default_rng(0).standard_normal((len(data) - offset) // 4).astype(np.float32)
+    garbage[::7] = np.nan
+    cached.write_bytes(data[:offset] + garbage.tobytes())
+    with serving(scorers["bi"], model=str(saved_models["bi"]), index=str(folder)) as client:
+        answer = client.post("/search", json={"query": "a dog", "condition": "the animal", "k": 3})
+        body = assert_error(answer, 500, "Backend")
+    relative = f"conditions/{cached.parent.name}/{cached.name}"
+    assert f"IndexFormatError: {relative}: row 0 holds NaN or infinite values" in body["error"]
+    assert str(tmp_path) not in body["error"] and "/" + relative not in body["error"]

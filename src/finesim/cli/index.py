@@ -32,6 +32,19 @@ def _corpus_options(p: argparse.ArgumentParser, *, default_column: str | None) -
         + ("" if default_column else " (default: the one the index was built from)"),
     )
     p.add_argument("--format", default=None, help="corpus file format when its extension does not tell")
+    recorded = "" if default_column else " (default: the one the index was built with)"
+    p.add_argument(
+        "--id-column",
+        default=None,
+        metavar="COL",
+        help="a column of unique IDs (strings or integers) that results carry as 'id'" + recorded,
+    )
+    p.add_argument(
+        "--metadata-columns",
+        default=None,
+        metavar="A,B",
+        help="columns that results carry as 'metadata' and search --where filters on" + recorded,
+    )
     p.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size")
 
 
@@ -102,8 +115,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         actions,
         "add",
         help="append a corpus file to an index",
-        description="Append the rows of a corpus file to an index (atomically: a failure leaves the index as it was). "
-        "Stored conditions are embedded for the new rows too.",
+        description="Append the rows of a corpus file to an index (atomically: a failure or a kill leaves the index "
+        "as it was). Stored conditions are embedded for the new rows before the commit. A file already in the index "
+        "(same SHA-256), or rows identical to a part's, add nothing.",
     )
     p.add_argument("index_dir", metavar="DIR", help="the index folder")
     _corpus_options(p, default_column=None)
@@ -116,7 +130,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "search",
         help="the corpus texts most similar to a query with respect to a condition",
         description="Print the k corpus texts most similar to --query with respect to --condition, best first; "
-        "--json prints [{index, text, score}, ...].",
+        "--json prints [{index, text, score}, ...] (with id and metadata when the index has them).",
     )
     p.add_argument("index_dir", metavar="DIR", help="the index folder")
     p.add_argument("--query", required=True, help="the query sentence")
@@ -146,6 +160,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "'two-stage' re-ranks the first stage's candidates; 'auto' (default): exact for a condition stored in the "
         "index, two-stage otherwise when the index has a first stage",
     )
+    p.add_argument(
+        "--where",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="only rows whose metadata KEY equals VALUE (repeatable: all must hold); an approximate or two-stage "
+        "search filters its candidates, so it may return fewer than k",
+    )
     p.add_argument("--recall", action="store_true", help="with --approximate: also report recall@k against exact")
     p.add_argument("--model", default=None, help="load this model instead of the one the manifest records")
     add_runtime_options(p)
@@ -160,7 +182,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("index_dir", metavar="DIR", help="the index folder")
     p.add_argument("--json", action="store_true", help="print the description as JSON")
-    p.add_argument("--verify", action="store_true", help="also check the SHA-256 of every stored texts file")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="also check every file (texts, IDs / metadata, vectors, condition caches, faiss indexes) against its "
+        "recorded SHA-256",
+    )
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars (info shows none)")
     p.set_defaults(func=run_info)
 
     index.set_defaults(func=lambda args: (index.print_help(), 2)[1])
@@ -177,9 +205,23 @@ def read_conditions(path: str) -> list[str]:
     return conditions
 
 
+def _meta_columns(args: argparse.Namespace) -> tuple[str | None, list[str]]:
+    """``--id-column`` and ``--metadata-columns`` (refused with --ray)."""
+    from finesim.index.corpus import parse_columns
+
+    try:
+        columns = parse_columns(args.metadata_columns)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if (args.id_column or columns) and ray_wanted(args):
+        raise UsageError("--id-column and --metadata-columns are not supported with --ray yet: drop --ray")
+    return args.id_column, columns
+
+
 def run_build(args: argparse.Namespace) -> int:
     """``finesim index build``."""
     check_output_dir(args.output_dir)
+    id_column, metadata_columns = _meta_columns(args)
     conditions = read_conditions(args.conditions) if args.conditions else []
     progress = say(args)
     common: dict[str, Any] = {
@@ -210,9 +252,19 @@ def run_build(args: argparse.Namespace) -> int:
         from finesim.index import ConditionalIndex
         from finesim.index.corpus import read_corpus
 
-        corpus = read_corpus(args.corpus, args.text_column, args.format)
+        corpus = read_corpus(
+            args.corpus, args.text_column, args.format, id_column=id_column, metadata_columns=metadata_columns
+        )
         progress(f"read {len(corpus.texts)} texts from {args.corpus}")
-        index = ConditionalIndex.build(args.model, corpus.texts, args.output_dir, corpus=[corpus.record], **common)
+        index = ConditionalIndex.build(
+            args.model,
+            corpus.texts,
+            args.output_dir,
+            corpus=[corpus.record],
+            ids=corpus.ids,
+            metadata=corpus.metadata,
+            **common,
+        )
     progress(
         f"indexed {len(index)} texts with a {index.kind}-encoder into {args.output_dir}"
         + (f" ({len(conditions)} conditions embedded)" if conditions and index.kind != "tri" else "")
@@ -221,14 +273,38 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    """``finesim index add``."""
-    from finesim.index.store import IndexStore
+    """``finesim index add``: the corpus is read and checked against the index (a file or rows already in it add
+    nothing) before the model is loaded."""
+    from finesim.index.corpus import file_record, meta_rows, read_corpus
+    from finesim.index.store import IndexStore, duplicate_message, find_duplicate, lines_sha256
 
-    IndexStore.open(args.index_dir)  # a missing or damaged folder is refused before the model loads
+    store = IndexStore.open(args.index_dir)
+    manifest = store.manifest
+    column = args.text_column or _built(manifest, "text_column") or "text"
+    id_column = args.id_column or (_built(manifest, "id_column") if store.fields["id"] else None)
+    metadata_columns = _meta_columns(args)[1]
+    if not metadata_columns and store.fields["metadata"]:
+        metadata_columns = list(_built(manifest, "metadata_columns") or [])
+    progress = say(args)
+    if ray_wanted(args):
+        if store.fields["id"] or store.fields["metadata"]:
+            raise UsageError("this index has IDs / metadata, which --ray does not read yet: add without --ray")
+        duplicate = find_duplicate(manifest, corpus=[file_record(args.corpus, 0, column, args.format)])
+    else:
+        corpus = read_corpus(args.corpus, column, args.format, id_column=id_column, metadata_columns=metadata_columns)
+        rows = meta_rows(len(corpus.texts), corpus.ids, corpus.metadata)
+        duplicate = find_duplicate(
+            manifest,
+            corpus=[corpus.record],
+            texts_sha256=lines_sha256(corpus.texts),
+            meta_sha256=None if rows is None else lines_sha256(rows),
+        )
+    if duplicate is not None:
+        progress(duplicate_message(duplicate))
+        return 0
     from finesim.index import ConditionalIndex
 
     index = ConditionalIndex.open(args.index_dir, device=args.device, show_progress=not args.no_progress)
-    column = args.text_column or _built_column(index)
     before = len(index)
     if ray_wanted(args):
         from finesim.index.distributed import add_index_ray
@@ -243,17 +319,21 @@ def run_add(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
         )
     else:
-        from finesim.index.corpus import read_corpus
-
-        corpus = read_corpus(args.corpus, column, args.format)
-        index.add(corpus.texts, corpus=[corpus.record])
-    say(args)(f"added {len(index) - before} texts: {args.index_dir} holds {len(index)}")
+        index.add(corpus.texts, ids=corpus.ids, metadata=corpus.metadata, corpus=[corpus.record])
+    added = len(index) - before
+    if added == 0:
+        progress(f"{args.corpus}: these rows are already in the index: nothing added")
+        return 0
+    progress(f"added {added} texts: {args.index_dir} holds {len(index)}")
     return 0
 
 
-def _built_column(index: Any) -> str:
-    records = index.store.manifest.get("corpus") or []
-    return str(records[0].get("text_column") or "text") if records else "text"
+def _built(manifest: dict[str, Any], key: str) -> Any:
+    """What the first corpus file the index records says about ``key`` (its text, ID or metadata columns)."""
+    for record in manifest.get("corpus") or []:
+        if record.get(key):
+            return record[key]
+    return None
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -267,13 +347,16 @@ def run_search(args: argparse.Namespace) -> int:
     IndexStore.open(args.index_dir)  # a missing or damaged folder is refused before the model loads
     from finesim.index import ConditionalIndex
 
+    where = parse_where(args.where)
+    if where and args.recall:
+        raise UsageError("--recall measures an unfiltered search: drop --where")
     index = ConditionalIndex.open(
         args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress
     )
     if args.recall and args.strategy == "exact":
         raise UsageError("--recall compares a faster search with exact search: drop --strategy exact")
     options = {"approximate": args.approximate, "candidates": args.candidates, "strategy": args.strategy}
-    results = index.search(args.query, args.condition, k=args.k, **options)
+    results = index.search(args.query, args.condition, k=args.k, where=where, **options)
     if args.recall:
         report = index.recall([args.query], args.condition, k=args.k, **options)
         what = report["approximate"] or "two-stage search"
@@ -283,8 +366,24 @@ def run_search(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     for rank, row in enumerate(results, start=1):
-        print(f"{rank:>3}  {row['score']:.4f}  [{row['index']}]  {row['text']}")
+        ident = f" id={row['id']}" if "id" in row else ""
+        print(f"{rank:>3}  {row['score']:.4f}  [{row['index']}]{ident}  {row['text']}")
     return 0
+
+
+def parse_where(items: list[str] | None) -> dict[str, str]:
+    """``--where KEY=VALUE`` (repeatable) as a filter; a key given twice or an item without ``=`` is a usage
+    error."""
+    where: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--where {item!r}: write KEY=VALUE, e.g. --where lang=en")
+        if key in where:
+            raise UsageError(f"--where: {key!r} is given twice (every --where must hold: one value per key)")
+        where[key] = value
+    return where
 
 
 def run_info(args: argparse.Namespace) -> int:
@@ -292,9 +391,10 @@ def run_info(args: argparse.Namespace) -> int:
     from finesim.index.store import IndexStore
 
     store = IndexStore.open(args.index_dir)
-    if args.verify:
-        store.verify_hashes()
+    verified = store.verify_hashes() if args.verify else None
     info = store.describe()
+    if verified is not None:
+        info["verified"] = verified
     if args.json:
         json.dump(info, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -307,6 +407,11 @@ def run_info(args: argparse.Namespace) -> int:
     print(f"weights    sha256 {model['sha256']}")
     print(f"encoder    {encoder['type']}" + (f" (head {head['kind']}; stored: {head['stored']})" if head else ""))
     print(f"vectors    {info['count']} x {info['dims']['index']} {info['dtype']} in {len(info['parts'])} part(s)")
+    fields = info["fields"]
+    if fields["id"] or fields["metadata"]:
+        keys = ", ".join(fields["metadata_keys"]) or "none"
+        shown = (["id"] if fields["id"] else []) + ([f"metadata ({keys})"] if fields["metadata"] else [])
+        print(f"rows carry {' and '.join(shown)}")
     print(f"on disk    {info['bytes'] / 2**20:.1f} MiB")
     for record in info["corpus"]:
         print(f"corpus     {record.get('path')} ({record.get('rows')} rows, column {record.get('text_column')!r})")
@@ -317,6 +422,9 @@ def run_info(args: argparse.Namespace) -> int:
     for name in info["approximate_indexes"]:
         print(f"faiss      ann/{name}.faiss")
     print(f"created    {info['created']} by finesim {info['finesim_version']}; updated {info['updated']}")
-    if args.verify:
-        print("verified   every texts file matches its recorded SHA-256")
+    if verified is not None:
+        print(f"verified   {verified['verified']} files match their recorded SHA-256")
+        if verified["unrecorded"]:
+            shown = ", ".join(verified["unrecorded"][:3]) + (" ..." if len(verified["unrecorded"]) > 3 else "")
+            print(f"unchecked  {len(verified['unrecorded'])} files have no recorded checksum (older finesim): {shown}")
     return 0

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from finesim.index.errors import IndexFormatError
-from finesim.results import atomic_commit, atomic_temp_file, write_json_atomic
+from finesim.index.store import file_sha256, temp_path, write_json_file
 
 ANN_KINDS = ("hnsw", "ivf")
 DEFAULT_PARAMS: dict[str, dict[str, int | None]] = {
@@ -156,17 +156,21 @@ class AnnFile:
         return True
 
     def save(self, extra: dict[str, Any] | None = None) -> None:
-        """Write the faiss index and its description (each through a temporary file and a rename)."""
+        """Write the faiss index and its description, with the index file's SHA-256 (each through a temporary file
+        named with this process's pid, and a rename)."""
         faiss = import_faiss()
-        tmp = atomic_temp_file(self.index_file)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = temp_path(self.index_file)
         try:
             faiss.write_index(self.index, str(tmp))
-            atomic_commit(tmp, self.index_file)
+            digest = file_sha256(tmp)
+            tmp.replace(self.index_file)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
-        write_json_atomic(
-            self.meta_file, {"kind": self.kind, "params": self.params, "count": self.count, **(extra or {})}
+        write_json_file(
+            self.meta_file,
+            {"kind": self.kind, "params": self.params, "count": self.count, "sha256": digest, **(extra or {})},
         )
 
     def search(self, vector: np.ndarray, n: int) -> np.ndarray:

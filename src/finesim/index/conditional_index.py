@@ -13,9 +13,11 @@ on the condition's first query (or at build time for ``conditions=``) and is kep
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,8 +27,9 @@ import numpy as np
 import torch
 
 from finesim.index.approximate import ANN_KINDS, AnnFile, ann_params, normalized, recall_at_k
+from finesim.index.corpus import meta_rows
 from finesim.index.encoders import IndexEncoder, load_index_model
-from finesim.index.errors import ModelMismatchError
+from finesim.index.errors import IndexFormatError, ModelMismatchError
 from finesim.index.fingerprint import model_fingerprint
 from finesim.index.store import (
     ANN,
@@ -42,6 +45,9 @@ from finesim.index.store import (
     IndexStore,
     Part,
     PartWriter,
+    duplicate_message,
+    find_duplicate,
+    lines_sha256,
     new_part_id,
     remove_leftovers,
     writer_lock,
@@ -62,14 +68,17 @@ logger = logging.getLogger("finesim.index")
 
 ENCODE_CHUNK = 4096  # texts embedded per step of build / add / a condition's first query
 SCORE_CHUNK = 16384  # stored rows scored per step of a search
+MASKS = 32  # filters (``where``) whose row masks a ConditionalIndex keeps
 
 
 @dataclass
 class Batch:
-    """Texts in corpus order with their stored arrays: ``sentences`` (tri) and/or one per condition key."""
+    """Texts in corpus order with their stored arrays: ``sentences`` (tri) and/or one per condition key, and, for an
+    index with IDs or metadata, each row's ``{"id": ..., "metadata": {...}}``."""
 
     texts: list[str]
     arrays: dict[str, np.ndarray]
+    meta: list[dict[str, Any]] | None = None
 
 
 def condition_key(model_sha256: str, encoder: str, condition: str) -> str:
@@ -91,6 +100,59 @@ def check_corpus(texts: Iterable[Any], what: str = "corpus") -> list[str]:
         if not text.strip():
             raise ValueError(f"{what} row {i}: empty text")
     return out
+
+
+def metadata_matches(stored: Any, wanted: Any) -> bool:
+    """Whether a row's metadata value equals a filter's value: exactly (a bool only equals a bool), or, for a string
+    filter value, the value's JSON spelling (``"2020"`` matches 2020, ``"true"`` matches true: the CLI's values)."""
+    if isinstance(wanted, str) and not isinstance(stored, str):
+        return stored is not None and json.dumps(stored, ensure_ascii=False) == wanted
+    if isinstance(stored, bool) or isinstance(wanted, bool):
+        return isinstance(stored, bool) and isinstance(wanted, bool) and stored == wanted
+    return bool(stored == wanted)
+
+
+def _keep(rows: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """The candidate ``rows`` a filter's ``mask`` keeps (all without one)."""
+    return rows if mask is None else rows[mask[rows]]
+
+
+def _finite_query(vector: torch.Tensor) -> torch.Tensor:
+    """A query embedding, refused when the model gave NaN or infinite values (not the index's fault)."""
+    if not bool(torch.isfinite(vector).all()):
+        raise ValueError("the model gave a NaN or infinite embedding for the query: check the model")
+    return vector
+
+
+def check_fields(store: IndexStore, given: dict[str, bool]) -> None:
+    """An add gives IDs exactly when the index has them, and metadata exactly when it has metadata."""
+    has = store.fields
+    for name, what, option in (
+        ("id", "IDs", "ids= / --id-column"),
+        ("metadata", "metadata", "metadata= / --metadata-columns"),
+    ):
+        if has[name] and not given[name]:
+            raise ValueError(
+                f"{store.root}: this index has {what} for every row: give them for the added rows ({option})"
+            )
+        if given[name] and not has[name]:
+            raise ValueError(f"{store.root}: this index was built without {what}: add the rows without them")
+
+
+def check_new_ids(existing: dict[str, int], meta: list[dict[str, Any]], corpus: Sequence[dict[str, Any]]) -> None:
+    """No added ID is already in the index (``existing``: ID -> row); the error names the corpus file, row and ID
+    column when there is one file."""
+    from finesim.data.errors import DataFormatError
+
+    record = corpus[0] if len(corpus) == 1 else {}
+    for i, row in enumerate(meta):
+        found = existing.get(str(row["id"]))
+        if found is None:
+            continue
+        message = f"ID {row['id']!r} is already in the index (row {found}): IDs are unique across the index"
+        if record.get("path") and record.get("id_column"):
+            raise DataFormatError(message, path=record["path"], row=i + 1, column=str(record["id_column"]))
+        raise ValueError(f"added corpus row {i}: {message}")
 
 
 def _check_text(value: Any, what: str) -> str:
@@ -136,6 +198,7 @@ class ConditionalIndex:
         self.first_stage_spec = FirstStageSpec.from_manifest(store.manifest.get("first_stage"))
         self._first_stage: FirstStageEncoder | None = None
         self.rerank_cache = RerankCache()
+        self._masks: OrderedDict[str, np.ndarray] = OrderedDict()
 
     # ------------------------------------------------------------------ construction
 
@@ -154,6 +217,8 @@ class ConditionalIndex:
         corpus: Sequence[dict[str, Any]] = (),
         first_stage: str | None = "auto",
         first_stage_query: str | None = None,
+        ids: Iterable[str | int] | None = None,
+        metadata: Iterable[dict[str, Any]] | None = None,
         batch_size: int = 64,
         device: str | None = None,
         show_progress: bool = False,
@@ -174,15 +239,22 @@ class ConditionalIndex:
                 (:mod:`finesim.index.two_stage`): ``"auto"`` (``"self"`` for a bi-encoder, none for CASE),
                 ``"self"``, another model's name, or None (no first stage: every new condition embeds the corpus).
             first_stage_query: ``"conditioned"`` or ``"plain"`` (None: the first stage's default).
+            ids: one ID per text (a non-empty string or an integer, unique): results then carry ``"id"``, and every
+                later ``add`` must give IDs too.
+            metadata: one dict per text (JSON values): results then carry ``"metadata"``, and ``search(...,
+                where={...})`` filters on it; every later ``add`` must give metadata too.
         """
         texts = check_corpus(texts)
         conditions = [_check_text(c, "condition") for c in conditions]
+        meta = meta_rows(len(texts), ids, metadata)
         return cls._create(
             model,
             path,
             count=len(texts),
             batches=None,
             texts=texts,
+            meta=meta,
+            fields={"id": ids is not None, "metadata": metadata is not None},
             encoder=encoder,
             conditions=conditions,
             dtype=dtype,
@@ -205,6 +277,8 @@ class ConditionalIndex:
         count: int,
         batches: Iterable[Batch] | None,
         texts: list[str] | None = None,
+        meta: list[dict[str, Any]] | None = None,
+        fields: dict[str, bool] | None = None,
         encoder: str | None = None,
         conditions: Sequence[str] = (),
         dtype: str = "float32",
@@ -249,6 +323,7 @@ class ConditionalIndex:
             "count": 0,
             "parts": [],
             "corpus": [],
+            "fields": dict(fields or {"id": False, "metadata": False}),
             "approximate": None if approximate is None else {"kind": approximate, "params": approximate_params},
         }
         if stage is not None:
@@ -258,7 +333,7 @@ class ConditionalIndex:
             remove_leftovers(folder, None)
             if batches is None:
                 assert texts is not None
-                batches = local_batches(index_encoder, texts, keys, stage)
+                batches = local_batches(index_encoder, texts, keys, stage, meta)
             entry = write_part(folder, manifest, count, batches, keys, show_progress=show_progress)
             manifest["parts"] = [entry]
             manifest["count"] = count
@@ -317,16 +392,30 @@ class ConditionalIndex:
     # ------------------------------------------------------------------ adding
 
     def add(
-        self, texts: Iterable[str], *, corpus: Sequence[dict[str, Any]] = (), update_conditions: bool = True
+        self,
+        texts: Iterable[str],
+        *,
+        ids: Iterable[str | int] | None = None,
+        metadata: Iterable[dict[str, Any]] | None = None,
+        corpus: Sequence[dict[str, Any]] = (),
+        update_conditions: bool = True,
     ) -> int:
-        """Append ``texts`` (rows ``len(self) ..``) atomically; returns the new row count.
+        """Append ``texts`` (rows ``len(self) ..``) atomically and idempotently; returns the row count.
 
-        The new part is written under a temporary name and renamed into place, then the manifest is replaced in one
-        rename: a failure at any point leaves the index as it was. With ``update_conditions`` the stored conditions'
-        embeddings are computed for the new rows right away (else on their next query).
+        The new part (its texts, IDs / metadata, vectors and, with ``update_conditions``, its embeddings under every
+        stored condition of a bi-encoder or CASE index) is written under temporary names, then the manifest is
+        replaced in one rename: a failure or a kill at any point leaves the index as it was, and a committed add
+        leaves nothing to embed later. Adding a corpus file whose SHA-256 the manifest records (``corpus=``), or
+        texts (and IDs / metadata) identical to a part's, adds nothing: the count is returned unchanged and a
+        warning logged. ``ids`` / ``metadata``: as for :meth:`build`; required when the index has them, and an ID
+        already in the index is refused.
         """
         texts = check_corpus(texts, "added corpus")
-        return self._append(len(texts), None, texts=texts, corpus=corpus, update_conditions=update_conditions)
+        meta = meta_rows(len(texts), ids, metadata, "added corpus")
+        fields = {"id": ids is not None, "metadata": metadata is not None}
+        return self._append(
+            len(texts), None, texts=texts, meta=meta, fields=fields, corpus=corpus, update_conditions=update_conditions
+        )
 
     def _append(
         self,
@@ -334,10 +423,15 @@ class ConditionalIndex:
         batches: Iterable[Batch] | None,
         *,
         texts: list[str] | None = None,
+        meta: list[dict[str, Any]] | None = None,
+        fields: dict[str, bool] | None = None,
         corpus: Sequence[dict[str, Any]] = (),
         update_conditions: bool = True,
         conditions: Sequence[str] = (),
     ) -> int:
+        """Write and commit a new part from ``texts`` (embedded here) or ``batches`` (embedded elsewhere: Ray).
+        ``conditions``: conditions whose embeddings the part gets before the commit (with ``update_conditions``,
+        every condition stored in the index too)."""
         if count < 1:
             raise ValueError("the added corpus is empty: nothing to add")
         root = self.store.root
@@ -345,11 +439,32 @@ class ConditionalIndex:
             current = IndexStore.open(root)  # another process may have added since this index was opened
             manifest = dict(current.manifest)
             remove_leftovers(root, manifest)
-            keys = {self.key(c): c for c in conditions} if self.kind != "tri" else {}
+            check_fields(current, fields or {"id": False, "metadata": False})
+            digest = lines_sha256(texts) if texts is not None else None
+            meta_digest = lines_sha256(meta) if meta is not None else None
+            duplicate = find_duplicate(manifest, corpus=corpus, texts_sha256=digest, meta_sha256=meta_digest)
+            if duplicate is not None:
+                logger.warning("%s", duplicate_message(duplicate))
+                self.store = current
+                return len(self)
+            if meta is not None and current.fields["id"]:
+                check_new_ids(current.ids(), meta, corpus)
+            wanted = list(conditions)
+            if update_conditions and self.kind != "tri":
+                wanted += [c["condition"] for c in current.stored_conditions()]
+            keys = {self.key(c): c for c in dict.fromkeys(wanted)} if self.kind != "tri" else {}
             if batches is None:
                 assert texts is not None
-                batches = local_batches(self.encoder, texts, keys, self.first_stage())
+                batches = local_batches(self.encoder, texts, keys, self.first_stage(), meta)
             entry = write_part(root, manifest, count, batches, keys, show_progress=self.show_progress)
+            if texts is None:  # texts read and embedded elsewhere (Ray): known only now
+                written = (entry.get("meta") or {}).get("sha256")
+                duplicate = find_duplicate(manifest, texts_sha256=entry["texts_sha256"], meta_sha256=written)
+                if duplicate is not None:
+                    remove_leftovers(root, manifest)  # the part just written is not listed: it goes
+                    logger.warning("%s", duplicate_message(duplicate))
+                    self.store = current
+                    return len(self)
             manifest["parts"] = [*manifest["parts"], entry]
             manifest["count"] = int(manifest["count"]) + count
             manifest["corpus"] = [*manifest.get("corpus", []), *({**c, "part": entry["id"]} for c in corpus)]
@@ -358,8 +473,7 @@ class ConditionalIndex:
                 _condition_meta(root, manifest, key, condition)
             current.commit(manifest)
             self.store = IndexStore.open(root)
-        if update_conditions and self.kind != "tri":
-            self.prepare([c["condition"] for c in self.store.stored_conditions()])
+            self._masks.clear()
         return len(self)
 
     # ------------------------------------------------------------------ conditions (bi / CASE)
@@ -454,25 +568,45 @@ class ConditionalIndex:
         approximate: bool | str = False,
         candidates: int | None = None,
         strategy: str = "auto",
+        where: Mapping[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         """The ``k`` corpus texts most similar to ``query`` with respect to ``condition``, best first.
 
         Returns plain data, ``[{"index": row, "text": text, "score": score}, ...]`` (``index``: the 0-based row in
-        the corpus as built and added), ready to serialise as JSON. ``approximate``: False (exact), True (the index's
-        approximate kind, HNSW by default) or ``"hnsw"`` / ``"ivf"``; ``candidates``: how many candidates an
-        approximate tri-encoder search or a two-stage search re-scores exactly (defaults ``max(100, 10 k)`` and
-        ``max(200, 10 k)``).
+        the corpus as built and added), ready to serialise as JSON; an index with IDs / metadata adds ``"id"`` /
+        ``"metadata"`` to each. ``approximate``: False (exact), True (the index's approximate kind, HNSW by default)
+        or ``"hnsw"`` / ``"ivf"``; ``candidates``: how many candidates an approximate tri-encoder search or a
+        two-stage search re-scores exactly (defaults ``max(100, 10 k)`` and ``max(200, 10 k)``).
 
         ``strategy`` (bi-encoder / CASE): ``"exact"`` scores every row under the condition (embedding the corpus for
         it on its first use); ``"two-stage"`` re-ranks the first stage's candidates (:mod:`finesim.index.two_stage`;
         ``approximate`` then applies to the first stage); ``"auto"`` is exact when the condition's corpus embeddings
         are stored, else two-stage when the index has a first stage, else exact.
+
+        ``where``: ``{key: value, ...}``, only rows whose metadata has each key with that value (exactly; a string
+        value also matches a number or boolean spelled that way). Exact search (and an exact first stage) filters
+        before taking the top k; an approximate search or an approximate first stage filters its candidates, so it
+        may return fewer than ``k``.
+
+        Raises:
+            IndexFormatError: a stored vector the search reads is NaN or infinite (the message names the file and
+                row; ``finesim index info --verify`` checks every file against its recorded SHA-256).
         """
         rows, scores = self.search_rows(
-            query, condition, k, approximate=approximate, candidates=candidates, strategy=strategy
+            query, condition, k, approximate=approximate, candidates=candidates, strategy=strategy, where=where
         )
         texts = self.store.texts(rows)
-        return [{"index": int(r), "text": t, "score": float(s)} for r, t, s in zip(rows, texts, scores)]
+        metas = self.store.row_meta(rows)
+        fields = self.store.fields
+        out = []
+        for row, text, score, meta in zip(rows, texts, scores, metas):
+            item: dict[str, Any] = {"index": int(row), "text": text, "score": float(score)}
+            if fields["id"]:
+                item["id"] = meta.get("id")
+            if fields["metadata"]:
+                item["metadata"] = meta.get("metadata") or {}
+            out.append(item)
+        return out
 
     def search_rows(
         self,
@@ -483,6 +617,7 @@ class ConditionalIndex:
         approximate: bool | str = False,
         candidates: int | None = None,
         strategy: str = "auto",
+        where: Mapping[str, Any] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, scores)`` of the best ``k``, best first (ties: lower row first); see :meth:`search`."""
         query = _check_text(query, "query")
@@ -491,28 +626,68 @@ class ConditionalIndex:
             raise ValueError(f"k must be a whole number >= 1, got {k!r}")
         k = min(int(k), len(self))
         kind = self._approximate_kind(approximate)
+        mask = self._where_mask(where)
+        if mask is not None and not mask.any():
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         if self.kind == "tri":
             tri_query = self.encoder.tri_query(query, condition)
             if kind is None:
-                return self._exact(lambda part: self.store.array(part, SENTENCES), tri_query.scores, k)
+                return self._exact(None, tri_query.scores, k, mask)
             ann = self._ann_for(None, kind)
             wanted = candidates if candidates is not None else max(100, 10 * k)
-            found = ann.search(normalized(tri_query.candidate_vector()), max(wanted, k))
+            found = _keep(ann.search(normalized(tri_query.candidate_vector()), max(wanted, k)), mask)
             stage = self._gather(found, None)
             return best_rows(tri_query.scores(stage).numpy(), found, k)
         if self._strategy(strategy, condition) == "two-stage":
-            return self._two_stage(query, condition, k, kind, candidates)
+            return self._two_stage(query, condition, k, kind, candidates, mask)
         key = self._ensure_condition(condition)
-        vector = torch.as_tensor(self.encoder.conditioned([query], condition)[0])
+        vector = _finite_query(torch.as_tensor(self.encoder.conditioned([query], condition)[0]))
 
         def dot(block: np.ndarray) -> torch.Tensor:
             return as_float_tensor(block) @ vector
 
         if kind is None:
-            return self._exact(lambda part: self.store.condition_array(key, part), dot, k)
+            return self._exact(key, dot, k, mask)
         ann = self._ann_for(condition, kind)
-        found = ann.search(vector.numpy(), max(candidates or k, k))
+        found = _keep(ann.search(vector.numpy(), max(candidates or k, k)), mask)
         return best_rows(dot(self._gather(found, key)).numpy(), found, k)
+
+    def _where_mask(self, where: Mapping[str, Any] | None) -> np.ndarray | None:
+        """The rows ``where`` keeps (a bool per row), or None for no filter; cached per filter."""
+        if where is None or (isinstance(where, Mapping) and not where):
+            return None
+        if not isinstance(where, Mapping):
+            raise ValueError(f"where must be a dict of metadata key -> value, got {type(where).__name__}")
+        if not self.store.fields["metadata"]:
+            raise ValueError(
+                f"{self.store.root}: this index has no metadata to filter on (build it with metadata=, or "
+                "--metadata-columns)"
+            )
+        keys = self.store.metadata_keys()
+        for key, value in where.items():
+            if key not in keys:
+                raise ValueError(f"where: no row has the metadata key {key!r}; the keys are: {', '.join(keys)}")
+            if value is not None and not isinstance(value, (str, int, float, bool)):
+                raise ValueError(f"where: the value of {key!r} must be a string, number, boolean or null")
+        cache_key = json.dumps([[p.id for p in self.store.parts], sorted(where.items())], default=str)
+        with self._lock:
+            if cache_key in self._masks:
+                self._masks.move_to_end(cache_key)
+                return self._masks[cache_key]
+        masks = []
+        for part in self.store.parts:
+            found = []
+            for batch in self.store.iter_meta(part, 65536):
+                for item in batch:
+                    data = item.get("metadata") or {}
+                    found.append(all(k in data and metadata_matches(data[k], v) for k, v in where.items()))
+            masks.append(np.asarray(found, dtype=bool).reshape(-1))
+        mask = np.concatenate(masks)
+        with self._lock:
+            self._masks[cache_key] = mask
+            while len(self._masks) > MASKS:
+                self._masks.popitem(last=False)
+        return mask
 
     def _strategy(self, strategy: str, condition: str) -> str:
         if strategy not in STRATEGIES:
@@ -527,21 +702,20 @@ class ConditionalIndex:
         return strategy
 
     def _two_stage(
-        self, query: str, condition: str, k: int, kind: str | None, candidates: int | None
+        self, query: str, condition: str, k: int, kind: str | None, candidates: int | None, mask: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Re-rank the first stage's candidates under ``condition`` (see :mod:`finesim.index.two_stage`)."""
+        """Re-rank the first stage's candidates under ``condition`` (see :mod:`finesim.index.two_stage`); a filter
+        applies to the first stage (before its top N when it is exact)."""
         stage = self.first_stage()
         assert stage is not None
         wanted = max(candidates if candidates is not None else max(DEFAULT_CANDIDATES, 10 * k), k)
-        query_vector = torch.as_tensor(self.encoder.conditioned([query], condition)[0])
+        query_vector = _finite_query(torch.as_tensor(self.encoder.conditioned([query], condition)[0]))
         same = stage.encoder is self.encoder and stage.query_mode == "conditioned"
-        vector = query_vector if same else torch.as_tensor(stage.query(query, condition))
+        vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
         if kind is None:
-            found, _ = self._exact(
-                lambda part: self.store.array(part, FIRST_STAGE), lambda b: as_float_tensor(b) @ vector, wanted
-            )
+            found, _ = self._exact(FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask)
         else:
-            found = self._ann_for_first_stage(kind).search(vector.numpy(), wanted)
+            found = _keep(self._ann_for_first_stage(kind).search(vector.numpy(), wanted), mask)
         key = self.key(condition)
         cached, missing = self.rerank_cache.lookup(key, found)
         if missing:
@@ -571,14 +745,58 @@ class ConditionalIndex:
                 )
         return ann
 
-    def _exact(self, array_of: Any, score: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _exact(
+        self, key: str | None, score: Any, k: int, mask: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The top ``k`` of ``score(block)`` over the stored array ``key`` (:meth:`_array`), chunk by chunk; only the
+        rows ``mask`` keeps compete. A non-finite score is a damaged file (:meth:`_damaged`)."""
         top = TopK(k)
         for part in self.store.parts:
-            array = array_of(part)
+            array = self._array(part, key)
             for start in range(0, part.count, SCORE_CHUNK):
                 stop = min(start + SCORE_CHUNK, part.count)
-                top.push(score(array[start:stop]).numpy(), np.arange(part.start + start, part.start + stop))
+                scores = score(array[start:stop]).numpy()
+                if not np.isfinite(scores).all():
+                    bad = start + int(np.flatnonzero(~np.isfinite(scores))[0])
+                    if np.isfinite(np.asarray(array[bad], dtype=np.float32)).all():
+                        raise ValueError(
+                            f"the score of row {part.start + bad} is NaN or infinite though its stored vector is "
+                            "finite: the model's query or condition embedding is at fault"
+                        )
+                    raise self._damaged(part, key, bad)
+                rows = np.arange(part.start + start, part.start + stop)
+                if mask is not None:
+                    keep = mask[part.start + start : part.start + stop]
+                    scores, rows = scores[keep], rows[keep]
+                top.push(scores, rows)
         return top.result()
+
+    def _file(self, part: Part, key: str | None) -> Path:
+        """The file of the stored array ``key`` (see :meth:`_array`) of a part."""
+        if key is None:
+            return self.store.part_dir(part) / f"{SENTENCES}.npy"
+        if key == FIRST_STAGE:
+            return self.store.part_dir(part) / f"{FIRST_STAGE}.npy"
+        return self.store.condition_file(key, part)
+
+    def _damaged(self, part: Part, key: str | None, row: int) -> IndexFormatError:
+        """The error for a NaN or infinite value in row ``row`` (of the part) of a stored array."""
+        fix = (
+            "delete it to compute it again"
+            if key not in (None, FIRST_STAGE)
+            else "the index is damaged: build it again"
+        )
+        return IndexFormatError(
+            self._file(part, key),
+            f"row {row} holds NaN or infinite values ({fix}; `finesim index info --verify` checks every file)",
+        )
+
+    def _check_finite(self, block: np.ndarray, part: Part, key: str | None, start: int) -> np.ndarray:
+        """``block`` (rows ``start ..`` of a part's stored array ``key``) when every value is finite."""
+        finite = np.isfinite(block)
+        if not finite.all():
+            raise self._damaged(part, key, start + int(np.flatnonzero(~finite.all(axis=-1))[0]))
+        return block
 
     # ------------------------------------------------------------------ approximate search
 
@@ -620,12 +838,13 @@ class ConditionalIndex:
         return array
 
     def _blocks(self, key: str | None, start: int, stop: int) -> Iterator[np.ndarray]:
-        """Normalised float32 rows ``start .. stop - 1`` in blocks."""
+        """Normalised float32 rows ``start .. stop - 1`` in blocks (each checked to be finite)."""
         for part in self.store.parts:
             lo, hi = max(start, part.start), min(stop, part.stop)
             for a in range(lo, hi, SCORE_CHUNK):
                 b = min(a + SCORE_CHUNK, hi)
-                yield normalized(self._array(part, key)[a - part.start : b - part.start])
+                block = np.asarray(self._array(part, key)[a - part.start : b - part.start], dtype=np.float32)
+                yield normalized(self._check_finite(block, part, key, a - part.start))
 
     def _sampler(self, key: str | None) -> Any:
         def sample(m: int) -> np.ndarray:
@@ -646,6 +865,9 @@ class ConditionalIndex:
                 local = rows[mask] - part.start
                 order = np.argsort(local, kind="stable")
                 block = np.asarray(self._array(part, key)[local[order]], dtype=np.float32)
+                finite = np.isfinite(block).all(axis=-1)
+                if not finite.all():
+                    raise self._damaged(part, key, int(local[order][np.flatnonzero(~finite)[0]]))
                 placed = np.empty_like(block)
                 placed[order] = block
                 out[mask] = placed
@@ -712,10 +934,14 @@ def prepare_new_folder(folder: Path) -> None:
 
 
 def local_batches(
-    encoder: IndexEncoder, texts: list[str], keys: dict[str, str], first_stage: FirstStageEncoder | None = None
+    encoder: IndexEncoder,
+    texts: list[str],
+    keys: dict[str, str],
+    first_stage: FirstStageEncoder | None = None,
+    meta: list[dict[str, Any]] | None = None,
 ) -> Iterator[Batch]:
     """Embed ``texts`` in this process, chunk by chunk: stage vectors (tri), first-stage vectors (bi / CASE with a
-    first stage) and one array per condition key."""
+    first stage) and one array per condition key; ``meta`` rows ride along."""
     for start in range(0, len(texts), ENCODE_CHUNK):
         chunk = texts[start : start + ENCODE_CHUNK]
         arrays: dict[str, np.ndarray] = {}
@@ -725,7 +951,7 @@ def local_batches(
             arrays[FIRST_STAGE] = first_stage.corpus(chunk)
         for key, condition in keys.items():
             arrays[key] = encoder.conditioned(chunk, condition)
-        yield Batch(chunk, arrays)
+        yield Batch(chunk, arrays, None if meta is None else meta[start : start + ENCODE_CHUNK])
 
 
 def write_part(
@@ -743,7 +969,9 @@ def write_part(
     part_arrays = part_array_shapes(manifest)
     part_id = new_part_id(len(manifest["parts"]))
     part = Part(part_id, 0, count)
-    writer = PartWriter(root, part_id, count, part_arrays)
+    fields = manifest.get("fields") or {}
+    with_meta = bool(fields.get("id") or fields.get("metadata"))
+    writer = PartWriter(root, part_id, count, part_arrays, meta=with_meta)
     store = IndexStore(root, manifest)
     conditions = {key: ArrayWriter(store.condition_file(key, part), count, dim, dtype) for key in keys}
     try:
@@ -753,6 +981,10 @@ def write_part(
                 if start + len(batch.texts) > count:
                     raise ValueError(f"more than the {count} rows expected")
                 writer.write_texts(batch.texts)
+                if with_meta:
+                    if batch.meta is None or len(batch.meta) != len(batch.texts):
+                        raise ValueError("a block without the IDs / metadata of its rows")
+                    writer.write_meta(batch.meta)
                 missing = set(part_arrays) - set(batch.arrays)
                 if missing:
                     raise ValueError(f"a block without its {sorted(missing)} vectors")

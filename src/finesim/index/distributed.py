@@ -461,8 +461,12 @@ def add_index_ray(
     device: str | None = None,
     num_cpus: int | None = None,
 ) -> int:
-    """``ConditionalIndex.add`` with the corpus read and embedded on Ray Data (stored conditions included);
-    returns the new row count."""
+    """``ConditionalIndex.add`` with the corpus read and embedded on Ray Data (stored conditions included, written
+    before the manifest commit like every add; a file or rows already in the index add nothing); returns the row
+    count. An index with IDs / metadata is refused (the Ray path reads the text column only)."""
+    fields = index.store.fields
+    if fields["id"] or fields["metadata"]:
+        raise ValueError(f"{index.store.root}: this index has IDs / metadata, which the Ray path does not read yet")
     name = index.store.manifest["model"].get("resolved") or index.store.manifest["model"].get("name")
     if not name:
         raise ValueError("the index records no model name, which Ray workers need to load the model")

@@ -13,6 +13,19 @@ class IndexFormatError(ValueError):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def relative_to(self, root: str | Path) -> IndexFormatError:
+        """The same error with the file named relative to the index folder ``root`` (and ``root`` removed from the
+        problem's text): what a server may tell its clients without showing its paths."""
+        base = Path(root).resolve()
+        try:
+            name = str(Path(self.path).resolve().relative_to(base))
+        except ValueError:
+            name = Path(self.path).name
+        problem = self.problem
+        for prefix in {str(base), str(root)}:
+            problem = problem.replace(prefix + "/", "").replace(prefix, "")
+        return IndexFormatError(name, problem)
+
 
 class ModelMismatchError(ValueError):
     """The model given for an index is not the model the index was built with (its weights hash differs)."""

@@ -7,15 +7,24 @@ Layout (see docs/search.md)::
       parts/<part>/texts.jsonl          one JSON string per line: the texts of one build or add, in order
       parts/<part>/offsets.npy          int64 (count + 1,): byte offset of each line (reads one text without a scan)
       parts/<part>/sentences.npy        tri-encoders: (count, dim) condition-independent sentence vectors
+      parts/<part>/meta.jsonl           with IDs / metadata: one JSON object a row, {"id": ..., "metadata": {...}}
+      parts/<part>/meta_offsets.npy     ... int64 (count + 1,): byte offset of each line
       conditions/<key>/condition.json   bi / CASE: one folder per condition (key: hash of model and condition)
       conditions/<key>/<part>.npy       ... its (count, dim) L2-normalised corpus embeddings, one file per part
+      conditions/<key>/<part>.sha256    ... the SHA-256 of that file (``sha256sum`` format), written before it
       ann/<name>.faiss, ann/<name>.json approximate-search indexes (faiss) and what they cover
       .lock                             writers (build, add) hold an exclusive lock on it
 
-Parts are immutable once written. A writer builds a part in ``parts/.tmp-<part>/`` and renames it into place, then
+Parts are immutable once written. A writer builds a part in ``parts/.tmp-<part>.<pid>/`` and renames it into place, then
 replaces ``manifest.json`` atomically: the manifest is the commit point, and a crash before it leaves the old index
 (the old manifest and the parts it lists) valid. Opening checks every file the manifest lists: present, the expected
-shape and dtype, the exact byte length (a truncated file is refused, naming it).
+shape and dtype, the exact byte length (a truncated file is refused, naming it). Every file a writer produces has its
+SHA-256 recorded (part files in the manifest's part entry, a condition cache in its ``.sha256`` sidecar, a faiss
+index in its ``.json``); :meth:`IndexStore.verify_hashes` checks them all.
+
+Temporary files are named ``.<name>.<pid>-<random>.tmp``: a later writer removes those of a process that is no
+longer running at once, and one without a pid (an older finesim's) once it is a day old. Part folders being written
+are ``parts/.tmp-<part>.<pid>``; a writer (holding the lock) removes every part folder the manifest does not list.
 """
 
 from __future__ import annotations
@@ -24,10 +33,11 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +45,6 @@ from typing import Any
 import numpy as np
 
 from finesim.index.errors import IndexFormatError
-from finesim.results import atomic_write, write_json_atomic
 
 FORMAT = "finesim-index"
 FORMAT_VERSION = 1
@@ -46,9 +55,13 @@ ANN = "ann"
 LOCK = ".lock"
 TEXTS = "texts.jsonl"
 OFFSETS = "offsets.npy"
+META = "meta.jsonl"
+META_OFFSETS = "meta_offsets.npy"
+CHECKSUM = ".sha256"  # suffix of a condition cache's checksum sidecar: conditions/<key>/<part>.sha256
 SENTENCES = "sentences"  # the array name of the tri-encoder's sentence vectors
 DTYPES = ("float32", "float16")
 STALE_SECONDS = 24 * 3600
+TEMP_PID = re.compile(r"^\..+\.(\d+)-[0-9a-f]{8}\.tmp$")  # .<name>.<pid>-<random>.tmp
 
 
 @dataclass(frozen=True)
@@ -116,10 +129,76 @@ def _fsync(path: Path) -> None:
         os.fsync(fh.fileno())
 
 
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    from finesim.results import file_sha256 as sha256
+
+    return sha256(path)
+
+
+def temp_path(path: Path) -> Path:
+    """A temporary name next to ``path`` that carries this process's pid: ``.<name>.<pid>-<random>.tmp`` (so a
+    later writer can tell that the process which left it is gone, :func:`remove_leftovers`)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+
+
+def atomic_write_file(path: Path, write: Callable[[Any], object]) -> Path:
+    """Write ``path`` through a temporary file (:func:`temp_path`), fsynced, and a rename: never half-written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(path)
+    try:
+        with open(tmp, "xb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json_file(path: Path, payload: Any) -> Path:
+    """Write ``payload`` as indented UTF-8 JSON, atomically (:func:`atomic_write_file`)."""
+    data = (json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    return atomic_write_file(path, lambda fh: fh.write(data))
+
+
+def checksum_file(array_file: Path) -> Path:
+    """The checksum sidecar of a condition cache file: ``<part>.sha256`` next to ``<part>.npy``."""
+    return Path(array_file).with_suffix(CHECKSUM)
+
+
+def write_checksum(array_file: Path, digest: str) -> None:
+    """Record ``digest`` for ``array_file`` in its sidecar (``sha256sum`` format, so ``sha256sum -c`` reads it)."""
+    atomic_write_file(checksum_file(array_file), lambda fh: fh.write(f"{digest}  {array_file.name}\n".encode()))
+
+
+def read_checksum(array_file: Path) -> str | None:
+    """The SHA-256 recorded for ``array_file``; None when it has no sidecar (written before finesim recorded
+    checksums)."""
+    sidecar = checksum_file(array_file)
+    try:
+        text = sidecar.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    digest = text.split()[0] if text.split() else ""
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise IndexFormatError(sidecar, "not a SHA-256 checksum file; delete it and the array it describes")
+    return digest
+
+
 def write_npy_atomic(path: Path, array: np.ndarray) -> Path:
     """Write ``array`` as ``.npy`` through a temporary file and a rename (never half-written)."""
     data = np.ascontiguousarray(array)
-    return atomic_write(path, lambda fh: np.save(fh, data))
+    return atomic_write_file(path, lambda fh: np.save(fh, data))
+
+
+def json_line(value: Any) -> bytes:
+    """One line of a ``.jsonl`` file of the index (UTF-8, no ASCII escaping)."""
+    return json.dumps(value, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
 # ---------------------------------------------------------------- part writer
@@ -130,24 +209,54 @@ def new_part_id(sequence: int) -> str:
     return f"{sequence:06d}-{uuid.uuid4().hex[:8]}"
 
 
+class _Lines:
+    """A ``.jsonl`` file written line by line, with the byte offset of each line and the SHA-256 of them all."""
+
+    def __init__(self, path: Path, count: int, what: str) -> None:
+        self.path = path
+        self.what = what
+        self.count = count
+        self.fh = open(path, "wb")
+        self.digest = hashlib.sha256()
+        self.offsets = np.zeros(count + 1, dtype=np.int64)
+        self.written = 0
+
+    def write(self, value: Any) -> None:
+        if self.written >= self.count:
+            raise ValueError(f"more {self.what} than the {self.count} this part was opened for")
+        line = json_line(value)
+        self.fh.write(line)
+        self.digest.update(line)
+        self.written += 1
+        self.offsets[self.written] = self.offsets[self.written - 1] + len(line)
+
+    def close(self) -> None:
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+        self.fh.close()
+
+
 class PartWriter:
-    """Write one part (texts and arrays) into ``parts/.tmp-<id>/``; :meth:`finish` renames it into place.
+    """Write one part (texts, IDs / metadata, arrays) into ``parts/.tmp-<id>.<pid>/``; :meth:`finish` renames it
+    into place.
 
     Args:
         root: the index folder. part_id: the part's name. count: its number of rows.
         arrays: array name -> ``(dim, dtype)`` of the ``(count, dim)`` arrays the part holds.
+        meta: whether the part has a ``meta.jsonl`` (the index has IDs or metadata).
     """
 
-    def __init__(self, root: Path, part_id: str, count: int, arrays: dict[str, tuple[int, str]]) -> None:
+    def __init__(
+        self, root: Path, part_id: str, count: int, arrays: dict[str, tuple[int, str]], *, meta: bool = False
+    ) -> None:
         self.root = Path(root)
         self.part_id = part_id
         self.count = count
-        self.tmp = self.root / PARTS / f".tmp-{part_id}"
+        self.tmp = self.root / PARTS / f".tmp-{part_id}.{os.getpid()}"
         self.tmp.mkdir(parents=True, exist_ok=False)
-        self._texts = open(self.tmp / TEXTS, "wb")
-        self._digest = hashlib.sha256()
-        self._offsets = np.zeros(count + 1, dtype=np.int64)
-        self._written_texts = 0
+        self._texts = _Lines(self.tmp / TEXTS, count, "texts")
+        self._meta = _Lines(self.tmp / META, count, "metadata rows") if meta else None
+        self._keys: set[str] = set()
         self._arrays = {
             name: np.lib.format.open_memmap(self.tmp / f"{name}.npy", mode="w+", dtype=dtype, shape=(count, dim))
             for name, (dim, dtype) in arrays.items()
@@ -157,59 +266,79 @@ class PartWriter:
     def write_texts(self, texts: Sequence[str]) -> None:
         """Append texts (in corpus order)."""
         for text in texts:
-            if self._written_texts >= self.count:
-                raise ValueError(f"more texts than the {self.count} this part was opened for")
-            line = json.dumps(text, ensure_ascii=False).encode("utf-8") + b"\n"
-            self._texts.write(line)
-            self._digest.update(line)
-            self._written_texts += 1
-            self._offsets[self._written_texts] = self._offsets[self._written_texts - 1] + len(line)
+            self._texts.write(text)
+
+    def write_meta(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Append the rows' ``{"id": ..., "metadata": {...}}`` objects (in corpus order)."""
+        if self._meta is None:
+            raise ValueError("this part was opened without IDs or metadata")
+        for row in rows:
+            self._meta.write(row)
+            self._keys.update(row.get("metadata") or {})
 
     def write_rows(self, name: str, start: int, rows: np.ndarray) -> None:
         """Put ``rows`` into array ``name`` at rows ``start ..``."""
         self._arrays[name][start : start + len(rows)] = rows
 
+    def _save_offsets(self, name: str, offsets: np.ndarray) -> str:
+        np.save(self.tmp / name, offsets)
+        _fsync(self.tmp / name)
+        return file_sha256(self.tmp / name)
+
     def finish(self) -> dict[str, Any]:
-        """Flush, fsync and move the part into place; returns its manifest entry (without ``start``)."""
-        if self._written_texts != self.count:
-            raise ValueError(f"part {self.part_id}: {self._written_texts} texts written, {self.count} expected")
-        self._texts.flush()
-        os.fsync(self._texts.fileno())
+        """Flush, fsync, checksum and move the part into place; returns its manifest entry (without ``start``)."""
+        if self._texts.written != self.count:
+            raise ValueError(f"part {self.part_id}: {self._texts.written} texts written, {self.count} expected")
+        if self._meta is not None and self._meta.written != self.count:
+            raise ValueError(f"part {self.part_id}: {self._meta.written} metadata rows written, {self.count} expected")
         self._texts.close()
-        np.save(self.tmp / OFFSETS, self._offsets)
-        _fsync(self.tmp / OFFSETS)
+        entry: dict[str, Any] = {
+            "id": self.part_id,
+            "count": self.count,
+            "texts_bytes": int(self._texts.offsets[-1]),
+            "texts_sha256": self._texts.digest.hexdigest(),
+            "offsets_sha256": self._save_offsets(OFFSETS, self._texts.offsets),
+        }
+        if self._meta is not None:
+            self._meta.close()
+            entry["meta"] = {
+                "file": META,
+                "bytes": int(self._meta.offsets[-1]),
+                "sha256": self._meta.digest.hexdigest(),
+                "offsets_sha256": self._save_offsets(META_OFFSETS, self._meta.offsets),
+                "keys": sorted(self._keys),
+            }
         arrays = {}
         for name, array in self._arrays.items():
             array.flush()
             del array
-            _fsync(self.tmp / f"{name}.npy")
-            arrays[name] = {"file": f"{name}.npy", "dim": self.meta[name]["dim"], "dtype": self.meta[name]["dtype"]}
+            file = self.tmp / f"{name}.npy"
+            _fsync(file)
+            meta = self.meta[name]
+            arrays[name] = {"file": file.name, "dim": meta["dim"], "dtype": meta["dtype"], "sha256": file_sha256(file)}
         self._arrays = {}
-        final = self.root / PARTS / self.part_id
-        os.replace(self.tmp, final)
-        return {
-            "id": self.part_id,
-            "count": self.count,
-            "texts_bytes": int(self._offsets[-1]),
-            "texts_sha256": self._digest.hexdigest(),
-            "arrays": arrays,
-        }
+        entry["arrays"] = arrays
+        os.replace(self.tmp, self.root / PARTS / self.part_id)
+        return entry
 
     def abort(self) -> None:
         """Remove the temporary folder (after a failure)."""
-        with contextlib.suppress(Exception):
-            self._texts.close()
+        for lines in (self._texts, self._meta):
+            with contextlib.suppress(Exception):
+                if lines is not None:
+                    lines.fh.close()
         self._arrays = {}
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 class ArrayWriter:
-    """Write one ``(count, dim)`` array through a temporary file next to ``path``; :meth:`finish` renames it."""
+    """Write one ``(count, dim)`` array through a temporary file next to ``path`` (:func:`temp_path`); :meth:`finish`
+    records its SHA-256 in the sidecar (:func:`write_checksum`) and then renames it into place."""
 
     def __init__(self, path: Path, count: int, dim: int, dtype: str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:8]}.tmp")
+        self.tmp = temp_path(self.path)
         self._array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=dtype, shape=(count, dim))
 
     def write_rows(self, start: int, rows: np.ndarray) -> None:
@@ -219,7 +348,12 @@ class ArrayWriter:
         self._array.flush()
         self._array = None
         _fsync(self.tmp)
-        os.replace(self.tmp, self.path)
+        digest = file_sha256(self.tmp)
+        # the checksum first: an array in place always has its checksum (two processes computing the same cache
+        # write the pair under the folder's lock, so the pair never mixes their files)
+        with writer_lock(self.path.parent):
+            write_checksum(self.path, digest)
+            os.replace(self.tmp, self.path)
 
     def abort(self) -> None:
         self._array = None
@@ -274,31 +408,82 @@ class IndexStore:
             raise IndexFormatError(
                 self.root / MANIFEST, f"count is {self.manifest['count']} but its parts hold {total} rows"
             )
+        fields = self.fields
         for part, entry in zip(self.parts, self.manifest["parts"]):
             folder = self.part_dir(part)
             if not folder.is_dir():
                 raise IndexFormatError(folder, "missing (a part listed in the manifest)")
-            texts = folder / TEXTS
-            if not texts.is_file():
-                raise IndexFormatError(texts, "missing (the texts of a part listed in the manifest)")
-            size = texts.stat().st_size
-            if size != int(entry["texts_bytes"]):
-                problem = "truncated" if size < int(entry["texts_bytes"]) else "longer than recorded"
-                raise IndexFormatError(texts, f"{problem}: {size} bytes, the manifest says {entry['texts_bytes']}")
-            offsets = load_npy(folder / OFFSETS, (part.count + 1,), np.int64, "text offsets")
-            if int(offsets[-1]) != size:
-                raise IndexFormatError(folder / OFFSETS, f"ends at byte {int(offsets[-1])}, {TEXTS} has {size}")
-            for name, meta in entry.get("arrays", {}).items():
-                check_npy(folder / meta["file"], (part.count, int(meta["dim"])), meta["dtype"], f"{name} embeddings")
+            self._check_lines(part, TEXTS, OFFSETS, int(entry["texts_bytes"]), "texts")
+            meta = entry.get("meta")
+            if (fields["id"] or fields["metadata"]) and meta is None:
+                raise IndexFormatError(self.root / MANIFEST, f"part {part.id} has no IDs / metadata ({META})")
+            if meta is not None:
+                self._check_lines(part, META, META_OFFSETS, int(meta["bytes"]), "IDs / metadata")
+            for name, array in entry.get("arrays", {}).items():
+                check_npy(folder / array["file"], (part.count, int(array["dim"])), array["dtype"], f"{name} embeddings")
 
-    def verify_hashes(self) -> None:
-        """Recompute the SHA-256 of every texts file against the manifest (slow on large corpora)."""
-        from finesim.results import file_sha256
+    def _check_lines(self, part: Part, name: str, offsets_name: str, recorded: int, what: str) -> None:
+        """A ``.jsonl`` file of a part has the recorded byte length and its offsets end there."""
+        file = self.part_dir(part) / name
+        if not file.is_file():
+            raise IndexFormatError(file, f"missing (the {what} of a part listed in the manifest)")
+        size = file.stat().st_size
+        if size != recorded:
+            problem = "truncated" if size < recorded else "longer than recorded"
+            raise IndexFormatError(file, f"{problem}: {size} bytes, the manifest says {recorded}")
+        offsets = load_npy(self.part_dir(part) / offsets_name, (part.count + 1,), np.int64, f"{what} offsets")
+        if int(offsets[-1]) != size:
+            raise IndexFormatError(
+                self.part_dir(part) / offsets_name, f"ends at byte {int(offsets[-1])}, {name} has {size}"
+            )
 
+    def checksummed_files(self) -> Iterator[tuple[Path, str | None, str]]:
+        """``(file, recorded SHA-256 or None, where it is recorded)`` for every file of the index: each part's texts,
+        offsets, IDs / metadata and arrays (the manifest), every condition cache of a listed part (its sidecar) and
+        every faiss index (its ``.json``). None: written before finesim recorded checksums."""
         for part, entry in zip(self.parts, self.manifest["parts"]):
-            texts = self.part_dir(part) / TEXTS
-            if file_sha256(texts) != entry["texts_sha256"]:
-                raise IndexFormatError(texts, "content differs from the SHA-256 recorded in the manifest")
+            folder = self.part_dir(part)
+            yield folder / TEXTS, entry["texts_sha256"], MANIFEST
+            yield folder / OFFSETS, entry.get("offsets_sha256"), MANIFEST
+            meta = entry.get("meta")
+            if meta is not None:
+                yield folder / META, meta["sha256"], MANIFEST
+                yield folder / META_OFFSETS, meta.get("offsets_sha256"), MANIFEST
+            for array in entry.get("arrays", {}).values():
+                yield folder / array["file"], array.get("sha256"), MANIFEST
+        conditions = self.root / CONDITIONS
+        if conditions.is_dir():
+            for sub in sorted(p for p in conditions.iterdir() if p.is_dir()):
+                for part in self.parts:
+                    file = sub / f"{part.id}.npy"
+                    if file.is_file():
+                        yield file, read_checksum(file), checksum_file(file).name
+        ann = self.root / ANN
+        if ann.is_dir():
+            for file in sorted(ann.glob("*.faiss")):
+                described = file.with_suffix(".json")
+                try:
+                    recorded = json.loads(described.read_text(encoding="utf-8")).get("sha256")
+                except (OSError, json.JSONDecodeError):
+                    recorded = None
+                yield file, recorded, described.name
+
+    def verify_hashes(self) -> dict[str, Any]:
+        """Recompute the SHA-256 of every file of the index (:meth:`checksummed_files`) against the one recorded; the
+        first that differs is an :class:`IndexFormatError` naming it. Slow on large corpora (it reads every byte).
+
+        Returns ``{"verified": n, "unrecorded": [paths relative to the folder]}`` (files without a recorded checksum).
+        """
+        verified, unrecorded = 0, []
+        for file, recorded, where in self.checksummed_files():
+            if recorded is None:
+                unrecorded.append(str(file.relative_to(self.root)))
+                continue
+            if file_sha256(file) != recorded:
+                hint = "delete it to compute it again" if where != MANIFEST else "the index is damaged: build it again"
+                raise IndexFormatError(file, f"content differs from the SHA-256 recorded in {where} ({hint})")
+            verified += 1
+        return {"verified": verified, "unrecorded": unrecorded}
 
     # -------------------------------------------------------- reading
 
@@ -314,6 +499,19 @@ class IndexStore:
     def dtype(self) -> str:
         return str(self.manifest["dtype"])
 
+    @property
+    def fields(self) -> dict[str, bool]:
+        """Whether the rows carry an ``id`` and ``metadata`` (fixed at build; every part then has ``meta.jsonl``)."""
+        fields = self.manifest.get("fields") or {}
+        return {"id": bool(fields.get("id")), "metadata": bool(fields.get("metadata"))}
+
+    def metadata_keys(self) -> list[str]:
+        """The metadata keys any row has (recorded per part at write time)."""
+        keys: set[str] = set()
+        for entry in self.manifest["parts"]:
+            keys.update((entry.get("meta") or {}).get("keys", []))
+        return sorted(keys)
+
     def part_dir(self, part: Part) -> Path:
         return self.root / PARTS / part.id
 
@@ -324,10 +522,11 @@ class IndexStore:
             self._maps[key] = np.load(self.part_dir(part) / f"{name}.npy", mmap_mode="r")
         return self._maps[key]
 
-    def _part_offsets(self, part: Part) -> np.ndarray:
-        if part.id not in self._offsets:
-            self._offsets[part.id] = np.load(self.part_dir(part) / OFFSETS, mmap_mode="r")
-        return self._offsets[part.id]
+    def _part_offsets(self, part: Part, name: str = OFFSETS) -> np.ndarray:
+        key = f"{part.id}/{name}"
+        if key not in self._offsets:
+            self._offsets[key] = np.load(self.part_dir(part) / name, mmap_mode="r")
+        return self._offsets[key]
 
     def locate(self, row: int) -> tuple[Part, int]:
         """The part holding global row ``row`` and the row within it."""
@@ -338,35 +537,74 @@ class IndexStore:
                 return part, row - part.start
         raise AssertionError("unreachable")
 
-    def texts(self, rows: Sequence[int]) -> list[str]:
-        """The texts of global rows ``rows`` (read one line each through the offsets)."""
+    def _lines(self, rows: Sequence[int], name: str, offsets_name: str) -> list[Any]:
+        """The JSON values on the lines of global rows ``rows`` of each part's ``name`` (one seek each)."""
         out = []
         handles: dict[str, Any] = {}
         try:
             for row in rows:
                 part, local = self.locate(int(row))
-                offsets = self._part_offsets(part)
+                offsets = self._part_offsets(part, offsets_name)
                 fh = handles.get(part.id)
                 if fh is None:
-                    fh = handles[part.id] = open(self.part_dir(part) / TEXTS, "rb")
+                    fh = handles[part.id] = open(self.part_dir(part) / name, "rb")
                 fh.seek(int(offsets[local]))
-                out.append(json.loads(fh.read(int(offsets[local + 1] - offsets[local]))))
+                line = fh.read(int(offsets[local + 1] - offsets[local]))
+                try:
+                    out.append(json.loads(line))
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    raise IndexFormatError(self.part_dir(part) / name, f"line {local + 1} is not valid JSON") from None
         finally:
             for fh in handles.values():
                 fh.close()
         return out
 
+    def texts(self, rows: Sequence[int]) -> list[str]:
+        """The texts of global rows ``rows`` (read one line each through the offsets)."""
+        return self._lines(rows, TEXTS, OFFSETS)
+
+    def row_meta(self, rows: Sequence[int]) -> list[dict[str, Any]]:
+        """``{"id": ..., "metadata": {...}}`` of global rows ``rows`` (what the index has of the two; ``[{}, ...]``
+        for an index without IDs or metadata)."""
+        if not (self.fields["id"] or self.fields["metadata"]):
+            return [{} for _ in rows]
+        return self._lines(rows, META, META_OFFSETS)
+
     def iter_texts(self, part: Part, chunk: int) -> Iterator[list[str]]:
         """The texts of a part in chunks of at most ``chunk``."""
-        batch: list[str] = []
-        with open(self.part_dir(part) / TEXTS, encoding="utf-8") as fh:
-            for line in fh:
-                batch.append(json.loads(line))
+        return self._iter_lines(part, TEXTS, chunk)
+
+    def iter_meta(self, part: Part, chunk: int) -> Iterator[list[dict[str, Any]]]:
+        """The ``{"id", "metadata"}`` rows of a part (with IDs or metadata) in chunks of at most ``chunk``."""
+        return self._iter_lines(part, META, chunk)
+
+    def _iter_lines(self, part: Part, name: str, chunk: int) -> Iterator[list[Any]]:
+        batch: list[Any] = []
+        path = self.part_dir(part) / name
+        with open(path, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                try:
+                    batch.append(json.loads(line))
+                except json.JSONDecodeError:
+                    raise IndexFormatError(path, f"line {number} is not valid JSON") from None
                 if len(batch) == chunk:
                     yield batch
                     batch = []
         if batch:
             yield batch
+
+    def ids(self) -> dict[str, int]:
+        """Every row's ID (as a string, the key of uniqueness) -> its global row (empty without IDs)."""
+        out: dict[str, int] = {}
+        if not self.fields["id"]:
+            return out
+        for part in self.parts:
+            row = part.start
+            for batch in self.iter_meta(part, 65536):
+                for item in batch:
+                    out[str(item.get("id"))] = row
+                    row += 1
+        return out
 
     # -------------------------------------------------------- condition caches
 
@@ -392,11 +630,19 @@ class IndexStore:
     def write_condition_meta(self, key: str, meta: dict[str, Any]) -> None:
         path = self.condition_dir(key) / "condition.json"
         if not path.is_file():
-            write_json_atomic(path, meta)
+            write_json_file(path, meta)
 
     def write_condition_array(self, key: str, part: Part, array: np.ndarray) -> None:
-        """Store a part's embeddings under a condition (atomically: a reader sees all of it or nothing)."""
-        write_npy_atomic(self.condition_file(key, part), np.asarray(array, dtype=self.dtype))
+        """Store a part's embeddings under a condition (atomically: a reader sees all of it or nothing), with its
+        checksum."""
+        rows = np.asarray(array, dtype=self.dtype)
+        writer = ArrayWriter(self.condition_file(key, part), len(rows), rows.shape[1], self.dtype)
+        try:
+            writer.write_rows(0, rows)
+            writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
 
     def stored_conditions(self) -> list[dict[str, Any]]:
         """The condition caches present: condition text, key, and how many of the parts they cover."""
@@ -426,6 +672,7 @@ class IndexStore:
             "dims": manifest["dims"],
             "dtype": manifest["dtype"],
             "count": manifest["count"],
+            "fields": {**self.fields, "metadata_keys": self.metadata_keys()},
             "parts": [{"id": p.id, "start": p.start, "count": p.count} for p in self.parts],
             "corpus": manifest.get("corpus", []),
             "conditions": self.stored_conditions(),
@@ -447,7 +694,7 @@ class IndexStore:
 
     def commit(self, manifest: dict[str, Any]) -> None:
         """Replace the manifest atomically (the commit point of build and add)."""
-        write_json_atomic(self.root / MANIFEST, manifest)
+        write_json_file(self.root / MANIFEST, manifest)
         with contextlib.suppress(OSError):
             fd = os.open(self.root, os.O_RDONLY)
             try:
@@ -473,10 +720,36 @@ def writer_lock(root: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (``os.kill(pid, 0)``; a process of another user counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def _leftover(name: str, pattern: re.Pattern[str], mtime: float, stale: float) -> bool:
+    """Whether a temporary file or folder is a dead writer's: its pid (in the name) is not running, or, without a
+    pid, it is older than a day (a reader in another process may be writing it now)."""
+    found = pattern.match(name)
+    if found is not None:
+        return not pid_alive(int(found.group(1)))
+    return mtime < stale
+
+
 def remove_leftovers(root: Path, manifest: dict[str, Any] | None) -> list[str]:
-    """Delete what a crashed writer left (temporary part folders, parts the manifest does not list, condition
-    files of such parts, temporary files older than a day); call it holding the writer lock. Returns the names
-    removed."""
+    """Delete what a crashed writer left; call it holding the writer lock. Returns the names removed (relative).
+
+    - part folders the manifest does not list (a writer's ``.tmp-<part>.<pid>`` folder, or a part renamed into
+      place whose manifest commit never happened), and the condition files and checksums of such parts;
+    - temporary files (``.<name>.<pid>-<random>.tmp``) of the manifest, condition caches and faiss indexes whose
+      process is no longer running; one without a pid (an older finesim's) once it is a day old.
+    """
     listed = {str(p["id"]) for p in manifest["parts"]} if manifest else set()
     removed = []
     parts = root / PARTS
@@ -488,16 +761,14 @@ def remove_leftovers(root: Path, manifest: dict[str, Any] | None) -> list[str]:
     conditions = root / CONDITIONS
     if conditions.is_dir():
         for sub in conditions.iterdir():
-            for file in sub.glob("*.npy"):
+            for file in [*sub.glob("*.npy"), *sub.glob(f"*{CHECKSUM}")]:
                 if file.stem not in listed:
                     file.unlink(missing_ok=True)
                     removed.append(f"{CONDITIONS}/{sub.name}/{file.name}")
-    # temporary files of condition caches and faiss indexes: a search in another process may be writing one now,
-    # so only those untouched for a day are a crash's leftovers
     stale = time.time() - STALE_SECONDS
-    for file in [*root.glob(f"{CONDITIONS}/*/.*.tmp"), *root.glob(f"{ANN}/.*.tmp")]:
+    for file in [*root.glob(".*.tmp"), *root.glob(f"{CONDITIONS}/*/.*.tmp"), *root.glob(f"{ANN}/.*.tmp")]:
         with contextlib.suppress(OSError):
-            if file.stat().st_mtime < stale:
+            if _leftover(file.name, TEMP_PID, file.stat().st_mtime, stale):
                 file.unlink()
                 removed.append(str(file.relative_to(root)))
     return removed
@@ -516,3 +787,50 @@ def check_manifest(path: Path, manifest: Any) -> None:
         raise IndexFormatError(path, f"dtype {manifest['dtype']!r} is not one of {list(DTYPES)}")
     if not isinstance(manifest["parts"], list) or not manifest["parts"]:
         raise IndexFormatError(path, "lists no parts")
+
+
+def lines_sha256(values: Sequence[Any]) -> str:
+    """The SHA-256 a part records for a ``.jsonl`` file of ``values`` (its ``texts_sha256`` for texts)."""
+    digest = hashlib.sha256()
+    for value in values:
+        digest.update(json_line(value))
+    return digest.hexdigest()
+
+
+def find_duplicate(
+    manifest: dict[str, Any],
+    *,
+    corpus: Sequence[dict[str, Any]] = (),
+    texts_sha256: str | None = None,
+    meta_sha256: str | None = None,
+) -> dict[str, Any] | None:
+    """What an add would duplicate: a corpus file whose SHA-256 (and text column) the manifest records, or a part
+    with the same texts (and the same IDs / metadata). ``{"what", "part", "start", "stop"}`` (rows ``start ..
+    stop - 1``) or None."""
+    starts, start = {}, 0
+    for entry in manifest["parts"]:
+        starts[str(entry["id"])] = (start, start + int(entry["count"]))
+        start += int(entry["count"])
+    for record in corpus:
+        digest = record.get("sha256")
+        if not digest:
+            continue
+        for known in manifest.get("corpus", []):
+            same_column = known.get("text_column") == record.get("text_column")
+            if known.get("sha256") == digest and same_column and str(known.get("part")) in starts:
+                a, b = starts[str(known["part"])]
+                name = Path(str(record.get("path") or "the corpus file")).name
+                return {"what": name, "part": known["part"], "start": a, "stop": b}
+    if texts_sha256 is not None:
+        for entry in manifest["parts"]:
+            if entry.get("texts_sha256") == texts_sha256 and (entry.get("meta") or {}).get("sha256") == meta_sha256:
+                a, b = starts[str(entry["id"])]
+                return {"what": f"these {b - a} texts", "part": entry["id"], "start": a, "stop": b}
+    return None
+
+
+def duplicate_message(duplicate: dict[str, Any]) -> str:
+    """``corpus.csv is already in the index (part X, rows a..b): nothing added``."""
+    rows = f"rows {duplicate['start']}..{duplicate['stop'] - 1}"
+    verb = "are" if duplicate["what"].startswith("these ") else "is"
+    return f"{duplicate['what']} {verb} already in the index (part {duplicate['part']}, {rows}): nothing added"

@@ -6,13 +6,19 @@ the same encoder type, opens it with the served model object (so the model is lo
 the corpus for the start-up conditions of a bi-encoder or CASE index. Any failure stops the server with one error
 line naming the index folder. The searches themselves run on the batching worker
 (:class:`~finesim.serving.engine.SearchJob`), the one thread that uses the model.
+
+The index is a :class:`ServedIndex`: a damaged file met during a search (NaN or infinite vectors, a file gone) is an
+:class:`~finesim.index.IndexFormatError` naming the file relative to the index folder, so the 500 answer does not
+show the server's paths (the server's log has the full traceback).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
+from finesim.index import ConditionalIndex, IndexFormatError
 from finesim.serving.settings import ServeSettings
 
 NO_INDEX_MESSAGE = "no index is loaded: start the server with --index DIR (an index built with this model) to search"
@@ -22,6 +28,22 @@ class IndexOpenError(RuntimeError):
     """The server's ``--index`` could not be opened with its model; the message names the folder."""
 
 
+class ServedIndex(ConditionalIndex):
+    """A :class:`~finesim.index.ConditionalIndex` whose search errors about its files name them relative to the
+    index folder (a client sees ``conditions/<key>/<part>.npy: row 3 holds NaN ...``, not the server's path)."""
+
+    def search(
+        self, query: str, condition: str, k: int = 10, *, where: Mapping[str, Any] | None = None, **options: Any
+    ) -> list[dict[str, Any]]:
+        try:
+            return super().search(query, condition, k, where=where, **options)
+        except IndexFormatError as err:
+            raise err.relative_to(self.store.root) from None
+        except OSError as err:  # a file removed or unreadable since the index was opened
+            name = IndexFormatError(err.filename or "a file", err.strerror or "unreadable").relative_to(self.store.root)
+            raise name from None
+
+
 def open_served_index(settings: ServeSettings, scorer: Any) -> Any:
     """The :class:`~finesim.index.ConditionalIndex` at ``settings.index``, opened with ``scorer``'s model.
 
@@ -29,7 +51,6 @@ def open_served_index(settings: ServeSettings, scorer: Any) -> Any:
         IndexOpenError: the folder is not a valid index, was built for another encoder type or with another
             model (the weights hash differs), or its start-up conditions could not be embedded.
     """
-    from finesim.index import ConditionalIndex
     from finesim.index.encoders import LoadedModel
     from finesim.index.store import IndexStore
 
@@ -48,9 +69,7 @@ def open_served_index(settings: ServeSettings, scorer: Any) -> Any:
                 f"was built (--encoder {kind})"
             )
         loaded = LoadedModel(scorer.model, kind, settings.model, None)
-        index = ConditionalIndex.open(
-            path, model=loaded, device=settings.device, batch_size=settings.inference_batch_size
-        )
+        index = ServedIndex.open(path, model=loaded, device=settings.device, batch_size=settings.inference_batch_size)
         if settings.index_conditions:
             index.prepare(list(settings.index_conditions))
     except (ValueError, OSError) as err:
@@ -72,4 +91,6 @@ def describe_index(index: Any) -> dict[str, Any]:
         "built_with": manifest["model"].get("name"),
         "model_sha256": manifest["model"]["sha256"],
         "search": "exact",
+        "ids": index.store.fields["id"],
+        "metadata_keys": index.store.metadata_keys() if index.store.fields["metadata"] else [],
     }

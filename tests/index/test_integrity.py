@@ -1,0 +1,219 @@
+"""Index integrity: every file a writer produces has a SHA-256 that ``verify_hashes`` checks; NaN / infinite vectors
+are an error naming the file on every search; ``add`` embeds the stored conditions before its commit and adds
+nothing twice; temporary files of dead writers are removed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from index_helpers import assert_matches_brute_force, build_model_dirs, make_corpus, overwrite_with_garbage
+
+from finesim import ConditionalIndex
+from finesim.index import IndexFormatError
+from finesim.index import conditional_index as ci
+from finesim.index.store import ArrayWriter, IndexStore, remove_leftovers, temp_path
+from finesim.index.two_stage import FIRST_STAGE
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tiny_bert_dir, tmp_path_factory) -> dict[str, Path]:
+    return build_model_dirs(tiny_bert_dir, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[str]:
+    return make_corpus(90, seed=21)
+
+
+def _condition_files(folder: Path) -> list[Path]:
+    return sorted((folder / "conditions").glob("*/*.npy"))
+
+
+def test_every_file_has_a_recorded_checksum(model_dirs, corpus, tmp_path):
+    folder = tmp_path / "index"
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus[:60], folder, conditions=["the sport"])
+    index.add(corpus[60:])
+    index.search("a dog", "the animal", strategy="exact")  # a condition cache written by a search
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for entry in manifest["parts"]:
+        assert len(entry["texts_sha256"]) == 64 and len(entry["offsets_sha256"]) == 64
+        assert all(len(array["sha256"]) == 64 for array in entry["arrays"].values())
+    files = _condition_files(folder)
+    assert len(files) == 4  # two conditions x two parts
+    for file in files:
+        digest, name = file.with_suffix(".sha256").read_text().split()
+        assert name == file.name and len(digest) == 64  # sha256sum's format
+    report = IndexStore.open(folder).verify_hashes()
+    # per part: texts, offsets, first-stage vectors; and the four condition caches
+    assert report == {"verified": 2 * 3 + 4, "unrecorded": []}
+
+
+def test_nan_vectors_of_a_condition_are_an_error_naming_the_file(model_dirs, corpus, tmp_path):
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(model_dirs["bi"]), corpus, folder, conditions=["the sport"])
+    (cached,) = _condition_files(folder)
+    overwrite_with_garbage(cached)
+    index = ConditionalIndex.open(folder)  # same length and header: opening cannot tell
+    with pytest.raises(IndexFormatError, match=r"row 0 holds NaN or infinite values \(delete it") as err:
+        index.search("a dog", "the sport")
+    assert err.value.path == str(cached)
+    with pytest.raises(IndexFormatError, match="content differs from the SHA-256 recorded in") as err:
+        index.store.verify_hashes()
+    assert err.value.path == str(cached)
+    # deleting the file, as the message says, computes it again
+    cached.unlink()
+    assert_matches_brute_force(index.search("a dog", "the sport"), model_dirs["bi"], "a dog", corpus, "the sport", 10)
+    assert IndexStore.open(folder).verify_hashes()["unrecorded"] == []
+
+
+def test_finite_garbage_is_found_by_verify(model_dirs, corpus, tmp_path):
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus, folder)
+    array = next((folder / "parts").glob("*/sentences.npy"))
+    overwrite_with_garbage(array, nan=False)
+    with pytest.raises(IndexFormatError, match=r"recorded in manifest\.json") as err:
+        IndexStore.open(folder).verify_hashes()
+    assert err.value.path == str(array)
+
+
+@pytest.mark.parametrize(("name", "array", "options"), [
+    ("tri-hadamard", "sentences.npy", {}),
+    ("bi", f"{FIRST_STAGE}.npy", {"strategy": "two-stage"}),
+])  # fmt: skip
+def test_nan_part_vectors_are_an_error_naming_the_file(name, array, options, model_dirs, corpus, tmp_path):
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(model_dirs[name]), corpus, folder)
+    damaged = next((folder / "parts").glob(f"*/{array}"))
+    overwrite_with_garbage(damaged)
+    with pytest.raises(IndexFormatError, match="holds NaN or infinite values") as err:
+        ConditionalIndex.open(folder).search("a dog", "the animal", **options)
+    assert err.value.path == str(damaged)
+
+
+def test_nan_vectors_are_refused_by_approximate_search(model_dirs, corpus, tmp_path):
+    pytest.importorskip("faiss")
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus, folder)
+    damaged = next((folder / "parts").glob("*/sentences.npy"))
+    overwrite_with_garbage(damaged)
+    with pytest.raises(IndexFormatError, match="holds NaN") as err:
+        ConditionalIndex.open(folder).search("a dog", "the animal", approximate="hnsw")
+    assert err.value.path == str(damaged)
+
+
+def test_add_embeds_stored_conditions_before_its_commit(model_dirs, corpus, tmp_path, monkeypatch):
+    """A kill between the commit and the conditions' embedding cannot happen: the new part's condition arrays are
+    written before the manifest names the part, and nothing is embedded after the commit."""
+    folder = tmp_path / "index"
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus[:50], folder, conditions=["the sport"])
+    manifest_before = (folder / "manifest.json").read_bytes()
+    seen: dict[str, list[str]] = {}
+
+    def killed(self, manifest):
+        new = manifest["parts"][-1]["id"]
+        seen["files"] = [p.name for p in _condition_files(folder) if p.stem == new]
+        raise KeyboardInterrupt  # killed at the commit
+
+    monkeypatch.setattr(ci.IndexStore, "commit", killed)
+    with pytest.raises(KeyboardInterrupt):
+        index.add(corpus[50:])
+    monkeypatch.undo()
+    assert len(seen["files"]) == 1  # the stored condition was embedded for the new part before the commit
+    assert (folder / "manifest.json").read_bytes() == manifest_before
+    reopened = ConditionalIndex.open(folder)
+    assert len(reopened) == 50 and reopened.has_condition("the sport")
+    reopened.search("a dog", "the sport")
+    assert reopened.encoder.encoded == 1  # only the query: nothing left to embed
+
+    monkeypatch.setattr(ConditionalIndex, "prepare", lambda self, conditions: pytest.fail("embedded after commit"))
+    assert reopened.add(corpus[50:]) == len(corpus)
+    monkeypatch.undo()
+    assert len(_condition_files(folder)) == 2  # the killed add's file was replaced, not kept beside
+    fresh = ConditionalIndex.open(folder)
+    results = fresh.search("a dog", "the sport")
+    assert fresh.encoder.encoded == 1
+    assert_matches_brute_force(results, model_dirs["bi"], "a dog", corpus, "the sport", 10)
+
+
+def test_adding_the_same_rows_or_file_twice_adds_nothing(model_dirs, corpus, tmp_path, caplog):
+    folder = tmp_path / "index"
+    index = ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus[:50], folder)
+    record = {"path": "more.csv", "sha256": "ab" * 32, "rows": 40, "text_column": "text"}
+    assert index.add(corpus[50:], corpus=[record]) == 90
+    part = index.store.parts[1]
+    with caplog.at_level(logging.WARNING, logger="finesim.index"):
+        assert index.add(corpus[50:]) == 90  # the same texts as part 1
+    assert f"these 40 texts are already in the index (part {part.id}, rows 50..89): nothing added" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="finesim.index"):
+        assert index.add(["another text"], corpus=[record]) == 90  # the same file (SHA-256) again
+    assert f"more.csv is already in the index (part {part.id}, rows 50..89): nothing added" in caplog.text
+    assert index.add(corpus[:50]) == 90  # the build's rows
+    reopened = ConditionalIndex.open(folder)
+    assert len(reopened) == 90 and len(reopened.store.parts) == 2
+    assert sorted(p.name for p in (folder / "parts").iterdir()) == sorted(p.id for p in reopened.store.parts)
+    assert index.add(corpus[50:70]) == 110  # a subset is new rows
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_temporary_files_of_dead_writers_are_removed(model_dirs, corpus, tmp_path):
+    folder = tmp_path / "index"
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus[:20], folder, conditions=["the sport"])
+    (cached,) = _condition_files(folder)
+    # a writer's temporary file carries its pid
+    writer = ArrayWriter(cached, 3, 4, "float32")
+    assert writer.tmp.name.startswith(f".{cached.name}.{os.getpid()}-") and writer.tmp.name.endswith(".tmp")
+    writer.abort()
+    assert temp_path(folder / "manifest.json").name.startswith(f".manifest.json.{os.getpid()}-")
+
+    dead = _dead_pid()
+    old = time.time() - 2 * 24 * 3600
+    (folder / "ann").mkdir()
+    files = {
+        "dead": [
+            cached.with_name(f".{cached.name}.{dead}-0123abcd.tmp"),
+            folder / "ann" / f".condition-x-hnsw.faiss.{dead}-89abcdef.tmp",
+            folder / f".manifest.json.{dead}-00000000.tmp",
+        ],
+        "alive": [cached.with_name(f".{cached.name}.{os.getpid()}-0123abcd.tmp")],
+        "recent, no pid": [cached.with_name(f".{cached.name}.k2j_x9ab.tmp")],
+        "old, no pid": [folder / "ann" / ".sentences-hnsw.faiss.q1w2e3r4.tmp"],
+    }
+    for group in files.values():
+        for file in group:
+            file.write_bytes(b"\0" * 64)
+    os.utime(files["old, no pid"][0], (old, old))
+    removed = remove_leftovers(folder, index.store.manifest)
+    assert sorted(removed) == sorted(str(f.relative_to(folder)) for f in files["dead"] + files["old, no pid"])
+    assert all(f.exists() for f in files["alive"] + files["recent, no pid"])
+    # an add runs the same clean-up
+    files["dead"][0].write_bytes(b"\0")
+    index.add(corpus[20:30])
+    assert not files["dead"][0].exists() and files["alive"][0].exists()
+
+
+def test_a_part_being_written_is_named_with_the_pid(model_dirs, corpus, tmp_path, monkeypatch):
+    folder = tmp_path / "index"
+    index = ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus[:20], folder)
+    names: list[str] = []
+    finish = ci.PartWriter.finish
+
+    def spy(self):
+        names.append(self.tmp.name)
+        return finish(self)
+
+    monkeypatch.setattr(ci.PartWriter, "finish", spy)
+    index.add(corpus[20:30])
+    assert len(names) == 1 and names[0].startswith(".tmp-") and names[0].endswith(f".{os.getpid()}")
