@@ -11,7 +11,13 @@ Each (run, seed) goes through the ``finesim`` command exactly as a user would ru
 
 The results file ``benchmarks/results/claims/<study>/<run>__seed<N>.json`` is written atomically when the run is
 complete and holds the command lines, the recipe as it ran, the training metrics that matter (validation, dev,
-best checkpoint, steps, time), the report scores, the environment and the git commit. A finished (run, seed) is
+best checkpoint, steps, time), the report scores, the environment and the git commit. Times: ``seconds.train`` sums
+every sitting of ``finesim train`` for the (run, seed) — an interrupted and resumed run included — as recorded in
+``<run folder>/seed<N>.sittings.json`` and copied to ``seconds_sittings`` (a sitting whose process was killed is
+closed at the log's last write, ``estimated``); ``train_seconds_partial: true`` marks a file whose record cannot
+cover the whole training (a resume whose earlier sittings were not recorded, or a model trained by an earlier
+invocation before sittings were recorded; the files written before 2026-11-26 that resumed carry it); ``wall_seconds``
+is the last invocation of run.py only. A finished (run, seed) is
 skipped on the next invocation; an interrupted one resumes (``finesim train`` resumes the same run from its last
 checkpoint). Run it under the CPU lock, in the background::
 
@@ -54,6 +60,61 @@ def finesim(args: list[str], log: Path) -> float:
     if code != 0:
         raise RuntimeError(f"finesim {' '.join(args[:3])} ... exited with {code}; see {log}")
     return time.perf_counter() - start
+
+
+def sittings_path(log: Path) -> Path:
+    """Where the sittings of one (run, seed) are recorded: beside its log, ``<log stem>.sittings.json``."""
+    return log.with_name(f"{log.stem}.sittings.json")
+
+
+def load_sittings(log: Path) -> list[dict[str, Any]]:
+    """The recorded sittings of ``finesim train`` for one (run, seed). A sitting left open (its process was killed,
+    so it never recorded its end) is closed with the log's last write as its end, marked ``estimated``."""
+    path = sittings_path(log)
+    sittings = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    for sitting in sittings:
+        if sitting.get("seconds") is None:
+            end = log.stat().st_mtime if log.is_file() else sitting["started"]
+            sitting["seconds"] = round(max(0.0, end - sitting["started"]), 1)
+            sitting["estimated"] = True
+    return sittings
+
+
+def _write_sittings(log: Path, sittings: list[dict[str, Any]]) -> None:
+    path = sittings_path(log)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(sittings, indent=1) + "\n", encoding="utf-8")
+
+
+def timed_train(argv: list[str], log: Path, stage: int) -> float:
+    """One sitting of ``finesim train``, recorded (stage, start, seconds) in the (run, seed)'s sittings file before
+    it starts and again when it ends, so that a resumed run can sum all its sittings; returns its seconds."""
+    sittings = load_sittings(log)  # closes a sitting an earlier, killed invocation left open
+    sitting: dict[str, Any] = {"stage": stage, "started": round(time.time(), 1), "seconds": None}
+    sittings.append(sitting)
+    _write_sittings(log, sittings)
+    start = time.perf_counter()
+    try:
+        return finesim(argv, log)
+    finally:
+        sitting["seconds"] = round(time.perf_counter() - start, 1)
+        _write_sittings(log, sittings)
+
+
+def train_seconds(log: Path, metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """``seconds_train`` (the sum of every recorded sitting of every stage), ``seconds_sittings`` and, when the record
+    cannot cover the whole training, ``train_seconds_partial: True``: a stage that resumed (``resumed_from``) with
+    fewer than two recorded sittings, or a stage with none (trained before sittings were recorded)."""
+    sittings = load_sittings(log)
+    partial = False
+    for stage, m in enumerate(metrics, start=1):
+        count = sum(s.get("stage", 1) == stage for s in sittings)
+        if count == 0 or (m.get("resumed_from") and count < 2):
+            partial = True
+    out: dict[str, Any] = {"seconds_train": round(sum(s["seconds"] for s in sittings), 1), "seconds_sittings": sittings}
+    if partial:
+        out["train_seconds_partial"] = True
+    return out
 
 
 def result_path(study: str, run: str, seed: int) -> Path:
@@ -115,22 +176,25 @@ def run_train(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[st
     folder = WORK / study / spec["id"] / f"seed{seed}"
     stages = [spec, *spec.get("then", [])]
     commands, metrics, prev = [], [], None
-    train_seconds = 0.0
     for i, stage in enumerate(stages):
         out = folder if len(stages) == 1 else folder / f"stage{i + 1}"
         sets = [s.replace("{prev}", str(prev)) for s in stage.get("set", [])]
         argv = ["train", stage["recipe"], "-o", str(out), *_sets(sets, seed=seed), "--no-progress"]
         if not (out / "metrics.json").is_file():
-            train_seconds += finesim(argv, log)
+            timed_train(argv, log, i + 1)
         commands.append("finesim " + " ".join(argv))
         metrics.append(_train_metrics(out))
         prev = out / "model"
     report, eval_seconds = _report(folder, str(prev), spec.get("report", "csts"), log, spec.get("evaluate_args", []))
+    timing = train_seconds(log, metrics)
     return {
         "commands": commands,
         "train": metrics if len(metrics) > 1 else metrics[0],
         "report": report,
-        "seconds": {"train": round(train_seconds, 1), "evaluate": round(eval_seconds, 1)},
+        # train: every sitting of finesim train summed (a resumed run included); wall_seconds (top level) is this
+        # invocation of run.py only
+        "seconds": {"train": timing.pop("seconds_train"), "evaluate": round(eval_seconds, 1)},
+        **timing,
     }
 
 

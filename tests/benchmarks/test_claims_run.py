@@ -61,3 +61,59 @@ def test_the_command_line_exits_2_with_the_message(run: ModuleType, tmp_path: Pa
     monkeypatch.setattr("sys.argv", ["run.py", "--plan", str(plan), "--only", "ccl/ablation", "--seeds", "1", "--list"])
     assert run.main() == 2
     assert "error: nothing to run: ccl/ablation: seed 1 not in the plan" in capsys.readouterr().err
+
+
+def test_a_resumed_run_sums_its_sittings(run: ModuleType, tmp_path: Path, monkeypatch) -> None:
+    """A sitting killed mid-run is closed at the log's last write (estimated); the sitting that finishes is timed;
+    seconds_train sums both and the file is not partial."""
+    import json
+    import os
+
+    log = tmp_path / "seed42.log"
+    log.write_text("$ finesim train ...\n", encoding="utf-8")
+    started = 1_000_000.0
+    run.sittings_path(log).write_text(json.dumps([{"stage": 1, "started": started, "seconds": None}]), "utf-8")
+    os.utime(log, (started + 600.0, started + 600.0))  # the killed sitting's last output: 600 s after its start
+
+    def fake_finesim(argv: list[str], log_path: Path) -> float:
+        recorded = json.loads(run.sittings_path(log_path).read_text(encoding="utf-8"))
+        assert recorded[0] == {"stage": 1, "started": started, "seconds": 600.0, "estimated": True}
+        assert recorded[1]["seconds"] is None  # written before the sitting starts
+        return 0.0
+
+    monkeypatch.setattr(run, "finesim", fake_finesim)
+    run.timed_train(["train", "r.yaml"], log, 1)
+    timing = run.train_seconds(log, [{"resumed_from": "out/checkpoints/checkpoint-320"}])
+    assert len(timing["seconds_sittings"]) == 2 and timing["seconds_sittings"][1]["seconds"] >= 0.0
+    assert timing["seconds_train"] == pytest.approx(600.0 + timing["seconds_sittings"][1]["seconds"])
+    assert "train_seconds_partial" not in timing
+
+
+def test_a_record_that_misses_sittings_is_marked_partial(run: ModuleType, tmp_path: Path) -> None:
+    import json
+
+    log = tmp_path / "seed1.log"
+    sittings = [{"stage": 1, "started": 1.0, "seconds": 500.0}]
+    run.sittings_path(log).write_text(json.dumps(sittings), encoding="utf-8")
+    # resumed, but only the last sitting was recorded
+    assert run.train_seconds(log, [{"resumed_from": "ckpt"}])["train_seconds_partial"] is True
+    # stage 2 of a two-stage run has no sitting at all (trained before sittings were recorded)
+    assert run.train_seconds(log, [{"resumed_from": None}, {"resumed_from": None}])["train_seconds_partial"] is True
+    # one stage, one sitting, no resume: complete
+    assert run.train_seconds(log, [{"resumed_from": None}]) == {"seconds_train": 500.0, "seconds_sittings": sittings}
+
+
+def test_a_sitting_that_fails_still_records_its_time(run: ModuleType, tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    log = tmp_path / "seed2.log"
+
+    def failing(argv: list[str], log_path: Path) -> float:
+        raise RuntimeError("finesim train ... exited with 1")
+
+    monkeypatch.setattr(run, "finesim", failing)
+    with pytest.raises(RuntimeError):
+        run.timed_train(["train", "r.yaml"], log, 2)
+    (sitting,) = json.loads(run.sittings_path(log).read_text(encoding="utf-8"))
+    assert sitting["stage"] == 2 and sitting["seconds"] is not None and "estimated" not in sitting
+    assert run.sittings_path(log).name == "seed2.sittings.json"
