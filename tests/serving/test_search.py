@@ -249,6 +249,14 @@ def test_search_results_carry_ids_and_metadata(saved_models, scorers, tmp_path) 
         assert all(r["id"] == f"doc-{r['index']}" and r["metadata"] == metadata[r["index"]] for r in results)
         info = client.get("/info").json()["index"]
         assert info["ids"] is True and info["metadata_keys"] == ["lang"]
+        body = {"query": "a dog", "condition": "the animal", "k": 30, "where": {"lang": "en"}}
+        filtered = client.post("/search", json=body).json()
+        assert filtered == folder.search("a dog", "the animal", 30, where={"lang": "en"})
+        assert {r["index"] for r in filtered} == {i for i in range(len(CORPUS)) if i % 2}
+        unknown = client.post("/search", json={**body, "where": {"lnag": "en"}})
+        assert_error(unknown, 422, "Validation", contains="where: no row has the metadata key 'lnag'")
+        nested = client.post("/search", json={**body, "where": {"lang": ["en"]}})
+        assert_error(nested, 422, "Validation", contains="where.lang")
 
 
 def test_a_damaged_index_is_a_500_without_server_paths(saved_models, scorers, tmp_path) -> None:  # noqa: F811

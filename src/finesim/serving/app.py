@@ -58,7 +58,7 @@ from finesim.serving.schemas import (
     require_condition,
     row_conditions,
 )
-from finesim.serving.search import NO_INDEX_MESSAGE, describe_index, open_served_index
+from finesim.serving.search import NO_INDEX_MESSAGE, checked_where, describe_index, open_served_index
 from finesim.serving.settings import ServeSettings
 
 logger = logging.getLogger("finesim.serving")
@@ -379,7 +379,8 @@ def create_app(
         condition = checked_texts([body.condition], "condition", max_items=1, max_chars=settings.max_text_chars)[0]
         if body.k > settings.max_items:
             raise invalid(f"k is {body.k}; the server returns at most {settings.max_items} results per request")
-        results = await run(batcher, SearchJob(query, condition, body.k))
+        where = checked_where(state.index, body.where)
+        results = await run(batcher, SearchJob(query, condition, body.k, where))
         metrics.items.labels(endpoint="/search").inc(1)
         return results
 

@@ -74,6 +74,7 @@ class SearchJob:
     query: str
     condition: str
     k: int
+    where: dict[str, Any] | None = None  # metadata filter (ConditionalIndex.search's ``where``)
 
     @property
     def size(self) -> int:
@@ -147,7 +148,7 @@ class ScoringEngine:
             raise ValueError("no index is loaded")
         before = self.index.encoder.encoded
         try:
-            return self.index.search(job.query, job.condition, job.k)
+            return self.index.search(job.query, job.condition, job.k, where=job.where)
         finally:
             encoded = self.index.encoder.encoded - before
             counts.calls += int(encoded > 0)  # a request refused before encoding did not call the model

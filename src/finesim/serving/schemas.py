@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
 
 from finesim.evaluation.inputs import check_texts
 from finesim.serving.errors import VALIDATION, ApiError
@@ -41,13 +41,15 @@ class RerankRequest(BaseModel):
 
 
 class SearchRequest(BaseModel):
-    """``POST /search``: the ``k`` texts of the loaded index most similar to ``query`` under ``condition``."""
+    """``POST /search``: the ``k`` texts of the loaded index most similar to ``query`` under ``condition``; ``where``
+    keeps only rows whose metadata has each key with that value (``ConditionalIndex.search(..., where=...)``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     query: StrictStr
     condition: StrictStr
     k: Annotated[int, Field(ge=1, strict=True)] = 10
+    where: dict[StrictStr, StrictStr | StrictBool | StrictInt | StrictFloat | None] | None = None
 
 
 TOKEN_IDS_MESSAGE = (

@@ -19,6 +19,7 @@ from typing import Any
 
 from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
 from finesim.index import ConditionalIndex, IndexFormatError
+from finesim.serving.errors import ApiError
 from finesim.serving.settings import ServeSettings
 
 NO_INDEX_MESSAGE = "no index is loaded: start the server with --index DIR (an index built with this model) to search"
@@ -76,6 +77,20 @@ def open_served_index(settings: ServeSettings, scorer: Any) -> Any:
         message = " ".join(str(err).split())
         raise IndexOpenError(f"the index {path} cannot be served: {message}") from err
     return index
+
+
+def checked_where(index: Any, where: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ``where`` of a ``/search`` body, checked against the served index before the search is queued: a 422
+    (a client's mistake, not a server failure) for an index without metadata or a key no row has."""
+    if not where:
+        return None
+    if not index.store.fields["metadata"]:
+        raise ApiError(422, "where: the served index has no metadata to filter on")
+    keys = index.store.metadata_keys()
+    for key in where:
+        if key not in keys:
+            raise ApiError(422, f"where: no row has the metadata key {key!r}; the keys are: {', '.join(keys)}")
+    return dict(where)
 
 
 def describe_index(index: Any) -> dict[str, Any]:

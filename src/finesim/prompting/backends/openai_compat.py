@@ -140,7 +140,9 @@ class OpenAICompatibleBackend:
         try:
             import httpx
         except ImportError as err:
-            raise ImportError(f"the OpenAI-compatible backend needs httpx: pip install 'finesim[api]' (httpx) ({err})") from None
+            raise ImportError(
+                f"the OpenAI-compatible backend needs httpx: pip install 'finesim[api]' (httpx) ({err})"
+            ) from None
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.api = api
