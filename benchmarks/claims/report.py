@@ -1,29 +1,27 @@
-"""Build docs/claims.md and one chart per paper from the claims study's results files.
+"""Build docs/claims.md and its effect plot from the claims study's results files.
 
-    python benchmarks/claims/report.py            # reads benchmarks/results/claims/, writes docs/claims.md + docs/img/
+    python benchmarks/claims/report.py     # reads benchmarks/results/claims/, writes docs/claims.md + docs/img/
 
-For each claim of ``claims.yaml`` (run ``a`` against run ``b`` on one metric) it takes every seed's result, gives
-mean ± sample standard deviation (ddof 1) and the number of seeds for each side, and a verdict on the difference
-``d = mean(a) − mean(b)``:
+The verdict rule is docs/claims-method.md (fixed on 2026-11-26, before the verdicts were recomputed under it). For
+each claim of ``claims.yaml`` (run ``a`` against run ``b`` on one metric) it takes every seed's result and gives:
 
-- **holds** when ``d > 2·se``, **reversed** when ``d < −2·se``, **within noise** otherwise, where
-  ``se = sqrt(sd_a²/n_a + sd_b²/n_b)`` is the standard error of the difference, floored at 0.5 points (one seed
-  cannot show its own spread; three seeds show it only roughly);
-- a claim that expects no difference (``expect: equal``) **holds** when the difference is within noise;
-- a claim whose expected winner is ``b`` (``expect: b``) is judged the other way round;
-- a side may be a fixed value instead of a run (``{value: 86.84, label: ...}``, e.g. a proven ceiling): it has no
-  spread and no seed count;
-- a run that trains nothing (plan kind ``evaluate`` or ``case-embed``: a frozen model's score) is
-  **deterministic**: it takes no seed, so it is judged like a fixed value (no spread, no seed count) and never keeps
-  a verdict provisional;
-- **pending** while a side has no finished run;
-- a verdict from fewer than ``MIN_SEEDS`` seeds on either side is marked **provisional** with its seed counts (one seed
-  cannot show its own spread, so only the floor guards it).
+- the effect ``d = mean(a) − mean(b)`` and its 95% Welch confidence interval;
+- Welch's t-test over seeds (``scipy.stats.t``), or a one-sample t-test when one side has no seed variance (a fixed
+  value such as the two-class ceiling, or a run that trains nothing: plan kinds ``evaluate`` and ``case-embed``);
+- a directional claim's raw p: one-sided in the paper's direction (``expect: a`` — a wins — or ``expect: b``); a
+  no-difference claim's (``expect: equal``): TOST, two one-sided Welch tests against the margin ``±MARGIN``;
+- Holm's correction over the claims of one paper (the family; the Pearson versions of a paper's rows are their own
+  family), and the verdict: **holds** / **reversed** / **not shown** (adjusted p < ``ALPHA`` in the paper's direction
+  / in the other direction / neither), **equivalent** / **not shown equivalent**; **no verdict** where a trained side
+  has one seed or neither side has seed variance; **pending** while a side has no run.
 
-The mpnet column (one seed or more, the counts shown) gives the difference of the means only; it carries no verdict.
+The mpnet column is descriptive: the effect, and where testable the Welch interval and two-sided p; no verdict.
+A claim may carry ``variant:`` (it is not the paper's own claim or baseline: how it differs) and
+``budget_difference:`` (the sides differ in more than the claim's subject): both are printed in the row.
 
-After the table, the best models of ``claims.yaml``'s ``best_models``: each seed's score, mean ± sd, and the goal,
-judged on the mean only once the goal's seed count has finished.
+After the tables: the verdicts that the rule of 2026-11-26 changed (against the old "2 standard errors, floored at
+0.5" rule on the same data), the cheap claims that cannot run yet, timing notes on the results files, finesim's best
+models and the list of results files.
 """
 
 from __future__ import annotations
@@ -40,9 +38,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "claims"
 CLAIMS = Path(__file__).with_name("claims.yaml")
-SE_FLOOR = 0.5
-MIN_SEEDS = 3
+ALPHA = 0.05  # family-wise level of the Holm-adjusted p values
+MARGIN = 1.0  # TOST equivalence margin, points (Spearman x100); docs/claims-method.md says why
+SE_FLOOR = 0.5  # the old rule's floor (legacy_verdict), kept to show which verdicts the new rule changed
+MIN_SEEDS = 3  # best-models goals are judged once this many seeds are in (unless the entry says otherwise)
 DETERMINISTIC_KINDS = ("evaluate", "case-embed")  # plan kinds that train nothing, so no seed changes their score
+PLOT = "claims_effects.png"
 
 
 def metric_value(result: dict[str, Any], metric: str) -> float | None:
@@ -50,6 +51,11 @@ def metric_value(result: dict[str, Any], metric: str) -> float | None:
     report = result.get("report", {})
     if metric == "csts":
         return report.get("scores", {}).get("CSTS-validation")
+    if metric == "csts-pearson":  # the trainer's validation Pearson of the kept model (the last stage's)
+        train = result.get("train")
+        train = train[-1] if isinstance(train, list) else train
+        value = ((train or {}).get("validation") or {}).get("pearson")
+        return None if value is None else float(value)
     if metric == "sts":
         return (report.get("averages") or {}).get("sts")
     if metric == "overestimated":
@@ -62,7 +68,10 @@ def load_results(folder: Path) -> dict[str, list[dict[str, Any]]]:
     runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for path in sorted(folder.glob("*/*.json")):
         result = json.loads(path.read_text(encoding="utf-8"))
-        result["_file"] = str(path.relative_to(ROOT))
+        try:
+            result["_file"] = str(path.relative_to(ROOT))
+        except ValueError:  # a results folder outside the repository
+            result["_file"] = str(path)
         runs[f"{result['study']}/{result['run']}"].append(result)
     return runs
 
@@ -92,10 +101,111 @@ def _seeded(s: dict[str, Any]) -> bool:
     return s["n"] is not None and not s.get("deterministic", False)
 
 
-def verdict(a: dict[str, Any] | None, b: dict[str, Any] | None, expect: str) -> tuple[str, float | None]:
+# --- the rule of docs/claims-method.md -------------------------------------------------------------------------
+
+
+def welch(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The difference ``d = mean(a) − mean(b)`` with Welch's standard error, degrees of freedom and 95% interval.
+
+    A side without seed variance (fixed or deterministic) adds no variance, which turns the test into a one-sample
+    t-test of the other side (Welch's df is then ``n − 1``). Returns ``{"d", "reason"}`` without ``se`` when no test
+    is possible: a trained side with one seed, no seed variance on either side, or zero spread."""
+    from scipy import stats as st
+
+    d = a["mean"] - b["mean"]
+    seeded = [s for s in (a, b) if _seeded(s)]
+    if any(s["n"] < 2 for s in seeded):
+        return {"d": d, "reason": "1 seed"}
+    if not seeded:
+        return {"d": d, "reason": "no seed variance"}
+    parts = [(s["sd"] ** 2 / s["n"], s["n"] - 1) for s in seeded]
+    variance = sum(v for v, _ in parts)
+    if variance <= 0.0:
+        return {"d": d, "reason": "no spread"}
+    se = math.sqrt(variance)
+    df = variance**2 / sum(v**2 / dof for v, dof in parts)
+    half = float(st.t.ppf(0.975, df)) * se
+    return {"d": d, "se": se, "df": df, "ci": (d - half, d + half), "reason": None}
+
+
+def one_sided_p(t: float, df: float) -> float:
+    """P(T ≥ t) for Student's t with ``df`` degrees of freedom."""
+    from scipy import stats as st
+
+    return float(st.t.sf(t, df))
+
+
+def evaluate_claim(a: dict[str, Any] | None, b: dict[str, Any] | None, expect: str) -> dict[str, Any]:
+    """The test of one claim before the correction: ``status`` pending / untestable / tested, the effect and
+    interval, ``p`` (one-sided in the paper's direction, or TOST for ``expect: equal``) and, for a directional claim,
+    ``p_other`` (one-sided in the other direction)."""
+    if a is None or b is None:
+        return {"status": "pending", "d": None}
+    w = welch(a, b)
+    if w["reason"] is not None:
+        return {"status": "untestable", **w}
+    d, se, df = w["d"], w["se"], w["df"]
+    if expect == "equal":  # TOST: H0 d <= -margin and H0 d >= +margin; equivalence needs both rejected
+        p_low = one_sided_p((d + MARGIN) / se, df)
+        p_high = one_sided_p((MARGIN - d) / se, df)
+        return {"status": "tested", **w, "p": max(p_low, p_high), "p_other": None}
+    sign = -1.0 if expect == "b" else 1.0
+    return {"status": "tested", **w, "p": one_sided_p(sign * d / se, df), "p_other": one_sided_p(-sign * d / se, df)}
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjusted p values, in the input order."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def judge(rows: list[dict[str, Any]]) -> None:
+    """Holm within each family (``row["family"]``), then each row's verdict, in place."""
+    families: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        if r["test"]["status"] == "tested":
+            families[r["family"]].append(r)
+    for members in families.values():
+        for r, adjusted in zip(members, holm([r["test"]["p"] for r in members])):
+            r["p_holm"] = adjusted
+        directional = [r for r in members if r["test"]["p_other"] is not None]
+        for r, adjusted in zip(directional, holm([r["test"]["p_other"] for r in directional])):
+            r["p_holm_other"] = adjusted
+    for r in rows:
+        r["verdict"] = _verdict(r)
+
+
+def _verdict(r: dict[str, Any]) -> str:
+    test = r["test"]
+    if test["status"] == "pending":
+        return "pending"
+    if test["status"] == "untestable":
+        return f"no verdict ({test['reason']})"
+    if r["expect"] == "equal":
+        return "equivalent" if r["p_holm"] < ALPHA else "not shown equivalent"
+    if r["p_holm"] < ALPHA:
+        return "holds"
+    if r["p_holm_other"] < ALPHA:
+        return "reversed"
+    return "not shown"
+
+
+# --- the rule used until 2026-11-26, kept to list what changed ---------------------------------------------------
+
+
+def legacy_verdict(a: dict[str, Any] | None, b: dict[str, Any] | None, expect: str) -> tuple[str, float | None]:
+    """The old rule: ``holds`` when ``d > 2·se`` (se floored at ``SE_FLOOR``), ``reversed`` below minus that,
+    ``within noise`` otherwise; a no-difference claim holds when within noise; ``provisional`` with fewer than
+    ``MIN_SEEDS`` seeds on a trained side."""
     if a is None or b is None:
         return "pending", None
-    outcome, d = _judge(a, b, expect)
+    outcome, d = _legacy_judge(a, b, expect)
     counts = [s["n"] for s in (a, b) if _seeded(s)]
     if counts and min(counts) < MIN_SEEDS:
         seeds = " vs ".join(str(n) for n in counts)
@@ -103,7 +213,7 @@ def verdict(a: dict[str, Any] | None, b: dict[str, Any] | None, expect: str) -> 
     return outcome, d
 
 
-def _judge(a: dict[str, Any], b: dict[str, Any], expect: str) -> tuple[str, float]:
+def _legacy_judge(a: dict[str, Any], b: dict[str, Any], expect: str) -> tuple[str, float]:
     d = a["mean"] - b["mean"]
     variance = sum(s["sd"] ** 2 / s["n"] for s in (a, b) if _seeded(s))  # a fixed or deterministic side adds none
     se = max(math.sqrt(variance), SE_FLOOR)
@@ -115,6 +225,26 @@ def _judge(a: dict[str, Any], b: dict[str, Any], expect: str) -> tuple[str, floa
     if sign * d < -2 * se:
         return "reversed", d
     return "within noise", d
+
+
+LEGACY_AS_NEW = {  # the old verdict that says what the new one says
+    "holds": ("holds",),
+    "reversed": ("reversed",),
+    "within noise": ("not shown",),
+    "holds (within noise)": ("equivalent",),
+    "does not hold (they differ)": ("not shown equivalent",),
+    "pending": ("pending",),
+}
+
+
+def verdict_changed(legacy: str, new: str) -> bool:
+    """Whether the new verdict says something else than the old one (a provisional mark is ignored; any old verdict
+    on a cell that now carries none counts as changed)."""
+    base = legacy.split(" (provisional")[0]
+    return new not in LEGACY_AS_NEW.get(base, ())
+
+
+# --- formatting -------------------------------------------------------------------------------------------------
 
 
 def fmt(s: dict[str, Any] | None, metric: str) -> str:
@@ -130,11 +260,33 @@ def fmt(s: dict[str, Any] | None, metric: str) -> str:
     return f"{s['mean']:.{digits}f} ± {s['sd']:.{digits}f} (n={s['n']})"
 
 
-def seed_count(s: dict[str, Any]) -> str:
-    """A side's seed count as the mpnet column shows it: the number, ``fixed`` or ``deterministic``."""
+def seed_count(s: dict[str, Any] | None) -> str:
+    """A side's seed count: the number, ``fixed`` or ``det.`` (deterministic), ``—`` without a run."""
+    if s is None:
+        return "—"
     if s["n"] is None:
         return "fixed"
-    return "deterministic" if s.get("deterministic") else str(s["n"])
+    return "det." if s.get("deterministic") else str(s["n"])
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "—"
+    if p < 0.001:
+        return "<0.001"
+    return f"{p:.3f}"
+
+
+def fmt_effect(test: dict[str, Any], metric: str) -> str:
+    """``+1.23 [0.45, 2.01]``: the effect and its 95% Welch interval (the interval only where testable)."""
+    if test.get("d") is None:
+        return "—"
+    digits = 1 if metric == "overestimated" else 2
+    out = f"{test['d']:+.{digits}f}"
+    if "ci" in test:
+        low, high = test["ci"]
+        out += f" [{low:+.{digits}f}, {high:+.{digits}f}]"
+    return out
 
 
 def goal_status(s: dict[str, Any] | None, goal: float | None, seeds: int) -> str:
@@ -189,19 +341,182 @@ def borrowed(claim: dict[str, Any]) -> str:
     return "".join(f"; from the `{study}` runs" for study in others)
 
 
-def build(
-    runs: dict[str, list[dict[str, Any]]], claims: list[dict[str, Any]], best: list[dict[str, Any]] | None = None
-) -> tuple[str, list[dict[str, Any]]]:
+def mpnet_cell(r: dict[str, Any]) -> str:
+    """The mpnet comparison: effect (means, seed counts), and where testable the 95% interval and two-sided p."""
+    ma, mb = r["mpnet_a"], r["mpnet_b"]
+    if not (ma and mb):
+        return "—"
+    digits = 1 if r["metric"] == "overestimated" else 2
+    w = welch(ma, mb)
+    ca, cb = seed_count(ma), seed_count(mb)
+    counts = f"both {ca}" if ca == cb == "det." else f"n={ca}/{cb}"
+    out = f"{w['d']:+.{digits}f} ({ma['mean']:.{digits}f} vs {mb['mean']:.{digits}f}; {counts})"
+    if w["reason"] is None:
+        low, high = w["ci"]
+        p = 2 * one_sided_p(abs(w["d"]) / w["se"], w["df"])
+        out += f" [{low:+.{digits}f}, {high:+.{digits}f}], p={fmt_p(p)} two-sided"
+    return out + borrowed(r)
+
+
+def claim_cell(r: dict[str, Any]) -> str:
+    text = f"{r['claim']} ({name(r['a'])} vs {name(r['b'])})"
+    if r.get("variant"):
+        text += f"<br>**variant:** {r['variant']}"
+    if r.get("budget_difference"):
+        text += f"<br>**budget difference:** {r['budget_difference']}"
+    return text
+
+
+def verdict_cell(r: dict[str, Any]) -> str:
+    out = f"**{r['verdict']}**"
+    if r["verdict"] == "reversed":
+        out += f" (Holm p {fmt_p(r['p_holm_other'])} the other way)"
+    return out
+
+
+TABLE_HEAD = [
+    "| paper | claim (a vs b) | paper's figure | a | b | effect a − b [95% CI] | p | p Holm | verdict | seeds a/b "
+    "| mpnet a − b |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+]
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = list(TABLE_HEAD)
+    for r in rows:
+        test, metric = r["test"], r["metric"]
+        p = fmt_p(test.get("p"))
+        if r["expect"] == "equal" and test.get("p") is not None:
+            p += f" (TOST ±{MARGIN:g})"
+        lines.append(
+            f"| {r['family']} | {claim_cell(r)} | {r['paper_figure']} | {fmt(r['a_stats'], metric)} | "
+            f"{fmt(r['b_stats'], metric)} | {fmt_effect(test, metric)} | {p} | {fmt_p(r.get('p_holm'))} | "
+            f"{verdict_cell(r)} | {seed_count(r['a_stats'])}/{seed_count(r['b_stats'])} | {mpnet_cell(r)} |"
+        )
+    return lines
+
+
+# --- the report ---------------------------------------------------------------------------------------------------
+
+
+def make_rows(
+    runs: dict[str, list[dict[str, Any]]], claims: list[dict[str, Any]], pearson_papers: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """One row per claim, plus a Pearson copy (metric ``csts-pearson``, family "<paper> (Pearson)") of every C-STS
+    Spearman row of the papers in ``pearson_papers``; tested and judged."""
+    specs = [{**c, "family": c.get("family", c["paper"])} for c in claims]
+    for c in claims:
+        if c["paper"] in (pearson_papers or []) and c["metric"] == "csts":
+            specs.append(
+                {
+                    **c,
+                    "metric": "csts-pearson",
+                    "family": f"{c['paper']} (Pearson)",
+                    "paper_figure": f"Pearson version of the Spearman row (paper, Spearman: {c['paper_figure']})",
+                }
+            )
     rows = []
-    for claim in claims:
-        metric = claim["metric"]
-        a, b = side(runs, claim["a"], metric), side(runs, claim["b"], metric)
-        outcome, d = verdict(a, b, claim.get("expect", "a"))
-        mp = claim.get("mpnet")
-        ma = side(runs, mp["a"], metric) if mp else None
-        mb = side(runs, mp["b"], metric) if mp else None
-        rows.append({**claim, "a_stats": a, "b_stats": b, "verdict": outcome, "d": d, "mpnet_a": ma, "mpnet_b": mb})
+    for c in specs:
+        metric, expect = c["metric"], c.get("expect", "a")
+        a, b = side(runs, c["a"], metric), side(runs, c["b"], metric)
+        mp = c.get("mpnet")
+        rows.append(
+            {
+                **c,
+                "expect": expect,
+                "a_stats": a,
+                "b_stats": b,
+                "test": evaluate_claim(a, b, expect),
+                "legacy": legacy_verdict(a, b, expect)[0],
+                "mpnet_a": side(runs, mp["a"], metric) if mp else None,
+                "mpnet_b": side(runs, mp["b"], metric) if mp else None,
+            }
+        )
+    judge(rows)
+    return rows
+
+
+def changed_section(rows: list[dict[str, Any]]) -> list[str]:
+    changed = [r for r in rows if r["metric"] != "csts-pearson" and verdict_changed(r["legacy"], r["verdict"])]
     lines = [
+        "",
+        "## Verdicts the rule of 2026-11-26 changed",
+        "",
+        "The old rule (`a − b` beyond twice its standard error floored at 0.5, no correction, a no-difference claim",
+        "held when no difference was found) applied to the same data, against the rule above; rows new on this page",
+        f"are included (what the old rule would have said). {len(changed)} of "
+        f"{sum(r['metric'] != 'csts-pearson' for r in rows)} rows change.",
+        "",
+        "| paper | claim | old rule | this rule |",
+        "|---|---|---|---|",
+    ]
+    for r in changed:
+        lines.append(f"| {r['family']} | {r['claim']} | {r['legacy']} | {r['verdict']} |")
+    return lines
+
+
+def not_runnable_section(items: list[dict[str, Any]]) -> list[str]:
+    if not items:
+        return []
+    lines = [
+        "",
+        "## Cheap claims that cannot run yet",
+        "",
+        "Claims of the papers that the plan cannot run with `benchmarks/claims/run.py` as it is (a missing run kind",
+        "or option); each says what it needs.",
+        "",
+        "| paper | claim | paper's figure | what it needs |",
+        "|---|---|---|---|",
+    ]
+    for item in items:
+        lines.append(f"| {item['paper']} | {item['claim']} | {item['paper_figure']} | {item['needs']} |")
+    return lines
+
+
+def timing_notes(runs: dict[str, list[dict[str, Any]]], remarks: list[str] | None = None) -> list[str]:
+    """Results files whose recorded times do not cover the whole training: a resumed run (the times before the
+    resume are lost, ``train_seconds_partial``), or a run trained in an earlier invocation of run.py (its
+    ``seconds.train`` and ``wall_seconds`` cover less than the trainer's own wall time); then ``remarks`` (from
+    claims.yaml's ``timing_remarks``)."""
+    notes = []
+    for results in runs.values():
+        for r in results:
+            stages = r.get("train")
+            stages = stages if isinstance(stages, list) else [stages] if isinstance(stages, dict) else []
+            trainer = sum(float(s.get("wall_seconds") or 0.0) for s in stages)
+            recorded = float((r.get("seconds") or {}).get("train", 0.0))
+            resumed = [s["resumed_from"] for s in stages if s.get("resumed_from")]
+            sittings = r.get("seconds_sittings") or []
+            if resumed and len(sittings) < 2:
+                notes.append(
+                    f"- `{r['_file']}`: resumed from `{Path(resumed[0]).name}`; its times (train {recorded:.0f} s, "
+                    f"wall {r.get('wall_seconds', 0):.0f} s, the trainer's {trainer:.0f} s) cover the last sitting "
+                    "only (the earlier sittings were not recorded"
+                    + ("; `train_seconds_partial: true`)." if r.get("train_seconds_partial") else ").")
+                )
+            elif stages and recorded + 60 < trainer:
+                notes.append(
+                    f"- `{r['_file']}`: the trainer's wall time is {trainer:.0f} s but run.py recorded train "
+                    f"{recorded:.0f} s and wall {r.get('wall_seconds', 0):.0f} s: the model was trained in an "
+                    "earlier invocation (its `metrics.json` existed), so the results file's times cover only what "
+                    "ran after it" + (" (`train_seconds_partial: true`)." if r.get("train_seconds_partial") else ".")
+                )
+    if not notes and not remarks:
+        return []
+    return [
+        "",
+        "## Timing notes",
+        "",
+        "Scores are unaffected; these files' times understate the training (run.py now sums every sitting of a",
+        "resumed run into `seconds.train`, with the sittings in `seconds_sittings`).",
+        "",
+        *sorted(notes),
+        *(["", *remarks] if remarks else []),
+    ]
+
+
+def header() -> list[str]:
+    return [
         "# Which method wins? The papers' comparative claims re-tested",
         "",
         "Generated by `benchmarks/claims/report.py` from the results files in `benchmarks/results/claims/` (one per",
@@ -209,16 +524,23 @@ def build(
         "runs that test them are in `benchmarks/claims/claims.yaml`. Every number is a score on data that chose",
         "nothing: C-STS validation Spearman (the C-STS runs keep the last epoch as the reference does; the CCL and",
         "CASE runs choose their epoch on a dev split carved from train), or the average Spearman over the seven STS",
-        "tasks (the STS runs choose their checkpoint on STS-B dev). Verdict: `holds` when the difference `a − b`",
-        "exceeds twice its",
-        f"standard error (floored at {SE_FLOOR} points), `reversed` when it is below minus that, `within noise`",
-        "otherwise (a claim of no difference: `holds (within noise)` or `does not hold (they differ)`); `pending`",
-        "while a run has not finished; `provisional` (with the seed counts) while either side has",
-        f"fewer than {MIN_SEEDS} seeds. mpnet: the difference of the means (seed counts shown), no verdict. A",
-        "`(fixed)` side is a value, not a run (the two-class ceiling of the seven STS tasks' gold labels from",
-        "`benchmarks/results/bound_sts.json`): it has no spread and no seeds. A `(deterministic)` side is a run",
-        "that trains nothing (a frozen model's zero-shot or unsupervised score): no seed changes it, so it counts",
-        "like a fixed value.",
+        "tasks (the STS runs choose their checkpoint on STS-B dev).",
+        "",
+        "**Verdicts** follow [claims-method.md](claims-method.md), fixed on 2026-11-26 before they were recomputed:",
+        "the effect is `mean(a) − mean(b)` over seeds with its 95% Welch interval; `p` is Welch's one-sided p in the",
+        "paper's direction (a one-sample t-test where a side is fixed or deterministic), `p Holm` its Holm adjustment",
+        f"over the rows of the same paper; **holds** when p Holm < {ALPHA}, **reversed** when the same test in the",
+        f"other direction gives Holm p < {ALPHA}, **not shown** otherwise. A claim of no difference is tested by TOST",
+        f"with a margin of ±{MARGIN:g} point: **equivalent** when its Holm p < {ALPHA}, else **not shown",
+        "equivalent**. **no verdict** where a trained side has one seed or neither side has seed variance (a frozen",
+        "model's score, a fixed value); **pending** while a run has not finished. The verdicts are conditional on the",
+        "validation pairs: per-pair predictions are not stored yet, so the paired bootstrap over pairs is not done.",
+        "A **variant** row is not the paper's own claim or baseline (the note says how it differs; the faithful row",
+        "is next to it where finesim has the data); a **budget difference** note names what else differs between",
+        "the sides. The mpnet column (all-mpnet-base-v2, mostly one seed) gives the effect and, where testable, its",
+        "interval and two-sided p, with no verdict. `(fixed)`: a value, not a run (the two-class ceiling of the seven",
+        "STS tasks' gold labels, `benchmarks/results/bound_sts.json`); `(deterministic)`/`det.`: a run that trains",
+        "nothing, which no seed changes.",
         "",
         "To reproduce or extend: `python benchmarks/claims/run.py --list` shows what is done and what is left;",
         "`python benchmarks/claims/run.py --only csts ccl/minilm-ccl --seeds 42 1 2` runs studies or single runs",
@@ -227,23 +549,39 @@ def build(
         "page. The all-mpnet-base-v2 rows are the studies whose names end in `-mpnet` (one seed, bf16) and the",
         "`mpnet-*` runs of `case`, `best-csts` and `best-sts`.",
         "",
-        "| paper | claim (a vs b) | paper's figure | MiniLM a | MiniLM b | a − b | mpnet a − b | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        f"![effects with 95% intervals, in the paper's direction](img/{PLOT})",
+        "",
     ]
-    for r in rows:
-        d = "—" if r["d"] is None else f"{r['d']:+.2f}"
-        md = "—"
-        if r["mpnet_a"] and r["mpnet_b"]:
-            ma, mb = r["mpnet_a"]["mean"], r["mpnet_b"]["mean"]
-            ca, cb = seed_count(r["mpnet_a"]), seed_count(r["mpnet_b"])
-            counts = f"both {ca}" if ca == cb == "deterministic" else f"n={ca}/{cb}"
-            md = f"{ma - mb:+.2f} ({ma:.2f} vs {mb:.2f}; {counts})"
-            md += borrowed(r)
-        claim = f"{r['claim']} ({name(r['a'])} vs {name(r['b'])})"
-        lines.append(
-            f"| {r['paper']} | {claim} | {r['paper_figure']} | {fmt(r['a_stats'], r['metric'])} | "
-            f"{fmt(r['b_stats'], r['metric'])} | {d} | {md} | **{r['verdict']}** |"
-        )
+
+
+def build(
+    runs: dict[str, list[dict[str, Any]]],
+    claims: list[dict[str, Any]],
+    best: list[dict[str, Any]] | None = None,
+    *,
+    pearson_papers: list[str] | None = None,
+    not_runnable: list[dict[str, Any]] | None = None,
+    timing_remarks: list[str] | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
+    rows = make_rows(runs, claims, pearson_papers)
+    primary = [r for r in rows if r["metric"] != "csts-pearson"]
+    pearson = [r for r in rows if r["metric"] == "csts-pearson"]
+    lines = header() + table(primary)
+    if pearson:
+        lines += [
+            "",
+            "## Pearson versions",
+            "",
+            "The same rows on C-STS validation Pearson ×100 (the trainer's evaluation of the kept model, recorded in",
+            "each results file's `train.validation.pearson`; Spearman above comes from `finesim evaluate`, which",
+            "agrees with the trainer's Spearman to 0.01 on these runs). Each paper's Pearson rows are their own Holm",
+            "family. Rows whose sides include a run that trains nothing have no Pearson value recorded.",
+            "",
+            *table(pearson),
+        ]
+    lines += changed_section(rows)
+    lines += not_runnable_section(not_runnable or [])
+    lines += timing_notes(runs, timing_remarks)
     lines += best_models_section(runs, best or [])
     lines += ["", "## Results files", ""]
     for run in sorted(runs):
@@ -252,37 +590,69 @@ def build(
     return "\n".join(lines) + "\n", rows
 
 
-def charts(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
-    """One PNG per paper: each claim's two sides as bars with their standard deviation as error bars."""
+VERDICT_COLOURS = {
+    "holds": "#1b7837",
+    "equivalent": "#1b7837",
+    "reversed": "#b2182b",
+    "not shown": "#4d4d4d",
+    "not shown equivalent": "#4d4d4d",
+}
+
+
+def effect_plot(rows: list[dict[str, Any]], path: Path) -> Path | None:
+    """Dot + 95% interval per claim, oriented so that the paper's direction points right (an effect against the
+    paper is left of 0); a no-difference claim shows its ±margin band; colour = verdict. Symmetric-log x axis (the
+    effects run from a fraction of a point to 60)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    by_paper: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        if r["a_stats"] and r["b_stats"] and r["metric"] != "overestimated":
-            by_paper[r["paper"]].append(r)
-    for paper, items in by_paper.items():
-        fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(items)), 4))
-        for i, r in enumerate(items):
-            for j, (key, run) in enumerate((("a_stats", r["a"]), ("b_stats", r["b"]))):
-                s = r[key]
-                label = str(run.get("short", "fixed")) if isinstance(run, dict) else run.split("/")[-1]
-                ax.bar(i + (j - 0.5) * 0.38, s["mean"], 0.36, yerr=s["sd"], capsize=3, color=("C0", "C1")[j])
-                ax.text(i + (j - 0.5) * 0.38, 0.5, label, rotation=90, ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(range(len(items)))
-        ax.set_xticklabels([r["claim"][:28] for r in items], rotation=20, ha="right", fontsize=7)
-        ax.set_ylabel("Spearman x100 (mean ± sd over seeds)")
-        ax.set_title(f"{paper}: claims on all-MiniLM-L6-v2")
-        fig.tight_layout()
-        path = folder / f"claims-{paper.lower().replace(' ', '-').replace('.', '')}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
-    return written
+    items = [r for r in rows if r["test"].get("d") is not None and r["metric"] != "overestimated"]
+    if not items:
+        return None
+    height = 0.25 * len(items) + 1.6
+    fig, ax = plt.subplots(figsize=(11.5, height))
+    labels = []
+    for i, r in enumerate(items):
+        y = len(items) - 1 - i
+        sign = -1.0 if r["expect"] == "b" else 1.0
+        test = r["test"]
+        colour = VERDICT_COLOURS.get(r["verdict"], "#9e9e9e")
+        if r["expect"] == "equal":
+            ax.fill_betweenx([y - 0.35, y + 0.35], -MARGIN, MARGIN, color="#c6dbef", zorder=0)
+        if "ci" in test:
+            low, high = sorted(sign * v for v in test["ci"])
+            ax.plot([low, high], [y, y], color=colour, lw=1.6, zorder=2)
+        marker = "o" if test["status"] == "tested" else "x"
+        ax.plot([sign * test["d"]], [y], marker=marker, color=colour, ms=4.5, zorder=3)
+        tag = " [variant]" if r.get("variant") else ""
+        tag += " [budget]" if r.get("budget_difference") else ""
+        tag += " [Pearson]" if r["metric"] == "csts-pearson" else ""
+        text = r["claim"] if len(r["claim"]) <= 70 else r["claim"][:68] + "…"
+        labels.append(f"{r['paper']}: {text}{tag}")
+    ax.axvline(0.0, color="black", lw=0.8)
+    ax.set_xscale("symlog", linthresh=2.0)
+    ticks = [-20, -10, -5, -2, -1, 0, 1, 2, 5, 10, 20, 50]
+    ax.set_xticks(ticks)
+    ax.set_xlim(-30.0, 90.0)
+    ax.set_xticklabels([f"{t:+d}" if t else "0" for t in ticks], fontsize=7)
+    ax.set_yticks(range(len(items)))
+    ax.set_yticklabels(list(reversed(labels)), fontsize=6.5)
+    ax.set_ylim(-0.7, len(items) - 0.3)
+    ax.set_xlabel("effect in the paper's direction (points; symmetric-log scale)   →   the paper's way", fontsize=8)
+    ax.set_title(
+        "all-MiniLM-L6-v2: effect and 95% Welch interval per claim, signed so that the paper's direction is right\n"
+        "green: holds / equivalent; red: reversed; grey: not shown; ×: no verdict\n"
+        "blue band: the ±1 equivalence margin; pending rows are not drawn",
+        fontsize=8,
+    )
+    ax.grid(axis="x", color="#dddddd", lw=0.5)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
 
 
 def main() -> int:
@@ -293,12 +663,18 @@ def main() -> int:
     args = parser.parse_args()
     spec = yaml.safe_load(CLAIMS.read_text(encoding="utf-8"))
     runs = load_results(Path(args.results))
-    text, rows = build(runs, spec["claims"], spec.get("best_models", []))
-    pngs = charts(rows, Path(args.charts))
-    if pngs:
-        text += "\n## Charts\n\n" + "\n".join(f"![{p.stem}](img/{p.name})" for p in pngs) + "\n"
+    text, rows = build(
+        runs,
+        spec["claims"],
+        spec.get("best_models", []),
+        pearson_papers=spec.get("pearson_versions", []),
+        not_runnable=spec.get("not_yet_runnable", []),
+        timing_remarks=spec.get("timing_remarks", []),
+    )
+    effect_plot(rows, Path(args.charts) / PLOT)
     Path(args.output).write_text(text, encoding="utf-8")
-    print(f"wrote {args.output} ({sum(r['verdict'] != 'pending' for r in rows)} of {len(rows)} claims decided)")
+    decided = sum(r["test"]["status"] == "tested" for r in rows)
+    print(f"wrote {args.output} ({decided} of {len(rows)} rows tested)")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""benchmarks/claims/report.py: the verdict rule of docs/claims.md, checked on values worked out by hand."""
+"""benchmarks/claims/report.py: the verdict rule of docs/claims.md (docs/claims-method.md), checked against scipy and
+on values worked out by hand; the old rule (legacy_verdict) is kept to list what the new one changed."""
 
 from __future__ import annotations
 
@@ -22,25 +23,25 @@ def test_stats_uses_the_sample_standard_deviation(report: ModuleType) -> None:
     assert report.stats([5.0])["sd"] == 0.0
 
 
-def test_three_seeds_a_side_give_a_plain_verdict(report: ModuleType) -> None:
+def test_legacy_three_seeds_a_side_give_a_plain_verdict(report: ModuleType) -> None:
     a, b = report.stats([70.0, 71.0, 72.0]), report.stats([68.0, 69.0, 70.0])
     # se = sqrt(1/3 + 1/3) = 0.816; d = 2 > 2 se = 1.633: holds
-    assert report.verdict(a, b, "a") == ("holds", 2.0)
-    assert report.verdict(b, a, "a") == ("reversed", -2.0)
-    assert report.verdict(a, b, "b") == ("reversed", 2.0)  # b was expected to win
+    assert report.legacy_verdict(a, b, "a") == ("holds", 2.0)
+    assert report.legacy_verdict(b, a, "a") == ("reversed", -2.0)
+    assert report.legacy_verdict(a, b, "b") == ("reversed", 2.0)  # b was expected to win
     close = report.stats([69.5, 70.5, 71.5])  # d = 1.5 < 1.633
-    assert report.verdict(close, b, "a")[0] == "within noise"
-    assert report.verdict(close, b, "equal")[0] == "holds (within noise)"
-    assert report.verdict(a, b, "equal")[0] == "does not hold (they differ)"
+    assert report.legacy_verdict(close, b, "a")[0] == "within noise"
+    assert report.legacy_verdict(close, b, "equal")[0] == "holds (within noise)"
+    assert report.legacy_verdict(a, b, "equal")[0] == "does not hold (they differ)"
 
 
-def test_one_seed_is_judged_against_the_floor_and_marked_provisional(report: ModuleType) -> None:
+def test_legacy_one_seed_is_judged_against_the_floor_and_marked_provisional(report: ModuleType) -> None:
     a, b = report.stats([66.0]), report.stats([65.2])  # se floored at 0.5: d = 0.8 < 1.0
-    assert report.verdict(a, b, "a") == ("within noise (provisional: 1 vs 1 seeds)", pytest.approx(0.8))
+    assert report.legacy_verdict(a, b, "a") == ("within noise (provisional: 1 vs 1 seeds)", pytest.approx(0.8))
     far = report.stats([70.0])
     three = report.stats([65.0, 65.0, 65.0])
-    assert report.verdict(far, three, "a") == ("holds (provisional: 1 vs 3 seeds)", 5.0)
-    assert report.verdict(None, three, "a") == ("pending", None)
+    assert report.legacy_verdict(far, three, "a") == ("holds (provisional: 1 vs 3 seeds)", 5.0)
+    assert report.legacy_verdict(None, three, "a") == ("pending", None)
 
 
 def _claims_yaml(name: str) -> dict:
@@ -82,15 +83,18 @@ def test_best_models_name_planned_runs() -> None:
     assert best and not [b["run"] for b in best if b["run"] not in _planned()]
 
 
-def test_a_fixed_side_has_no_spread_and_no_seed_count(report: ModuleType) -> None:
+def test_a_fixed_side_has_no_spread_and_no_seed_count_legacy(report: ModuleType) -> None:
     ceiling = report.side({}, {"value": 86.84, "label": "ceiling"}, "sts")
     assert ceiling["n"] is None and ceiling["sd"] == 0.0 and report.fmt(ceiling, "sts") == "86.84 (fixed)"
     # one seed: se is the floor 0.5, d = 79.28 - 86.84 = -7.56 < -1: b (the ceiling) was expected to win
-    outcome, d = report.verdict(report.stats([79.28]), ceiling, "b")
+    outcome, d = report.legacy_verdict(report.stats([79.28]), ceiling, "b")
     assert outcome == "holds (provisional: 1 seed)" and d == pytest.approx(-7.56)
     # three seeds with sd 1: se = sqrt(1/3) = 0.577, so d = 1.0 < 2 se = 1.155 is within noise
-    assert report.verdict(report.stats([86.84, 87.84, 88.84]), ceiling, "a") == ("within noise", pytest.approx(1.0))
-    assert report.verdict(report.stats([88.0, 89.0, 90.0]), ceiling, "a")[0] == "holds"
+    assert report.legacy_verdict(report.stats([86.84, 87.84, 88.84]), ceiling, "a") == (
+        "within noise",
+        pytest.approx(1.0),
+    )
+    assert report.legacy_verdict(report.stats([88.0, 89.0, 90.0]), ceiling, "a")[0] == "holds"
 
 
 def test_the_ceiling_rows_use_the_measured_two_class_bound() -> None:
@@ -128,7 +132,7 @@ def _result(run: str, seed: int, score: float, kind: str | None = None) -> dict:
     }
 
 
-def test_a_run_that_trains_nothing_is_deterministic_and_keeps_no_verdict_provisional(report: ModuleType) -> None:
+def test_a_run_that_trains_nothing_is_deterministic_and_keeps_no_legacy_verdict_provisional(report: ModuleType) -> None:
     runs = {
         "s/trained": [_result("s/trained", seed, v) for seed, v in ((42, 60.0), (1, 61.0), (2, 62.0))],
         "s/zero-shot": [_result("s/zero-shot", 42, 2.0, kind="evaluate")],
@@ -137,17 +141,17 @@ def test_a_run_that_trains_nothing_is_deterministic_and_keeps_no_verdict_provisi
     }
     zero = report.side(runs, "s/zero-shot", "csts")
     assert zero["deterministic"] and zero["n"] == 1 and report.fmt(zero, "csts") == "2.00 (deterministic)"
-    assert report.seed_count(zero) == "deterministic"
+    assert report.seed_count(zero) == "det."
     trained = report.side(runs, "s/trained", "csts")
     assert not trained["deterministic"] and report.seed_count(trained) == "3"
     # 3 seeds (sd 1, se = 0.577 -> floor-free) against a deterministic side: a final verdict, d = 61 - 2 = 59
-    assert report.verdict(trained, zero, "a") == ("holds", pytest.approx(59.0))
+    assert report.legacy_verdict(trained, zero, "a") == ("holds", pytest.approx(59.0))
     # two deterministic sides: se is the floor 0.5, d = 1.0 is not above 2 se = 1.0; nothing is provisional
     unsupervised = report.side(runs, "s/unsupervised", "csts")
-    assert report.verdict(unsupervised, zero, "a") == ("within noise", pytest.approx(1.0))
+    assert report.legacy_verdict(unsupervised, zero, "a") == ("within noise", pytest.approx(1.0))
     # a trained run with one seed still keeps the verdict provisional, counting only its own seeds
     one = report.side(runs, "s/one-seed", "csts")
-    assert report.verdict(one, zero, "a") == ("holds (provisional: 1 seed)", pytest.approx(57.0))
+    assert report.legacy_verdict(one, zero, "a") == ("holds (provisional: 1 seed)", pytest.approx(57.0))
 
 
 def test_the_plan_marks_exactly_the_runs_that_train_nothing_as_deterministic(report: ModuleType) -> None:
@@ -155,3 +159,219 @@ def test_the_plan_marks_exactly_the_runs_that_train_nothing_as_deterministic(rep
     frozen = {"evaluate", "case-embed"}  # a model scored as it is: no training, so no seed
     assert frozen <= kinds
     assert set(report.DETERMINISTIC_KINDS) == frozen
+
+
+# --- the rule of docs/claims-method.md ----------------------------------------------------------------------------
+
+
+def _side(report: ModuleType, values: list[float]) -> dict:
+    return {**report.stats(values), "values": values, "deterministic": False}
+
+
+def test_welch_matches_scipy_and_gives_the_welch_interval(report: ModuleType) -> None:
+    from scipy import stats as st
+
+    a_values, b_values = [66.0, 66.4, 66.1], [47.9, 48.4, 46.7]
+    a, b = _side(report, a_values), _side(report, b_values)
+    w = report.welch(a, b)
+    ref = st.ttest_ind(a_values, b_values, equal_var=False, alternative="greater")
+    assert w["d"] == pytest.approx(sum(a_values) / 3 - sum(b_values) / 3)
+    assert w["df"] == pytest.approx(ref.df)
+    assert report.one_sided_p(w["d"] / w["se"], w["df"]) == pytest.approx(ref.pvalue)
+    half = st.t.ppf(0.975, ref.df) * w["se"]
+    assert w["ci"] == pytest.approx((w["d"] - half, w["d"] + half))
+    test = report.evaluate_claim(a, b, "a")
+    assert test["status"] == "tested" and test["p"] == pytest.approx(ref.pvalue)
+    assert test["p_other"] == pytest.approx(1 - ref.pvalue)
+    # expect b: the paper's direction is b > a, so p is the other tail
+    assert report.evaluate_claim(a, b, "b")["p"] == pytest.approx(1 - ref.pvalue)
+
+
+def test_a_side_without_seed_variance_gives_a_one_sample_test(report: ModuleType) -> None:
+    from scipy import stats as st
+
+    values = [79.28, 79.25, 79.29]
+    ceiling = report.side({}, {"value": 86.84, "label": "ceiling"}, "sts")
+    test = report.evaluate_claim(_side(report, values), ceiling, "b")
+    ref = st.ttest_1samp(values, 86.84, alternative="less")
+    assert test["df"] == pytest.approx(2.0) and test["p"] == pytest.approx(ref.pvalue)
+    deterministic = {**report.stats([78.87]), "values": [78.87], "deterministic": True}
+    ref = st.ttest_1samp(values, 78.87, alternative="greater")
+    assert report.evaluate_claim(_side(report, values), deterministic, "a")["p"] == pytest.approx(ref.pvalue)
+
+
+def test_tost_is_two_shifted_one_sided_welch_tests(report: ModuleType) -> None:
+    from scipy import stats as st
+
+    a_values, b_values = [66.45, 66.04, 66.00], [66.44, 66.04, 65.99]
+    test = report.evaluate_claim(_side(report, a_values), _side(report, b_values), "equal")
+    margin = report.MARGIN
+    low = st.ttest_ind([v + margin for v in a_values], b_values, equal_var=False, alternative="greater").pvalue
+    high = st.ttest_ind([v - margin for v in a_values], b_values, equal_var=False, alternative="less").pvalue
+    assert test["p"] == pytest.approx(max(low, high)) and test["p"] < 0.05 and test["p_other"] is None
+    # a clear difference is not equivalent, and neither is a small one with wide seeds
+    far = report.evaluate_claim(_side(report, [59.4, 60.1, 58.6]), _side(report, [52.6, 53.2, 52.8]), "equal")
+    assert far["p"] > 0.5
+    noisy = report.evaluate_claim(_side(report, [58.0, 60.0, 62.0]), _side(report, [60.0, 58.0, 62.0]), "equal")
+    assert noisy["p"] > 0.05  # d = 0 but se = 1.63: no evidence that |d| < 1
+
+
+def test_holm_steps_down_and_keeps_the_order(report: ModuleType) -> None:
+    assert report.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert report.holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
+    assert report.holm([0.3, 0.2]) == pytest.approx([0.4, 0.4])  # 0.3 x 1 < 0.2 x 2: kept monotone
+    assert report.holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert report.holm([]) == []
+
+
+def _row(report: ModuleType, family: str, a: list[float] | None, b: list[float] | None, expect: str = "a") -> dict:
+    sa = None if a is None else _side(report, a)
+    sb = None if b is None else _side(report, b)
+    return {"family": family, "expect": expect, "test": report.evaluate_claim(sa, sb, expect)}
+
+
+def test_verdicts_come_from_holm_within_each_paper(report: ModuleType) -> None:
+    big = ([66.0, 66.4, 66.1], [47.9, 48.4, 46.7])  # d = +18.5, one-sided p = 0.0002
+    small = ([76.4, 77.0, 75.8], [74.4, 75.5, 73.4])  # d = +1.97, one-sided p = 0.031
+    rows = [
+        _row(report, "P", *big),
+        _row(report, "P", *small),
+        _row(report, "P", big[1], big[0]),  # the other way round: reversed
+        _row(report, "P", [66.0], [65.0]),  # one seed a side: no test, not in the family
+        _row(report, "P", None, [65.0]),  # pending
+        _row(report, "Q", *small),  # alone in its family: no correction
+        _row(report, "R", [66.45, 66.04, 66.00], [66.44, 66.04, 65.99], "equal"),
+        _row(report, "R", [59.4, 60.1, 58.6], [52.6, 53.2, 52.8], "equal"),
+    ]
+    report.judge(rows)
+    assert [r["verdict"] for r in rows] == [
+        "holds",
+        "not shown",
+        "reversed",
+        "no verdict (1 seed)",
+        "pending",
+        "holds",
+        "equivalent",
+        "not shown equivalent",
+    ]
+    p_small = rows[1]["test"]["p"]
+    assert p_small == pytest.approx(0.0313, abs=1e-4)
+    # P tests three rows: the small effect's p is the 2nd smallest, so Holm multiplies it by 2 (0.063 > 0.05)
+    assert rows[1]["p_holm"] == pytest.approx(2 * p_small) and rows[5]["p_holm"] == pytest.approx(p_small)
+    assert rows[0]["p_holm"] == pytest.approx(3 * rows[0]["test"]["p"])
+    # reversed: the other direction's p, Holm-adjusted over the same family
+    assert rows[2]["p_holm_other"] == pytest.approx(3 * rows[2]["test"]["p_other"])
+    assert "p_holm" not in rows[3] and "p_holm" not in rows[4]
+
+
+def test_two_sides_without_seed_variance_carry_no_verdict(report: ModuleType) -> None:
+    runs = {
+        "case/with": [_result("case/with", 42, 2.67, kind="case-embed")],
+        "case/without": [_result("case/without", 42, 1.63, kind="case-embed")],
+    }
+    claims = [
+        {"paper": "CASE", "claim": "c", "paper_figure": "f", "a": "case/with", "b": "case/without", "metric": "csts"}
+    ]
+    (row,) = report.make_rows(runs, claims)
+    assert row["verdict"] == "no verdict (no seed variance)" and row["test"]["d"] == pytest.approx(1.04)
+    assert row["legacy"] == "holds" and report.verdict_changed(row["legacy"], row["verdict"])
+
+
+def test_renamed_verdicts_do_not_count_as_changed(report: ModuleType) -> None:
+    assert not report.verdict_changed("within noise", "not shown")
+    assert not report.verdict_changed("holds (within noise)", "equivalent")
+    assert not report.verdict_changed("holds (provisional: 1 vs 3 seeds)", "holds")
+    assert report.verdict_changed("reversed", "not shown")
+    assert report.verdict_changed("within noise", "reversed")
+
+
+def test_pearson_comes_from_the_trainers_validation_of_the_last_stage(report: ModuleType) -> None:
+    one = {"train": {"validation": {"spearman": 60.0, "pearson": 58.2}}}
+    two = {"train": [{"validation": {"pearson": 10.0}}, {"validation": {"pearson": 57.5}}]}
+    assert report.metric_value(one, "csts-pearson") == 58.2
+    assert report.metric_value(two, "csts-pearson") == 57.5
+    assert report.metric_value({"report": {}}, "csts-pearson") is None
+
+
+def test_a_paper_gets_a_pearson_family_of_its_csts_rows(report: ModuleType) -> None:
+    def result(run: str, seed: int, spearman: float, pearson: float) -> dict:
+        r = _result(run, seed, spearman)
+        r["train"] = {"validation": {"spearman": spearman, "pearson": pearson}}
+        return r
+
+    runs = {
+        "ccl/x": [result("ccl/x", s, v, v - 2) for s, v in ((42, 59.0), (1, 60.0), (2, 59.5))],
+        "ccl/y": [result("ccl/y", s, v, v - 1) for s, v in ((42, 63.0), (1, 63.5), (2, 63.2))],
+    }
+    claims = [
+        {"paper": "CCL", "claim": "x beats y", "paper_figure": "f", "a": "ccl/x", "b": "ccl/y", "metric": "csts"},
+        {"paper": "CCL", "claim": "n", "paper_figure": "f", "a": "ccl/y", "b": "ccl/x", "metric": "overestimated"},
+    ]
+    rows = report.make_rows(runs, claims, ["CCL"])
+    pearson = [r for r in rows if r["metric"] == "csts-pearson"]
+    assert len(pearson) == 1 and pearson[0]["family"] == "CCL (Pearson)"
+    assert pearson[0]["a_stats"]["mean"] == pytest.approx(57.5) and pearson[0]["verdict"] == "reversed"
+
+
+def test_the_claims_named_by_the_review_are_faithful_or_labelled() -> None:
+    claims = _claims_yaml("claims.yaml")["claims"]
+
+    def find(a: str, b: str, metric: str = "csts") -> dict:
+        (claim,) = [c for c in claims if c["a"] == a and c["b"] == b and c["metric"] == metric]
+        return claim
+
+    # CCL: the paper's baseline is plain MSE (faithful); QuMSE is a labelled variant, for the score and the count
+    assert "variant" not in find("ccl/minilm-ccl", "ccl/minilm-mse")
+    assert "variant" in find("ccl/minilm-ccl", "ccl/minilm-qumse")
+    assert "variant" not in find("ccl/minilm-mse", "ccl/minilm-ccl", "overestimated")
+    assert "variant" in find("ccl/minilm-qumse", "ccl/minilm-ccl", "overestimated")
+    # STS regression: two-stage against the untuned model is the paper's comparison
+    assert "variant" not in find("sts-regression/minilm-two-stage-smooth-k2", "pcc/minilm-zero-shot-sts", "sts")
+    assert "variant" in find(
+        "sts-regression/minilm-two-stage-smooth-k2", "sts-regression/minilm-mse-cosine-same-budget", "sts"
+    )
+    # C-STS: the MSE tri-encoder rows are variants beside the Quad+MSE ones
+    for a in ("csts/minilm-cross-mse", "csts/minilm-bi-mse"):
+        assert "variant" in find(a, "csts/minilm-tri-hadamard-mse")
+        assert "variant" not in find(a, "csts/minilm-tri-hadamard-quad-mse")
+    # CASE's dimension claim and Pcc's 7B ceiling claim are labelled
+    assert "variant" in find("case/minilm-nonlinear-256", "case/minilm-nonlinear-512")
+    assert "384" in find("case/minilm-nonlinear-256", "case/minilm-nonlinear-512")["variant"]
+    ceiling = [c for c in claims if c["a"] == "pcc/minilm-stage1-then-pearson" and isinstance(c["b"], dict)]
+    assert len(ceiling) == 1 and "out of scope" in ceiling[0]["variant"]
+    for claim in claims:
+        for key in ("variant", "budget_difference"):
+            assert key not in claim or (isinstance(claim[key], str) and claim[key].strip()), (claim["claim"], key)
+
+
+def test_the_verdict_tables_of_docs_claims_md_recompute_from_the_results(report: ModuleType) -> None:
+    """Every row of the verdict tables (and the changed-verdicts list) as report.py makes it from the results files
+    now; the results-file list at the end may lag behind runs that finished since."""
+    spec = _claims_yaml("claims.yaml")
+    text, _ = report.build(
+        report.load_results(report.RESULTS),
+        spec["claims"],
+        spec.get("best_models", []),
+        pearson_papers=spec.get("pearson_versions", []),
+        not_runnable=spec.get("not_yet_runnable", []),
+        timing_remarks=spec.get("timing_remarks", []),
+    )
+    doc = (REPO / "docs" / "claims.md").read_text(encoding="utf-8")
+
+    def section(page: str) -> list[str]:
+        lines = page.splitlines()
+        end = (
+            lines.index("## Cheap claims that cannot run yet")
+            if "## Cheap claims that cannot run yet" in lines
+            else None
+        )
+        return lines[:end]
+
+    assert section(doc) == section(text), "docs/claims.md is stale: run python benchmarks/claims/report.py"
+
+
+def test_the_effect_plot_is_small_and_linked(report: ModuleType, tmp_path: Path) -> None:
+    doc = (REPO / "docs" / "claims.md").read_text(encoding="utf-8")
+    assert f"](img/{report.PLOT})" in doc
+    committed = REPO / "docs" / "img" / report.PLOT
+    assert committed.is_file() and committed.stat().st_size < 200_000
