@@ -454,14 +454,12 @@ def figure(folder: Path, out: Path) -> Path | None:
     spec = yaml.safe_load(CLAIMS_YAML.read_text(encoding="utf-8"))
     runs = report.load_results(folder / "claims")
     panels: dict[str, list[dict[str, Any]]] = {"csts": [], "sts": []}
-    for claim in spec["claims"]:
-        if claim["metric"] not in panels:
+    for row in report.make_rows(runs, spec["claims"]):  # docs/claims.md's verdicts (Holm within each paper)
+        if row["metric"] not in panels or row["a_stats"] is None or row["b_stats"] is None:
             continue
-        a, b = report.side(runs, claim["a"], claim["metric"]), report.side(runs, claim["b"], claim["metric"])
-        if a is None or b is None:
-            continue
-        outcome, _ = report.verdict(a, b, claim.get("expect", "a"))
-        panels[claim["metric"]].append({"claim": claim, "a": a, "b": b, "verdict": outcome})
+        panels[row["metric"]].append(
+            {"claim": row, "a": row["a_stats"], "b": row["b_stats"], "verdict": row["verdict"]}
+        )
     if not any(panels.values()):
         return None
 
@@ -475,7 +473,7 @@ def figure(folder: Path, out: Path) -> Path | None:
     fig, axes = plt.subplots(
         2, 1, figsize=(10, 0.3 * sum(heights) + 1.6), gridspec_kw={"height_ratios": heights}, dpi=80
     )
-    colours = {"holds": "#2b8a3e", "reversed": "#c92a2a", "within noise": "#868e96"}
+    colours = {"holds": "#2b8a3e", "equivalent": "#2b8a3e", "reversed": "#c92a2a", "not shown": "#868e96"}
     titles = {
         "csts": "C-STS validation Spearman ×100 (all-MiniLM-L6-v2)",
         "sts": "average Spearman ×100 over the seven STS tasks (all-MiniLM-L6-v2)",
