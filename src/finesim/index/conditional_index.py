@@ -727,23 +727,9 @@ class ConditionalIndex:
 
     def _ann_for_first_stage(self, kind: str) -> AnnFile:
         """The approximate index over the first-stage vectors, loaded, built or extended to cover every row."""
-        name = f"{FIRST_STAGE}-{kind}"
-        default = self.store.manifest.get("approximate") or {}
-        params = default.get("params") if default.get("kind") == kind else None
         spec = self.first_stage_spec
         assert spec is not None
-        with self._lock:
-            ann = self._anns.get(name)
-            if ann is None:
-                ann = AnnFile(self.store.root / ANN, name, kind, params or {})
-                ann.load()
-                self._anns[name] = ann
-            if ann.count != len(self):
-                extra = {"first_stage": spec.to_manifest()}
-                ann.update(
-                    len(self), spec.dim, lambda a, b: self._blocks(FIRST_STAGE, a, b), self._sampler(FIRST_STAGE), extra
-                )
-        return ann
+        return self._ann(f"{FIRST_STAGE}-{kind}", kind, FIRST_STAGE, spec.dim, {"first_stage": spec.to_manifest()})
 
     def _exact(
         self, key: str | None, score: Any, k: int, mask: np.ndarray | None = None
@@ -815,6 +801,11 @@ class ConditionalIndex:
         extended so that it covers every row."""
         key = None if condition is None else self._ensure_condition(condition)
         name = f"{SENTENCES}-{kind}" if key is None else f"condition-{key}-{kind}"
+        extra = {"model_sha256": self.store.manifest["model"]["sha256"], "condition": condition}
+        return self._ann(name, kind, key, self.store.dim, extra)
+
+    def _ann(self, name: str, kind: str, key: str | None, dim: int, extra: dict[str, Any]) -> AnnFile:
+        """The faiss index ``name`` over the arrays of ``key`` (see :meth:`_array`), covering every row."""
         default = self.store.manifest.get("approximate") or {}
         params = default.get("params") if default.get("kind") == kind else None
         with self._lock:
@@ -824,8 +815,7 @@ class ConditionalIndex:
                 ann.load()
                 self._anns[name] = ann
             if ann.count != len(self):
-                extra = {"model_sha256": self.store.manifest["model"]["sha256"], "condition": condition}
-                ann.update(len(self), self.store.dim, lambda a, b: self._blocks(key, a, b), self._sampler(key), extra)
+                ann.update(len(self), dim, lambda a, b: self._blocks(key, a, b), self._sampler(key), extra)
         return ann
 
     def _array(self, part: Part, key: str | None) -> np.ndarray:
