@@ -137,7 +137,7 @@ def test_recipe_model_keys_checked_before_building(tmp_path: Path, capsys: pytes
     assert f"{path}: model.head is required for encoder 'tri' (hadamard, concat or hypernet)" in err
     # the same through --set, and a recipe built from the dataclasses directly
     ok = tmp_path / "ok.yaml"
-    ok.write_text("model:\n  encoder: tri\n  head: concat\n", encoding="utf-8")
+    ok.write_text("model:\n  encoder: tri\n  head: concat\n  backbone: minilm\n", encoding="utf-8")
     assert main(["train", str(ok), "--dry-run", "-o", str(tmp_path / "out")]) == 0
     capsys.readouterr()
     assert main(["train", str(ok), "--dry-run", "--set", "model.head=null"]) == 1
@@ -187,9 +187,18 @@ def test_repository_recipes_parse_and_check() -> None:
         check_recipe(load_recipe(f))
 
 
-def test_overrides(tmp_path: Path) -> None:
+def test_a_recipe_file_names_its_backbone(tmp_path: Path) -> None:
+    """No silent default model: a recipe file without model.backbone is refused, naming the file and the fix."""
     path = tmp_path / "r.yaml"
     path.write_text("name: x\ntrain:\n  epochs: 3\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match=rf"^{path}: model\.backbone is required: .*--set model\.backbone="):
+        load_recipe(path)
+    assert load_recipe(path, ["model.backbone=minilm"]).model.backbone == "minilm"
+
+
+def test_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text("name: x\nmodel:\n  backbone: minilm\ntrain:\n  epochs: 3\n", encoding="utf-8")
     r = load_recipe(path, ["train.epochs=1", "model.pooling=cls", "objective.options={margin: 0.5}"])
     assert (r.train.epochs, r.model.pooling, r.objective.options) == (1.0, "cls", {"margin": 0.5})
     with pytest.raises(RecipeError, match=r"section\.key=value"):
@@ -268,6 +277,24 @@ def test_pairs_layout_keeps_pairs_together(tiny_bert_dir: Path, csts_root: Path)
     batch = BaseDataCollator(preprocess_fn=model.preprocess)([bi[i] for i in range(4)])
     assert tuple(batch["label"].shape) == (4, 2)
     assert batch["s1_high_input_ids"].shape[0] == 4
+
+
+def test_pairs_are_made_once_per_run(
+    tiny_bert_dir: Path, csts_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The preflight's condition pairs are the ones the runner lays out: pair_conditions runs once per run."""
+    from finesim.data import pairing
+    from finesim.training.preflight import preflight
+    from finesim.training.runner import prepare_data
+
+    calls = []
+    original = pairing.pair_conditions
+    monkeypatch.setattr(pairing, "pair_conditions", lambda *a, **k: calls.append(1) or original(*a, **k))
+    recipe = recipe_from_dict(tiny_recipe(tiny_bert_dir, csts_root, objective={"name": "quad"}))
+    pre = preflight(recipe, output_dir=tmp_path / "out")
+    data = prepare_data(recipe, get_encoder("bi").build(recipe.model), checked=pre)
+    assert len(calls) == 1 and data.pairing == pre.pairs[1].as_dict()
+    assert data.train.num_rows == pre.pairs[0].num_rows == data.train_rows // 2
 
 
 def test_label_scaling_and_range_error(csts_root: Path) -> None:

@@ -17,10 +17,26 @@ Kinds (C-STS, Deshpande et al. 2023, section 4.1; the reference code's layer lay
 ``C`` (condition transform) is always ``Dropout → Linear(h, h)`` as in the reference; ``T`` (sentence transform) is
 the optional ``Dropout → Linear(h, h) → GELU`` "transform" of the paper (identity when ``transform=False``).
 There is deliberately no "no fusion" kind: a tri-encoder that ignores the condition is a configuration error.
+
+**Without finesim.** A tri-encoder folder saved by finesim holds a copy of this file (``finesim_condition_head.py``,
+with the relative import of its save/load base ``finesim_head_module.py``), so sentence-transformers alone loads it::
+
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer("path/to/model", trust_remote_code=True)
+    head = next(m for m in model if type(m).__name__ == "ConditionHead")
+    scores = head.similarity(model, sentences1, sentences2, conditions)  # cosine of the fused embeddings
+    embeddings = head.embed(model, sentences, conditions)  # the conditional embeddings themselves
+
+``model.encode(texts)`` alone is **not** a conditional embedding: no condition reaches the head, which passes the
+pooled (and, when the backbone normalises, normalised) embedding of each text through unchanged. That is the input
+the head fuses: :meth:`ConditionHead.embed` encodes sentences and conditions this way and fuses them, as finesim's
+scorer does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -94,6 +110,56 @@ class ConditionHead(HeadModule):
         a = self.generate_a(c).view(n, h, self.rank)
         b = self.generate_b(c).view(n, self.rank, h)
         return torch.bmm(torch.bmm(s.unsqueeze(1), a), b).squeeze(1)
+
+    def embed(
+        self, model: Any, sentences: Sequence[str], conditions: str | Sequence[str], *, batch_size: int = 64
+    ) -> torch.Tensor:
+        """The conditional embeddings of ``(sentence, condition)`` pairs, one float32 CPU row each: every distinct
+        text is encoded once by ``model`` (the ``SentenceTransformer`` this head belongs to; no condition reaches the
+        head there, so it passes each text's embedding through) and the head fuses each sentence's embedding with
+        its condition's, in eval mode. ``conditions`` is one per sentence, or one string for all."""
+        sentences = list(sentences)
+        conds = [conditions] * len(sentences) if isinstance(conditions, str) else list(conditions)
+        if len(conds) != len(sentences):
+            raise ValueError(f"{len(sentences)} sentences but {len(conds)} conditions")
+        if not sentences:
+            return torch.zeros((0, self.dimension))
+        texts = list(dict.fromkeys([*sentences, *conds]))
+        row = {text: i for i, text in enumerate(texts)}
+        encoded = model.encode(texts, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False)
+        encoded = encoded.float().cpu()
+        device = next(self.parameters()).device
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.no_grad():
+                fused = self.fuse(
+                    encoded[[row[s] for s in sentences]].to(device), encoded[[row[c] for c in conds]].to(device)
+                )
+        finally:
+            self.train(was_training)
+        return fused.float().cpu()
+
+    def similarity(
+        self,
+        model: Any,
+        sentences1: Sequence[str],
+        sentences2: Sequence[str],
+        conditions: str | Sequence[str],
+        *,
+        batch_size: int = 64,
+    ) -> torch.Tensor:
+        """The tri-encoder's score of each ``(sentence1, sentence2, condition)``: the cosine of the two conditional
+        embeddings (:meth:`embed`), as finesim scores it. ``conditions`` is one per pair, or one string for all."""
+        first, second = list(sentences1), list(sentences2)
+        if len(first) != len(second):
+            raise ValueError(f"{len(first)} first sentences but {len(second)} second sentences")
+        conds = [conditions] * len(first) if isinstance(conditions, str) else list(conditions)
+        if len(conds) != len(first):
+            raise ValueError(f"{len(first)} sentence pairs but {len(conds)} conditions")
+        fused = self.embed(model, [*first, *second], [*conds, *conds], batch_size=batch_size)
+        n = len(first)
+        return torch.nn.functional.cosine_similarity(fused[:n], fused[n:], dim=-1)
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         condition = features.pop(CONDITION_KEY, None)

@@ -10,7 +10,10 @@
 
 finesim's module classes (condition, projection and regression heads, the prompt-templating transformer) are handed
 to sentence-transformers directly instead of asking for ``trust_remote_code=True``, which would also let the
-backbone run code from the folder; a plain folder loads exactly as in sentence-transformers.
+backbone run code from the folder; a plain folder loads exactly as in sentence-transformers. :func:`save_model` also
+copies their code into the folder (:func:`finesim.models.portable.make_portable`), so plain sentence-transformers
+loads a tri-encoder with ``SentenceTransformer(path, trust_remote_code=True)`` and no finesim installed; finesim
+never runs that copy.
 """
 
 from __future__ import annotations
@@ -20,11 +23,9 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finesim.models.condition_head import ConditionHead, find_condition_head
+from finesim.models.condition_head import find_condition_head
 from finesim.models.hub import MARKER_FILE, resolve_model_path
-from finesim.models.projection_head import ProjectionHead
-from finesim.models.prompt_transformer import PromptTransformer
-from finesim.models.regression_head import RegressionHead
+from finesim.models.portable import make_portable, module_classes
 from finesim.models.runtime import RUNTIME_KEY
 from finesim.results import write_json_atomic
 
@@ -37,7 +38,6 @@ ENCODER_TYPES = ("bi", "cross", "tri")
 MODEL_TYPE_PREFIX = "csts-"  # model_type "csts-bi" | "csts-cross" | "csts-tri" in the marker
 # spellings accepted for sentence-transformers' pooling modes (the C-STS issue writes "last-token")
 POOLING_ALIASES = {"last-token": "lasttoken", "last_token": "lasttoken"}
-FINESIM_MODULES: tuple[type, ...] = (ProjectionHead, ConditionHead, RegressionHead, PromptTransformer)
 
 
 def check_encoder(encoder: str) -> str:
@@ -78,21 +78,23 @@ def write_marker(folder: str | Path, model_type: str, **extra: Any) -> Path:
 
 
 def finesim_module_classes() -> dict[str, type]:
-    """``modules.json`` type -> class for finesim's own modules, so saved models load without
+    """``modules.json`` type -> class for finesim's own modules, under their finesim names and the names of their
+    copies in a portable folder (:mod:`finesim.models.portable`), so saved models load without
     ``trust_remote_code``."""
-    return {f"{cls.__module__}.{cls.__qualname__}": cls for cls in FINESIM_MODULES}
+    return module_classes()
 
 
-def load_with_finesim_modules(path: str, **kwargs: Any) -> Any:
+def load_with_finesim_modules(path: str, *, classes: dict[str, type] | None = None, **kwargs: Any) -> Any:
     """Load a saved ``SentenceTransformer`` whose modules may include finesim's classes (see the module
-    docstring); the mechanism the sentence-transformers trainer uses to reload checkpoints."""
+    docstring); the mechanism the sentence-transformers trainer uses to reload checkpoints. ``classes`` adds or
+    replaces ``modules.json`` type -> class entries (the exported runtime's transformer)."""
     from sentence_transformers import SentenceTransformer
 
     loader = getattr(SentenceTransformer, "_load_with_module_classes", None)
     if loader is None:  # older sentence-transformers: fall back to the flag
         kwargs.setdefault("trust_remote_code", True)
         return SentenceTransformer(path, **kwargs)
-    return loader(str(path), finesim_module_classes(), **kwargs)
+    return loader(str(path), {**finesim_module_classes(), **(classes or {})}, **kwargs)
 
 
 def _has_finesim_modules(folder: Path) -> bool:
@@ -101,7 +103,8 @@ def _has_finesim_modules(folder: Path) -> bool:
         modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return False
-    return any(str(m.get("type", "")).startswith("finesim.") for m in modules if isinstance(m, dict))
+    known = finesim_module_classes()
+    return any(str(m.get("type", "")) in known for m in modules if isinstance(m, dict))
 
 
 def pooling_mode(name: str) -> str:
@@ -173,14 +176,18 @@ def save_model(model: Any, folder: str | Path, *, encoder: str | None = None, ca
     """Save a bi-, cross- or tri-encoder, its marker (``model_type`` ``csts-<encoder>``) and its model card; returns
     the folder.
 
-    ``card`` says what the card tells beyond the model (base model, data, recipe, metrics: :mod:`finesim.models.card`);
-    without it the card describes the model alone. The card is written after the model, so sentence-transformers'
-    automatic card never replaces it; it is also stored in the marker, for ``finesim export``.
+    The code of finesim's modules in the model (a tri-encoder's condition head) is copied into the folder
+    (:func:`finesim.models.portable.make_portable`), so plain sentence-transformers loads it with
+    ``trust_remote_code=True`` and no finesim. ``card`` says what the card tells beyond the model (base model, data,
+    recipe, metrics: :mod:`finesim.models.card`); without it the card describes the model alone. The card is written
+    after the model, so sentence-transformers' automatic card never replaces it; it is also stored in the marker,
+    for ``finesim export``.
     """
     from finesim.models.card import CardInfo, hub_id, write_card
 
     encoder = check_encoder(encoder or encoder_type_of(model))
     model.save_pretrained(str(folder), create_model_card=False)
+    make_portable(folder)
     info = card if card is not None else CardInfo(encoder=encoder, base_model=hub_id(_name_or_path(model)))
     info.encoder = encoder
     write_marker(folder, MODEL_TYPE_PREFIX + encoder, encoder=encoder, card=info.to_dict())

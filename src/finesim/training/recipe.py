@@ -393,8 +393,15 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
-    """Read a YAML or JSON recipe file, apply ``overrides`` and validate it."""
+    """Read a YAML or JSON recipe file, apply ``overrides`` and validate it. A recipe file must name its
+    ``model.backbone`` (no silent default model)."""
     data = apply_overrides(read_recipe_file(path), overrides)
+    model = data.get("model")
+    if not isinstance(model, dict) or not model.get("backbone"):
+        raise RecipeError(
+            f"{path}: model.backbone is required: the model to fine-tune, a Hub id such as "
+            "sentence-transformers/all-MiniLM-L6-v2 or a folder (add it to the recipe, or --set model.backbone=...)"
+        )
     return recipe_from_dict(data, source=str(path))
 
 
