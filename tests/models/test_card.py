@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from card_helpers import run_card, scores_printed
 
-from conftest import run_card_code
 from finesim import __version__
 from finesim.models.card import CITATIONS, CardInfo, write_card
 from finesim.models.io import load_sentence_model, read_marker, save_model
@@ -79,18 +79,40 @@ def test_trained_model_card_says_what_the_model_is(trained: Path, tiny_bert_dir:
     # the finesim section comes before the citations, the usage shows conditions
     assert text.index("## finesim") < text.index("## Citation")
     assert "model.encode([(sentence1, c) for c in conditions]" in text
-    assert f"finesim.ConditionalScorer({str(trained.resolve())!r})" in text
+    # the examples load the model from a placeholder (the folder's name), never from where it was saved
+    assert "finesim.ConditionalScorer('path/to/model')" in text and "SentenceTransformer('path/to/model')" in text
+    assert "`path/to/model`" in text and "Hub id (`your-name/model`)" in text
+    assert str(trained.resolve()) not in text and str(trained) not in text
+    # what to install: sentence-transformers for the bi-encoder; finesim is not on the package index
+    assert "pip install finesim" not in text
+    assert "**Install:** `pip install sentence-transformers` is all the next example needs" in text
+    assert "finesim is not on the Python package index" in text and "`pip install -e .`" in text
+    assert "pip install -U sentence-transformers" not in text  # the template's own line, replaced by the above
+    # the joined-string shortcut is named as scoring differently from the text pair
+    assert '`f"{sentence} {condition}"` is one sequence without that separator: it gives other embeddings' in text
     # the card's facts are kept in the marker (an export writes its card from them)
     card = read_marker(trained)["card"]
     assert card["base_model"] == str(tiny_bert_dir) and card["data"][0]["rows_used"] == 18
 
 
-def test_trained_model_card_code_runs(trained: Path) -> None:
-    out = run_card_code(trained / "README.md")
+def test_trained_model_card_code_runs(trained: Path, tmp_path: Path) -> None:
+    out = run_card(trained, tmp_path)
     lines = [line for line in out.splitlines() if line.startswith("the ")]
     # two blocks (sentence-transformers, finesim), each printing one score per condition: the same scores
     assert len(lines) == 4 and lines[:2] == lines[2:], out
     assert lines[0].startswith("the kind of performance: ") and lines[1].startswith("the gender of the performer: ")
+
+
+def test_the_joined_string_shortcut_scores_differently(trained: Path) -> None:
+    """What the card warns about: ``f"{s} {c}"`` is not the ``(s, c)`` text pair the bi-encoder was trained on."""
+    import numpy as np
+
+    from finesim.models.card import EXAMPLE_CONDITIONS, EXAMPLE_S1
+
+    model = load_sentence_model(str(trained))
+    pairs = model.encode([(EXAMPLE_S1, c) for c in EXAMPLE_CONDITIONS])
+    joined = model.encode([f"{EXAMPLE_S1} {c}" for c in EXAMPLE_CONDITIONS])
+    assert not np.allclose(pairs, joined, atol=1e-3)
 
 
 def test_save_pretrained_card_does_not_replace_finesims(tiny_model, tmp_path: Path) -> None:
@@ -103,15 +125,40 @@ def test_save_pretrained_card_does_not_replace_finesims(tiny_model, tmp_path: Pa
     )  # the usage override does not stay on the model
 
 
-def test_tri_encoder_card_uses_finesim(tiny_bert_dir: Path, tmp_path: Path) -> None:
+def test_tri_encoder_card_shows_plain_sentence_transformers_code_that_runs(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    from finesim.evaluation.scoring import ConditionalScorer
     from finesim.models.builders import build_tri_encoder
+    from finesim.models.card import EXAMPLE_CONDITIONS, EXAMPLE_S1, EXAMPLE_S2
 
     info = CardInfo(encoder="tri", base_model="sentence-transformers/all-MiniLM-L6-v2", objective="ccl")
     folder = save_model(build_tri_encoder(str(tiny_bert_dir), head="hadamard"), tmp_path / "tri", card=info)
     text = (folder / "README.md").read_text(encoding="utf-8")
     assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in text  # a Hub id goes into the metadata
-    assert "condition head is a finesim module" in text and "model = SentenceTransformer(" not in text
-    assert "finesim.ConditionalScorer(" in text and "@inproceedings{liu2025ccl" in text
+    assert "pip install finesim" not in text and "condition head is a finesim module" not in text
+    assert "model = SentenceTransformer('path/to/tri', trust_remote_code=True)" in text
+    assert "`finesim_condition_head.py`, `finesim_head_module.py`" in text and "read it first" in text
+    assert "head = model[2]  # the condition head" in text  # 0 Transformer, 1 Pooling, 2 ConditionHead
+    assert "`model.encode(texts)` alone is **not** a conditional embedding" in text
+    assert "finesim.ConditionalScorer('path/to/tri')" in text and "@inproceedings{liu2025ccl" in text
+    printed = scores_printed(run_card(folder, tmp_path / "run"))
+    expected = ConditionalScorer(str(folder)).score([EXAMPLE_S1] * 2, [EXAMPLE_S2] * 2, list(EXAMPLE_CONDITIONS))
+    # plain sentence-transformers (the head's saved code) and finesim print the same scores
+    assert [c for c, _ in printed] == list(EXAMPLE_CONDITIONS) * 2
+    np_scores = [score for _, score in printed]
+    for got in (np_scores[:2], np_scores[2:]):
+        assert got == pytest.approx(expected.tolist(), abs=1e-4)
+
+
+def test_cross_encoder_card_shows_plain_sentence_transformers_code_that_runs(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    from finesim.models.builders import build_cross_encoder
+
+    folder = save_model(build_cross_encoder(str(tiny_bert_dir)), tmp_path / "cross")
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    assert "model = CrossEncoder('path/to/cross')" in text and "trust_remote_code" not in text
+    printed = [score for _, score in scores_printed(run_card(folder, tmp_path / "run"))]
+    assert len(printed) == 4 and printed[:2] == pytest.approx(printed[2:], abs=1e-4)
 
 
 def test_citations_follow_the_method() -> None:

@@ -47,9 +47,10 @@ def test_onnx_fp32_export_scores_like_torch(bi_dir: Path, onnx_fp32: Path, torch
     assert runtime["inputs"] == ["input_ids", "token_type_ids", "attention_mask"]
     assert runtime["bytes"] == (onnx_fp32 / "onnx/model.onnx").stat().st_size
     assert runtime["check"]["max_abs_diff"] < 1e-4
-    # the sentence-transformers files stay: tokenizer, config, pooling, torch weights
-    for name in ("modules.json", "config.json", "tokenizer.json", "1_Pooling/config.json", "model.safetensors"):
+    # the sentence-transformers files stay (tokenizer, config, pooling), not the transformer's torch weights
+    for name in ("modules.json", "config.json", "tokenizer.json", "1_Pooling/config.json"):
         assert (onnx_fp32 / name).is_file(), name
+    assert not list(onnx_fp32.glob("*.safetensors")) and not list(onnx_fp32.glob("*.bin"))
     from finesim.results import current_umask
 
     assert onnx_fp32.stat().st_mode & 0o777 == 0o777 & ~current_umask()  # a plain folder, not mkdtemp's private one
@@ -67,8 +68,11 @@ def test_load_scorer_and_evaluate_path_pick_the_runtime(onnx_fp32: Path, torch_s
     scorer = load_scorer(str(onnx_fp32))
     assert isinstance(scorer, ConditionalScorer) and scorer.model.finesim_runtime["format"] == "onnx"
     np.testing.assert_allclose(scorer.score(S1, S2, C), torch_scores, atol=FP32_ATOL)
-    plain = load_conditional_model(onnx_fp32, runtime=False)  # the torch weights kept beside the export
-    assert not hasattr(plain, "finesim_runtime")
+    # an ONNX export keeps no torch weights: loading it without its runtime says where the torch model is
+    with pytest.raises(ValueError, match=r"keeps no torch weights .* load the model it was exported from \(/"):
+        load_conditional_model(onnx_fp32, runtime=False)
+    with pytest.raises(ValueError, match=r"keeps no torch weights"):  # e.g. named as a CASE model's encoder
+        load_sentence_model(str(onnx_fp32))
 
 
 @pytest.mark.parametrize(("fmt", "quantize"), [("onnx", "int8"), ("torch", "int8"), ("torch", "bf16")])
@@ -84,6 +88,44 @@ def test_quantized_exports_score_close_to_torch(
     assert runtime["check"]["min_cosine"] > 0.9
     scores = ConditionalScorer(str(result.path)).score(S1, S2, C)
     np.testing.assert_allclose(scores, torch_scores, atol=INT8_ATOL)
+    # the transformer's torch weights stay only where the runtime reads them (torch int8 / bf16 at load)
+    assert (result.path / "model.safetensors").is_file() == (fmt == "torch")
+    if fmt == "torch":  # plain sentence-transformers loads them (fp32, ignoring the runtime)
+        from sentence_transformers import SentenceTransformer
+
+        plain = SentenceTransformer(str(result.path))
+        np.testing.assert_allclose(plain.encode(S1), load_sentence_model(str(bi_dir)).encode(S1), atol=FP32_ATOL)
+
+
+def test_an_onnx_int8_export_is_the_onnx_file_and_small_files(bi_dir: Path, tmp_path: Path) -> None:
+    """The int8 export keeps no torch weights beside the ONNX file: what loading it needs is the ONNX file, the
+    tokenizer and the configs (and the weights of any module after the transformer)."""
+    result = export_model(str(bi_dir), tmp_path / "int8", quantize="int8")
+    files = {p.relative_to(result.path).as_posix(): p.stat().st_size for p in result.path.rglob("*") if p.is_file()}
+    assert sorted(files) == [
+        "1_Pooling/config.json",
+        "README.md",
+        "config.json",
+        "config_sentence_transformers.json",
+        "finesim_model.json",
+        "modules.json",
+        "onnx/model_int8.onnx",
+        "sentence_bert_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
+    assert sum(files.values()) - files["onnx/model_int8.onnx"] < 64 * 1024  # tokenizer, configs, card, marker
+    model = load_conditional_model(result.path)
+    assert type(model[0]).__name__ == "ExportedTransformer" and model.finesim_runtime["format"] == "onnx"
+
+
+def test_bf16_without_a_format_picks_torch_and_says_so(bi_dir: Path, torch_scores: np.ndarray, tmp_path: Path) -> None:
+    said: list[str] = []
+    result = export_model(str(bi_dir), tmp_path / "bf16", quantize="bf16", progress=said.append)
+    assert (result.runtime["format"], result.runtime["quantize"]) == ("torch", "bf16")
+    assert said[0].startswith("--quantize bf16 runs in torch (ONNX Runtime's CPU kernels are fp32 and int8)")
+    assert said[0].endswith(": using --format torch")
+    np.testing.assert_allclose(ConditionalScorer(str(result.path)).score(S1, S2, C), torch_scores, atol=INT8_ATOL)
 
 
 def test_tri_encoder_export_runs_the_head_in_torch(tiny_bert_dir: Path, tmp_path: Path) -> None:
@@ -177,7 +219,7 @@ def test_export_refuses_unsupported_models_and_options(bi_dir: Path, tmp_path: P
     with pytest.raises(ValueError, match=r"is a CASE model: finesim export supports bi-, tri- and cross-encoders"):
         export_model(str(case), tmp_path / "out")
     with pytest.raises(ValueError, match=r"--format onnx does not support --quantize bf16; supported: onnx with"):
-        export_model(str(bi_dir), tmp_path / "out", quantize="bf16")
+        export_model(str(bi_dir), tmp_path / "out", quantize="bf16", format="onnx")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("x")
     with pytest.raises(ValueError, match="not empty; pass --overwrite"):
@@ -186,6 +228,14 @@ def test_export_refuses_unsupported_models_and_options(bi_dir: Path, tmp_path: P
     with pytest.raises(ValueError, match="source model's folder"):
         export_model(str(bi_dir), bi_dir, quantize="none", overwrite=True)
     assert not list(tmp_path.glob(".*.export"))  # no half-written folder left behind
+
+
+def test_an_onnx_export_cannot_be_exported_again_and_names_its_source(
+    bi_dir: Path, onnx_fp32: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match=rf"keeps no torch weights .*exported from \({bi_dir}\)"):
+        export_model(str(onnx_fp32), tmp_path / "again", quantize="int8")
+    assert not (tmp_path / "again").exists()
 
 
 def test_export_refuses_prompt_based_decoders(tiny_causal_lm_dir: Path, tmp_path: Path) -> None:
@@ -217,10 +267,14 @@ def test_cli_export(bi_dir: Path, torch_scores: np.ndarray, tmp_path: Path, caps
     assert main(["export", str(bi_dir), "--to", str(out), "--quantize", "none", "--overwrite", "-q"]) == 0
     assert read_marker(out)["runtime"]["quantize"] == "none"
     assert main(["export", str(tmp_path / "nowhere"), "--to", str(tmp_path / "o2"), "-q"]) == 1
+    # --quantize bf16 alone: torch, the only format for bf16, and a line saying so
+    assert main(["export", str(bi_dir), "--to", str(tmp_path / "bf16"), "--quantize", "bf16"]) == 0
+    captured = capsys.readouterr()
+    assert "using --format torch" in captured.err and f"to {tmp_path / 'bf16'}: torch bf16" in captured.out
     # usage errors: exit code 2
     for argv in (
         ["export", str(bi_dir)],
-        ["export", str(bi_dir), "--to", str(tmp_path / "o3"), "--quantize", "bf16"],
+        ["export", str(bi_dir), "--to", str(tmp_path / "o3"), "--quantize", "bf16", "--format", "onnx"],
         ["export", str(bi_dir), "--to", str(tmp_path / "o3"), "--device", "cuda"],
         ["export", str(bi_dir), "--to", str(tmp_path / "o3"), "--format", "tflite"],
     ):
@@ -230,17 +284,38 @@ def test_cli_export(bi_dir: Path, torch_scores: np.ndarray, tmp_path: Path, caps
     assert not (tmp_path / "o3").exists()
 
 
-def test_exported_model_card_describes_the_export_and_its_code_runs(onnx_fp32: Path) -> None:
-    from conftest import run_card_code
+def test_exported_model_card_describes_the_export_and_its_code_runs(onnx_fp32: Path, tmp_path: Path) -> None:
+    from card_helpers import run_card, scores_printed
 
     text = (onnx_fp32 / "README.md").read_text(encoding="utf-8")
     assert "### Export" in text and "**ONNX Runtime fp32** (`onnx/model.onnx`" in text
     assert "The finesim loader runs this export's ONNX Runtime fp32 runtime" in text
-    assert f"ConditionalScorer({str(onnx_fp32.resolve())!r})" in text  # the final folder, not the build folder
-    lines = [line for line in run_card_code(onnx_fp32 / "README.md").splitlines() if line.startswith("the ")]
-    assert len(lines) == 4
-    torch_path, onnx_path = (float(line.split(": ")[1]) for line in (lines[0], lines[2]))
-    assert abs(torch_path - onnx_path) < 1e-3  # plain sentence-transformers (torch weights) vs finesim (ONNX)
+    assert "finesim.ConditionalScorer('path/to/fp32')" in text  # the final folder's name, not the build folder's
+    assert str(onnx_fp32.resolve()) not in text and ".export" not in text
+    # no torch weights: the card says plain sentence-transformers cannot load it, and shows no code that would fail
+    assert "= SentenceTransformer(" not in text and "plain sentence-transformers cannot load it" in text
+    printed = scores_printed(run_card(onnx_fp32, tmp_path))
+    expected = ConditionalScorer(str(onnx_fp32)).similarity(
+        ["A man is playing a guitar on a small stage."] * 2,
+        ["A woman is singing into a microphone at a concert."] * 2,
+        ["the kind of performance", "the gender of the performer"],
+    )
+    assert [score for _, score in printed] == pytest.approx(list(expected), abs=1e-4)
+
+
+def test_torch_export_card_of_a_tri_encoder_shows_plain_code_that_runs(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    from card_helpers import run_card, scores_printed
+
+    from finesim.models.builders import build_tri_encoder
+
+    tri = save_model(build_tri_encoder(str(tiny_bert_dir), head="hypernet", max_length=64), tmp_path / "tri")
+    result = export_model(str(tri), tmp_path / "tri-bf16", quantize="bf16")
+    assert (result.path / "finesim_condition_head.py").is_file()
+    text = (result.path / "README.md").read_text(encoding="utf-8")
+    assert "model = SentenceTransformer('path/to/tri-bf16', trust_remote_code=True)" in text
+    assert "plain sentence-transformers ignores it and runs the fp32 torch weights kept beside it" in text
+    printed = [score for _, score in scores_printed(run_card(result.path, tmp_path / "run"))]
+    assert len(printed) == 4 and printed[:2] == pytest.approx(printed[2:], abs=0.05)  # fp32 (plain) vs bf16
 
 
 def test_score_and_serve_load_an_exported_model(onnx_fp32: Path, torch_scores: np.ndarray, tmp_path: Path) -> None:

@@ -30,13 +30,14 @@ def register(subparsers: Any) -> None:
         "--quantize",
         choices=QUANTIZE,
         default="int8",
-        help="weights: none (fp32), int8 (dynamic int8), bf16 (--format torch only)",
+        help="weights: none (fp32), int8 (dynamic int8), bf16 (torch only: picks --format torch)",
     )
     p.add_argument(
         "--format",
         choices=FORMATS,
-        default="onnx",
-        help="runtime: onnx (ONNX Runtime, CPU; needs finesim[fast]) or torch (int8 / bf16 applied when loading)",
+        default=None,
+        help="runtime: onnx (ONNX Runtime, CPU; needs finesim[fast]; the folder keeps no torch weights) or torch "
+        "(int8 / bf16 applied when loading); default onnx, torch for --quantize bf16",
     )
     p.add_argument(
         "--encoder",
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         args.model,
         args.to,
         quantize=args.quantize,
-        format=args.format,
+        format=args.format,  # None: export_model picks (torch for bf16) and says so
         encoder=args.encoder,
         overwrite=args.overwrite,
         progress=say(args),

@@ -2,8 +2,13 @@
 
 A card says what a conditional model is and how to use it: the base model as the recipe gave it, the training data
 files with their row counts, the recipe as YAML, the validation metrics, the method's citation, finesim's version
-and a **conditional** usage example that runs (plain sentence-transformers code encoding ``(sentence, condition)``
-pairs for a bi-encoder, the finesim one-liner for every model type).
+and a **conditional** usage example that runs: what to install (finesim is not on the package index; a bi-, tri- or
+cross-encoder needs only sentence-transformers), plain sentence-transformers code (``(sentence, condition)`` text
+pairs for a bi-encoder, with a warning against joining them into one string; the condition head's ``similarity``
+for a tri-encoder, loaded with ``trust_remote_code=True`` from the head's code saved in the folder; the
+``(s1, s2 [SEP] c)`` pair for a cross-encoder), then the finesim one-liner for every model type. The examples load
+the model from ``path/to/<folder name>`` (:func:`placeholder_path`) and say to put the folder's path or the Hub id
+there, not from the absolute path the folder was saved to.
 
 For sentence-transformers models (bi-, tri- and cross-encoders) the card is sentence-transformers' own, rendered
 from ``model.model_card_data`` (``SentenceTransformerModelCardData`` / ``CrossEncoderModelCardData``): finesim fills
@@ -86,6 +91,27 @@ ENCODER_NAMES = {"bi": "bi-encoder", "tri": "tri-encoder", "cross": "cross-encod
 EXAMPLE_S1 = "A man is playing a guitar on a small stage."
 EXAMPLE_S2 = "A woman is singing into a microphone at a concert."
 EXAMPLE_CONDITIONS = ("the kind of performance", "the gender of the performer")
+# where a card's examples load the model from: path/to/<folder name>, or the Hub id your-name/<folder name>
+PLACEHOLDER_PARENT = "path/to"
+HUB_PLACEHOLDER = "your-name"
+FINESIM_INSTALL = (
+    "finesim is not on the Python package index: install it from its git repository (in a checkout, "
+    "`pip install -e .`; the repository's README lists the extras)."
+)
+FINESIM_INSTALL_SHORT = "finesim is not on the Python package index: `pip install -e .` in a checkout of its repository"
+# sentence-transformers' card template's own install line, replaced by the usage section's (a model may need more)
+TEMPLATE_INSTALL = re.compile(
+    r"First install the Sentence Transformers library:\n+```bash\npip install -U sentence-transformers\n```\n"
+    r"(Then you can load this model and run inference\.\n)?"
+)
+CASE_BLOCKED = "a CASE model (a frozen encoder loaded by name plus a projection) is not a sentence-transformers model"
+PAIR_WARNING = (
+    "Pass each input as the tuple `(sentence, condition)`, as above: sentence-transformers tokenises it as a text "
+    "pair, with the tokenizer's separator between sentence and condition (`[CLS] sentence [SEP] condition [SEP]` "
+    "for BERT-style models), the input the model was trained on. The shortcut "
+    '`f"{sentence} {condition}"` is one sequence without that separator: it gives other embeddings and other '
+    "scores."
+)
 
 
 @dataclass
@@ -173,21 +199,75 @@ def write_card(folder: str | Path, info: CardInfo, *, model: Any = None, model_p
         info: what the card says.
         model: the model object when it is a ``SentenceTransformer`` or ``CrossEncoder``: its card data renders
             the card; None writes finesim's own card.
-        model_path: where the usage examples load the model from (default: ``folder``, absolute).
+        model_path: the path the usage examples load the model from. :func:`finesim.models.io.save_model` and
+            ``finesim export`` pass :func:`placeholder_path` (``path/to/<folder name>``: a card must not name the
+            machine it was saved on); the default, ``folder`` as an absolute path, is for callers that run the
+            examples where the folder lies.
     """
     from finesim.results import atomic_write
 
-    path = str(Path(model_path if model_path is not None else folder).resolve())
+    path = str(model_path) if model_path is not None else str(Path(folder).resolve())
     fill_base_metadata(info)
+    plain = plain_loading(folder, info, model)
     text = None
     if model is not None and hasattr(model, "model_card_data"):
         try:
-            text = sentence_transformers_card(model, info, path)
+            text = sentence_transformers_card(model, info, path, plain)
         except Exception as err:  # a card must never cost the saved model: fall back to finesim's own card
             logger.warning("sentence-transformers could not render the model card (%s); writing finesim's own", err)
     if text is None:
-        text = finesim_card(info, path)
+        text = finesim_card(info, path, plain)
     return atomic_write(Path(folder) / CARD_FILE, lambda fh: fh.write(text), mode="w")
+
+
+def placeholder_path(folder: str | Path) -> str:
+    """The path a card's examples load the model from: ``path/to/<folder name>``, to be replaced by the folder's
+    path or the model's Hub id."""
+    return f"{PLACEHOLDER_PARENT}/{Path(folder).name}"
+
+
+@dataclass
+class PlainLoading:
+    """How plain sentence-transformers (no finesim) loads a saved folder, read from its files.
+
+    Attributes:
+        blocked: why it cannot (None: it can).
+        remote_code: it needs ``trust_remote_code=True`` (module code saved in the folder).
+        files: the module code files in the folder.
+        head_index: a tri-encoder's condition head's position in the model (None: unknown or none).
+    """
+
+    blocked: str | None = None
+    remote_code: bool = False
+    files: list[str] = field(default_factory=list)
+    head_index: int | None = None
+
+
+def plain_loading(folder: str | Path, info: CardInfo, model: Any = None) -> PlainLoading:
+    """What :class:`PlainLoading` says about ``folder`` (saved with ``info``; ``model`` the saved model object)."""
+    from finesim.models.portable import foreign_module_types, needs_remote_code
+
+    if info.encoder == "case":
+        return PlainLoading(blocked=CASE_BLOCKED)
+    head_index = None
+    if model is not None:
+        try:
+            head_index = next((i for i, m in enumerate(model) if type(m).__name__ == "ConditionHead"), None)
+        except TypeError:
+            head_index = None
+    files = sorted(p.name for p in Path(folder).glob("*.py"))
+    plain = PlainLoading(remote_code=needs_remote_code(folder), files=files, head_index=head_index)
+    foreign = foreign_module_types(folder)
+    if info.export and str(info.export.get("format")) == "onnx":
+        plain.blocked = (
+            "this export keeps no torch weights for its transformer (finesim's loader runs it from the ONNX file), "
+            "so plain sentence-transformers cannot load it: load the model it was exported from instead"
+        )
+    elif foreign:
+        plain.blocked = (
+            f"its `modules.json` names module classes whose code is not in the folder ({', '.join(foreign)})"
+        )
+    return plain
 
 
 def fill_base_metadata(info: CardInfo) -> None:
@@ -235,7 +315,7 @@ def hub_id(name: str | None) -> str | None:
 # ---------------------------------------------------------------- the sentence-transformers card
 
 
-def sentence_transformers_card(model: Any, info: CardInfo, path: str) -> str:
+def sentence_transformers_card(model: Any, info: CardInfo, path: str, plain: PlainLoading | None = None) -> str:
     """sentence-transformers' card for ``model`` with finesim's fields, usage and section (see the module
     docstring). The model's card data keeps the filled fields; the usage override is removed afterwards."""
     from sentence_transformers.base.model_card import generate_model_card
@@ -260,11 +340,12 @@ def sentence_transformers_card(model: Any, info: CardInfo, path: str) -> str:
         data.task_name = (
             "conditional semantic textual similarity: how similar two sentences are with respect to a condition"
         )
-    data.generate_usage_snippet = lambda: "\n" + usage_snippet(info, path)
+    data.generate_usage_snippet = lambda: "\n" + usage_snippet(info, path, plain)
     try:
         text = generate_model_card(model)
     finally:
         del data.generate_usage_snippet
+    text = TEMPLATE_INSTALL.sub("", text, count=1)  # the usage section says what to install, model by model
     section = finesim_section(info, path)
     anchor = text.find("\n## Citation")
     return text + "\n" + section if anchor < 0 else text[:anchor] + "\n" + section + text[anchor:]
@@ -273,7 +354,7 @@ def sentence_transformers_card(model: Any, info: CardInfo, path: str) -> str:
 # ---------------------------------------------------------------- finesim's own card
 
 
-def finesim_card(info: CardInfo, path: str) -> str:
+def finesim_card(info: CardInfo, path: str, plain: PlainLoading | None = None) -> str:
     """A complete card without sentence-transformers' card data (CASE models, and the fallback)."""
     import yaml
 
@@ -292,7 +373,7 @@ def finesim_card(info: CardInfo, path: str) -> str:
         "---\n" + yaml.safe_dump(meta, sort_keys=False).strip() + "\n---",
         f"# {title(info)}",
         summary(info),
-        "## Usage\n\n" + usage_snippet(info, path),
+        "## Usage\n\n" + usage_snippet(info, path, plain),
         finesim_section(info, path),
         "## Citation\n\n"
         + "\n\n".join(f"#### {CITATIONS[k][0]}\n```bibtex\n{CITATIONS[k][1]}\n```" for k in info.citation_keys()),
@@ -331,27 +412,33 @@ def summary(info: CardInfo) -> str:
 # ---------------------------------------------------------------- usage
 
 
-def usage_snippet(info: CardInfo, path: str) -> str:
-    """The usage section's code: plain sentence-transformers for a bi-encoder, then finesim for every model."""
-    blocks = []
-    if info.encoder == "bi":
-        blocks.append(
-            "Each sentence is encoded **together with the condition**, as a text pair; the score is the cosine of "
-            "the two embeddings:\n\n" + _st_code(path)
-        )
+def usage_snippet(info: CardInfo, path: str, plain: PlainLoading | None = None) -> str:
+    """The usage section: where the model is, what to install, plain sentence-transformers code for the model types
+    it loads (bi-, tri- and cross-encoders), then finesim's code for every model type and the command line."""
+    plain = plain or PlainLoading(blocked=CASE_BLOCKED if info.encoder == "case" else None)
+    blocks = [_where(path)]
+    st_code = None
+    if plain.blocked is None:
+        st_code = {"bi": _bi_code, "tri": _tri_code, "cross": _cross_code}.get(info.encoder)
+    if st_code is not None:
+        blocks.append(_install_plain(plain))
+        blocks.append(st_code(path, plain))
+        if info.encoder == "bi":
+            blocks.append(PAIR_WARNING)
     else:
-        need = {
-            "tri": "A tri-encoder's condition head is a finesim module",
-            "cross": "A cross-encoder reads `(sentence1, sentence2 [SEP] condition)`",
-            "case": "A CASE model (frozen encoder + projection)",
-        }[info.encoder]
-        blocks.append(f"{need}: score it with finesim (`pip install finesim`).")
+        why = f": {plain.blocked}" if plain.blocked else ""
+        blocks.append(f"**Install:** this model needs finesim{why}. {FINESIM_INSTALL}")
     runtime = ""
     if info.export:
         runtime = f" The finesim loader runs this export's {_runtime_name(info.export)} runtime" + (
-            "; plain sentence-transformers loads the torch weights kept beside it." if info.encoder == "bi" else "."
+            "; plain sentence-transformers ignores it and runs the fp32 torch weights kept beside it."
+            if st_code is not None
+            else "."
         )
-    lead = "With finesim, for any model type:" if info.encoder == "bi" else "With finesim:"
+    if st_code is not None:
+        lead = f"With finesim, for any model type ({FINESIM_INSTALL_SHORT}):"
+    else:
+        lead = "With finesim:"
     blocks.append(f"{lead}{runtime}\n\n" + _finesim_code(path))
     blocks.append(
         "From the command line: `finesim evaluate --model "
@@ -361,17 +448,50 @@ def usage_snippet(info: CardInfo, path: str) -> str:
     return "\n\n".join(blocks)
 
 
-def _st_code(path: str) -> str:
-    return "\n".join(
+def _where(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    if not path.startswith(PLACEHOLDER_PARENT + "/"):
+        return f"The examples load the model from `{path}`."
+    return (
+        f"Replace `{path}` in the examples with the path of this folder, or with the model's Hub id "
+        f"(`{HUB_PLACEHOLDER}/{name}`) once it is uploaded."
+    )
+
+
+def _install_plain(plain: PlainLoading) -> str:
+    text = "**Install:** `pip install sentence-transformers` is all the next example needs"
+    if plain.remote_code:
+        files = ", ".join(f"`{f}`" for f in plain.files) or "module files"
+        text += (
+            f". The code of finesim's module{'s' if len(plain.files) > 1 else ''} in this model is saved in the "
+            f"folder ({files}; it imports only torch and sentence-transformers), and `trust_remote_code=True` lets "
+            "sentence-transformers import it: read it first, as for any model that ships code"
+        )
+    return text + "."
+
+
+def _examples() -> list[str]:
+    return [
+        f"sentence1 = {EXAMPLE_S1!r}",
+        f"sentence2 = {EXAMPLE_S2!r}",
+        f"conditions = {list(EXAMPLE_CONDITIONS)!r}",
+    ]
+
+
+def _load_line(cls: str, path: str, plain: PlainLoading) -> str:
+    remote = ", trust_remote_code=True" if plain.remote_code else ""
+    return f"model = {cls}({path!r}{remote})"
+
+
+def _bi_code(path: str, plain: PlainLoading) -> str:
+    code = "\n".join(
         [
             "```python",
             "from sentence_transformers import SentenceTransformer",
             "",
-            f"model = SentenceTransformer({path!r})",
-            f"sentence1 = {EXAMPLE_S1!r}",
-            f"sentence2 = {EXAMPLE_S2!r}",
-            f"conditions = {list(EXAMPLE_CONDITIONS)!r}",
-            "# each input is a (sentence, condition) text pair, tokenised as one sequence",
+            _load_line("SentenceTransformer", path, plain),
+            *_examples(),
+            "# each input is a (sentence, condition) text pair: one input, the tokenizer's separator between the two",
             "a = model.encode([(sentence1, c) for c in conditions], normalize_embeddings=True)",
             "b = model.encode([(sentence2, c) for c in conditions], normalize_embeddings=True)",
             "scores = (a * b).sum(axis=1)  # cosine similarity under each condition",
@@ -380,6 +500,60 @@ def _st_code(path: str) -> str:
             "```",
         ]
     )
+    return (
+        "Each sentence is encoded **together with the condition**, as a text pair; the score is the cosine of the "
+        "two embeddings:\n\n" + code
+    )
+
+
+def _tri_code(path: str, plain: PlainLoading) -> str:
+    head = (
+        f"model[{plain.head_index}]  # the condition head (ConditionHead)"
+        if plain.head_index is not None
+        else 'next(m for m in model if type(m).__name__ == "ConditionHead")'
+    )
+    code = "\n".join(
+        [
+            "```python",
+            "from sentence_transformers import SentenceTransformer",
+            "",
+            _load_line("SentenceTransformer", path, plain),
+            f"head = {head}",
+            *_examples(),
+            "# each sentence and the condition are encoded alone, then the head fuses them; the score is the cosine",
+            "scores = head.similarity(model, [sentence1] * 2, [sentence2] * 2, conditions)",
+            "for condition, score in zip(conditions, scores.tolist()):",
+            '    print(f"{condition}: {score:.4f}")',
+            "```",
+        ]
+    )
+    return (
+        "The sentences and the condition are encoded separately and the condition head fuses them; "
+        "`head.similarity` returns the cosine of the two fused embeddings:\n\n"
+        + code
+        + "\n\n`model.encode(texts)` alone is **not** a conditional embedding: no condition reaches the head there, "
+        "so it passes each text's embedding through unfused. `head.embed(model, sentences, conditions)` gives the "
+        "conditional embeddings (one row per sentence; `conditions` one per sentence or one string)."
+    )
+
+
+def _cross_code(path: str, plain: PlainLoading) -> str:
+    code = "\n".join(
+        [
+            "```python",
+            "from sentence_transformers import CrossEncoder",
+            "",
+            _load_line("CrossEncoder", path, plain),
+            *_examples(),
+            "sep = model.tokenizer.sep_token",
+            "# the pair (sentence1, sentence2 [SEP] condition), read in one pass; the score is the raw output",
+            'scores = model.predict([(sentence1, f"{sentence2} {sep} {c}") for c in conditions])',
+            "for condition, score in zip(conditions, scores):",
+            '    print(f"{condition}: {score:.4f}")',
+            "```",
+        ]
+    )
+    return "The cross-encoder reads the pair `(sentence1, sentence2 [SEP] condition)` in one pass:\n\n" + code
 
 
 def _finesim_code(path: str) -> str:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from finesim.models.condition_head import find_condition_head
 from finesim.models.hub import MARKER_FILE, resolve_model_path
 from finesim.models.portable import make_portable, module_classes
-from finesim.models.runtime import RUNTIME_KEY
+from finesim.models.runtime import RUNTIME_KEY, has_torch_weights
 from finesim.results import write_json_atomic
 
 if TYPE_CHECKING:
@@ -149,6 +149,12 @@ def load_sentence_model(
         pool = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling_mode(pooling or "mean"))
         model = SentenceTransformer(modules=[transformer, pool], device=device, **kwargs)
     else:
+        if is_st and not has_torch_weights(path):  # e.g. an ONNX export named as a CASE model's encoder
+            try:
+                marker = read_marker(path)
+            except ValueError:  # not finesim's marker: sentence-transformers says what is missing
+                marker = None
+            check_torch_weights(Path(path), marker)
         if is_st and _has_finesim_modules(Path(path)):
             model = load_with_finesim_modules(path, device=device, **kwargs)
         else:
@@ -183,7 +189,7 @@ def save_model(model: Any, folder: str | Path, *, encoder: str | None = None, ca
     after the model, so sentence-transformers' automatic card never replaces it; it is also stored in the marker,
     for ``finesim export``.
     """
-    from finesim.models.card import CardInfo, hub_id, write_card
+    from finesim.models.card import CardInfo, hub_id, placeholder_path, write_card
 
     encoder = check_encoder(encoder or encoder_type_of(model))
     model.save_pretrained(str(folder), create_model_card=False)
@@ -192,7 +198,7 @@ def save_model(model: Any, folder: str | Path, *, encoder: str | None = None, ca
     info.encoder = encoder
     write_marker(folder, MODEL_TYPE_PREFIX + encoder, encoder=encoder, card=info.to_dict())
     try:
-        write_card(folder, info, model=model)
+        write_card(folder, info, model=model, model_path=placeholder_path(folder))
     except Exception as err:  # the model is saved; a card failure must not lose a training run
         logger.warning("could not write the model card of %s: %s", folder, err)
     return Path(folder)
@@ -217,8 +223,10 @@ def load_conditional_model(
     """Load a model saved by finesim (or any ST / CrossEncoder folder when ``encoder`` is given).
 
     A folder written by ``finesim export`` (its marker has a ``runtime`` entry) runs its transformer in the
-    exported runtime (:func:`finesim.models.runtime.apply_runtime`); ``runtime=False`` loads the plain torch model
-    from the same folder.
+    exported runtime (:func:`finesim.models.runtime.apply_runtime`); an ONNX export's transformer is built from its
+    config with no torch weights read (:class:`finesim.models.runtime.ExportedTransformer`). ``runtime=False``
+    loads the plain torch model from the same folder, which only a ``--format torch`` export (or an ONNX export of
+    an older finesim) has weights for.
     """
     folder = Path(resolve_model_path(str(path)))
     marker = read_marker(folder) if folder.is_dir() else None
@@ -231,15 +239,26 @@ def load_conditional_model(
         encoder = marker_encoder(marker)
     check_encoder(str(encoder))
     spec = (marker or {}).get(RUNTIME_KEY) if runtime else None
+    classes: dict[str, type] = {}
     if spec is not None:
         device = _runtime_device(folder, spec, device)
+        if spec.get("format") == "onnx":
+            from finesim.models.runtime import weightless_module_classes
+
+            classes = weightless_module_classes(folder)
+    else:
+        check_torch_weights(folder, marker)
     if encoder == "cross":
         import torch
         from sentence_transformers import CrossEncoder
 
-        model = CrossEncoder(str(folder), device=device, activation_fn=torch.nn.Identity())
+        kwargs: dict[str, Any] = {"device": device, "activation_fn": torch.nn.Identity()}
+        if classes:
+            model = CrossEncoder._load_with_module_classes(str(folder), classes, **kwargs)
+        else:
+            model = CrossEncoder(str(folder), **kwargs)
     else:
-        model = load_with_finesim_modules(str(folder), device=device)
+        model = load_with_finesim_modules(str(folder), classes=classes, device=device)
         if encoder == "tri" and find_condition_head(model) is None:
             raise ValueError(f"{folder} was declared a tri-encoder but has no ConditionHead module")
     if spec is not None:
@@ -247,6 +266,17 @@ def load_conditional_model(
 
         apply_runtime(model, folder, spec)
     return model
+
+
+def check_torch_weights(folder: Path, marker: dict[str, Any] | None) -> None:
+    """A clear error for loading an export that keeps no torch weights (an ONNX export) as a torch model."""
+    exported = (marker or {}).get(RUNTIME_KEY)
+    if exported is not None and not has_torch_weights(folder):
+        raise ValueError(
+            f"{folder} is an {exported.get('format')} export that keeps no torch weights for its transformer (it runs "
+            f"from {exported.get('file')}): load it with finesim's loader, which runs that runtime, or load the model "
+            f"it was exported from ({exported.get('exported_from')})"
+        )
 
 
 def _runtime_device(folder: Path, spec: dict[str, Any], device: str | None) -> str | None:

@@ -1,9 +1,9 @@
 """Fast CPU runtimes for exported models: the transformer forward runs in ONNX Runtime, or in torch with int8
 weights or in bf16, while everything around it stays the torch model's own.
 
-A folder written by :func:`finesim.models.export.export_model` is an ordinary finesim model folder (the
-sentence-transformers files, the torch weights, the marker) whose marker ``finesim_model.json`` carries a
-``runtime`` entry::
+A folder written by :func:`finesim.models.export.export_model` is a finesim model folder (the sentence-transformers
+files, the marker; the transformer's torch weights only for ``--format torch``, which quantizes or casts them at
+load) whose marker ``finesim_model.json`` carries a ``runtime`` entry::
 
     "runtime": {"format": "onnx", "quantize": "int8", "file": "onnx/model_int8.onnx", "sha256": "...",
                 "bytes": 23000000, "inputs": ["input_ids", "attention_mask", "token_type_ids"],
@@ -16,7 +16,9 @@ same torch modules as before, so scores come from the same pooling, normalisatio
 
 - ``onnx``: the transformer forward is an ONNX Runtime session (CPU) over ``file``; ``quantize`` ``none`` (fp32) or
   ``int8`` (ONNX Runtime dynamic quantization, done at export). The file is checked against its recorded size and
-  SHA-256 before it is opened.
+  SHA-256 before it is opened. The transformer module is built from the folder's ``config.json`` with no weights
+  read (:class:`ExportedTransformer`), so the export needs none: its folder keeps only the tokenizer, the configs,
+  the weights of the modules after the transformer (pooling, dense layers, heads) and the ONNX file.
 - ``torch``: no extra file; ``int8`` applies torch's dynamic int8 quantization (per-channel weights) to the
   transformer's ``Linear`` layers at load (CPU), ``bf16`` casts the transformer to bfloat16 and its output back to
   float32; ``none`` is the plain torch model.
@@ -24,10 +26,13 @@ same torch modules as before, so scores come from the same pooling, normalisatio
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from sentence_transformers.base.modules.transformer import Transformer
 
 logger = logging.getLogger("finesim.models")
 
@@ -37,6 +42,14 @@ QUANTIZE = ("none", "int8", "bf16")
 SUPPORTED = {"onnx": ("none", "int8"), "torch": ("none", "int8", "bf16")}
 CPU_ONLY = {("onnx", "none"), ("onnx", "int8"), ("torch", "int8")}
 FAST_EXTRA = "pip install 'finesim[fast]'"
+# the files transformers writes a model's weights to (one file, shards, their index); an ONNX export keeps none
+TORCH_WEIGHT_FILES = (
+    "model.safetensors",
+    "model-*.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model*.bin",
+    "pytorch_model.bin.index.json",
+)
 
 
 class ExportedModelError(ValueError):
@@ -60,14 +73,17 @@ def runs_on_cpu_only(spec: Mapping[str, Any]) -> bool:
     return (str(spec.get("format")), str(spec.get("quantize", "none"))) in CPU_ONLY
 
 
+def default_format(quantize: str) -> str:
+    """The export format when none is given: ``torch`` for ``bf16`` (the only format that has it), else ``onnx``."""
+    return "torch" if quantize == "bf16" else "onnx"
+
+
 def transformer_module(model: Any) -> Any:
     """The model's first module when it is a plain sentence-transformers ``Transformer`` calling the model's
     ``forward`` (what an export replaces); a ``ValueError`` saying what is supported otherwise."""
-    from sentence_transformers.base.modules.transformer import Transformer
-
     modules = list(model)
     first = modules[0] if modules else None
-    if type(first) is not Transformer:
+    if type(first) not in (Transformer, ExportedTransformer):
         name = type(first).__name__ if first is not None else "nothing"
         raise ValueError(
             f"the model starts with {name}, not a sentence-transformers Transformer: finesim export supports "
@@ -130,6 +146,68 @@ def apply_runtime(model: Any, folder: str | Path, spec: Mapping[str, Any]) -> An
         _use_torch_bf16(transformer)
     model.finesim_runtime = {"format": fmt, "quantize": quantize}
     return model
+
+
+# ---------------------------------------------------------------- the transformer of an ONNX export
+
+
+class ExportedTransformer(Transformer):
+    """sentence-transformers' ``Transformer`` built from the folder's ``config.json`` and tokenizer with **no weights
+    read**: the parameters are uninitialised storage, never used, because :func:`apply_runtime` replaces the
+    module's ``forward`` with the ONNX Runtime session. It is what lets an ONNX export leave the transformer's torch
+    weights out; tokenisation, ``max_seq_length`` and the embedding dimension come from the files as usual."""
+
+    def _load_model(
+        self,
+        model_name_or_path: str,
+        transformer_task: Any,
+        config: Any,
+        backend: str,
+        is_peft_model: bool,
+        **model_kwargs: Any,
+    ) -> Any:
+        import torch
+        from sentence_transformers.base.modules.transformer import TRANSFORMER_TASK_TO_AUTO_MODEL
+
+        with torch.device("meta"):  # the architecture without initialising (or reading) any weight
+            model = TRANSFORMER_TASK_TO_AUTO_MODEL[transformer_task].from_config(config)
+        return model.to_empty(device="cpu").eval()
+
+
+def has_torch_weights(folder: str | Path) -> bool:
+    """Whether ``folder`` holds a transformer's torch weights (any of :data:`TORCH_WEIGHT_FILES` at its top)."""
+    return any(any(Path(folder).glob(pattern)) for pattern in TORCH_WEIGHT_FILES)
+
+
+def drop_torch_weights(folder: str | Path) -> list[str]:
+    """Delete the transformer's torch weight files at the top of ``folder`` (an ONNX export's transformer runs from
+    its ONNX file); the weights of the modules in sub-folders stay. Returns the names deleted."""
+    gone = []
+    for pattern in TORCH_WEIGHT_FILES:
+        for path in sorted(Path(folder).glob(pattern)):
+            path.unlink()
+            gone.append(path.name)
+    return gone
+
+
+def weightless_module_classes(folder: str | Path) -> dict[str, type]:
+    """``modules.json`` type -> :class:`ExportedTransformer` for the folder's first module when it is a plain
+    ``Transformer`` saved at the top of the folder (what an ONNX export replaces); empty otherwise."""
+    from sentence_transformers.util import import_from_string
+
+    try:
+        modules = json.loads((Path(folder) / "modules.json").read_text(encoding="utf-8"))
+        first = modules[0]
+        ref = str(first["type"])
+    except (OSError, json.JSONDecodeError, IndexError, KeyError, TypeError):
+        return {}
+    if first.get("path", "") != "" or not ref.startswith("sentence_transformers."):
+        return {}
+    try:
+        cls = import_from_string(ref)
+    except ImportError:
+        return {}
+    return {ref: ExportedTransformer} if cls is Transformer else {}
 
 
 # ---------------------------------------------------------------- ONNX Runtime
