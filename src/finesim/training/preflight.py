@@ -85,6 +85,7 @@ class Preflight:
     checkpoint: str | None = None
     notes: list[str] = field(default_factory=list)
     dev: LoadedData | None = None  # carved from the training data (data.dev_fraction): the selection split
+    pairs: tuple[Dataset, Any] | None = None  # the condition pairs of ``train`` (objectives in the pairs layout)
 
     @property
     def digest(self) -> str:
@@ -142,11 +143,13 @@ def preflight(
     root = data_root if data_root is not None else recipe.data.root
     train, dev = carve_dev(recipe, load_data(recipe, "train", root))
     validation = load_data(recipe, "validation", root) if recipe.data.validation else None
-    _check_layout(recipe, train.dataset, train.path)
+    pairs = _check_layout(recipe, train.dataset, train.path)
     _check_writable(out, source)
     fingerprint = run_fingerprint(recipe, train, validation)
     action, checkpoint = _decide(out, fingerprint, resume, source)
-    return Preflight(recipe, out, root, train, validation, backbone, fingerprint, action, checkpoint, dev=dev)
+    return Preflight(
+        recipe, out, root, train, validation, backbone, fingerprint, action, checkpoint, dev=dev, pairs=pairs
+    )
 
 
 def output_folder(recipe: Recipe, output_dir: str | Path | None) -> Path:
@@ -262,8 +265,9 @@ def scale_labels(dataset: Dataset, recipe: Recipe, *, what: str) -> Dataset:
     return dataset.remove_columns("label").add_column("label", scaled)
 
 
-def _check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> None:
-    """The objective's layout is possible with this data (condition pairs, triplet columns)."""
+def _check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> tuple[Dataset, Any] | None:
+    """The objective's layout is possible with this data (condition pairs, triplet columns); the condition pairs
+    and their report (:func:`~finesim.data.pairing.pair_conditions`, made once per run) for the pairs layout."""
     from finesim.training.encoders import TRIPLET_COLUMNS, get_encoder
     from finesim.training.objectives import get_objective
 
@@ -280,10 +284,10 @@ def _check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> None:
         from finesim.data.pairing import PairingError, pair_conditions
 
         try:
-            pair_conditions(rows, equal_labels=recipe.data.equal_labels)  # type: ignore[arg-type]
+            return pair_conditions(rows, equal_labels=recipe.data.equal_labels)  # type: ignore[arg-type]
         except PairingError as err:
             raise RecipeError(f"{train_path}: {err} (data.equal_labels in {source})") from None
-    elif objective.layout == "triplets":
+    if objective.layout == "triplets":
         missing = sorted(set(TRIPLET_COLUMNS) - set(rows.column_names))
         if missing:
             raise RecipeError(
@@ -292,6 +296,7 @@ def _check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> None:
             )
     elif encoder.name == "tri" and "condition" not in rows.column_names:
         raise RecipeError(f"{source}: a tri-encoder needs a condition column in the training data")
+    return None
 
 
 def _check_writable(out: Path, source: str) -> None:

@@ -33,7 +33,7 @@ from datasets import Dataset
 from finesim.results import environment_record, path_roots, portable, write_json_atomic
 from finesim.training.encoders import TRIPLET_COLUMNS, EncoderType, get_encoder
 from finesim.training.evaluator import ConditionalSimilarityEvaluator
-from finesim.training.objectives import Objective, get_objective
+from finesim.training.objectives import Objective, build_loss, get_objective
 from finesim.training.preflight import RUN_FILE, Preflight, carve_dev, load_data, preflight, start_over
 from finesim.training.recipe import Recipe, RecipeError
 
@@ -105,9 +105,10 @@ class PreparedData:
 
 
 def _layout(
-    recipe: Recipe, encoder: EncoderType, objective: Objective, model: Any, rows: Dataset
+    recipe: Recipe, encoder: EncoderType, objective: Objective, model: Any, rows: Dataset, pairs: Any = None
 ) -> tuple[Dataset, int, dict[str, Any] | None]:
-    """The trainer's dataset in the objective's layout, its rows per example and the pairing report."""
+    """The trainer's dataset in the objective's layout, its rows per example and the pairing report (``pairs``:
+    the condition pairs of ``rows`` when the preflight made them)."""
     if objective.layout == "pairs":
         if encoder.pairs is None:
             raise RecipeError(
@@ -115,7 +116,7 @@ def _layout(
             )
         from finesim.data.pairing import pair_conditions
 
-        paired, pairing = pair_conditions(rows, equal_labels=recipe.data.equal_labels)  # type: ignore[arg-type]
+        paired, pairing = pairs or pair_conditions(rows, equal_labels=recipe.data.equal_labels)  # type: ignore[arg-type]
         return encoder.pairs(model, paired), 2, pairing.as_dict()
     if objective.layout == "triplets":  # the format's own columns, as they are
         missing = sorted(set(TRIPLET_COLUMNS) - set(rows.column_names))
@@ -148,15 +149,16 @@ def prepare_data(
     dev split carved from train when ``data.dev_fraction`` is set, else on validation) and, with a dev split, the
     report on validation. The data is read and checked as :func:`~finesim.training.preflight.preflight` does,
     unless ``checked`` gives its outcome."""
+    pairs = None
     if checked is not None:
-        train, dev, val = checked.train, checked.dev, checked.validation
+        train, dev, val, pairs = checked.train, checked.dev, checked.validation, checked.pairs
     else:
         root = data_root if data_root is not None else recipe.data.root
         train, dev = carve_dev(recipe, load_data(recipe, "train", root))
         val = load_data(recipe, "validation", root) if recipe.data.validation else None
     encoder = get_encoder(recipe.model.encoder)
     objective = get_objective(recipe.objective.name)
-    laid_out, per_example, pairing = _layout(recipe, encoder, objective, model, train.dataset)
+    laid_out, per_example, pairing = _layout(recipe, encoder, objective, model, train.dataset, pairs)
     selection = dev if dev is not None else val
     return PreparedData(
         train=laid_out,
@@ -285,9 +287,7 @@ def train(
     model = encoder.build(recipe.model)
     data = prepare_data(recipe, model, checked=pre)
     options = objective.resolve_options(recipe.objective.options)
-    if objective.prepare_model is not None:
-        objective.prepare_model(model, options)
-    loss = objective.build(model, options)
+    loss = build_loss(objective.name, model, options)  # adds the objective's heads to the model first
     extra = objective.training_args(model, loss, options) if objective.training_args else {}
     if recipe.train.layer_lr_decay is not None:
         layers = layer_decay_mapping(loss, recipe.train.learning_rate, recipe.train.layer_lr_decay)
