@@ -174,7 +174,7 @@ def fit(model: Any, loss: Any, dataset: Any, targs: Any, evaluator: Any = None) 
 
 
 def evaluate_model(model: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    from finesim.evaluation import EmbeddingScorer, default_registry, evaluate, spearman
+    from finesim.evaluation import EmbeddingScorer, default_registry, run_tasks, spearman
 
     tasks = default_registry().resolve(args.tasks)
     start = time.perf_counter()
@@ -190,7 +190,7 @@ def evaluate_model(model: Any, args: argparse.Namespace, root: Path) -> dict[str
             per_task[task.name] = round(spearman(pred, ds["label"]), 2)
             logger.info("%s (%d pairs): %.2f", task.name, len(ds), per_task[task.name])
     else:
-        results = evaluate(model, tasks, root, batch_size=args.eval_batch_size, hash_files=False)
+        results = run_tasks(model, tasks, root, batch_size=args.eval_batch_size, hash_files=False)
         per_task = {r.task: round(r.main_score, 2) for r in results}
     return {
         "tasks": per_task,

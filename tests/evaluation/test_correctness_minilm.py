@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import import_or_skip
-from finesim.evaluation import default_registry, evaluate
+from finesim.evaluation import default_registry, run_tasks
 
 # MTEB leaderboard values for this model (STS12-16, STS-B test) and SICK-R test, Spearman x100.
 EXPECTED = {
@@ -28,7 +28,7 @@ def test_minilm_matches_published_sts_scores(shared_data: Path) -> None:
     from finesim.models import load_sentence_model
 
     model = load_sentence_model("sentence-transformers/all-MiniLM-L6-v2")
-    results = evaluate(model, default_registry().resolve("sts"), shared_data, batch_size=128)
+    results = run_tasks(model, default_registry().resolve("sts"), shared_data, batch_size=128)
     got = {r.task: r.main_score for r in results}
     for task, expected in EXPECTED.items():
         assert got[task] == pytest.approx(expected, abs=0.02), f"{task}: {got[task]:.3f} vs {expected}"
@@ -51,7 +51,7 @@ def test_mpnet_matches_published_sts_scores(shared_data: Path) -> None:
     from finesim.models import load_sentence_model
 
     model = load_sentence_model("mpnet")
-    results = evaluate(model, default_registry().resolve(list(MPNET_EXPECTED)), shared_data, batch_size=64)
+    results = run_tasks(model, default_registry().resolve(list(MPNET_EXPECTED)), shared_data, batch_size=64)
     got = {r.task: r.main_score for r in results}
     for task, expected in MPNET_EXPECTED.items():
         assert got[task] == pytest.approx(expected, abs=0.02), f"{task}: {got[task]:.3f} vs {expected}"

@@ -1,5 +1,6 @@
 """Evaluation: task registry (tasks as data in ``tasks.yaml``), metrics, scorers, model loading by marker, the
-harness and the results record of a run.
+harness (:func:`run_tasks`: a loaded model's per-task results) and the results record of a run
+(:func:`~finesim.evaluation.record.evaluate_model`, public as ``finesim.evaluate``).
 
 The names below are imported from their modules on first use, so a light module of this package (e.g.
 :mod:`finesim.evaluation.metrics`) can be imported without torch.
@@ -21,13 +22,13 @@ __all__ = [
     "average_main_scores",
     "bootstrap_interval",
     "default_registry",
-    "evaluate",
     "evaluate_task",
     "format_table",
     "load_registry",
     "load_scorer",
     "load_task_data",
     "pearson",
+    "run_tasks",
     "spearman",
 ]
 

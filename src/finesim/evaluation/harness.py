@@ -283,13 +283,9 @@ def evaluate_task(
     return result
 
 
-def evaluate(
-    model: Any,
-    tasks: Sequence[Task],
-    data_root: Path,
-    **kwargs: Any,
-) -> list[TaskResult]:
-    """Score ``model`` on every task in order (see :func:`evaluate_task` for keyword arguments).
+def run_tasks(model: Any, tasks: Sequence[Task], data_root: Path, **kwargs: Any) -> list[TaskResult]:
+    """Score ``model`` on every task in order (see :func:`evaluate_task` for keyword arguments); the per-task
+    results, not the results record of ``finesim.evaluate``.
 
     Tasks the model cannot score (see :func:`unsupported_reason`) are skipped with a warning.
     """
