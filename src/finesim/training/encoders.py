@@ -37,9 +37,9 @@ class EncoderType:
         rows: ``rows(model, dataset) -> Dataset`` with the rows-layout columns plus ``label``.
         pairs: ``pairs(model, paired_dataset) -> Dataset`` with the pairs-layout columns plus ``label``, or None.
         trainer: ``"sentence"`` (SentenceTransformerTrainer) or ``"cross"`` (CrossEncoderTrainer).
-        saved_as: the encoder type (``bi``, ``cross`` or ``tri``) the trained model is validated and saved as,
-            when it differs from ``name`` (a decoder-LM ``prompt-lm`` model is scored like a ``bi`` encoder);
-            None: ``name``.
+        encoder: the encoder type (``bi``, ``cross`` or ``tri``) the trained model is validated, saved (its marker's
+            ``encoder``) and scored as, when it differs from ``name`` (a decoder-LM ``prompt-lm`` model is scored
+            like a ``bi`` encoder); empty: ``name``.
         defaults: default ``model.options`` of this encoder type; an option not listed here is an error.
         conditions: whether the model takes a condition with each pair; False (a prompt-based decoder LM):
             training or validation data with a ``condition`` column is an error.
@@ -50,18 +50,16 @@ class EncoderType:
     rows: Callable[[Any, Dataset], Dataset]
     pairs: Callable[[Any, Dataset], Dataset] | None = None
     trainer: str = "sentence"
-    saved_as: str | None = None
+    encoder: str = ""
     defaults: Mapping[str, Any] = field(default_factory=dict)
     conditions: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "encoder", self.encoder or self.name)
 
     def resolve_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
         """Defaults updated with the recipe's ``model.options``; unknown option names are errors."""
         return resolve_options(f"encoder type {self.name!r}", self.defaults, options, key="model.options")
-
-    @property
-    def scored_as(self) -> str:
-        """The encoder type the trained model is scored and saved as."""
-        return self.saved_as or self.name
 
 
 def _has_conditions(ds: Dataset) -> bool:
@@ -235,7 +233,7 @@ ENCODERS: dict[str, EncoderType] = {
             _prompt_lm_rows,
             None,
             trainer="sentence",
-            saved_as="bi",
+            encoder="bi",
             conditions=False,
             defaults=PROMPT_LM_DEFAULTS,
         ),

@@ -136,7 +136,7 @@ def _evaluator(recipe: Recipe, encoder: EncoderType, data: Any, name: str) -> Co
         raw["sentence2"],
         raw["condition"] if "condition" in raw.column_names else None,
         raw["label"],
-        encoder=encoder.scored_as,
+        encoder=encoder.encoder,
         name=name,
         batch_size=recipe.train.eval_batch_size,
     )
@@ -315,7 +315,7 @@ def train(
             metrics["dev"], metrics["validation"] = metrics["validation"], report
         metrics["fingerprint_sha256"] = pre.digest
         card = card_info(recipe, encoder, options, data, metrics, conditional=_conditional(pre))
-        save_model(model, out / "model", encoder=encoder.scored_as, card=card)
+        save_model(model, out / "model", encoder=encoder.encoder, card=card)
         write_json_atomic(out / "config.json", _resolved_config(recipe, out, options, data))
         write_json_atomic(out / "metrics.json", metrics)
         logger.info("%s %s; model saved to %s", selection_name(recipe), final, out / "model")
@@ -414,7 +414,7 @@ def card_info(
         f"{metrics.get('train_rows_seen', 0):,} training rows seen (seed {recipe.seed})"
     }
     return CardInfo(
-        encoder=encoder.scored_as,
+        encoder=encoder.encoder,
         base_model=recipe.model.backbone,
         objective=recipe.objective.name,
         recipe_name=recipe.name,
