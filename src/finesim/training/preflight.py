@@ -266,8 +266,7 @@ def scale_labels(dataset: Dataset, recipe: Recipe, *, what: str) -> Dataset:
 
 
 def _check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> tuple[Dataset, Any] | None:
-    """The objective's layout is possible with this data (condition pairs, triplet columns); the condition pairs
-    and their report (:func:`~finesim.data.pairing.pair_conditions`, made once per run) for the pairs layout."""
+    """The objective's layout is possible with this data; for the pairs layout, its condition pairs (made once)."""
     from finesim.training.encoders import TRIPLET_COLUMNS, get_encoder
     from finesim.training.objectives import get_objective
 

@@ -107,8 +107,7 @@ class PreparedData:
 def _layout(
     recipe: Recipe, encoder: EncoderType, objective: Objective, model: Any, rows: Dataset, pairs: Any = None
 ) -> tuple[Dataset, int, dict[str, Any] | None]:
-    """The trainer's dataset in the objective's layout, its rows per example and the pairing report (``pairs``:
-    the condition pairs of ``rows`` when the preflight made them)."""
+    """The trainer's dataset in the objective's layout, its rows per example, the pairing report (``pairs``: made)."""
     if objective.layout == "pairs":
         if encoder.pairs is None:
             raise RecipeError(
