@@ -188,7 +188,12 @@ def run_card_code(readme: Path, timeout: int = 300) -> str:
     import subprocess
     import sys
 
-    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+    from finesim.models.card import placeholder_path
+
+    # a card loads the model from ``path/to/<folder name>``: point it at the folder
+    text = readme.read_text(encoding="utf-8")
+    text = text.replace(repr(placeholder_path(readme.parent)), repr(str(readme.parent.resolve())))
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert blocks, f"{readme} has no python code block"
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), "HF_HUB_OFFLINE": "1"}

@@ -329,5 +329,6 @@ def test_saved_model_has_a_card_whose_code_runs(tiny_model, tiny_bert_dir, tmp_p
     assert "@misc{zhang2026case" in text and "@inproceedings{deshpande2023csts" in text
     assert "| validation | spearman | 12.50 |" in text and "dim: 8" in text
     assert json.loads((folder / "finesim_model.json").read_text())["card"]["encoder"] == "case"
+    assert str(folder) not in text and "'path/to/case'" in text  # no machine path: a placeholder to replace
     out = run_card_code(folder / "README.md")
     assert out.count("the kind of performance: ") == 1 and "the gender of the performer: " in out

@@ -30,7 +30,7 @@ from finesim.case.projection import CaseProjection
 from finesim.case.prompts import PromptFormat
 from finesim.case.training import projected_cosine
 from finesim.evaluation.inputs import ScorerBase
-from finesim.models.card import CardInfo, write_card
+from finesim.models.card import CardInfo, placeholder_path, write_card
 from finesim.models.io import write_marker
 from finesim.results import write_json_atomic
 
@@ -118,7 +118,7 @@ class CaseModel(ScorerBase):
         info = card if card is not None else self.card_info()
         write_marker(folder, MODEL_TYPE, config=CONFIG_NAME, card=info.to_dict())
         try:
-            write_card(folder, info)
+            write_card(folder, info, model_path=placeholder_path(folder))  # no machine path in the card
         except Exception as err:  # the model is saved; a card failure must not lose it
             logger.warning("could not write the model card of %s: %s", folder, err)
         return folder
