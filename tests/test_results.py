@@ -49,6 +49,34 @@ def test_a_file_written_over_time_commits_with_a_plain_mode(tmp_path: Path) -> N
     assert stat.S_IMODE(target.stat().st_mode) == 0o640 and not tmp.exists()
 
 
+def _dead_pid() -> int:
+    """The pid of a process that has ended."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_temp_files_carry_the_pid_and_a_dead_runs_are_removed(tmp_path: Path) -> None:
+    from finesim.results import atomic_temp_file, remove_dead_temp_files
+
+    target = tmp_path / "out.csv"
+    mine = atomic_temp_file(target)
+    assert re.fullmatch(rf"\.out\.csv\.{os.getpid()}-[0-9a-f]{{8}}\.tmp", mine.name), mine.name
+    dead = tmp_path / f".out.csv.{_dead_pid()}-0123abcd.tmp"
+    old = tmp_path / ".out.csv.k2_x9q0z.tmp"  # an older finesim's mkstemp name, no pid
+    recent_old = tmp_path / ".out.csv.ab12cd34.tmp"
+    other = tmp_path / f".other.csv.{_dead_pid()}-0123abcd.tmp"  # another target's: not ours to touch
+    for file in (dead, old, recent_old, other):
+        file.write_text("x")
+    os.utime(old, (0, 0))  # a day old and more
+    assert set(remove_dead_temp_files(target)) == {dead, old}
+    assert not dead.exists() and not old.exists()
+    assert mine.exists() and recent_old.exists() and other.exists()  # a live run's, a recent one's, another's
+
+
 # Portable paths (docs/DEVELOPING.md, "Paths in results files")
 
 REPO = Path(__file__).resolve().parents[1]

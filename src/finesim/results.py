@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
 import platform
 import re
+import secrets
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
@@ -161,14 +164,69 @@ def current_umask() -> int:
     return mask
 
 
+TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")
+"""A temporary file of :func:`atomic_temp_file`: ``.<target name>.<pid>-<random>.tmp``."""
+OLD_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp$")
+"""A temporary file of an older finesim (``tempfile.mkstemp``'s ``.<target name>.<random>.tmp``, no pid)."""
+STALE_TEMP_SECONDS = 24 * 3600
+"""A temporary file without a pid is a leftover once it is this old (its writer cannot be asked)."""
+
+
 def atomic_temp_file(path: str | Path) -> Path:
     """A new, empty temporary file in the folder of ``path`` (created if needed), to be written and then moved over
-    ``path`` with :func:`atomic_commit`. Being in the same folder, the rename is atomic."""
+    ``path`` with :func:`atomic_commit`. Being in the same folder, the rename is atomic.
+
+    Its name, ``.<name>.<pid>-<random>.tmp``, carries this process's id, so that a later writer of the same target
+    can tell a leftover of a killed run from a file being written (:func:`remove_dead_temp_files`)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    return Path(tmp)
+    while True:
+        tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # pragma: no cover - 32 random bits
+            continue
+        os.close(fd)
+        return tmp
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (``os.kill(pid, 0)``; a process of another user counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, another user's
+        return True
+    return True
+
+
+def remove_dead_temp_files(path: str | Path) -> list[Path]:
+    """Delete the temporary files of ``path`` (:func:`atomic_temp_file`) that a killed or crashed run left beside it:
+    those whose pid is no longer running on this machine, and those of an older finesim (no pid in the name) once
+    they are a day old. A file of a running process (another run writing the same target) is kept. Returns the
+    files removed."""
+    target = Path(path)
+    if not target.parent.is_dir():
+        return []
+    stale = time.time() - STALE_TEMP_SECONDS
+    removed = []
+    for tmp in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+        found = TEMP_NAME.match(tmp.name)
+        try:
+            if found is not None and found["name"] == target.name:
+                dead = not pid_alive(int(found["pid"]))
+            else:
+                old = OLD_TEMP_NAME.match(tmp.name)
+                dead = old is not None and old["name"] == target.name and tmp.stat().st_mtime < stale
+            if dead and tmp.is_file():
+                tmp.unlink()
+                removed.append(tmp)
+        except OSError:  # gone meanwhile, or not ours to delete
+            continue
+    return removed
 
 
 def atomic_commit(tmp: str | Path, path: str | Path) -> Path:
