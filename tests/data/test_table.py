@@ -391,13 +391,71 @@ def test_unclosed_quote_in_the_header(tmp_path: Path) -> None:
     assert "a quoted field opened on line 2 is never closed" in str(info.value)
 
 
-def test_stray_quote_in_a_large_file_stops_at_the_field_size_limit(tmp_path: Path) -> None:
+def test_stray_quote_in_a_large_file_stops_at_the_field_size_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(table_module, "MAX_FIELD_CHARS", 100_000)  # 16 MiB in earnest
     body = 's1,s2\na,b\nc,"d\n' + "".join(f"s{i},t{i}\n" for i in range(30_000))
     with pytest.raises(DataFormatError) as info:
         list(open_table(write(tmp_path, body)))
     err = info.value
     assert (err.row, err.line, err.column) == (2, 3, "s2")
-    assert f'opened on line 3 is never closed: no closing " within {csv.field_size_limit()} characters' in str(err)
+    assert 'opened on line 3 is never closed: no closing " within 100000 characters' in str(err)
+
+
+def test_a_long_cell_is_read_and_the_csv_modules_limit_is_put_back(tmp_path: Path) -> None:
+    long = "word " * 60_000  # 300 KB: over the csv module's 128 KiB field limit
+    path = write(tmp_path, f'sentence1,sentence2\na,"{long}"\nb,c\n')
+    before = csv.field_size_limit()
+    records = list(open_table(path))
+    assert [len(r.values["sentence2"]) for r in records] == [len(long), 1]
+    assert csv.field_size_limit() == before  # finesim raised it only while it read
+
+
+def test_a_field_over_the_limit_names_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(table_module, "MAX_FIELD_CHARS", 1000)
+    path = write(tmp_path, "s1,s2\na,b\nc," + "d" * 2000 + "\n")
+    with pytest.raises(DataFormatError, match=r"row 2 \(line 3\): malformed CSV: a field is longer than 1000 char"):
+        list(open_table(path))
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "rows", "exact"),
+    [
+        ("a.csv", "s1,s2\r\na,b\r\nc,d", 2, False),  # no line end at the end
+        ("a.tsv", "s1\ts2\ra\tb\rc\td\r", 2, False),  # bare \r line ends
+        ("a.jsonl", '{"a": 1}\n{"a": 2}\n{"a": 3}\n', 3, False),
+    ],
+)
+def test_count_rows_from_line_ends(tmp_path: Path, name: str, text: str, rows: int, exact: bool) -> None:
+    count = open_table(write(tmp_path, text, name)).count_rows()
+    assert count is not None and (count.rows, count.exact) == (rows, exact)
+
+
+def test_count_rows_is_an_estimate_for_quoted_line_ends_and_is_corrected(tmp_path: Path) -> None:
+    path = write(tmp_path, 's1,s2\n"a\nb\nc",d\n"e\nf\ng",h\n"i\nj\nk",l\n')
+    count = open_table(path).count_rows()
+    assert count is not None and (count.rows, count.exact) == (9, False)  # 9 lines, 3 records
+    records = list(open_table(path))
+    # re-estimated from the rows per line read so far; the reader's caller has the exact count at the end
+    assert [count.estimate(i + 1, r.line) for i, r in enumerate(records)] == [9, 4, 4]
+
+
+def test_count_rows_of_parquet_is_exact(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    frame().to_parquet(path)
+    count = open_table(path).count_rows()
+    assert count is not None and count.exact and count.rows == len(frame())
+
+
+def test_count_lines_of_a_large_file_is_estimated_from_its_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(table_module, "COUNT_ALL_BYTES", 1000)
+    monkeypatch.setattr(table_module, "COUNT_SAMPLE_BYTES", 500)
+    path = write(tmp_path, "abcdefghi\n" * 1000)  # 10 bytes a line
+    assert table_module.count_lines(path, universal=True) == (1000, False)
+    assert table_module.count_lines(path, universal=False)[0] == 1000
 
 
 def test_record_and_line_length_backstops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,13 +13,22 @@ lines Python's ``csv`` module sees with ``newline=""``); each run of complete li
 that is not UTF-8 is reported with its line and byte offset, and a UTF-8 byte order mark is removed. The lines go to
 ``csv.reader`` in its default (non-strict) dialect.
 
+A field may be as long as :data:`MAX_FIELD_CHARS` (the ``csv`` module's own limit, 128 KiB, is raised to it while
+finesim's reader parses a record, and put back after: a long text in a CSV cell is read as it would be from a JSONL
+line).
+
 That dialect reads a quote that never closes silently as the rest of the file. The stream detects it without a
 second pass: the reader only asks its line source for a line past the end of the file while a quoted field is still
 open, so the source notes when it runs out, and a record returned after that ended inside an open quote. In a large
-file the runaway field reaches ``csv.field_size_limit()`` first and the reader raises ``csv.Error``. In both cases
+file the runaway field reaches :data:`MAX_FIELD_CHARS` first and the reader raises ``csv.Error``. In both cases
 the lines of the current record, which the source keeps (and drops at every record, so they are bounded by the
 field size limit and by :data:`MAX_RECORD_CHARS`), are scanned with :func:`~finesim.data.csv_records.unclosed_quote`
 to name the line and column where the quote opened.
+
+:meth:`TableReader.count_rows` tells how many records a table has before it is read (for a progress bar): exactly
+from a Parquet file's metadata or a dataset's length, and estimated from a fast count of line ends for CSV, TSV and
+JSONL (a quoted field over several lines and blank lines make the estimate high; :meth:`RowCount.estimate` corrects
+it from the records read so far).
 """
 
 from __future__ import annotations
@@ -60,6 +69,13 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 """A physical line longer than this (no line end in sight) is an error rather than read whole into memory."""
 MAX_RECORD_CHARS = 64 * 1024 * 1024
 """A CSV/TSV record longer than this is an error (a backstop for a raised ``csv.field_size_limit``)."""
+MAX_FIELD_CHARS = 16 * 1024 * 1024
+"""A CSV/TSV field longer than this is an error: the ``csv`` field size limit while finesim reads a record (the
+module's default, 128 KiB, would refuse a long text that JSONL reads)."""
+COUNT_ALL_BYTES = 1024**3
+"""A CSV, TSV or JSONL file up to this size has its line ends counted to the end for :meth:`TableReader.count_rows`;
+a larger one is estimated from its first :data:`COUNT_SAMPLE_BYTES`."""
+COUNT_SAMPLE_BYTES = 64 * 1024 * 1024
 
 _CHUNK_BYTES = 256 * 1024
 _BATCH_ROWS = 1024
@@ -144,6 +160,58 @@ class TableRecord:
     raw: str | None = None
 
 
+@dataclass(frozen=True)
+class RowCount:
+    """How many records a table has, counted before it is read (:meth:`TableReader.count_rows`).
+
+    Attributes:
+        rows: the number of records (exact), or an estimate.
+        exact: whether ``rows`` is exact (Parquet metadata, a dataset's length) or estimated from line ends (CSV,
+            TSV, JSONL: a record over several lines and blank lines count once per line).
+        lines: for an estimate, the file's number of lines (itself estimated for a file over
+            :data:`COUNT_ALL_BYTES`); ``before``: the lines before the first record (a header).
+    """
+
+    rows: int
+    exact: bool
+    lines: int | None = None
+    before: int = 0
+
+    def estimate(self, rows_read: int, line: int | None) -> int:
+        """The number of records, re-estimated once ``rows_read`` records have been read, the last of them starting
+        on ``line``: the rows per line seen so far, over the file's lines (never below ``rows_read``)."""
+        if self.exact or self.lines is None or line is None or line <= self.before or rows_read < 1:
+            return max(self.rows, rows_read)
+        per_line = rows_read / (line - self.before)
+        return max(rows_read, round(rows_read + (self.lines - line) * per_line))
+
+
+def count_lines(path: Path, *, universal: bool) -> tuple[int, bool]:
+    """The number of lines of a text file, fast (line ends counted in binary chunks, nothing decoded), and whether it
+    is exact: a file over :data:`COUNT_ALL_BYTES` is estimated from its first :data:`COUNT_SAMPLE_BYTES`. Lines end at
+    ``\\n``, and with ``universal`` also at ``\\r\\n`` and a bare ``\\r`` (as the CSV reader counts them); a last line
+    without a line end counts."""
+    size = path.stat().st_size
+    limit = size if size <= COUNT_ALL_BYTES else COUNT_SAMPLE_BYTES
+    lines = read = 0
+    last = b""
+    with path.open("rb") as handle:
+        while read < limit:
+            chunk = handle.read(min(1 << 20, limit - read))
+            if not chunk:
+                break
+            lines += chunk.count(b"\n")
+            if universal:
+                lines += chunk.count(b"\r") - chunk.count(b"\r\n") - (last == b"\r" and chunk[:1] == b"\n")
+            read += len(chunk)
+            last = chunk[-1:]
+    if read < size:  # a sample of a large file
+        return round(lines * size / max(read, 1)), False
+    if last and last not in ((b"\n", b"\r") if universal else (b"\n",)):
+        lines += 1
+    return lines, True
+
+
 class TableReader:
     """A table opened by :func:`open_table`: iterate it to stream its :class:`TableRecord` s.
 
@@ -166,15 +234,22 @@ class TableReader:
         records: Callable[[], Iterator[TableRecord]],
         *,
         header_line: int | None = None,
+        count: Callable[[], RowCount] | None = None,
     ) -> None:
         self.path = path
         self.format = format
         self.columns = columns
         self.header_line = header_line
         self._records = records
+        self._count = count
 
     def __iter__(self) -> Iterator[TableRecord]:
         return self._records()
+
+    def count_rows(self) -> RowCount | None:
+        """How many records the table has, counted without reading them (see the module docstring); None if that
+        cannot be told cheaply."""
+        return self._count() if self._count is not None else None
 
     def chunks(self, size: int) -> Iterator[list[TableRecord]]:
         """Consecutive records, ``size`` at a time (the last chunk may be shorter; none for an empty table)."""
@@ -390,18 +465,24 @@ class _DelimitedPass:
         while True:
             line = self.reader.line_num + 1
             self.lines.new_record()
+            limit = MAX_FIELD_CHARS
+            before = csv.field_size_limit(limit)  # the module's limit is global: put it back at once
             try:
                 fields = next(self.reader)
             except StopIteration:
                 return None
             except csv.Error as err:  # e.g. a stray quote read past the field size limit
-                raise self._unclosed(row, line, within=csv.field_size_limit()) or DataFormatError(
-                    f"malformed {'CSV' if self.delimiter == ',' else 'TSV'}: {err}", path=self.path, row=row, line=line
+                what = "CSV" if self.delimiter == "," else "TSV"
+                why = f"a field is longer than {limit} characters" if "field limit" in str(err) else str(err)
+                raise self._unclosed(row, line, within=limit) or DataFormatError(
+                    f"malformed {what}: {why}", path=self.path, row=row, line=line
                 ) from None
             except _RecordTooLong:
                 raise self._unclosed(row, line, within=MAX_RECORD_CHARS) or DataFormatError(
                     f"record is longer than {MAX_RECORD_CHARS} characters", path=self.path, row=row, line=line
                 ) from None
+            finally:
+                csv.field_size_limit(before)
             if self.lines.exhausted:  # the reader needed a line past the end: a quoted field is still open
                 raise self._unclosed(row, line) or unclosed_quote_error(
                     self.path, (line, max(len(fields) - 1, 0)), self._where(row, line), self.header, header_line=line
@@ -436,7 +517,8 @@ def _open_delimited(path: Path, fmt: str, report: LoadReport | None, bad_records
     with path.open("rb") as handle:
         peek = _DelimitedPass(path, handle, delimiter, None)
         peek.read_header()
-    header = peek.header
+    header, header_line = peek.header, peek.header_line
+    del peek  # nothing may keep it: its line source holds the first chunk of the file
 
     def records() -> Iterator[TableRecord]:
         with path.open("rb") as handle:
@@ -458,7 +540,11 @@ def _open_delimited(path: Path, fmt: str, report: LoadReport | None, bad_records
                 raw = "".join(stream.lines.record)
                 yield TableRecord(row, line, dict(zip(stream.header, fields)), error=error, raw=raw)
 
-    return TableReader(path, fmt, header, records, header_line=peek.header_line)
+    def count() -> RowCount:
+        lines, _ = count_lines(path, universal=True)
+        return RowCount(max(lines - header_line, 0), False, lines, header_line)
+
+    return TableReader(path, fmt, header, records, header_line=header_line, count=count)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -553,7 +639,12 @@ def _open_jsonl(path: Path, report: LoadReport | None, bad_records: str) -> Tabl
                 else:
                     yield TableRecord(row, line, {}, error=parsed, raw=text)
 
-    return TableReader(path, "jsonl", columns, records, header_line=first_line)
+    def count() -> RowCount:
+        lines, _ = count_lines(path, universal=False)
+        before = (first_line or 1) - 1
+        return RowCount(max(lines - before, 0), False, lines, before)
+
+    return TableReader(path, "jsonl", columns, records, header_line=first_line, count=count)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -606,7 +697,14 @@ def _open_parquet(path: Path) -> TableReader:
                     row += 1
                     yield TableRecord(row, None, values)
 
-    return TableReader(path, "parquet", columns, records)
+    def count() -> RowCount:
+        try:
+            with pq.ParquetFile(path) as parquet:
+                return RowCount(parquet.metadata.num_rows, True)
+        except failures as err:
+            raise unreadable(err) from None
+
+    return TableReader(path, "parquet", columns, records, count=count)
 
 
 def _pick_split(loaded: Any, split: str | None, path: Path | str) -> Dataset:
@@ -637,7 +735,7 @@ def _dataset_reader(path: Path | str, fmt: str, dataset: Dataset) -> TableReader
                 row += 1
                 yield TableRecord(row, None, dict(zip(columns, values)))
 
-    return TableReader(path, fmt, columns, records)
+    return TableReader(path, fmt, columns, records, count=lambda: RowCount(len(dataset), True))
 
 
 def _open_saved_dataset(path: Path, split: str | None) -> TableReader:
