@@ -19,8 +19,11 @@ from finesim.cli.common import (
 
 DESCRIPTION = """Score every row of a table (CSV, TSV, JSONL, Parquet, a datasets folder or a Hub dataset id) with a
 trained conditional model, a CASE model, or any sentence-transformers model (as a bi-encoder). The output has the
-input's columns plus a score column, in input order, in the format of its extension; it is written atomically.
-The input is streamed in chunks, so memory does not grow with the file.
+input's columns plus a score column, in input order, in the format of its extension; it is written atomically
+(temporary files that a killed run left beside it are removed at the start). The input is streamed in chunks, so
+memory does not grow with the file. The progress bar shows the row total (from Parquet metadata; estimated from the
+line count for CSV, TSV and JSONL, shown as "about N"), rows/s and an ETA. A CSV or TSV input's columns whose every
+value is an integer, a number or true/false are written with that type to a Parquet output.
 
 Conditions come from the input's condition column (--condition-column, default condition), from --condition (one
 for every row) or, with --no-condition, from nowhere. Nothing is dropped silently: a column named by
@@ -29,8 +32,10 @@ condtion) when there is no condition column, and --condition on an input that ha
 refused before the model is loaded. An input with no condition-like column at all is scored without a condition,
 and the command says so.
 
-A bad row (an empty or missing text, a ragged record) stops the run naming the file, row and column; with
---skip-bad-rows it goes to OUTPUT_STEM.rejects.jsonl instead and the count is printed.
+A bad row (an empty or missing text, a ragged record) stops the run naming the file, row and column (the first bad
+row of the file); with --skip-bad-rows it goes to OUTPUT_STEM.rejects.jsonl instead and the count is printed. A run
+with no bad rows removes an earlier run's rejects file, and says so. A text longer than the model reads (its token
+limit) is truncated, and the command says how many rows were.
 
 With --ray the rows are scored on Ray actors (one model per worker; a local Ray instance unless --ray-address):
 the file is still read, checked and written here, so every option works and the output is the same.
@@ -187,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         "skip_bad_rows": args.skip_bad_rows,
         "show_progress": not args.no_progress,
         "explicit_condition_column": explicit,
+        "notify": tell,
     }
 
     def conditions_note(scorer: Any) -> None:

@@ -1,16 +1,28 @@
 """Score a table of sentence pairs row by row (``finesim score``): stream in chunks, write atomically.
 
 The input (CSV, TSV, JSONL, Parquet, a datasets folder or a Hub id; :mod:`finesim.data.table`) is read in chunks of
-``chunk_rows`` records; each chunk's valid rows are scored with one call of the scorer (each distinct text encoded
-once), and the input's columns plus a ``score`` column are written to the output in input order
-(:class:`finesim.data.writers.TableWriter`: a temporary file renamed into place at the end, so nothing is left
-half-written on a failure or Ctrl-C). Memory does not grow with the file.
+``chunk_rows`` records; each chunk's distinct (sentence1, sentence2, condition) triples are scored :func:`score_rows`
+at a time (8 of the scorer's batches; each call encodes each of its distinct texts once), and the input's columns
+plus a ``score`` column are written to the output in input order (:class:`finesim.data.writers.TableWriter`: a
+temporary file named with the process id, renamed into place at the end, so nothing is left half-written on a
+failure or Ctrl-C; those of a killed run are removed when the next run of the same output starts). Memory does not
+grow with the file. A CSV or TSV input's integer, number and true/false columns keep those types in a Parquet output.
+
+The progress bar counts the input's rows against a total counted first (:meth:`~finesim.data.table.TableReader.
+count_rows`: exact for Parquet and datasets, estimated from the line count for CSV, TSV and JSONL and shown as
+``about N``), with rows/s and an ETA; it moves after every call of the scorer.
 
 Bad rows — an empty or missing text, a record with another number of fields than the header, a JSON line that is not
-an object — stop the run with the file, row (line) and column named. With ``skip_bad_rows`` they go to a rejects file
-next to the output instead (``<output stem>.rejects.jsonl``: row, line, column, the error and the record) and are
-counted in the report; nothing is dropped silently. A byte that is not UTF-8 or a quote that never closes makes the
-rest of the file unreadable and always stops the run.
+an object — stop the run with the file, row (line) and column named: the first bad row of the file, as each record
+is checked when it is read. With ``skip_bad_rows`` they go to a rejects file next to the output instead
+(``<output stem>.rejects.jsonl``: row, line, column, the error and the record) and are counted in the report; nothing
+is dropped silently. A run without bad rows removes the rejects file an earlier run left (it would describe another
+output). A byte that is not UTF-8 or a quote that never closes makes the rest of the file unreadable and always stops
+the run.
+
+A text longer than the model reads (its token limit, ``max_seq_length``) is truncated by the model, as everywhere in
+sentence-transformers; the rows this happened to are counted (:class:`Truncation`) and the count is told once at the
+end. CASE models and Ray actors are not counted (``rows_truncated`` is None in the report).
 
 Conditions come from the ``condition`` column (or the column named), from one ``condition`` for every row, or from
 nowhere; a condition is never dropped silently (:func:`condition_column`): a named column that is missing, a column
@@ -20,12 +32,16 @@ input that has its own are all refused before any model is loaded.
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from finesim.data.errors import DataFormatError, LoadReport
+
+logger = logging.getLogger("finesim.evaluation")
 
 
 @dataclass(frozen=True)
@@ -191,6 +207,7 @@ def score_file(
     skip_bad_rows: bool = False,
     show_progress: bool = False,
     explicit_condition_column: bool | None = None,
+    notify: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Score every row of ``input_path`` into ``output_path`` (see the module docstring); returns a report.
 
@@ -201,24 +218,26 @@ def score_file(
         condition: one condition for every row; an input that also has the condition column is refused.
         input_format / output_format: formats when the file extensions do not tell.
         split: the split of a datasets folder or Hub dataset.
-        chunk_rows: rows read and scored at a time.
+        chunk_rows: rows read and written at a time (scored :func:`score_rows` at a time).
         skip_bad_rows: send bad rows to the rejects file instead of stopping.
-        show_progress: a progress bar with rows/s.
+        show_progress: a progress bar with the row total (estimated for CSV, TSV and JSONL), rows/s and an ETA.
         explicit_condition_column: whether ``columns.condition`` was named on purpose (it must exist then); by
             default any name but ``condition``. See :func:`condition_column` for how the condition is found.
+        notify: where the notes for the user go (truncated texts, files removed); default: a logged warning.
     """
-    from tqdm.auto import tqdm
+    import numpy as np
 
     from finesim.data.table import open_table, text_field
     from finesim.data.writers import TableWriter
+    from finesim.results import remove_dead_temp_files
 
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
+    tell = notify if notify is not None else logger.warning
     columns = columns or Columns()
     report = LoadReport(path=str(input_path))
-    reader = open_table(
-        input_path, format=input_format, split=split, report=report, bad_records="yield" if skip_bad_rows else "raise"
-    )
+    # every record comes back, a malformed one with its error, so the first bad row in file order is the one named
+    reader = open_table(input_path, format=input_format, split=split, report=report, bad_records="yield")
     _check_columns(input_path, reader.columns, columns)
     cond_column = condition_column(input_path, reader.columns, columns, condition, explicit=explicit_condition_column)
     from_column = cond_column is not None
@@ -236,41 +255,79 @@ def score_file(
         )
     out_columns = [*reader.columns, columns.score]
     rejects_file = rejects_path(output_path)
-    writer = TableWriter(output_path, out_columns, output_format)
+    leftovers = remove_dead_temp_files(output_path) + remove_dead_temp_files(rejects_file)
+    if leftovers:
+        names = ", ".join(f.name for f in leftovers)
+        tell(f"removed {len(leftovers)} temporary file(s) of killed runs beside {output_path} ({names})")
+    text_input = reader.format in ("csv", "tsv")
+    writer = TableWriter(output_path, out_columns, output_format, infer_types=reader.columns if text_input else ())
     rejects: TableWriter | None = None
+    truncation = Truncation.of(scorer)
+    per_call = score_rows(scorer, chunk_rows)
+    conditioned = from_column or condition is not None
     started = time.perf_counter()
-    bar = tqdm(desc="scoring", unit=" rows", disable=not show_progress)
-    scored = skipped = 0
+    bar = _ProgressBar(reader, show_progress)
+    scored = skipped = read = 0
+    last_line: int | None = None
+
+    def flush(chunk: list[tuple[Any, str, str, str | None]], rejected: int) -> None:
+        """Score a chunk's rows (each distinct triple once, :func:`score_rows` triples a call) and write them."""
+        nonlocal scored
+        where: dict[tuple[str, str, str | None], int] = {}
+        first_rows: list[int] = []
+        counts: list[int] = []
+        for record, a, b, c in chunk:
+            at = where.setdefault((a, b, c), len(where))
+            if at == len(counts):
+                first_rows.append(record.row)
+                counts.append(0)
+            counts[at] += 1
+        triples = list(where)
+        scores = np.zeros(len(triples), dtype=np.float64)
+        for start in range(0, len(triples), per_call):
+            stop = start + per_call
+            s1, s2, conds = (list(texts) for texts in zip(*triples[start:stop]))
+            given = conds if conditioned else None
+            if truncation is not None:
+                truncation.check(first_rows[start:stop], counts[start:stop], s1, s2, given)
+            scores[start:stop] = scorer.score(s1, s2, given)
+            bar.update(sum(counts[start:stop]) + rejected, read, last_line)
+            rejected = 0
+        if rejected:
+            bar.update(rejected, read, last_line)
+        writer.write([{**r.values, columns.score: float(scores[where[(a, b, c)]])} for r, a, b, c in chunk])
+        scored += len(chunk)
+
     try:
-        for chunk in reader.chunks(chunk_rows):
-            keep, s1, s2, conds = [], [], [], []
-            for record in chunk:
-                try:
-                    if record.error is not None:
-                        raise record.error
-                    a = text_field(input_path, record, columns.sentence1)
-                    b = text_field(input_path, record, columns.sentence2)
-                    c = condition if cond_column is None else text_field(input_path, record, cond_column)
-                except DataFormatError as err:
-                    if not skip_bad_rows:
-                        raise
-                    if rejects is None:
-                        rejects = TableWriter(rejects_file, ["row", "line", "column", "error", "record"], "jsonl")
-                    rejects.write([_reject(record, err)])
-                    skipped += 1
-                    continue
-                keep.append(record)
-                s1.append(a)
-                s2.append(b)
-                conds.append(c)
-            if keep:
-                scores = scorer.score(s1, s2, conds if (from_column or condition is not None) else None)
-                writer.write([{**r.values, columns.score: float(s)} for r, s in zip(keep, scores)])
-                scored += len(keep)
-            bar.update(len(chunk))
+        chunk: list[tuple[Any, str, str, str | None]] = []
+        rejected = 0
+        for record in reader:
+            read += 1
+            last_line = record.line
+            try:
+                if record.error is not None:
+                    raise record.error
+                a = text_field(input_path, record, columns.sentence1)
+                b = text_field(input_path, record, columns.sentence2)
+                c = condition if cond_column is None else text_field(input_path, record, cond_column)
+            except DataFormatError as err:
+                if not skip_bad_rows:
+                    raise
+                if rejects is None:
+                    rejects = TableWriter(rejects_file, ["row", "line", "column", "error", "record"], "jsonl")
+                rejects.write([_reject(record, err)])
+                skipped += 1
+                rejected += 1
+            else:
+                chunk.append((record, a, b, c))
+            if len(chunk) + rejected >= chunk_rows:
+                flush(chunk, rejected)
+                chunk, rejected = [], 0
+        flush(chunk, rejected)
         writer.commit()
         if rejects is not None:
             rejects.commit()
+        bar.finish(read)
     except BaseException:
         writer.abort()
         if rejects is not None:
@@ -278,6 +335,13 @@ def score_file(
         raise
     finally:
         bar.close()
+    stale_rejects = None
+    if rejects is None and rejects_file.is_file():
+        rejects_file.unlink()
+        stale_rejects = str(rejects_file)
+        tell(f"removed {rejects_file}: it listed the bad rows of an earlier run, and this run had none")
+    if truncation is not None and truncation.rows:
+        tell(truncation.message())
     seconds = time.perf_counter() - started
     return {
         "input": str(input_path),
@@ -285,11 +349,215 @@ def score_file(
         "rows_scored": scored,
         "rows_skipped": skipped,
         "rejects": str(rejects_file) if skipped else None,
+        "stale_rejects_removed": stale_rejects,
+        "temp_files_removed": [str(f) for f in leftovers],
+        "rows_truncated": None if truncation is None else truncation.rows,
+        "token_limit": None if truncation is None else truncation.limit,
+        "column_types": writer.inferred_types() or None,
         "blank_lines": report.skipped.get("blank lines", 0),
         "condition": "one for every row" if condition is not None else ("per row" if from_column else "none"),
         "seconds": round(seconds, 3),
         "rows_per_second": round(scored / seconds, 1) if seconds > 0 else None,
     }
+
+
+ROWS_PER_CALL = 8
+"""The scorer is called on this many of its batches' worth of (distinct) rows at a time (:func:`score_rows`)."""
+
+
+def score_rows(scorer: Any, chunk_rows: int) -> int:
+    """How many distinct rows one call of ``scorer.score`` gets: :data:`ROWS_PER_CALL` times the scorer's
+    ``batch_size`` (so the progress bar moves within a chunk, while each call still sorts and deduplicates enough
+    texts to batch them well), at most ``chunk_rows``; a scorer without a batch size (Ray actors, which share a call
+    out) gets the whole chunk."""
+    size = getattr(scorer, "batch_size", None)
+    if isinstance(size, int) and size > 0:
+        return max(1, min(chunk_rows, ROWS_PER_CALL * size))
+    return chunk_rows
+
+
+class _ProgressBar:
+    """The ``scoring`` progress bar over the rows of the input (scored and rejected): a total from
+    :meth:`~finesim.data.table.TableReader.count_rows` (shown as ``about N`` when estimated, and re-estimated as
+    rows are read), rows/s and an ETA."""
+
+    def __init__(self, reader: Any, show: bool) -> None:
+        from tqdm.auto import tqdm
+
+        self.count = None
+        if show:
+            try:
+                self.count = reader.count_rows()
+            except (OSError, DataFormatError):  # reading will say what is wrong
+                self.count = None
+        about = self.count is not None and not self.count.exact
+        bar_format = (
+            "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/about {total_fmt}{unit} [{elapsed}<{remaining}, {rate_fmt}]"
+            if about
+            else None
+        )
+        total = self.count.rows if self.count is not None else None
+        self.bar = tqdm(desc="scoring", unit=" rows", total=total, disable=not show, bar_format=bar_format)
+
+    def update(self, rows: int, read: int, line: int | None) -> None:
+        if self.count is not None and not self.count.exact:
+            total = self.count.estimate(read, line)
+            if total != self.bar.total:
+                self.bar.total = total
+        self.bar.update(rows)
+
+    def finish(self, read: int) -> None:
+        """All ``read`` rows are done: the estimated total gives way to the count."""
+        if self.count is not None and (self.bar.total != read or not self.count.exact):
+            self.bar.total = read
+            self.bar.bar_format = None  # a count now, not "about"
+            self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class Truncation:
+    """Counts the rows whose text (or text pair) is longer than what the model reads, which it truncates.
+
+    The texts each model tokenizes are those of :class:`~finesim.evaluation.scoring.ConditionalScorer`: a
+    bi-encoder's ``(sentence, condition)`` pairs (a sentence alone without a condition), a tri-encoder's sentences and
+    conditions alone, a cross-encoder's ``(sentence1, sentence2 [SEP] condition)``; an ensemble's members each. A
+    text is tokenized only when it is long enough to pass the limit (a text of n UTF-8 bytes has at most 2n tokens),
+    and a long one by its first ``16 x limit`` characters (the whole text only if they are within the limit): the
+    count costs little next to the model.
+    """
+
+    def __init__(self, checks: list[tuple[str, Any, int]]) -> None:
+        self.checks = checks
+        self.limits = sorted({limit for _, _, limit in checks})
+        self.rows = 0
+        self.first: int | None = None
+
+    @property
+    def limit(self) -> int:
+        return self.limits[0]
+
+    @classmethod
+    def of(cls, scorer: Any) -> Truncation | None:
+        """The counter for ``scorer``; None when its limit cannot be told (a CASE model, Ray actors, a scorer that
+        is no finesim model)."""
+        members = getattr(scorer, "members", None)
+        checks = []
+        for one in members if members is not None else [scorer]:
+            check = _token_check(one)
+            if check is None:
+                return None
+            checks.append(check)
+        return cls(checks) if checks else None
+
+    def check(
+        self,
+        rows: list[int],
+        counts: list[int],
+        sentences1: list[str],
+        sentences2: list[str],
+        conditions: list[str | None] | None,
+    ) -> None:
+        """Count the rows of a batch of distinct triples that the model truncates: triple ``i`` stands for
+        ``counts[i]`` rows, the first of them row ``rows[i]``."""
+        over = [False] * len(rows)
+        for encoder, model, limit in self.checks:
+            for texts, pairs in _model_inputs(encoder, model, sentences1, sentences2, conditions):
+                for i, long in enumerate(_over_limit(model.tokenizer, limit, texts, pairs)):
+                    over[i] = over[i] or long
+        for row, count, long in zip(rows, counts, over):
+            if long:
+                self.rows += count
+                self.first = row if self.first is None else min(self.first, row)
+
+    def message(self) -> str:
+        limit = (
+            f"{self.limit}-token limit"
+            if len(self.limits) == 1
+            else "token limits (" + ", ".join(str(n) for n in self.limits) + ")"
+        )
+        models = "model's" if len(self.checks) == 1 else "ensemble's members'"
+        rows, were = ("1 row", "was") if self.rows == 1 else (f"{self.rows} rows", "were")
+        return (
+            f"{rows} {were} longer than the {models} {limit} and {were} truncated (the first is row {self.first}): "
+            "the score reads only the start of the text"
+        )
+
+
+def _token_check(scorer: Any) -> tuple[str, Any, int] | None:
+    encoder, model = getattr(scorer, "encoder", None), getattr(scorer, "model", None)
+    if encoder not in ("bi", "tri", "cross") or getattr(model, "tokenizer", None) is None:
+        return None
+    limit = getattr(model, "max_seq_length", None)  # a SentenceTransformer's and a CrossEncoder's
+    if limit is None:
+        limit = getattr(model.tokenizer, "model_max_length", None)
+    if not isinstance(limit, int) or not 0 < limit < 1_000_000:
+        return None
+    return encoder, model, limit
+
+
+def _model_inputs(
+    encoder: str, model: Any, s1: list[str], s2: list[str], conditions: list[str | None] | None
+) -> list[tuple[list[str], list[str] | None]]:
+    """The texts (and second texts of pairs) a model tokenizes for a batch, each list with one entry per row."""
+    if encoder == "tri":
+        return [(s1, None), (s2, None), *([(list(conditions), None)] if conditions is not None else [])]
+    if encoder == "cross":
+        from finesim.models.builders import cross_second_text
+
+        conds = conditions if conditions is not None else [None] * len(s2)
+        return [(s1, [cross_second_text(model, b, c) for b, c in zip(s2, conds)])]
+    if conditions is None:
+        return [(s1, None), (s2, None)]
+    return [(s1, list(conditions)), (s2, list(conditions))]
+
+
+def _head(text: str, chars: int) -> str:
+    """The first ``chars`` characters of ``text``, cut at a space after them (a word is not cut in two)."""
+    if len(text) <= chars:
+        return text
+    space = text.find(" ", chars)
+    return text if space < 0 else text[:space]
+
+
+def _over_limit(tokenizer: Any, limit: int, texts: list[str], pairs: list[str] | None) -> list[bool]:
+    """Whether each text (or text pair) is more than ``limit`` tokens, special tokens included."""
+
+    def lengths(firsts: list[str], seconds: list[str] | None) -> list[int]:
+        encoded = tokenizer(
+            firsts,
+            seconds,
+            add_special_tokens=True,
+            truncation=False,
+            verbose=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
+        return [len(ids) for ids in encoded]
+
+    def size(i: int) -> int:
+        return len(texts[i].encode("utf-8")) + (len(pairs[i].encode("utf-8")) if pairs is not None else 0)
+
+    out = [False] * len(texts)
+    maybe = [i for i in range(len(texts)) if 2 * size(i) + 4 > limit]  # 2 tokens a byte, 4 special tokens at most
+    if not maybe:
+        return out
+    chars = 16 * limit  # a long text's start tells, mostly: its tokens are at most the whole text's
+    firsts = [_head(texts[i], chars) for i in maybe]
+    seconds = [_head(pairs[i], chars) for i in maybe] if pairs is not None else None
+    cut = []
+    for j, (i, n) in enumerate(zip(maybe, lengths(firsts, seconds))):
+        out[i] = n > limit
+        if not out[i] and (
+            firsts[j] != texts[i] or (seconds is not None and pairs is not None and seconds[j] != pairs[i])
+        ):
+            cut.append(i)
+    if cut:  # a start within the limit says nothing of the rest (long words): the whole texts then
+        whole = lengths([texts[i] for i in cut], [pairs[i] for i in cut] if pairs is not None else None)
+        for i, n in zip(cut, whole):
+            out[i] = n > limit
+    return out
 
 
 def _reject(record: Any, err: DataFormatError) -> dict[str, Any]:
