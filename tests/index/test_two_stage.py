@@ -134,6 +134,52 @@ def test_approximate_first_stage_and_recall(model_dirs, corpus, tmp_path):
     assert 0.0 <= small["recall"] <= 1.0
 
 
+def test_recall_measures_two_stage_search_not_the_stored_condition(model_dirs, corpus, tmp_path):
+    """recall(strategy='auto') resolves the strategy before the exact reference stores the condition, so it measures
+    two-stage search (with few candidates it misses some of the exact top-k on a random tiny model)."""
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
+    queries = [q for q, _ in QUERIES]
+    report = index.recall(queries, [c for _, c in QUERIES], k=10, approximate=False, candidates=10)
+    assert report["strategy"] == "two-stage"
+    assert report["recall"] < 1.0  # the 10 first-stage candidates are not all of the exact top 10
+    assert sorted(index.conditions) == sorted(c for _, c in QUERIES)  # the reference stored them
+    again = index.recall(queries, [c for _, c in QUERIES], k=10, approximate=False, candidates=10)
+    assert again["strategy"] == "exact" and again["recall"] == 1.0  # now stored: auto is exact
+
+
+def test_added_rows_are_candidates(model_dirs, tmp_path):
+    """After add, the first stage covers the new part: a query equal to an added text finds it among few candidates."""
+    texts = make_corpus(80, seed=7)
+    index = ConditionalIndex.build(str(model_dirs["bi"]), texts[:60], tmp_path / "index")
+    index.add(texts[60:])
+    for approximate in (False, "hnsw") if import_faiss_or_none() else (False,):
+        assert 70 in set(index.search_rows(texts[70], "the color", k=3, candidates=3, strategy="two-stage",
+                                           approximate=approximate)[0].tolist())  # fmt: skip
+
+
+def import_faiss_or_none():
+    try:
+        import faiss
+    except ImportError:
+        return None
+    return faiss
+
+
+def test_a_tri_encoder_index_refuses_two_stage(model_dirs, corpus, tmp_path):
+    index = ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus[:20], tmp_path / "index")
+    with pytest.raises(ValueError, match="a tri-encoder index has no two-stage search"):
+        index.search("a dog", "the animal", strategy="two-stage")
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        index.search("a dog", "the animal", strategy="bogus")
+
+
+def test_rerank_cache_holds_at_most_its_rows_with_one_condition():
+    cache = RerankCache(max_rows=4)
+    cache.store("a", list(range(10)), np.zeros((10, 2)))
+    found, missing = cache.lookup("a", np.arange(10))
+    assert sorted(found) == [6, 7, 8, 9] and missing == [0, 1, 2, 3, 4, 5]  # the oldest rows went
+
+
 def test_rerank_cache_drops_the_least_recent_condition():
     cache = RerankCache(max_rows=4)
     cache.store("a", [0, 1, 2], np.zeros((3, 2)))

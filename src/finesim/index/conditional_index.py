@@ -187,10 +187,12 @@ class ConditionalIndex:
         *,
         batch_size: int = 64,
         show_progress: bool = False,
+        device: str | None = None,
     ) -> None:
         self.store = store
         self.model = model
         self.kind = kind
+        self.device = device
         self.encoder = IndexEncoder(model, kind, batch_size=batch_size)
         self.show_progress = show_progress
         self._anns: dict[str, AnnFile] = {}
@@ -342,7 +344,9 @@ class ConditionalIndex:
                 _condition_meta(folder, manifest, key, condition)
             store = IndexStore(folder, manifest)
             store.commit(manifest)
-        index = cls(IndexStore.open(folder), loaded, kind, batch_size=batch_size, show_progress=show_progress)
+        index = cls(
+            IndexStore.open(folder), loaded, kind, batch_size=batch_size, show_progress=show_progress, device=device
+        )
         index.encoder.encoded = index_encoder.encoded
         if stage is not None and stage.name != "self":
             index._first_stage = stage  # another model, already loaded
@@ -387,7 +391,10 @@ class ConditionalIndex:
                 f"{recorded['sha256'][:16]}) but {shown} has weights sha256 {fingerprint[:16]}: open it with the "
                 "model it was built with, or build a new index"
             )
-        return cls(store, loaded, kind, batch_size=batch_size, show_progress=show_progress)
+        index = cls(store, loaded, kind, batch_size=batch_size, show_progress=show_progress, device=device)
+        if index.first_stage_spec is not None and index.first_stage_spec.model != "self":
+            index.first_stage()  # another model: loaded and checked now, not on the first search
+        return index
 
     # ------------------------------------------------------------------ adding
 
@@ -529,7 +536,7 @@ class ConditionalIndex:
                     self._first_stage = FirstStageEncoder(self.encoder, "self", spec.query)
                 else:
                     name = spec.resolved if spec.resolved and Path(spec.resolved).is_dir() else spec.model
-                    stage = FirstStageEncoder(self.encoder, name, spec.query)
+                    stage = FirstStageEncoder(self.encoder, name, spec.query, device=self.device)
                     if spec.sha256 and stage.sha256 != spec.sha256:
                         raise ModelMismatchError(
                             f"{self.store.root / MANIFEST}: the first-stage model {spec.model} has other weights "
@@ -626,6 +633,7 @@ class ConditionalIndex:
             raise ValueError(f"k must be a whole number >= 1, got {k!r}")
         k = min(int(k), len(self))
         kind = self._approximate_kind(approximate)
+        strategy = self._strategy(strategy, condition)
         mask = self._where_mask(where)
         if mask is not None and not mask.any():
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
@@ -638,7 +646,7 @@ class ConditionalIndex:
             found = _keep(ann.search(normalized(tri_query.candidate_vector()), max(wanted, k)), mask)
             stage = self._gather(found, None)
             return best_rows(tri_query.scores(stage).numpy(), found, k)
-        if self._strategy(strategy, condition) == "two-stage":
+        if strategy == "two-stage":
             return self._two_stage(query, condition, k, kind, candidates, mask)
         key = self._ensure_condition(condition)
         vector = _finite_query(torch.as_tensor(self.encoder.conditioned([query], condition)[0]))
@@ -690,12 +698,18 @@ class ConditionalIndex:
         return mask
 
     def _strategy(self, strategy: str, condition: str) -> str:
+        """The strategy ``strategy`` resolves to for ``condition`` (``exact`` or ``two-stage``), checked."""
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
+        if self.kind == "tri":
+            if strategy == "two-stage":
+                raise ValueError("a tri-encoder index has no two-stage search: its corpus vectors already serve any "
+                                 "condition (search it with strategy 'exact' or 'auto')")  # fmt: skip
+            return "exact"
         if strategy == "two-stage" and self.first_stage_spec is None:
             raise ValueError(
                 f"{self.store.root}: this index has no first stage for two-stage search (built with "
-                "first_stage=None, or by a finesim before 0.2): search it exactly, or build it again"
+                "first_stage=None, or before two-stage search existed): search it exactly, or build it again"
             )
         if strategy == "auto":
             return "two-stage" if self.first_stage_spec is not None and not self.has_condition(condition) else "exact"
@@ -879,18 +893,22 @@ class ConditionalIndex:
         conds = [conditions] * len(queries) if isinstance(conditions, str) else list(conditions)
         if len(conds) != len(queries):
             raise ValueError(f"{len(queries)} queries but {len(conds)} conditions")
-        per_query = []
+        per_query, measured = [], set()
         for query, condition in zip(queries, conds):
+            # resolved before the exact reference, which stores the condition's embeddings (so "auto" would then
+            # resolve to exact search and measure exact against exact)
+            resolved = "exact" if self.kind == "tri" else self._strategy(strategy, condition)
+            measured.add(resolved)
             exact, _ = self.search_rows(query, condition, k, strategy="exact")
             found, _ = self.search_rows(
-                query, condition, k, approximate=approximate, candidates=candidates, strategy=strategy
+                query, condition, k, approximate=approximate, candidates=candidates, strategy=resolved
             )
             per_query.append(recall_at_k(exact, found, k))
         return {
             "k": k,
             "approximate": self._approximate_kind(approximate),
             "candidates": candidates,
-            "strategy": strategy,
+            "strategy": "/".join(sorted(measured)) or strategy,
             "queries": len(per_query),
             "recall": float(np.mean(per_query)) if per_query else float("nan"),
             "per_query": per_query,

@@ -167,15 +167,19 @@ class RerankCache:
     def store(self, key: str, rows: list[int], vectors: np.ndarray) -> None:
         """Keep ``vectors`` (one per row) under ``key``."""
         with self._lock:
-            held = self._rows.setdefault(key, {})
+            held = self._rows.setdefault(key, {})  # rows in insertion order (dicts keep it)
             self._rows.move_to_end(key)
             for row, vector in zip(rows, vectors):
                 if row not in held:
                     held[row] = vector
                     self._held += 1
-            while self._held > self.max_rows and len(self._rows) > 1:
-                _, dropped = self._rows.popitem(last=False)
-                self._held -= len(dropped)
+            while self._held > self.max_rows:
+                if len(self._rows) > 1:  # the least recently used condition first
+                    _, dropped = self._rows.popitem(last=False)
+                    self._held -= len(dropped)
+                else:  # one condition alone over the limit: its oldest rows
+                    del held[next(iter(held))]
+                    self._held -= 1
 
     def clear(self) -> None:
         with self._lock:
