@@ -183,3 +183,16 @@ def test_two_worker_processes_share_the_port_and_stop_on_sigterm(saved_models, t
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.slow
+def test_a_worker_that_cannot_load_the_model_stops_the_server(tmp_path: Path) -> None:
+    """``--workers 2`` with a model that cannot load: the workers fail their start-up, the supervisor stops, and the
+    command exits 1 naming the model (it does not serve 503 forever)."""
+    missing = tmp_path / "no-such-model"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, "-m", "finesim.cli.main", "serve", "--model", str(missing), "--port", "0"]
+    done = subprocess.run([*command, "--workers", "2", "--threads", "1"], env=env, capture_output=True, text=True,
+                          timeout=180)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"could not serve {missing}: a worker failed to start" in done.stderr

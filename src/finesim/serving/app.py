@@ -181,14 +181,19 @@ def app_from_environment() -> FastAPI:
     """The application of one worker process of a multi-process server (``finesim serve --workers N``): the
     settings come from ``$FINESIM_SERVE_SETTINGS`` (:meth:`ServeSettings.to_environment`), the torch threads are
     set before the model loads."""
-    settings = ServeSettings.from_environment(os.environ[SETTINGS_ENV])
+    settings = ServeSettings.from_environment(os.environ.pop(SETTINGS_ENV))  # not left to the worker's children
+    set_threads(settings)
+    pid = os.getpid()
+    return create_app(settings, on_ready=lambda: logger.warning("worker %d: model ready", pid), load_at_startup=True)
+
+
+def set_threads(settings: ServeSettings) -> None:
+    """``torch.set_num_threads`` per :meth:`ServeSettings.worker_threads` (nothing when it is None)."""
     threads = settings.worker_threads()
     if threads is not None:
         import torch
 
         torch.set_num_threads(threads)
-    pid = os.getpid()
-    return create_app(settings, on_ready=lambda: logger.warning("worker %d: model ready", pid))
 
 
 def create_app(
@@ -197,6 +202,7 @@ def create_app(
     loader: Callable[[], Any] | None = None,
     on_ready: Callable[[], None] | None = None,
     on_load_error: Callable[[BaseException], None] | None = None,
+    load_at_startup: bool = False,
 ) -> FastAPI:
     """The server application for ``settings``.
 
@@ -205,6 +211,8 @@ def create_app(
         loader: returns the loaded :class:`~finesim.evaluation.scoring.ConditionalScorer` (default:
             :func:`default_loader`); it runs in a background thread started at application startup.
         on_ready, on_load_error: called from that thread once the model is ready, or when loading failed.
+        load_at_startup: load during the application's start-up instead (a failure fails the start-up), as each
+            worker of ``finesim serve --workers N`` does.
     """
     state = ModelState()
     metrics = ServerMetrics(SCORING_PATHS + PUBLIC_PATHS + (MODELS_PATH,))
@@ -250,7 +258,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        threading.Thread(target=load_in_background, name="finesim-load", daemon=True).start()
+        if load_at_startup:  # a worker of a multi-process server: accept connections only with the model loaded
+            await asyncio.to_thread(load_in_background)
+            if state.status == "failed":
+                raise RuntimeError(state.error)  # uvicorn exits with STARTUP_FAILURE; the supervisor stops
+        else:
+            threading.Thread(target=load_in_background, name="finesim-load", daemon=True).start()
         yield
         if state.batcher is not None:  # in-flight requests have finished: stop the worker
             await asyncio.to_thread(state.batcher.stop, 30.0)

@@ -105,7 +105,9 @@ def describe_index(index: Any) -> dict[str, Any]:
         "dtype": index.dtype,
         "built_with": manifest["model"].get("name"),
         "model_sha256": manifest["model"]["sha256"],
-        "search": "exact",
+        # exact for a tri-encoder and for stored conditions; a new condition re-ranks the first stage's candidates
+        "search": "auto" if index.first_stage_spec is not None else "exact",
+        "first_stage": None if index.first_stage_spec is None else index.first_stage_spec.model,
         "ids": index.store.fields["id"],
         "metadata_keys": index.store.metadata_keys() if index.store.fields["metadata"] else [],
     }

@@ -52,6 +52,9 @@ def serve(
         )
     if settings.workers > 1:
         return _serve_workers(settings, say=say, log_level=log_level)
+    from finesim.serving.app import set_threads
+
+    set_threads(settings)
     holder: dict[str, Any] = {}
 
     def stop_on_failure(err: BaseException) -> None:
@@ -108,6 +111,7 @@ def _serve_workers(settings: ServeSettings, *, say: Callable[[str], None], log_l
     import os
 
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
     from uvicorn.supervisors import Multiprocess
 
     from finesim.serving.app import SETTINGS_ENV
@@ -136,9 +140,12 @@ def _serve_workers(settings: ServeSettings, *, say: Callable[[str], None], log_l
         + (f" ({threads} torch thread(s) each)" if threads else "")
         + "; each loads the model, GET /health answers 200 from a worker once its model is ready"
     )
+    supervisor = Multiprocess(config, sockets=[sock])
     try:
-        Multiprocess(config, sockets=[sock]).run()
+        supervisor.run()
     finally:
         sock.close()
         os.environ.pop(SETTINGS_ENV, None)
+    if any(p.exitcode == STARTUP_FAILURE for p in supervisor.processes):
+        raise RuntimeError(f"could not serve {settings.model}: a worker failed to start (its error is above)")
     return 0

@@ -99,7 +99,8 @@ class ServeSettings:
         """Torch threads of each server process (see ``threads``)."""
         if self.threads is not None or self.workers == 1:
             return self.threads
-        return max(1, (os.cpu_count() or 1) // self.workers)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return max(1, cores // self.workers)
 
     def to_environment(self) -> str:
         """These settings as JSON, for the worker processes of a multi-process server (the API key included)."""
