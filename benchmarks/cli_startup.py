@@ -3,9 +3,9 @@
 Each case is a whole ``finesim`` process (``python -m finesim.cli.main ...``) that stops at a check made before any
 model loads — a missing file, a missing column, a recipe with an unknown key — or that needs no model at all
 (``--help``, ``index info``). Each case runs ``--repeats`` times; the median, minimum and maximum wall seconds are
-recorded, with whether the process imported torch (``-X importtime`` is not used: the check is
-``FINESIM_BENCH_TORCH_PROBE``, which makes the process print whether torch was imported at exit). Goal: every case
-under 2 s on the 2-core machine.
+recorded, with the exit codes (each case must stop with the code it expects: 0 for a command that succeeds, 1 or 2
+for a refusal) and whether the process imported torch (a small launcher prints it at exit). Goal: every case under 2
+s on the 2-core machine.
 
     python benchmarks/cli_startup.py [--repeats 5] [--output benchmarks/results/cli_startup.json]
 

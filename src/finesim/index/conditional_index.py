@@ -2,12 +2,14 @@
 
 A result's score is what ``ConditionalScorer(model).similarity(query, text, condition)`` gives (up to float32
 rounding): the cosine of the fused embeddings for a tri-encoder, of the (text, condition) embeddings for a
-bi-encoder, of the CASE embeddings for a CASE model. Search is exact by default; ``approximate=`` uses faiss
-(:mod:`finesim.index.approximate`). The folder layout is described in :mod:`finesim.index.store`.
+bi-encoder, of the CASE embeddings for a CASE model. ``approximate=`` uses faiss (:mod:`finesim.index.approximate`).
+The folder layout is described in :mod:`finesim.index.store`.
 
 Cost model: a tri-encoder embeds the corpus once at build time and fuses the condition at query time
-(:mod:`finesim.index.tri`); a bi-encoder or CASE model must embed the whole corpus once per condition, which happens
-on the condition's first query (or at build time for ``conditions=``) and is kept on disk for every later query.
+(:mod:`finesim.index.tri`); a bi-encoder or CASE model searched exactly embeds the whole corpus once per condition
+(on the condition's first query, or at build time for ``conditions=``; kept on disk), and with a first stage
+(:mod:`finesim.index.two_stage`, the default for bi-encoders) a condition it has not stored is answered by
+re-ranking the first stage's candidates instead.
 """
 
 from __future__ import annotations
