@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from finesim.index.errors import IndexFormatError
+from finesim.results import TEMP_NAME, pid_alive
 
 FORMAT = "finesim-index"
 FORMAT_VERSION = 1
@@ -61,7 +62,7 @@ CHECKSUM = ".sha256"  # suffix of a condition cache's checksum sidecar: conditio
 SENTENCES = "sentences"  # the array name of the tri-encoder's sentence vectors
 DTYPES = ("float32", "float16")
 STALE_SECONDS = 24 * 3600
-TEMP_PID = re.compile(r"^\..+\.(\d+)-[0-9a-f]{8}\.tmp$")  # .<name>.<pid>-<random>.tmp
+TEMP_PID = TEMP_NAME  # .<name>.<pid>-<random>.tmp, as finesim.results names every temporary file
 
 
 @dataclass(frozen=True)
@@ -720,25 +721,12 @@ def writer_lock(root: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` runs on this machine (``os.kill(pid, 0)``; a process of another user counts)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
 def _leftover(name: str, pattern: re.Pattern[str], mtime: float, stale: float) -> bool:
     """Whether a temporary file or folder is a dead writer's: its pid (in the name) is not running, or, without a
     pid, it is older than a day (a reader in another process may be writing it now)."""
     found = pattern.match(name)
     if found is not None:
-        return not pid_alive(int(found.group(1)))
+        return not pid_alive(int(found.group("pid")))
     return mtime < stale
 
 
