@@ -41,7 +41,7 @@ from index_scaling import sentence_pool, validation_conditions
 from finesim.index import ConditionalIndex, recall_at_k
 from finesim.index.two_stage import RerankCache
 from finesim.paths import data_root
-from finesim.results import environment_record, write_json_atomic
+from finesim.results import environment_record, portable, write_json_atomic
 
 
 def fill_cache(index: ConditionalIndex, condition: str) -> None:
@@ -216,7 +216,7 @@ def main() -> None:
         "results": result,
         "environment": environment_record(),
     }
-    write_json_atomic(args.output, payload)
+    write_json_atomic(args.output, portable(payload))
     print(f"wrote {args.output}", flush=True)
 
 
