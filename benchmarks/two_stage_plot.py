@@ -67,6 +67,14 @@ def main() -> None:
         ax.set_xlabel("candidates re-ranked (N)")
         ax.set_ylabel("latency (ms)")
         ax.legend(fontsize=7)
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    for row in axes:
+        for axis in row:
+            ticks = sorted({r["candidates"] for r in recall + latency})
+            axis.set_xticks(ticks)
+            axis.xaxis.set_major_formatter(ScalarFormatter())
+            axis.xaxis.set_minor_formatter(NullFormatter())
     fig.tight_layout()
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.output, dpi=110)
