@@ -157,7 +157,9 @@ class Server:
         import httpx
 
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-        self.proc = subprocess.Popen(self.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            self.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )  # its own process group: a multi-worker server's workers are stopped with it
         threading.Thread(target=self._read, daemon=True).start()
         deadline = time.monotonic() + timeout
         port = None
@@ -208,7 +210,7 @@ class Server:
             try:
                 return self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(30)
                 return None
         return self.proc.returncode

@@ -3,6 +3,7 @@ request in flight (the request is answered, new connections are refused, the pro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -151,7 +152,8 @@ def test_two_worker_processes_share_the_port_and_stop_on_sigterm(saved_models, t
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     command = [sys.executable, "-m", "finesim.cli.main", "serve", "--model", str(saved_models["bi"]), "--port", "0"]
     command += ["--workers", "2", "--threads", "1"]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # fmt: skip
     lines: queue.Queue = queue.Queue()
     seen: list[str] = []
     threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
@@ -179,10 +181,10 @@ def test_two_worker_processes_share_the_port_and_stop_on_sigterm(saved_models, t
         assert len(pids) == 2, f"one worker answered every connection: {pids}"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    finally:  # the supervisor and its workers: a killed supervisor would leave the workers running
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 @pytest.mark.slow
