@@ -82,17 +82,11 @@ def test_temp_files_carry_the_pid_and_a_dead_runs_are_removed(tmp_path: Path) ->
 REPO = Path(__file__).resolve().parents[1]
 # an absolute path of the machine that made a file: at the start of a string or after a space, "=", "'", ...
 MACHINE_PATH = re.compile(r"(?<![\w.~$<>/-])/(?:work|tmp|root|home|Users|private|usr/lib|usr/local)/")
-# being written by a claims job that runs an older benchmarks/claims/run.py (its commands name its run folder):
-# rewrite it with `python scripts/relativize_results.py --map /work/runs-claims=runs/claims` when the job is done,
-# then drop it from here
-UNFINISHED = {"levers-csts-minilm"}
 
 
 def test_committed_results_record_no_absolute_paths() -> None:
     offending = {}
     for file in sorted((REPO / "benchmarks" / "results").rglob("*.json")):
-        if UNFINISHED & set(file.parts):
-            continue
         hits = MACHINE_PATH.findall(file.read_text(encoding="utf-8"))
         if hits:
             offending[str(file.relative_to(REPO))] = len(hits)
