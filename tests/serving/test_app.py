@@ -175,3 +175,9 @@ def test_errors_of_the_framework_have_the_shape(scorers) -> None:  # noqa: F811
         assert_error(client.get("/similarity"), 405, "MethodNotAllowed")
         bad_json = client.post("/similarity", content=b"{not json", headers={"Content-Type": "application/json"})
         assert_error(bad_json, 422, "Validation", contains="not valid JSON")
+        # bodies FastAPI cannot decode at all: 422 saying why (was 400 "Unsupported")
+        json_type = {"Content-Type": "application/json"}
+        not_utf8 = client.post("/similarity", content=b'{"sentence1": "\xff\xfe"}', headers=json_type)
+        assert_error(not_utf8, 422, "Validation", contains="the body is not valid UTF-8")
+        deep = client.post("/similarity", content=b"[" * 100_000 + b"]" * 100_000, headers=json_type)
+        assert_error(deep, 422, "Validation", contains="nested too deeply")  # 200 KB: under --max-request-bytes

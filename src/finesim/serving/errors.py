@@ -125,6 +125,18 @@ def validation_message(errors: Sequence[Mapping[str, Any]], fields: Sequence[str
     return shown + (f"; and {len(unique) - 5} more" if len(unique) > 5 else "")
 
 
+BODY_PARSE_FAILED = "There was an error parsing the body"  # FastAPI's 400 detail when the body cannot be decoded
+
+
+def unreadable_body(cause: BaseException | None) -> str:
+    """The 422 message for a request body FastAPI could not decode (``cause``: the error it caught)."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the body is not valid UTF-8 (byte {cause.start}): send JSON encoded as UTF-8"
+    if isinstance(cause, RecursionError):
+        return "the body's JSON is nested too deeply to read"
+    return "the body could not be read as JSON" + (f" ({type(cause).__name__})" if cause is not None else "")
+
+
 def install_error_handlers(app: Any, body_fields: Mapping[str, Sequence[str]] | None = None) -> None:
     """Answer every error of ``app`` in the error shape: :class:`ApiError`, FastAPI's 422 validation errors,
     Starlette's HTTP errors (404, 405, ...) and unexpected exceptions (500, ``Backend``). ``body_fields``: the fields
@@ -141,6 +153,8 @@ def install_error_handlers(app: Any, body_fields: Mapping[str, Sequence[str]] | 
         return json_error(422, validation_message(exc.errors(), fields), VALIDATION)
 
     async def http_error(request: Any, exc: HTTPException):
+        if exc.status_code == 400 and exc.detail == BODY_PARSE_FAILED:  # FastAPI's answer to a body json cannot read
+            return json_error(422, unreadable_body(exc.__cause__), VALIDATION)
         return json_error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
 
     async def unexpected(request: Any, exc: Exception):
