@@ -98,3 +98,11 @@ def test_conditional_scorer_loads_minilm_offline() -> None:
     near = scorer.similarity("A man plays a guitar.", "A man is playing a guitar.", "the activity")[0]
     far = scorer.similarity("A man plays a guitar.", "The stock market fell today.", "the activity")[0]
     assert 0.5 < near <= 1.0 and far < near
+
+
+def test_the_package_says_it_is_typed() -> None:
+    """PEP 561: ``py.typed`` ships in the package (pyproject's package-data), so type checkers read finesim's hints."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    assert (Path(finesim.__file__).parent / "py.typed").is_file()
+    data = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert "py.typed" in data["tool"]["setuptools"]["package-data"]["finesim"]
