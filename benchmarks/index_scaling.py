@@ -102,6 +102,54 @@ def validation_conditions(root: Path) -> tuple[list[str], dict[str, Any]]:
     return list(dict.fromkeys(data["condition"])), {"path": str(path.relative_to(root)), "sha256": file_sha256(path)}
 
 
+def csts_sentences(root: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """The distinct sentences of C-STS train and validation (file order) and the files read."""
+    from finesim.data.csts import read_csts
+
+    seen: dict[str, None] = {}
+    files = []
+    for name in ("train.csv", "validation.csv"):
+        path = root / "csts" / name
+        data, _ = read_csts(path)
+        for text in [*data["sentence1"], *data["sentence2"]]:
+            if text.strip():
+                seen.setdefault(text.strip(), None)
+        files.append({"path": str(path.relative_to(root)), "sha256": file_sha256(path)})
+    return list(seen), files
+
+
+def distinct_corpus(pool: list[str], extra: list[str], size: int, seed: int) -> tuple[list[str], dict[str, int]]:
+    """``size`` distinct texts: ``pool`` in its order, then the ``extra`` sentences not in it, then passages.
+
+    A passage is two sentences of the first two parts joined by one space, ``f"{a} {b}"`` with ``a != b``, the pair
+    drawn uniformly by ``random.Random(f"passages-{seed}")``; a passage equal to an earlier text is skipped. The
+    corpus is a pure function of the data files, ``size`` and ``seed``; its first ``len(pool)`` texts are ``pool``
+    itself, so a smaller benchmark over the pool is a prefix of a larger one. Returns the texts and the count of
+    each part.
+    """
+    seen = dict.fromkeys(pool)
+    texts = list(pool[:size])
+    for text in extra:
+        if len(texts) >= size:
+            break
+        if text not in seen:
+            seen[text] = None
+            texts.append(text)
+    counts = {"pool": min(size, len(pool)), "extra": len(texts) - min(size, len(pool))}
+    sentences = list(seen)
+    rng = random.Random(f"passages-{seed}")
+    while len(texts) < size:
+        a, b = rng.randrange(len(sentences)), rng.randrange(len(sentences))
+        if a == b:
+            continue
+        text = f"{sentences[a]} {sentences[b]}"
+        if text not in seen:
+            seen[text] = None
+            texts.append(text)
+    counts["passages"] = len(texts) - counts["pool"] - counts["extra"]
+    return texts, counts
+
+
 def corpus_of(pool: list[str], size: int) -> list[str]:
     """``size`` texts: the (shuffled) pool repeated in order."""
     repeats = -(-size // len(pool))

@@ -2,6 +2,9 @@
 
 Corpus: ``--size`` distinct sentences of the shared data (STS12-16, STS-B, SICK, SNLI dev/test; the pool of
 ``benchmarks/index_scaling.py``: de-duplicated, shuffled with ``--seed``, the first ``--size`` taken; no repeats).
+A ``--size`` beyond the pool (55,247 sentences) adds the C-STS train/validation sentences not in it, then
+two-sentence passages ``f"{a} {b}"`` drawn with a fixed seed (``index_scaling.distinct_corpus``): every text is
+distinct and the first 55,247 are the pool in the same order, so a ``--size 50000`` run is a prefix of a 1M run.
 Conditions: ``--conditions`` distinct conditions drawn from C-STS validation, never stored in the index before the
 measurement (the "never-seen condition" case); ``--queries`` query sentences per condition, drawn from the pool.
 
@@ -36,7 +39,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from index_scaling import sentence_pool, validation_conditions
+from index_scaling import csts_sentences, distinct_corpus, sentence_pool, validation_conditions
 
 from finesim.index import ConditionalIndex, recall_at_k
 from finesim.index.two_stage import RerankCache
@@ -97,9 +100,13 @@ def main() -> None:
     conditions_pool, csts_file = validation_conditions(root)
     rng = random.Random(args.seed)
     rng.shuffle(pool)
-    if args.size > len(pool):
-        raise SystemExit(f"--size {args.size}: the pool has {len(pool)} distinct sentences")
-    corpus = pool[: args.size]
+    composition = {"pool": min(args.size, len(pool)), "extra": 0, "passages": 0}
+    if args.size > len(pool):  # beyond the pool: C-STS sentences, then two-sentence passages (distinct_corpus)
+        extra, extra_files = csts_sentences(root)
+        files += extra_files
+        corpus, composition = distinct_corpus(pool, extra, args.size, args.seed)
+    else:
+        corpus = pool[: args.size]
     conditions = rng.sample(conditions_pool, args.conditions)
     queries = {c: rng.sample(pool, args.queries) for c in conditions}
     print(f"{len(corpus)} texts, {len(conditions)} conditions x {args.queries} queries", flush=True)
@@ -134,9 +141,10 @@ def main() -> None:
         result["exact_condition_seconds"] = cold
 
         # recall of two-stage search: the cache holds every row's exact embedding, so nothing is encoded
-        index.rerank_cache = RerankCache(max_rows=(len(corpus) + 1) * len(conditions))
-        for condition in conditions:
-            fill_cache(index, condition)
+        if not args.skip_recall:
+            index.rerank_cache = RerankCache(max_rows=(len(corpus) + 1) * len(conditions))
+            for condition in conditions:
+                fill_cache(index, condition)
         stage = index.first_stage()
         assert stage is not None
         curve = []
@@ -205,6 +213,7 @@ def main() -> None:
         "settings": {
             "model": args.model,
             "size": len(corpus),
+            "corpus_composition": composition,
             "conditions": conditions,
             "queries_per_condition": args.queries,
             "k": args.k,
