@@ -16,7 +16,18 @@ import finesim
 from conftest import import_or_skip
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-DOCUMENTED = {"ConditionalIndex", "ConditionalScorer", "__version__", "evaluate", "load_recipe", "load_scorer", "train"}
+DOCUMENTED = {
+    "ConditionalIndex",
+    "ConditionalScorer",
+    "Scorer",
+    "__version__",
+    "evaluate",
+    "load_recipe",
+    "load_scorer",
+    "rank",
+    "similarity_matrix",
+    "train",
+}
 
 
 def _python(code: str, *argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -34,6 +45,7 @@ def test_all_lists_the_documented_names() -> None:
 
 
 def test_every_public_name_resolves() -> None:
+    from finesim.evaluation.api import Scorer, rank, similarity_matrix
     from finesim.evaluation.loading import load_scorer
     from finesim.evaluation.record import evaluate_model
     from finesim.evaluation.scoring import ConditionalScorer
@@ -47,14 +59,17 @@ def test_every_public_name_resolves() -> None:
         "evaluate": evaluate_model,
         "load_recipe": load_recipe,
         "load_scorer": load_scorer,
+        "Scorer": Scorer,
+        "rank": rank,
+        "similarity_matrix": similarity_matrix,
         "train": train,
     }
     for name in finesim.__all__:
         value = getattr(finesim, name)
         assert value is expected.get(name, value), name
     assert isinstance(finesim.__version__, str) and finesim.__version__
-    with pytest.raises(AttributeError, match="no attribute 'Scorer'"):
-        finesim.Scorer  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'Scorers'"):
+        finesim.Scorers  # noqa: B018
 
 
 def test_import_finesim_does_not_import_torch() -> None:

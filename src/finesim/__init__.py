@@ -6,7 +6,10 @@ The public API (imported on first use, so ``import finesim`` stays light and nev
 
     scorer = finesim.ConditionalScorer("runs/minilm-bi-mse-tuned/model")   # or a Hub id, or any finesim folder
     scorer.similarity("A man plays a guitar.", "A woman plays a violin.", "the instrument")
-    scorer = finesim.load_scorer("runs/my-ensemble")     # any model finesim scores, ensembles included
+    scorer = finesim.load_scorer("runs/my-ensemble")     # any model finesim scores: a finesim.Scorer
+    finesim.similarity_matrix(scorer, ["A man plays a guitar."], ["A woman sings.", "A dog runs."], "the activity")
+    finesim.rank(scorer, "A man plays a guitar.", ["A woman sings.", "A dog runs."], "the activity", top_k=1)
+    # [{"corpus_id": 0, "score": ...}]: sentence-transformers' rank / semantic_search shape, best first
 
     recipe = finesim.load_recipe("recipes/csts/minilm-bi-mse-tuned.yaml")
     result = finesim.train(recipe, output_dir="runs/x")
@@ -28,7 +31,18 @@ from typing import Any
 
 from finesim._version import __version__
 
-__all__ = ["ConditionalIndex", "ConditionalScorer", "__version__", "evaluate", "load_recipe", "load_scorer", "train"]
+__all__ = [
+    "ConditionalIndex",
+    "ConditionalScorer",
+    "Scorer",
+    "__version__",
+    "evaluate",
+    "load_recipe",
+    "load_scorer",
+    "rank",
+    "similarity_matrix",
+    "train",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -41,6 +55,10 @@ def __getattr__(name: str) -> Any:
         from finesim.index import ConditionalIndex
 
         return ConditionalIndex
+    if name in ("Scorer", "similarity_matrix", "rank"):
+        from finesim.evaluation import api
+
+        return getattr(api, name)
     if name == "load_scorer":
         from finesim.evaluation.loading import load_scorer
 

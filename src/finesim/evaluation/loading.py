@@ -1,7 +1,7 @@
 """Load any model finesim can score, by the marker of its folder.
 
 :func:`load_scorer` (also ``finesim.load_scorer``; what ``finesim score`` and ``finesim serve`` use) always gives a
-scorer with ``score(sentences1, sentences2, conditions)`` and ``similarity(...)``:
+:class:`~finesim.evaluation.api.Scorer` (``score(sentences1, sentences2, conditions)``, ``similarity(...)``, ...):
 
 - a folder whose ``finesim_model.json`` names ``csts-bi``, ``csts-cross`` or ``csts-tri`` gives a
   :class:`~finesim.evaluation.scoring.ConditionalScorer`;
@@ -22,6 +22,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from finesim.evaluation.api import Scorer
 from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
 from finesim.evaluation.ensemble import load_ensemble
 from finesim.evaluation.scoring import CASE_ENCODER, ConditionalScorer, load_model_object
@@ -84,8 +85,11 @@ def load_scorer(
     max_length: int | None = None,
     pooling: str | None = None,
     batch_size: int = 64,
-) -> Any:
+) -> Scorer:
     """A scorer for any model (see the module docstring): a plain model is scored as a bi-encoder.
+
+    The result satisfies :class:`~finesim.evaluation.api.Scorer` (``finesim.Scorer``): ``score``, ``similarity``,
+    ``encoder``, ``embeds``, ... and works with :func:`finesim.similarity_matrix` and :func:`finesim.rank`.
 
     Args:
         name: Hub id, alias (``minilm``), or a folder.
