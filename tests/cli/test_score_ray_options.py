@@ -1,6 +1,6 @@
 """``finesim score --ray`` without a Ray cluster: the missing extra and bad options are one error line, and
-:class:`RayScorer`'s slicing (over an in-process stand-in for Ray) gives the single-process output row for row.
-The real Ray runs are in tests/index/test_distributed.py (slow)."""
+:class:`~finesim.evaluation.ray_scoring.RayScorer`'s slicing (over an in-process stand-in for Ray) gives the
+single-process output row for row. The real Ray runs are in tests/index/test_ray_distributed.py (slow)."""
 
 from __future__ import annotations
 
@@ -106,8 +106,8 @@ def fake_ray(cpus: int, calls: list[int]) -> types.SimpleNamespace:
 
 def test_ray_scorer_slices_give_the_single_process_output(bi_folder, monkeypatch, tmp_path) -> None:
     from finesim.evaluation.loading import load_scorer
+    from finesim.evaluation.ray_scoring import RayScorer
     from finesim.evaluation.score_file import score_file
-    from finesim.index.distributed_score import RayScorer
 
     calls: list[int] = []
     ray = fake_ray(cpus=4, calls=calls)
@@ -130,16 +130,18 @@ def test_ray_scorer_slices_give_the_single_process_output(bi_folder, monkeypatch
 
 
 def test_ray_scorer_refuses_failed_loads_mismatched_models_and_too_many_workers(bi_folder, monkeypatch, tmp_path):
-    from finesim.index import ModelMismatchError, distributed_score
-    from finesim.index.distributed import WorkerError
+    from finesim.evaluation.ray_scoring import RayScorer, WorkerError
+    from finesim.index import ModelMismatchError
+    from finesim.index.fingerprint import scorer_fingerprint
 
     ray = fake_ray(cpus=2, calls=[])
     monkeypatch.setitem(sys.modules, "ray", ray)
     with pytest.raises(ValueError, match="3 Ray workers asked for, but the Ray cluster offers 2 CPUs"):
-        distributed_score.RayScorer(ray, bi_folder, workers=3)
+        RayScorer(ray, bi_folder, workers=3)
     with pytest.raises(WorkerError, match=r"could not load the model .*nowhere: .*Error"):
-        distributed_score.RayScorer(ray, tmp_path / "nowhere", encoder="tri")
+        RayScorer(ray, tmp_path / "nowhere", encoder="tri")
+    with RayScorer(ray, bi_folder, workers=2, fingerprint=scorer_fingerprint):  # the same files: the same hash
+        pass
     hashes = iter(["a" * 64, "b" * 64])
-    monkeypatch.setattr(distributed_score, "scorer_fingerprint", lambda scorer: next(hashes))
     with pytest.raises(ModelMismatchError, match="the Ray workers loaded different weights"):
-        distributed_score.RayScorer(ray, bi_folder, workers=2)
+        RayScorer(ray, bi_folder, workers=2, fingerprint=lambda scorer: next(hashes))

@@ -1,4 +1,5 @@
-"""Ray Data scale-out on a local 2-CPU Ray instance: the same index and the same scores as the single-process path."""
+"""Ray on a local 2-CPU Ray instance: the same index (Ray Data) and the same ``finesim score`` output (Ray actors) as
+the single-process path."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from index_helpers import build_model_dirs, make_corpus
 
 from conftest import import_or_skip
-from finesim import ConditionalIndex, ConditionalScorer
+from finesim import ConditionalIndex
 from finesim.data.errors import DataFormatError
 
 pytestmark = pytest.mark.slow
@@ -75,37 +76,17 @@ def test_build_and_add_on_ray_equal_the_single_process_index(name, ray_local, mo
         np.testing.assert_allclose([r["score"] for r in ours], [r["score"] for r in theirs], atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["tri-hadamard", "case"])
-def test_score_table_ray_equals_the_scorer(name, ray_local, model_dirs, tmp_path):
-    from finesim.index.distributed import score_table_ray
-
-    texts = make_corpus(1500, seed=22)
-    conditions = ["the sport", "the animal", "the color"]
-    rows = [[texts[i], texts[-1 - i], conditions[i % 3]] for i in range(1200)]
-    table = _write_csv(tmp_path / "pairs.csv", ["sentence1", "sentence2", "condition"], rows)
-    scores = score_table_ray(str(model_dirs[name]), table, workers=2)
-    expected = ConditionalScorer(str(model_dirs[name])).score(*map(list, zip(*rows)))
-    assert scores.shape == (1200,) and scores.dtype == np.float32
-    np.testing.assert_allclose(scores, expected, atol=1e-5)
-
-
 def test_ray_errors_name_the_file_row_and_column(ray_local, model_dirs, tmp_path):
-    from finesim.index.distributed import WorkerError, build_index_ray, score_table_ray
+    from finesim.index.distributed import build_index_ray
 
-    model = str(model_dirs["tri-hadamard"])
-    table = _write_csv(tmp_path / "pairs.csv", ["sentence1", "sentence2"], [["a dog", "a cat"], ["a boy", ""]])
-    with pytest.raises(DataFormatError, match=r"pairs\.csv, row 2, column 'sentence2': text is empty"):
-        score_table_ray(str(model_dirs["bi"]), table, condition_column=None, workers=1)
-    needs = r"pairs\.csv, rows 1-2: a Ray worker failed: ValueError: this model scores sentence pairs under a condition"
-    with pytest.raises(WorkerError, match=needs):
-        score_table_ray(model, table, condition_column=None, workers=1)
-    with pytest.raises(WorkerError, match=r"a Ray worker failed: .*Error: .*nowhere"):  # the model fails to load
-        score_table_ray(str(tmp_path / "nowhere"), table, condition_column=None, workers=1)
-    with pytest.raises(DataFormatError, match=r"no column 'condition'; the columns are: 'sentence1', 'sentence2'"):
-        score_table_ray(model, table, workers=1)
-    with pytest.raises(DataFormatError, match=r"no column 'text'"):
+    model = str(model_dirs["bi"])
+    table = _write_csv(tmp_path / "c.csv", ["text"], [["a dog"], [""]])
+    with pytest.raises(DataFormatError, match=r"c\.csv, row 2, column 'text': text is empty"):
         build_index_ray(model, table, tmp_path / "index", workers=1)
+    with pytest.raises(DataFormatError, match=r"no column 'sentence'; the columns are: 'text'"):
+        build_index_ray(model, table, tmp_path / "index2", text_column="sentence", workers=1)
     assert not (tmp_path / "index" / "manifest.json").exists()
+    assert not (tmp_path / "index2" / "manifest.json").exists()
 
 
 def test_cli_build_with_ray(ray_local, model_dirs, tmp_path, capsys):

@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     if Path(args.output).resolve() == Path(args.input).resolve():
         raise ValueError(f"--output {args.output} is the input file; write the scores to another file")
     if use_ray:
-        from finesim.index.distributed import import_ray
+        from finesim.evaluation.ray_scoring import import_ray
 
         import_ray()  # without the extra: one line naming finesim[ray], before the input is read
     columns = Columns(args.sentence1_column, args.sentence2_column, condition_column, args.score_column)
@@ -209,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
             )
 
     if use_ray:
-        from finesim.index.distributed_score import score_file_ray
+        from finesim.evaluation.ray_scoring import score_file_ray
+        from finesim.index.fingerprint import scorer_fingerprint
 
         def ready(scorer: Any) -> None:
             kind = KINDS.get(str(scorer.encoder), str(scorer.encoder))
@@ -225,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
             workers=args.ray_workers,
             batch_size=args.batch_size,
             device=args.device,
+            fingerprint=scorer_fingerprint,
             on_ready=ready,
             **options,
         )

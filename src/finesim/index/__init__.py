@@ -4,8 +4,8 @@
 - ``store.py``: the folder layout, validation and atomic commits; ``encoders.py``: what each encoder type stores;
   ``two_stage.py``: the condition-independent first stage and the re-ranking of its candidates;
   ``tri.py``: the tri-encoder's query path per head kind; ``approximate.py``: faiss indexes and recall@k;
-  ``corpus.py``: reading corpus files; ``distributed.py``: building and scoring tables on Ray Data;
-  ``distributed_score.py``: ``finesim score --ray`` (the single-process scoring with its model calls on Ray actors).
+  ``corpus.py``: reading corpus files; ``distributed.py``: building an index on Ray Data (scoring on Ray is
+  :mod:`finesim.evaluation.ray_scoring`).
 
 The names below are imported on first use, so ``finesim.index.store`` (``finesim index info``) loads without torch.
 See docs/search.md.

@@ -1,28 +1,28 @@
-"""Scale-out on Ray Data: build (or add to) an index and score a table of pairs with one model per worker.
+"""Scale-out on Ray Data: build (or add to) an index with one model per worker.
 
 Design (docs/search.md, "Ray"):
 
-- ``ray.data`` reads the file (``read_csv`` / ``read_json`` / ``read_parquet``; text columns read as strings); the
-  read is materialised and counted before any model is loaded, so a missing column or an empty file fails at once.
+- ``ray.data`` reads the file (``read_csv`` / ``read_json`` / ``read_parquet``; the format from
+  :func:`finesim.data.table.detect_format`; text columns read as strings); the read is materialised and counted
+  before any model is loaded, so a missing column or an empty file fails at once.
 - ``map_batches`` runs a callable class on an actor pool (``compute=ActorPoolStrategy(size=workers)``, one CPU
   each): every actor loads the model once, checks that its weights hash equals the driver's (the same model on every
-  node), and embeds or scores its batches with the same code as the single-process path
-  (:class:`~finesim.index.encoders.IndexEncoder`, :class:`~finesim.evaluation.scoring.ConditionalScorer`). A row with
-  an empty text is flagged, not raised, by the worker: the driver knows each row's position and names it.
+  node), and embeds its batches with the same code as the single-process path
+  (:class:`~finesim.index.encoders.IndexEncoder`). A row with an empty text is flagged, not raised, by the worker:
+  the driver knows each row's position and names it.
 - The driver streams the results in order (``preserve_order``) into the index writer: texts and vectors go to the
   same temporary part and the same manifest commit as ``ConditionalIndex.build`` / ``add``. Results equal the
   single-process ones up to float32 rounding (batches are grouped differently).
 
 ``address`` (or ``$RAY_ADDRESS``) connects to a running cluster (``ray://head:10001``, ``auto``); without one a local
 Ray instance is started for the call and stopped after it. The model must be given by a name every node can load
-(a path present on every node, or a Hub id in every node's cache); finesim must be installed on every node.
+(a path present on every node, or a Hub id in every node's cache); finesim must be installed on every node. Scoring
+a table on Ray is ``finesim score --ray`` (:mod:`finesim.evaluation.ray_scoring`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,14 @@ from typing import Any
 import numpy as np
 
 from finesim.data.errors import DataFormatError
+from finesim.data.table import detect_format
+from finesim.evaluation.ray_scoring import (
+    ModelMismatchError,
+    WorkerError,
+    describe_error,
+    ray_session,
+    torch_threads,
+)
 from finesim.index.conditional_index import (
     Batch,
     ConditionalIndex,
@@ -38,69 +46,21 @@ from finesim.index.conditional_index import (
     prepare_new_folder,
 )
 from finesim.index.corpus import file_record, missing_column
-from finesim.index.errors import ModelMismatchError
 from finesim.index.two_stage import SELF, resolve_first_stage
 
-BAD = "_finesim_bad"  # per mapped row: its text (or one of its texts) is empty or not a string
-BAD_COLUMN = "_finesim_bad_column"  # ... and which column
+BAD = "_finesim_bad"  # per mapped row: its text is empty or not a string
 ERROR = "_finesim_error"  # per mapped row: the error a worker met on its batch ("" when none)
-SUFFIX_FORMATS = {
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".tab": "tsv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "jsonl",
-    ".parquet": "parquet",
-}
+RAY_FORMATS = ("csv", "tsv", "jsonl", "parquet")  # what Ray Data's readers read
 RAY_CHUNK = 1024  # rows per map_batches call
 
 
-def import_ray() -> Any:
-    """``ray`` with Ray Data, or an ImportError saying what to install."""
-    try:
-        import ray
-        import ray.data
-    except ImportError:
-        raise ImportError("--ray needs Ray Data: pip install 'finesim[ray]' (or 'ray[data]>=2.9')") from None
-    return ray
-
-
-@contextlib.contextmanager
-def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[Any]:
-    """Use the running Ray instance, connect to ``address`` (or ``$RAY_ADDRESS``), or start a local one for the
-    duration (stopped afterwards)."""
-    ray = import_ray()
-    if ray.is_initialized():
-        yield ray
-        return
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    # Ray follows finesim's verbosity; Ray Data's per-dataset INFO lines only with -vv (DEBUG)
-    level = logging.getLogger("finesim").getEffectiveLevel()
-    logging.getLogger("ray.data").setLevel(level if level <= logging.DEBUG else max(level, logging.WARNING))
-    if address:
-        ray.init(address=address, logging_level=level)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=level)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-
-
 def table_format(path: str | Path, format: str | None = None) -> str:
-    """``csv``, ``tsv``, ``jsonl`` or ``parquet``: ``format`` when given, else from the file's extension."""
-    if format is not None:
-        name = {"json": "jsonl", "ndjson": "jsonl", "tab": "tsv"}.get(format, format)
-        if name not in ("csv", "tsv", "jsonl", "parquet"):
-            raise ValueError(f"--format {format!r}: Ray reads csv, tsv, jsonl or parquet")
-        return name
-    suffix = Path(path).suffix.lower()
-    if suffix not in SUFFIX_FORMATS:
-        raise DataFormatError(
-            f"cannot tell the format from the extension {suffix or '(none)'!r}: pass --format", path=path
-        )
-    return SUFFIX_FORMATS[suffix]
+    """``csv``, ``tsv``, ``jsonl`` or ``parquet``: :func:`finesim.data.table.detect_format` (``format`` when given,
+    else by the file's extension), limited to the formats Ray Data reads."""
+    name = detect_format(path, format)
+    if name not in RAY_FORMATS:
+        raise DataFormatError(f"--ray reads {', '.join(RAY_FORMATS)} files, not format {name!r}", path=path)
+    return name
 
 
 def read_table(path: str | Path, columns: Sequence[str], format: str | None = None) -> tuple[Any, int]:
@@ -158,69 +118,20 @@ def _texts(batch: dict[str, np.ndarray], column: str) -> tuple[list[str], np.nda
     return texts, bad
 
 
-def _check_rows(batch: dict[str, np.ndarray], start: int, path: str) -> None:
+def _check_rows(batch: dict[str, np.ndarray], start: int, path: str, column: str) -> None:
     """Raise for the first failed or bad row of a mapped batch whose first row is row ``start`` (0-based)."""
     failed = [str(e) for e in batch[ERROR] if e]
     if failed:
         raise WorkerError(f"{path}, rows {start + 1}-{start + len(batch[ERROR])}: a Ray worker failed: {failed[0]}")
     if batch[BAD].any():
         i = int(np.argmax(batch[BAD]))
-        raise DataFormatError("text is empty", path=path, row=start + i + 1, column=str(batch[BAD_COLUMN][i]))
+        raise DataFormatError("text is empty", path=path, row=start + i + 1, column=column)
 
 
-class WorkerError(RuntimeError):
-    """A Ray worker could not load the model or process a batch; the message carries its error."""
-
-
-def _torch_threads() -> None:
-    """One torch thread per CPU Ray gave this worker."""
-    import ray
-    import torch
-
-    cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
-    torch.set_num_threads(max(1, int(cpus)))
-
-
-def _describe(err: BaseException) -> str:
-    return f"{type(err).__name__}: {' '.join(str(err).split())}"
-
-
-class _Worker:
-    """A Ray Data callable class whose failures come back as data (an error column), not as exceptions: Ray
-    Data hands the driver a worker's exception only as formatted text, and the driver knows which rows failed."""
-
-    def __init__(self) -> None:
-        self.error = ""
-
-    def setup(self) -> None:
-        raise NotImplementedError
-
-    def process(self, batch: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def placeholder(self, n: int) -> dict[str, np.ndarray]:
-        """Output columns of ``n`` failed rows (same names and shapes as :meth:`process` gives)."""
-        raise NotImplementedError
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        n = len(next(iter(batch.values())))
-        if not self.error:
-            try:
-                return {**self.process(batch, n), ERROR: np.full(n, "", dtype=object)}
-            except Exception as err:
-                return {**self.placeholder(n), ERROR: np.full(n, _describe(err), dtype=object)}
-        return {**self.placeholder(n), ERROR: np.full(n, self.error, dtype=object)}
-
-    def _start(self) -> None:
-        try:
-            _torch_threads()
-            self.setup()
-        except Exception as err:
-            self.error = _describe(err)
-
-
-class EncodeActor(_Worker):
-    """A Ray Data worker that embeds corpus rows for an index (one model per actor)."""
+class EncodeActor:
+    """A Ray Data callable class that embeds corpus rows for an index (one model per actor). Its failures come back
+    as data (an error column), not as exceptions: Ray Data hands the driver a worker's exception only as formatted
+    text, and the driver knows which rows failed."""
 
     def __init__(
         self,
@@ -234,11 +145,15 @@ class EncodeActor(_Worker):
         device: str | None = None,
         first_stage: bool = False,
     ) -> None:
-        super().__init__()
         self.model, self.kind, self.fingerprint, self.dim = model, encoder, fingerprint, dim
         self.keys, self.column, self.batch_size, self.device = keys, column, batch_size, device
         self.first_stage = first_stage  # also the bi-encoder's own first-stage vectors (two-stage search)
-        self._start()
+        self.error = ""
+        try:
+            torch_threads()
+            self.setup()
+        except Exception as err:
+            self.error = describe_error(err)
 
     def setup(self) -> None:
         from finesim.index.encoders import IndexEncoder
@@ -252,6 +167,15 @@ class EncodeActor(_Worker):
             )
         self.encoder = IndexEncoder(loaded.model, loaded.kind, batch_size=self.batch_size)
 
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        n = len(next(iter(batch.values())))
+        if not self.error:
+            try:
+                return {**self.process(batch), ERROR: np.full(n, "", dtype=object)}
+            except Exception as err:
+                return {**self.placeholder(n), ERROR: np.full(n, describe_error(err), dtype=object)}
+        return {**self.placeholder(n), ERROR: np.full(n, self.error, dtype=object)}
+
     def _arrays(self) -> list[str]:
         from finesim.index.store import SENTENCES
         from finesim.index.two_stage import FIRST_STAGE
@@ -259,18 +183,15 @@ class EncodeActor(_Worker):
         return ([SENTENCES] if self.kind == "tri" else list(self.keys)) + ([FIRST_STAGE] if self.first_stage else [])
 
     def placeholder(self, n: int) -> dict[str, np.ndarray]:
+        """Output columns of ``n`` failed rows (same names and shapes as :meth:`process` gives)."""
         out = {name: np.zeros((n, self.dim), dtype=np.float32) for name in self._arrays()}
-        return {**out, "text": np.full(n, "", dtype=object), BAD: np.zeros(n, bool), BAD_COLUMN: np.full(n, "", object)}
+        return {**out, "text": np.full(n, "", dtype=object), BAD: np.zeros(n, bool)}
 
-    def process(self, batch: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    def process(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         from finesim.index.store import SENTENCES
 
         texts, bad = _texts(batch, self.column)
-        out: dict[str, np.ndarray] = {
-            "text": np.asarray(texts, dtype=object),
-            BAD: bad,
-            BAD_COLUMN: np.full(n, self.column, dtype=object),
-        }
+        out: dict[str, np.ndarray] = {"text": np.asarray(texts, dtype=object), BAD: bad}
         if self.kind == "tri":
             out[SENTENCES] = self.encoder.stage(texts)
         if self.first_stage:
@@ -280,45 +201,6 @@ class EncodeActor(_Worker):
         for key, condition in self.keys.items():
             out[key] = self.encoder.conditioned(texts, condition)
         return out
-
-
-class ScoreActor(_Worker):
-    """A Ray Data worker that scores (sentence1, sentence2[, condition]) rows with a ``ConditionalScorer``."""
-
-    def __init__(
-        self,
-        model: str,
-        encoder: str | None,
-        columns: tuple[str, str, str | None],
-        batch_size: int = 64,
-        device: str | None = None,
-    ) -> None:
-        super().__init__()
-        self.model, self.encoder, self.columns = model, encoder, columns
-        self.batch_size, self.device = batch_size, device
-        self._start()
-
-    def setup(self) -> None:
-        from finesim.evaluation.scoring import ConditionalScorer
-
-        self.scorer = ConditionalScorer(
-            self.model, encoder=self.encoder, batch_size=self.batch_size, device=self.device
-        )
-
-    def placeholder(self, n: int) -> dict[str, np.ndarray]:
-        return {"score": np.full(n, np.nan, np.float32), BAD: np.zeros(n, bool), BAD_COLUMN: np.full(n, "", object)}
-
-    def process(self, batch: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
-        names = [c for c in self.columns if c is not None]
-        texts, bad, bad_column = [], np.zeros(n, dtype=bool), np.full(n, "", dtype=object)
-        for name in reversed(names):  # the first bad column of a row is the one reported
-            column_texts, column_bad = _texts(batch, name)
-            texts.insert(0, column_texts)
-            bad_column[column_bad] = name
-            bad |= column_bad
-        conditions = texts[2] if len(texts) == 3 else None
-        scores = self.scorer.score(texts[0], texts[1], conditions)
-        return {"score": np.asarray(scores, dtype=np.float32), BAD: bad, BAD_COLUMN: bad_column}
 
 
 def _workers(ray: Any, workers: int | None) -> int:
@@ -342,20 +224,16 @@ def _ordered(show_progress: bool) -> Iterator[None]:
         context.execution_options.preserve_order, context.enable_progress_bars = saved
 
 
-def _ordered_batches(mapped: Any, path: str) -> Iterator[dict[str, np.ndarray]]:
-    """The mapped batches in file order (``preserve_order``), each checked for failed or bad rows."""
-    start = 0
-    for batch in mapped.iter_batches(batch_size=None, batch_format="numpy"):
-        _check_rows(batch, start, path)
-        start += len(batch[ERROR])
-        yield batch
-
-
-def _index_batches(mapped: Any, keys: dict[str, str], path: str) -> Iterator[Batch]:
+def _index_batches(mapped: Any, keys: dict[str, str], path: str, column: str) -> Iterator[Batch]:
+    """The mapped batches in file order (``preserve_order``), each checked for failed or bad rows, as index
+    batches."""
     from finesim.index.store import SENTENCES
     from finesim.index.two_stage import FIRST_STAGE
 
-    for batch in _ordered_batches(mapped, path):
+    start = 0
+    for batch in mapped.iter_batches(batch_size=None, batch_format="numpy"):
+        _check_rows(batch, start, path, column)
+        start += len(batch[ERROR])
         names = (SENTENCES, FIRST_STAGE, *keys)
         arrays = {name: np.asarray(batch[name], dtype=np.float32) for name in names if name in batch}
         yield Batch([str(t) for t in batch["text"]], arrays)
@@ -436,7 +314,7 @@ def build_index_ray(
             loaded,
             path,
             count=count,
-            batches=_index_batches(mapped, keys, str(corpus)),
+            batches=_index_batches(mapped, keys, str(corpus), text_column),
             conditions=list(conditions),
             dtype=dtype,
             approximate=approximate,
@@ -484,59 +362,8 @@ def add_index_ray(
         )  # fmt: skip
         return index._append(
             count,
-            _index_batches(mapped, keys, str(corpus)),
+            _index_batches(mapped, keys, str(corpus), text_column),
             corpus=[file_record(corpus, count, text_column, format)],
             conditions=conditions,
             update_conditions=False,
         )
-
-
-def score_table_ray(
-    model: str,
-    path: str | Path,
-    *,
-    sentence1_column: str = "sentence1",
-    sentence2_column: str = "sentence2",
-    condition_column: str | None = "condition",
-    format: str | None = None,
-    encoder: str | None = None,
-    address: str | None = None,
-    workers: int | None = None,
-    batch_size: int = 64,
-    device: str | None = None,
-    show_progress: bool = False,
-    num_cpus: int | None = None,
-) -> np.ndarray:
-    """Score every row of a table of pairs on Ray Data: one float32 score per row, in file order, equal to
-    ``ConditionalScorer(model, encoder=encoder).score(sentence1, sentence2, condition)`` up to float32 rounding.
-
-    Args:
-        model: a model name every Ray node can load (any encoder ``ConditionalScorer`` takes, cross-encoders too).
-        path: CSV, TSV, JSONL or Parquet (``format`` when the extension does not tell).
-        condition_column: None scores without conditions.
-        address, workers, num_cpus: as for :func:`build_index_ray`.
-    """
-    if not isinstance(model, (str, Path)):
-        raise ValueError("Ray workers load the model by name: pass a folder or Hub id, not a model object")
-    columns = [c for c in (sentence1_column, sentence2_column, condition_column) if c is not None]
-    with ray_session(address, num_cpus=num_cpus) as ray, _ordered(show_progress):
-        ds, count = read_table(path, columns, format)
-        mapped = ds.map_batches(
-            ScoreActor,
-            fn_constructor_kwargs={
-                "model": str(model),
-                "encoder": encoder,
-                "columns": (sentence1_column, sentence2_column, condition_column),
-                "batch_size": batch_size,
-                "device": device,
-            },
-            batch_size=RAY_CHUNK,
-            batch_format="numpy",
-            compute=ray.data.ActorPoolStrategy(size=_workers(ray, workers)),
-            num_cpus=1,
-        )
-        scores = [np.asarray(batch["score"], dtype=np.float32) for batch in _ordered_batches(mapped, str(path))]
-    out = np.concatenate(scores) if scores else np.zeros(0, dtype=np.float32)
-    if len(out) != count:
-        raise RuntimeError(f"Ray returned {len(out)} scores for {count} rows")
-    return out

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from finesim.evaluation.ray_scoring import ModelMismatchError
+
+__all__ = ["IndexFormatError", "ModelMismatchError"]
+
 
 class IndexFormatError(ValueError):
     """A missing, partial or corrupted index file; the message names the file and says what is wrong."""
@@ -25,7 +29,3 @@ class IndexFormatError(ValueError):
         for prefix in {str(base), str(root)}:
             problem = problem.replace(prefix + "/", "").replace(prefix, "")
         return IndexFormatError(name, problem)
-
-
-class ModelMismatchError(ValueError):
-    """The model given for an index is not the model the index was built with (its weights hash differs)."""

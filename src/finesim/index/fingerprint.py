@@ -59,3 +59,14 @@ def model_fingerprint(model: Any) -> str:
     digest.update(json.dumps(_settings(model), sort_keys=True, default=str).encode())
     _update_with_state(digest, model, "")
     return digest.hexdigest()
+
+
+def scorer_fingerprint(scorer: Any) -> str | None:
+    """A hash of the weights behind a scorer (each member's, for an ensemble); None when it cannot be computed. What
+    ``finesim score --ray``'s actors report (:class:`finesim.evaluation.ray_scoring.RayScorer`)."""
+    members = getattr(scorer, "members", None) or [scorer]
+    try:
+        parts = [model_fingerprint(member.model) for member in members]
+    except Exception:  # a model type the fingerprint does not know: no check rather than no scoring
+        return None
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()

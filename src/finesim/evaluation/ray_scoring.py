@@ -1,4 +1,5 @@
-"""``finesim score --ray``: the single-process ``score_file`` with its model calls spread over Ray actors.
+"""Scoring on Ray (``finesim score --ray``): the single-process ``score_file`` with its model calls spread over Ray
+actors, and the Ray plumbing the index's Ray build shares (session, worker errors, threads).
 
 The driver does everything ``finesim score`` does without Ray: it reads the input with finesim's own table reader
 (every format, ``--format hf`` / ``hub`` included), checks each row, sends bad rows to the rejects file with
@@ -9,58 +10,100 @@ loads it) scores its slice with ``scorer.score``, and the slices come back in or
 the output are those of the single-process run, and the scores equal it up to float32 rounding (texts are batched
 differently).
 
-:func:`~finesim.index.distributed.score_table_ray` (Ray Data's own readers, one score array) remains the choice for a
-table that only needs its scores; it cannot keep the input's other columns, skip bad rows or read every format.
-
-Every actor reports its model's weights hash (:func:`~finesim.index.fingerprint.model_fingerprint`) when it starts:
+With a ``fingerprint`` function (``finesim score --ray`` passes
+:func:`finesim.index.fingerprint.scorer_fingerprint`), every actor reports its model's weights hash when it starts:
 actors that loaded different files (nodes with other copies of the model) are refused before any row is scored.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from finesim.evaluation.inputs import ScorerBase
-from finesim.index.distributed import WorkerError, _describe, _torch_threads, import_ray, ray_session
-from finesim.index.errors import ModelMismatchError
 
-logger = logging.getLogger("finesim.index")
+Fingerprint = Callable[[Any], "str | None"]
 
 
-def scorer_fingerprint(scorer: Any) -> str | None:
-    """A hash of the weights behind ``scorer`` (each member's, for an ensemble); None when it cannot be computed."""
-    import hashlib
+class WorkerError(RuntimeError):
+    """A Ray worker could not load the model or process its rows; the message carries its error."""
 
-    from finesim.index.fingerprint import model_fingerprint
 
-    members = getattr(scorer, "members", None) or [scorer]
+class ModelMismatchError(ValueError):
+    """A model is not the one expected: its weights hash differs (an index built with another model, or Ray
+    workers that loaded other files than the driver or each other)."""
+
+
+def import_ray() -> Any:
+    """``ray`` with Ray Data, or an ImportError saying what to install."""
     try:
-        parts = [model_fingerprint(member.model) for member in members]
-    except Exception:  # a model type the fingerprint does not know: no check rather than no scoring
-        return None
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+        import ray
+        import ray.data
+    except ImportError:
+        raise ImportError("--ray needs Ray Data: pip install 'finesim[ray]' (or 'ray[data]>=2.9')") from None
+    return ray
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[Any]:
+    """Use the running Ray instance, connect to ``address`` (or ``$RAY_ADDRESS``), or start a local one for the
+    duration (stopped afterwards)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    # Ray follows finesim's verbosity; Ray Data's per-dataset INFO lines only with -vv (DEBUG)
+    level = logging.getLogger("finesim").getEffectiveLevel()
+    logging.getLogger("ray.data").setLevel(level if level <= logging.DEBUG else max(level, logging.WARNING))
+    if address:
+        ray.init(address=address, logging_level=level)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=level)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def torch_threads() -> None:
+    """One torch thread per CPU Ray gave this worker."""
+    import ray
+    import torch
+
+    cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
+    torch.set_num_threads(max(1, int(cpus)))
+
+
+def describe_error(err: BaseException) -> str:
+    """An exception as one line, ``Type: message``: how a worker's failure travels back to the driver as data."""
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"
 
 
 class PairScoreActor:
     """One Ray actor: the model loaded once, scoring slices of rows. Failures come back as data (an error text),
     since Ray hands an actor's exception to the driver only as formatted text."""
 
-    def __init__(self, model: str, encoder: str | None, batch_size: int, device: str | None) -> None:
+    def __init__(
+        self, model: str, encoder: str | None, batch_size: int, device: str | None, fingerprint: Fingerprint | None
+    ) -> None:
         self.error = ""
         self.scorer: Any = None
+        self.fingerprint = fingerprint
         try:
             from finesim.evaluation.loading import load_scorer
 
-            _torch_threads()
+            torch_threads()
             self.scorer = load_scorer(model, encoder=encoder, batch_size=batch_size, device=device)
         except Exception as err:
-            self.error = _describe(err)
+            self.error = describe_error(err)
 
     def describe(self) -> dict[str, Any]:
         """The scorer's type, whether it needs a condition, its weights hash; or the load error."""
@@ -71,7 +114,7 @@ class PairScoreActor:
             "encoder": getattr(self.scorer, "encoder", "ensemble"),
             "requires_condition": bool(getattr(self.scorer, "requires_condition", False)),
             "prediction_range": getattr(self.scorer, "prediction_range", None),
-            "fingerprint": scorer_fingerprint(self.scorer),
+            "fingerprint": None if self.fingerprint is None else self.fingerprint(self.scorer),
         }
 
     def score(
@@ -83,18 +126,20 @@ class PairScoreActor:
         try:
             return np.asarray(self.scorer.score(sentences1, sentences2, conditions)), ""
         except Exception as err:
-            return None, _describe(err)
+            return None, describe_error(err)
 
 
 class RayScorer(ScorerBase):
     """A pair scorer whose ``score`` runs on ``workers`` Ray actors (see the module docstring); use it inside
-    :func:`~finesim.index.distributed.ray_session` and :meth:`close` it (or use it as a context manager).
+    :func:`ray_session` and :meth:`close` it (or use it as a context manager).
 
     Args:
         ray: the initialised ``ray`` module. model: a model name every node can load (folder path or Hub id).
         encoder, batch_size, device: as for :func:`finesim.evaluation.loading.load_scorer`; a ``cuda`` device
             gives each actor one GPU (and ``cuda`` inside it).
         workers: actors (default: one per CPU the cluster offers).
+        fingerprint: a function of a loaded scorer giving a hash of its weights (None when it cannot tell), run on
+            every actor; actors whose hashes differ are refused. None: no check.
 
     Raises:
         ValueError: more workers than the cluster has CPUs (or GPUs, for a ``cuda`` device).
@@ -110,6 +155,7 @@ class RayScorer(ScorerBase):
         workers: int | None = None,
         batch_size: int = 64,
         device: str | None = None,
+        fingerprint: Fingerprint | None = None,
     ) -> None:
         if not isinstance(model, (str, Path)):
             raise ValueError("Ray workers load the model by name: pass a folder or Hub id, not a model object")
@@ -133,7 +179,9 @@ class RayScorer(ScorerBase):
             )
         remote = ray.remote(num_cpus=1, num_gpus=1 if gpu else 0)(PairScoreActor)
         actor_device = "cuda" if gpu else device  # Ray shows each actor only the GPU it was given
-        self.actors = [remote.remote(self.model, encoder, batch_size, actor_device) for _ in range(self.workers)]
+        self.actors = [
+            remote.remote(self.model, encoder, batch_size, actor_device, fingerprint) for _ in range(self.workers)
+        ]
         try:
             described = self._get([actor.describe.remote() for actor in self.actors])
             failed = [d["error"] for d in described if d["error"]]
@@ -204,6 +252,7 @@ def score_file_ray(
     num_cpus: int | None = None,
     batch_size: int = 64,
     device: str | None = None,
+    fingerprint: Fingerprint | None = None,
     on_ready: Callable[[RayScorer], None] | None = None,
     **options: Any,
 ) -> dict[str, Any]:
@@ -213,6 +262,7 @@ def score_file_ray(
     Args:
         model: a model name every Ray node can load. address: a Ray cluster (default ``$RAY_ADDRESS``; none: a local
             instance for this call, with ``num_cpus`` CPUs). workers: scoring actors (default: one per CPU).
+        fingerprint: the weights hash every actor reports (:class:`RayScorer`).
         on_ready: called with the :class:`RayScorer` once every actor has loaded the model.
         options: the other arguments of ``score_file`` (columns, condition, formats, split, chunk_rows,
             skip_bad_rows, show_progress).
@@ -221,7 +271,9 @@ def score_file_ray(
 
     import_ray()
     with ray_session(address, num_cpus=num_cpus) as ray:
-        with RayScorer(ray, model, encoder=encoder, workers=workers, batch_size=batch_size, device=device) as scorer:
+        with RayScorer(
+            ray, model, encoder=encoder, workers=workers, batch_size=batch_size, device=device, fingerprint=fingerprint
+        ) as scorer:
             if on_ready is not None:
                 on_ready(scorer)
             report = score_file(scorer, input_path, output_path, **options)

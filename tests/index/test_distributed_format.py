@@ -1,0 +1,22 @@
+"""The Ray index build tells a file's format with finesim's one detector (:func:`finesim.data.table.detect_format`),
+limited to what Ray Data reads; no Ray needed."""
+
+from __future__ import annotations
+
+import pytest
+
+from finesim.data.errors import DataFormatError
+from finesim.index.distributed import table_format
+
+
+def test_the_format_comes_from_the_shared_detector(tmp_path) -> None:
+    assert table_format(tmp_path / "c.tab") == "tsv"
+    assert table_format(tmp_path / "c.pq") == "parquet"  # the readers' extension, unknown to the old Ray table
+    assert table_format(tmp_path / "c.txt", "JSONL") == "jsonl"  # a named format, as every finesim reader takes it
+    with pytest.raises(DataFormatError, match=r"unknown table format 'json' \(did you mean 'jsonl'\?\)"):
+        table_format(tmp_path / "c.csv", "json")  # the old Ray-only alias is gone: one vocabulary
+    with pytest.raises(DataFormatError, match=r"c\.csv: --ray reads csv, tsv, jsonl, parquet files, not format 'hf'"):
+        table_format(tmp_path / "c.csv", "hf")
+    (tmp_path / "c.xlsx").write_text("x")
+    with pytest.raises(DataFormatError, match=r"cannot tell the table format from the extension '\.xlsx'"):
+        table_format(tmp_path / "c.xlsx")
