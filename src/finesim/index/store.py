@@ -191,12 +191,6 @@ def read_checksum(array_file: Path) -> str | None:
     return digest
 
 
-def write_npy_atomic(path: Path, array: np.ndarray) -> Path:
-    """Write ``array`` as ``.npy`` through a temporary file and a rename (never half-written)."""
-    data = np.ascontiguousarray(array)
-    return atomic_write_file(path, lambda fh: np.save(fh, data))
-
-
 def json_line(value: Any) -> bytes:
     """One line of a ``.jsonl`` file of the index (UTF-8, no ASCII escaping)."""
     return json.dumps(value, ensure_ascii=False).encode("utf-8") + b"\n"
@@ -633,18 +627,6 @@ class IndexStore:
         if not path.is_file():
             write_json_file(path, meta)
 
-    def write_condition_array(self, key: str, part: Part, array: np.ndarray) -> None:
-        """Store a part's embeddings under a condition (atomically: a reader sees all of it or nothing), with its
-        checksum."""
-        rows = np.asarray(array, dtype=self.dtype)
-        writer = ArrayWriter(self.condition_file(key, part), len(rows), rows.shape[1], self.dtype)
-        try:
-            writer.write_rows(0, rows)
-            writer.finish()
-        except BaseException:
-            writer.abort()
-            raise
-
     def stored_conditions(self) -> list[dict[str, Any]]:
         """The condition caches present: condition text, key, and how many of the parts they cover."""
         out = []
@@ -686,12 +668,6 @@ class IndexStore:
         }
 
     # -------------------------------------------------------- writing
-
-    @contextlib.contextmanager
-    def write_lock(self) -> Iterator[None]:
-        """Hold the index's exclusive writer lock (a no-op where ``fcntl`` is missing)."""
-        with writer_lock(self.root):
-            yield
 
     def commit(self, manifest: dict[str, Any]) -> None:
         """Replace the manifest atomically (the commit point of build and add)."""
