@@ -955,7 +955,7 @@ def local_batches(
     for start in range(0, len(texts), ENCODE_CHUNK):
         chunk = texts[start : start + ENCODE_CHUNK]
         arrays: dict[str, np.ndarray] = {}
-        if encoder.kind == "tri":
+        if encoder.encoder == "tri":
             arrays[SENTENCES] = encoder.stage(chunk)
         if first_stage is not None:
             arrays[FIRST_STAGE] = first_stage.corpus(chunk)

@@ -76,18 +76,18 @@ def read_table(path: str | Path, columns: Sequence[str], format: str | None = No
     source = Path(path)
     if not source.exists():
         raise DataFormatError("file not found", path=path)
-    kind = table_format(path, format)
+    fmt = table_format(path, format)
     strings = {c: pa.string() for c in columns}
-    if kind in ("csv", "tsv"):
+    if fmt in ("csv", "tsv"):
         from pyarrow import csv
 
         ds = ray.data.read_csv(
             str(source),
             file_extensions=None,
-            parse_options=csv.ParseOptions(delimiter="\t" if kind == "tsv" else ",", newlines_in_values=True),
+            parse_options=csv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",", newlines_in_values=True),
             convert_options=csv.ConvertOptions(column_types=strings, strings_can_be_null=False),
         )
-    elif kind == "jsonl":
+    elif fmt == "jsonl":
         ds = ray.data.read_json(str(source), lines=True, file_extensions=None)
     else:
         ds = ray.data.read_parquet(str(source), file_extensions=None)
@@ -145,7 +145,7 @@ class EncodeActor:
         device: str | None = None,
         first_stage: bool = False,
     ) -> None:
-        self.model, self.kind, self.fingerprint, self.dim = model, encoder, fingerprint, dim
+        self.model, self.encoder_type, self.fingerprint, self.dim = model, encoder, fingerprint, dim
         self.keys, self.column, self.batch_size, self.device = keys, column, batch_size, device
         self.first_stage = first_stage  # also the bi-encoder's own first-stage vectors (two-stage search)
         self.error = ""
@@ -159,13 +159,13 @@ class EncodeActor:
         from finesim.index.encoders import IndexEncoder
         from finesim.index.fingerprint import model_fingerprint
 
-        loaded = load_index_model(self.model, self.kind, self.device)
+        loaded = load_index_model(self.model, self.encoder_type, self.device)
         if model_fingerprint(loaded.model) != self.fingerprint:
             raise ModelMismatchError(
                 f"the model {self.model} loaded on a Ray worker differs from the driver's (weights sha256): every "
                 "node must have the same model files"
             )
-        self.encoder = IndexEncoder(loaded.model, loaded.kind, batch_size=self.batch_size)
+        self.encoder = IndexEncoder(loaded.model, loaded.encoder, batch_size=self.batch_size)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         n = len(next(iter(batch.values())))
@@ -180,7 +180,8 @@ class EncodeActor:
         from finesim.index.store import SENTENCES
         from finesim.index.two_stage import FIRST_STAGE
 
-        return ([SENTENCES] if self.kind == "tri" else list(self.keys)) + ([FIRST_STAGE] if self.first_stage else [])
+        stored = [SENTENCES] if self.encoder_type == "tri" else list(self.keys)
+        return stored + ([FIRST_STAGE] if self.first_stage else [])
 
     def placeholder(self, n: int) -> dict[str, np.ndarray]:
         """Output columns of ``n`` failed rows (same names and shapes as :meth:`process` gives)."""
@@ -192,7 +193,7 @@ class EncodeActor:
 
         texts, bad = _texts(batch, self.column)
         out: dict[str, np.ndarray] = {"text": np.asarray(texts, dtype=object), BAD: bad}
-        if self.kind == "tri":
+        if self.encoder_type == "tri":
             out[SENTENCES] = self.encoder.stage(texts)
         if self.first_stage:
             from finesim.index.two_stage import FIRST_STAGE
@@ -240,14 +241,14 @@ def _index_batches(mapped: Any, keys: dict[str, str], path: str, column: str) ->
 
 
 def _map_encoder(
-    ds: Any, ray: Any, *, model: str, kind: str, fingerprint: str, dim: int, keys: dict[str, str], column: str,
+    ds: Any, ray: Any, *, model: str, encoder: str, fingerprint: str, dim: int, keys: dict[str, str], column: str,
     workers: int | None, batch_size: int, device: str | None, first_stage: bool = False,
 ) -> Any:  # fmt: skip
     return ds.map_batches(
         EncodeActor,
         fn_constructor_kwargs={
             "model": model,
-            "encoder": kind,
+            "encoder": encoder,
             "fingerprint": fingerprint,
             "dim": dim,
             "keys": keys,
@@ -301,13 +302,13 @@ def build_index_ray(
         ds, count = read_table(corpus, [text_column], format)
         loaded = load_index_model(str(model), encoder, device)
         fingerprint = model_fingerprint(loaded.model)
-        keys = {condition_key(fingerprint, loaded.kind, c): c for c in conditions} if loaded.kind != "tri" else {}
-        dim = IndexEncoder(loaded.model, loaded.kind).dim
-        stage, _ = resolve_first_stage(loaded.kind, first_stage, first_stage_query)
+        keys = {condition_key(fingerprint, loaded.encoder, c): c for c in conditions} if loaded.encoder != "tri" else {}
+        dim = IndexEncoder(loaded.model, loaded.encoder).dim
+        stage, _ = resolve_first_stage(loaded.encoder, first_stage, first_stage_query)
         if stage not in (None, SELF):
             raise ValueError("--ray builds the bi-encoder's own first stage only: use first_stage='self' or none")
         mapped = _map_encoder(
-            ds, ray, model=str(model), kind=loaded.kind, fingerprint=fingerprint, dim=dim, keys=keys,
+            ds, ray, model=str(model), encoder=loaded.encoder, fingerprint=fingerprint, dim=dim, keys=keys,
             column=text_column, workers=workers, batch_size=batch_size, device=device, first_stage=stage == SELF,
         )  # fmt: skip
         return ConditionalIndex._create(
@@ -356,7 +357,7 @@ def add_index_ray(
     with ray_session(address, num_cpus=num_cpus) as ray, _ordered(index.show_progress):
         ds, count = read_table(corpus, [text_column], format)
         mapped = _map_encoder(
-            ds, ray, model=str(name), kind=index.kind, fingerprint=index.store.manifest["model"]["sha256"],
+            ds, ray, model=str(name), encoder=index.kind, fingerprint=index.store.manifest["model"]["sha256"],
             dim=index.store.dim, keys=keys, column=text_column, workers=workers, batch_size=batch_size, device=device,
             first_stage=spec is not None,
         )  # fmt: skip

@@ -25,16 +25,16 @@ from finesim.models.encode import encode_distinct, rows
 INDEXABLE = ("bi", "tri", "case")
 
 
-def check_indexable(kind: str) -> str:
-    """``kind`` when an index can be built for it; a clear error otherwise."""
-    if kind == "cross":
+def check_indexable(encoder: str) -> str:
+    """``encoder`` (an encoder type) when an index can be built for it; a clear error otherwise."""
+    if encoder == "cross":
         raise ValueError(
             "a cross-encoder reads each (sentence, sentence, condition) jointly, so it has no corpus embeddings to "
             "index; index with a bi-, tri-encoder or CASE model and re-rank the top-k with the cross-encoder"
         )
-    if kind not in INDEXABLE:
-        raise ValueError(f"cannot index encoder type {kind!r}; choose one of {list(INDEXABLE)}")
-    return kind
+    if encoder not in INDEXABLE:
+        raise ValueError(f"cannot index encoder type {encoder!r}; choose one of {list(INDEXABLE)}")
+    return encoder
 
 
 def l2_rows(x: torch.Tensor) -> torch.Tensor:
@@ -47,23 +47,23 @@ class IndexEncoder:
 
     Args:
         model: the loaded model (``SentenceTransformer`` or :class:`~finesim.case.model.CaseModel`).
-        kind: ``bi``, ``tri`` or ``case`` (:func:`check_indexable`).
+        encoder: the encoder type, ``bi``, ``tri`` or ``case`` (:func:`check_indexable`).
         batch_size: encoding batch size.
 
     Attributes:
         encoded: how many texts (corpus rows and queries) this object has embedded.
     """
 
-    def __init__(self, model: Any, kind: str, *, batch_size: int = 64) -> None:
+    def __init__(self, model: Any, encoder: str, *, batch_size: int = 64) -> None:
         self.model = model
-        self.kind = check_indexable(kind)
+        self.encoder = check_indexable(encoder)
         self.batch_size = batch_size
         self.encoded = 0
         self.head = None
         # one model call at a time: searches may come from several threads, and a CASE encoder's in-memory store is
         # cleared after each corpus chunk
         self._lock = threading.Lock()
-        if kind == "tri":
+        if encoder == "tri":
             from finesim.models.condition_head import find_condition_head
 
             self.head = find_condition_head(model)
@@ -75,7 +75,7 @@ class IndexEncoder:
     @property
     def dim(self) -> int:
         """The width of the stored vectors."""
-        if self.kind == "tri":
+        if self.encoder == "tri":
             return int(self.head.dimension)
         probe = self._conditioned(["a"], "a")
         self.encoded -= 1
@@ -83,8 +83,8 @@ class IndexEncoder:
 
     def describe(self) -> dict[str, Any]:
         """What the manifest records about the encoder."""
-        out: dict[str, Any] = {"type": self.kind}
-        if self.kind == "tri":
+        out: dict[str, Any] = {"type": self.encoder}
+        if self.encoder == "tri":
             from finesim.index.tri import STAGE_DESCRIPTION
 
             out["head"] = {
@@ -113,8 +113,8 @@ class IndexEncoder:
         """Tri-encoder: the stored, condition-independent vectors of ``texts`` (float32, one row each)."""
         from finesim.index.tri import sentence_stage
 
-        if self.kind != "tri":
-            raise ValueError(f"stage vectors exist for tri-encoders only, not {self.kind}")
+        if self.encoder != "tri":
+            raise ValueError(f"stage vectors exist for tri-encoders only, not {self.encoder}")
         return sentence_stage(self.head, self._pooled(texts)).numpy()
 
     def tri_query(self, query: str, condition: str) -> Any:
@@ -129,7 +129,7 @@ class IndexEncoder:
     def _conditioned(self, texts: Sequence[str], condition: str) -> np.ndarray:
         texts = list(texts)
         with self._lock:
-            if self.kind == "bi":
+            if self.encoder == "bi":
                 items = [(t, condition) for t in texts]
                 embeddings, position = encode_distinct(self.model, items, batch_size=self.batch_size)
                 self.encoded += len(position)
@@ -147,8 +147,8 @@ class IndexEncoder:
     def plain(self, texts: Sequence[str]) -> np.ndarray:
         """Bi-encoder: L2-normalised embeddings of ``texts`` alone, without a condition (a two-stage search's first
         stage, :mod:`finesim.index.two_stage`)."""
-        if self.kind != "bi":
-            raise ValueError(f"a {self.kind} model has no embedding of a text alone; only a bi-encoder has")
+        if self.encoder != "bi":
+            raise ValueError(f"a {self.encoder} model has no embedding of a text alone; only a bi-encoder has")
         texts = list(texts)
         with self._lock:
             embeddings, position = encode_distinct(self.model, texts, batch_size=self.batch_size)
@@ -157,7 +157,7 @@ class IndexEncoder:
 
     def conditioned(self, texts: Sequence[str], condition: str) -> np.ndarray:
         """Bi-encoder / CASE: L2-normalised embeddings of ``texts`` under ``condition`` (float32, one row each)."""
-        if self.kind == "tri":
+        if self.encoder == "tri":
             raise ValueError("a tri-encoder's corpus vectors do not depend on the condition: use stage()")
         return self._conditioned(texts, condition)
 
@@ -166,7 +166,7 @@ class LoadedModel(NamedTuple):
     """A model loaded for an index: the object, its encoder type, the name as given and the resolved path."""
 
     model: Any
-    kind: str
+    encoder: str
     name: str | None
     resolved: str | None
 
