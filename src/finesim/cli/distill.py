@@ -62,7 +62,9 @@ def register(subparsers: Any) -> None:
         help="share of sentence pairs carved off as dev, in (0, 1)",
     )
     p.add_argument("--dev-seed", type=int, default=42, help="the dev split's seed (the teacher recipe's data.dev_seed)")
-    p.add_argument("--dev-out", metavar="FILE", help="the dev rows with their labels, a C-STS .csv (required)")
+    p.add_argument(
+        "--dev-out", metavar="FILE", help="the dev rows with their labels, a C-STS .csv (required unless --no-dev)"
+    )
     p.add_argument("--no-dev", action="store_true", help="no dev split (then no --dev-out)")
     p.add_argument("--data", default=None, help="data root for a relative --train (default: $FINESIM_DATA)")
     p.add_argument("--report", metavar="FILE", default=None, help="write the counts and settings as JSON (atomically)")
