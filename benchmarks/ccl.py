@@ -13,7 +13,7 @@ Full budget (3 epochs per run; did not fit the shared 2-core machine)::
     flock /tmp/finesim-cpu.lock python benchmarks/ccl.py --epochs 3 --group-by-length --sigmas 0.25,0.5,0.75 \\
         --temperatures 0.03,0.05,0.1
 
-Budgets actually run (each results file records its ``budget`` and ``settings``; docs/ccl.md reads them):
+Budgets actually run (each results file records its ``budget`` and ``settings``; docs/results.md reads them):
 
 - the headline, one epoch per run with length-grouped batches (``ccl_minilm_1ep.json``), and a sigma/tau sweep
   at the same settings (``ccl_minilm_1ep_sweep.json``)::

@@ -11,7 +11,7 @@ both sides; each epoch's rows counted once, ``finesim.training.runner.rows_seen`
 JSON, with the bi-encoder/baseline throughput ratio) is rewritten after every run, so a partial benchmark still leaves
 its numbers.
 
-Commands behind the committed results (docs/csts-training.md)::
+Commands behind the committed results (docs/results.md)::
 
     python benchmarks/csts_train.py --epochs 1 --output benchmarks/results/csts_train_1ep_all.json
     python benchmarks/csts_train.py --epochs 3 --runs bi-mse --output benchmarks/results/csts_train_3ep.json
@@ -19,7 +19,7 @@ Commands behind the committed results (docs/csts-training.md)::
         --output benchmarks/results/csts_train_3ep_lr1e-4.json
 
 Training throughput of fp32 against bf16 autocast (this CPU has avx512_bf16), against the plain sentence-transformers
-loop, for MiniLM and mpnet (docs/csts-training.md, "bf16")::
+loop, for MiniLM and mpnet (docs/csts-training.md, "Recipes": bf16)::
 
     python benchmarks/csts_train.py --model minilm --max-steps 60 --no-group-by-length \
         --runs baseline,bi-mse,bi-mse-grouped,bi-mse-bf16,bi-mse-grouped-bf16 \
