@@ -193,3 +193,58 @@ def test_settings_never_show_the_key() -> None:
         ServeSettings(model="m", api_key="  ")
     with pytest.raises(ValueError, match="unknown encoder"):
         ServeSettings(model="m", encoder="quad")
+
+
+def _call(app, messages: list[dict]) -> list[dict]:
+    """Run one POST /similarity through the ASGI ``app`` whose client sends ``messages``; what the app sent back."""
+    incoming = iter(messages)
+    sent: list[dict] = []
+
+    async def receive():
+        return next(incoming)
+
+    async def send(message):
+        sent.append(message)
+
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"1000")]
+    scope = {"type": "http", "method": "POST", "path": "/similarity", "headers": headers, "query_string": b""}
+    asyncio.run(app(scope, receive, send))
+    return sent
+
+
+def test_a_client_that_disconnects_mid_body_is_a_499_not_a_server_error() -> None:
+    """Content-Length 1000, 12 bytes sent, then the connection closes: nobody to answer, and the metrics count it
+    as 499 (client closed request); it used to count as a 500."""
+    from finesim.serving import ServeSettings, create_app
+
+    app = create_app(ServeSettings(model="tiny"), loader=lambda: None)
+    partial = {"type": "http.request", "body": b'{"sentence1"', "more_body": True}
+    sent = _call(app, [partial, {"type": "http.disconnect"}])
+    assert sent == []
+    text = app.state.metrics.exposition()[0].decode()
+    assert 'finesim_requests_total{endpoint="/similarity",status="499"} 1.0' in text
+    assert 'status="5' not in text
+
+
+def test_an_app_that_fails_without_answering_is_still_a_500() -> None:
+    """Only a client that left makes it a 499: an application that returns (or raises) without answering a client
+    still there is a server error."""
+    from finesim.serving.limits import MetricsMiddleware
+    from finesim.serving.metrics import ServerMetrics
+
+    async def silent(scope, receive, send):
+        await receive()
+
+    async def failing(scope, receive, send):
+        raise RuntimeError("bug")
+
+    metrics = ServerMetrics(("/similarity",))
+    whole = {"type": "http.request", "body": b"{}", "more_body": False}
+    assert _call(MetricsMiddleware(silent, metrics), [whole]) == []
+    with pytest.raises(RuntimeError, match="bug"):
+        _call(MetricsMiddleware(failing, metrics), [whole])
+    with pytest.raises(RuntimeError, match="bug"):  # a disconnect the app never read does not excuse it
+        _call(MetricsMiddleware(failing, metrics), [{"type": "http.disconnect"}])
+    text = metrics.exposition()[0].decode()
+    assert 'finesim_requests_total{endpoint="/similarity",status="500"} 3.0' in text
+    assert 'status="499"' not in text

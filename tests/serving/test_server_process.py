@@ -108,6 +108,20 @@ def test_real_server_process_answers_and_stops_gracefully_on_sigterm(saved_model
             streamed = client.post("/similarity", content=iter([b"[" * 3000, b"[" * 3000]), headers=auth)
             assert streamed.status_code == 413 and streamed.json()["error_type"] == "PayloadTooLarge"
 
+            # a client that closes the connection mid-body: counted as 499 (client closed request), no 5xx
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+                raw.sendall(
+                    b"POST /similarity HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + f"Authorization: Bearer {KEY}\r\nContent-Length: 1000\r\n\r\n".encode()
+                    + b'{"sentence1": ["a'
+                )
+            closed = 'finesim_requests_total{endpoint="/similarity",status="499"} 1.0'
+            deadline = time.monotonic() + 30
+            while closed not in (exposition := client.get("/metrics").text):
+                assert time.monotonic() < deadline, exposition
+                time.sleep(0.05)
+            assert 'endpoint="/similarity",status="5' not in exposition, exposition
+
             # SIGTERM while a request is in flight: it is still answered, then the process exits 0
             result: dict[str, object] = {}
 

@@ -2,7 +2,9 @@
 
 Outermost first (:func:`finesim.serving.app.create_app` installs them in this order):
 
-1. :class:`MetricsMiddleware`: counts every answered request by endpoint and status, with its latency.
+1. :class:`MetricsMiddleware`: counts every answered request by endpoint and status, with its latency; a request
+   whose client disconnected before it was answered (e.g. mid-body) counts as 499 ``client closed request``, not
+   as a server error.
 2. :class:`AuthMiddleware`: with an API key, every path but the public ones needs ``Authorization: Bearer KEY``
    (compared with :func:`hmac.compare_digest`; the key is never logged or echoed): 401 otherwise.
 3. :class:`ConcurrencyLimitMiddleware`: more than ``limit`` scoring requests in flight: 429 at once, not queued.
@@ -15,6 +17,7 @@ They are plain ASGI callables, so they work under any ASGI server and with FastA
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from typing import Any
@@ -27,6 +30,12 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+logger = logging.getLogger("finesim.serving")
+
+# nginx's "client closed request": what a request counts as when its client disconnected before it was answered
+# (e.g. mid-body); never sent (nobody is listening), only recorded in the metrics.
+CLIENT_CLOSED = 499
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -48,7 +57,15 @@ class MetricsMiddleware:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        status = 500
+        status: int | None = None
+        disconnected = False
+
+        async def receive_watch() -> Message:
+            nonlocal disconnected
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected = True
+            return message
 
         async def send_status(message: Message) -> None:
             nonlocal status
@@ -57,9 +74,14 @@ class MetricsMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_status)
+            await self.app(scope, receive_watch, send_status)
         finally:
-            self.metrics.observe_request(scope.get("path", ""), status, time.perf_counter() - start)
+            if status is None and disconnected:  # the client left before it was answered: no server error
+                status = CLIENT_CLOSED
+                logger.info("%s: the client closed the connection before it was answered", scope.get("path"))
+            self.metrics.observe_request(
+                scope.get("path", ""), 500 if status is None else status, time.perf_counter() - start
+            )
 
 
 class AuthMiddleware:
