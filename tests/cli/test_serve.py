@@ -11,7 +11,7 @@ from finesim.cli.main import build_parser, main
 def test_defaults() -> None:
     args = build_parser().parse_args(["serve", "--model", "minilm"])
     assert (args.host, args.port, args.encoder, args.api_key_env) == ("127.0.0.1", 8080, None, None)
-    assert (args.batch_size, args.batch_wait_ms, args.cache_size) == (64, 5, 10_000)
+    assert (args.batch_size, args.batch_wait_ms, args.cache_size, args.max_batch_tokens) == (64, 5, 10_000, None)
     assert (args.max_request_bytes, args.max_items, args.max_concurrent, args.max_text_chars) == (
         1 << 20,
         256,
@@ -27,6 +27,7 @@ def test_defaults() -> None:
         (["--batch-size", "0"], "must be >= 1"),
         (["--encoder", "quad"], "invalid choice"),
         (["--batch-wait-ms", "-1"], "must be >= 0"),
+        (["--max-batch-tokens", "0"], "must be >= 1"),
     ],
 )
 def test_bad_options(argv, says, capsys) -> None:
@@ -67,3 +68,17 @@ def test_a_port_in_use_is_one_error_line(capsys) -> None:
         port = taken.getsockname()[1]
         assert main(["serve", "--model", "minilm", "--port", str(port)]) == 1
     assert f"finesim serve: error: cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_the_token_budget_reaches_the_settings_and_the_help(monkeypatch, capsys) -> None:
+    import finesim.serving.server as server
+
+    given = {}
+    monkeypatch.setattr(server, "serve", lambda settings, **kw: given.setdefault("settings", settings) and 0)
+    main(["serve", "--model", "minilm", "--max-batch-tokens", "16384", "--batch-size", "256"])
+    assert (given["settings"].max_batch_tokens, given["settings"].batch_size) == (16384, 256)
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--max-batch-tokens N also bound a micro-batch by tokens" in help_text
+    assert "a request larger than what is left is split over several batches" in help_text

@@ -17,67 +17,128 @@ from finesim.serving.metrics import BatchStats
 
 
 class RecordingEngine:
-    """Answers each job with its size; records the batches; the first batch waits for ``release``."""
+    """Scores each input as the number it is named by, records the batches (input counts and the inputs); the first
+    batch waits for ``release``; an input named ``bad`` fails its job; ``item_tokens`` reads ``tokens``."""
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: dict[str, int] | None = None) -> None:
         self.batches: list[list[int]] = []
+        self.inputs: list[list[str]] = []
         self.release = threading.Event()
         self.entered = threading.Event()
+        self.tokens = tokens or {}
 
     def run(self, jobs):
         self.entered.set()
         assert self.release.wait(30)
         self.batches.append([job.size for job in jobs])
-        if any(job.size == 13 for job in jobs):
-            return [ValueError("unlucky") if job.size == 13 else job.size for job in jobs], _stats(jobs)
-        return [job.size for job in jobs], _stats(jobs)
+        self.inputs.append([s for job in jobs for s in job.sentences1])
+        results = [
+            ValueError("unlucky") if "bad" in job.sentences1 else np.array([float(s) for s in job.sentences1])
+            for job in jobs
+        ]
+        return results, _stats(jobs)
+
+    def item_tokens(self, job) -> list[int]:
+        return [self.tokens[s] for s in job.sentences1]
 
 
 def _stats(jobs) -> BatchStats:
     return BatchStats(len(jobs), sum(j.size for j in jobs), 0, 1, 0, 0)
 
 
-def _job(n: int) -> PairJob:
-    return PairJob(["a"] * n, ["b"] * n, [None] * n)
+def _job(first: int, n: int) -> PairJob:
+    """``n`` inputs named ``first``, ``first + 1``, ...: a job's result is those numbers, in order."""
+    names = [str(first + i) for i in range(n)]
+    return PairJob(names, ["b"] * n, [None] * n)
 
 
-def test_worker_gathers_queued_jobs_up_to_the_item_budget() -> None:
+def test_worker_fills_each_batch_to_the_item_budget_splitting_jobs() -> None:
+    """Budget 10: a job that does not fit in what is left is split (the part that fits goes now, the rest opens
+    the next batch); a job of 20 spans three batches; each job gets all its rows back, in order."""
     engine = RecordingEngine()
     seen: list[BatchStats] = []
     batcher = MicroBatcher(engine, max_items=10, max_wait_s=0.0, on_batch=seen.append).start()
+    sizes = {100: 4, 200: 5, 300: 3, 400: 20, 500: 2}
     try:
-        first = batcher.submit(_job(1))
+        first = batcher.submit(_job(0, 1))
         assert engine.entered.wait(10)  # the worker holds the first batch; the next jobs queue up
-        futures = [batcher.submit(_job(n)) for n in (4, 5, 3, 20, 2)]
+        futures = {start: batcher.submit(_job(start, n)) for start, n in sizes.items()}
         engine.release.set()
-        assert first.result(10) == 1
-        assert [f.result(10) for f in futures] == [4, 5, 3, 20, 2]
+        np.testing.assert_array_equal(first.result(10), [0.0])
+        for start, n in sizes.items():
+            np.testing.assert_array_equal(futures[start].result(10), np.arange(start, start + n, dtype=float))
     finally:
         batcher.stop(10)
-    # 4 + 5 fill the budget; 3 would overflow it; 20 is over budget alone and forms its own batch
-    assert engine.batches == [[1], [4, 5], [3], [20], [2]]
-    assert [s.requests for s in seen] == [1, 2, 1, 1, 1]
+    # 4 + 5 + the first of the 3; the other 2 + 8 of the 20; 10 more of them; the last 2 of them + the 2
+    assert engine.batches == [[1], [4, 5, 1], [2, 8], [10], [2, 2]]
+    assert [s.items for s in seen] == [1, 10, 10, 10, 4]
+    assert [s.requests for s in seen] == [1, 3, 2, 1, 2]
+    assert [s.split for s in seen] == [0, 1, 2, 1, 1]  # pieces of split jobs in each batch
+    assert all(s.tokens is None for s in seen)  # no token budget: tokens are not counted
+
+
+def test_worker_fills_each_batch_to_the_token_budget() -> None:
+    """Budget 10 tokens (and 100 inputs): jobs are cut where their tokens reach the budget; one input over the
+    budget on its own forms a batch alone."""
+    tokens = {"0": 1, "10": 3, "11": 3, "12": 3, "13": 3, "20": 4, "21": 4, "30": 12, "40": 1}
+    engine = RecordingEngine(tokens)
+    seen: list[BatchStats] = []
+    batcher = MicroBatcher(engine, max_items=100, max_tokens=10, max_wait_s=0.0, on_batch=seen.append).start()
+    try:
+        first = batcher.submit(_job(0, 1))
+        assert engine.entered.wait(10)
+        futures = [batcher.submit(_job(start, n)) for start, n in ((10, 4), (20, 2), (30, 1), (40, 1))]
+        engine.release.set()
+        np.testing.assert_array_equal(first.result(10), [0.0])
+        expected = [[10.0, 11.0, 12.0, 13.0], [20.0, 21.0], [30.0], [40.0]]
+        for future, values in zip(futures, expected):
+            np.testing.assert_array_equal(future.result(10), values)
+    finally:
+        batcher.stop(10)
+    assert engine.inputs == [["0"], ["10", "11", "12"], ["13", "20"], ["21"], ["30"], ["40"]]
+    assert [s.tokens for s in seen] == [1, 9, 7, 4, 12, 1]  # 3 + 4 + 4 = 11 > 10: "21" waits for the next batch
+    assert [s.split for s in seen] == [0, 1, 2, 1, 0, 0]
 
 
 def test_one_failing_job_fails_alone_and_cancelled_jobs_are_skipped() -> None:
     engine = RecordingEngine()
     batcher = MicroBatcher(engine, max_items=100, max_wait_s=0.0).start()
     try:
-        blocker = batcher.submit(_job(1))
+        blocker = batcher.submit(_job(0, 1))
         assert engine.entered.wait(10)
-        bad, good, gone = batcher.submit(_job(13)), batcher.submit(_job(2)), batcher.submit(_job(7))
+        bad = batcher.submit(PairJob(["1", "bad"], ["b", "b"], [None, None]))
+        good, gone = batcher.submit(_job(5, 2)), batcher.submit(_job(7, 7))
         assert gone.cancel()  # its client went away before the batch ran
         engine.release.set()
-        assert blocker.result(10) == 1 and good.result(10) == 2
+        np.testing.assert_array_equal(blocker.result(10), [0.0])
+        np.testing.assert_array_equal(good.result(10), [5.0, 6.0])
         with pytest.raises(ValueError, match="unlucky"):
             bad.result(10)
         with pytest.raises(CancelledError):
             gone.result(10)
     finally:
         batcher.stop(10)
-    assert engine.batches == [[1], [13, 2]]
+    assert engine.batches == [[1], [2, 2]]
     with pytest.raises(ShuttingDown):
-        batcher.submit(_job(1))
+        batcher.submit(_job(0, 1))
+
+
+def test_a_failed_piece_fails_its_request_and_its_other_pieces_are_skipped() -> None:
+    engine = RecordingEngine()
+    batcher = MicroBatcher(engine, max_items=2, max_wait_s=0.0).start()
+    try:
+        blocker = batcher.submit(_job(0, 1))
+        assert engine.entered.wait(10)
+        bad = batcher.submit(PairJob(["1", "bad", "3", "4", "5"], ["b"] * 5, [None] * 5))
+        after = batcher.submit(_job(9, 1))
+        engine.release.set()
+        blocker.result(10)
+        with pytest.raises(ValueError, match="unlucky"):
+            bad.result(10)
+        np.testing.assert_array_equal(after.result(10), [9.0])
+    finally:
+        batcher.stop(10)
+    assert engine.inputs == [["0"], ["1", "bad"], ["9"]]  # "3", "4", "5" were never scored
 
 
 def test_the_worker_waits_for_more_jobs_up_to_max_wait() -> None:
@@ -85,10 +146,11 @@ def test_the_worker_waits_for_more_jobs_up_to_max_wait() -> None:
     engine.release.set()
     batcher = MicroBatcher(engine, max_items=100, max_wait_s=0.5).start()
     try:
-        first = batcher.submit(_job(1))
+        first = batcher.submit(_job(0, 1))
         time.sleep(0.05)
-        second = batcher.submit(_job(2))  # arrives within the wait: same batch
-        assert first.result(10) == 1 and second.result(10) == 2
+        second = batcher.submit(_job(1, 2))  # arrives within the wait: same batch
+        np.testing.assert_array_equal(first.result(10), [0.0])
+        np.testing.assert_array_equal(second.result(10), [1.0, 2.0])
     finally:
         batcher.stop(10)
     assert engine.batches == [[1, 2]]
@@ -197,3 +259,74 @@ def test_metrics_text(scorers) -> None:  # noqa: F811
         assert line in text, line
     assert 'finesim_request_duration_seconds_bucket{endpoint="/similarity",le="0.005"}' in text
     assert "finesim_requests_in_flight 0.0" in text and "finesim_batch_queue_depth 0.0" in text
+
+
+def test_a_request_over_the_budget_is_split_and_answered_whole(scorers) -> None:  # noqa: F811
+    """``batch_size`` 3 and a request of 4 pairs: two micro-batches (3 + 1 pairs), one answer with the 4 scores in
+    order, equal to the Python scorer's."""
+    from serving_support import S1, S2, C
+
+    with serving(scorers["bi"], batch_size=3, cache_size=0) as client:
+        answer = client.post("/similarity", json={"sentence1": S1, "sentence2": S2, "condition": C})
+        assert answer.status_code == 200, answer.text
+        assert metric(client, "finesim_batch_items_count") == 2 and metric(client, "finesim_batch_items_sum") == 4
+        assert metric(client, "finesim_batch_split_pieces_total") == 2
+        assert metric(client, "finesim_items_scored_total", 'endpoint="/similarity"') == 4
+        assert client.get("/info").json()["batching"]["max_batch_tokens"] is None
+    np.testing.assert_allclose(answer.json()["scores"], scorers["bi"].similarity(S1, S2, C), rtol=1e-5, atol=1e-6)
+
+
+def test_small_requests_are_gathered_up_to_the_token_budget(fresh_bi, scorers) -> None:  # noqa: F811
+    """Nine one-pair requests of 14 tokens each ([CLS] a X [SEP] the animal [SEP], twice) under a 60-token budget:
+    the first holds the model; the eight queued behind it are scored 4 per batch (56 tokens; a fifth would make 70).
+    Each gets its own score, equal to the Python scorer's."""
+    gate = Gate()
+    gate.wrap(fresh_bi)
+    words = ["man", "boy", "girl", "woman", "car", "ball", "house", "park", "dog"]
+    bodies = [{"sentence1": [f"a {w}"], "sentence2": ["a cat"], "condition": "the animal"} for w in words]
+    results: dict[int, list[float]] = {}
+    with serving(fresh_bi, batch_size=64, max_batch_tokens=60, batch_wait_ms=0, cache_size=0) as client:
+
+        def post(i: int) -> None:
+            results[i] = client.post("/similarity", json=bodies[i]).json()["scores"]
+
+        threads = [threading.Thread(target=post, args=(0,), daemon=True)]
+        threads[0].start()
+        assert gate.entered.wait(30)
+        threads += [threading.Thread(target=post, args=(i,), daemon=True) for i in range(1, len(bodies))]
+        for t in threads[1:]:
+            t.start()
+        wait_until(lambda: metric(client, "finesim_batch_queue_depth") == 8, what="eight requests queued")
+        gate.open()
+        for t in threads:
+            t.join(30)
+        assert metric(client, "finesim_batch_requests_count") == 3  # 1, then 4 + 4
+        assert metric(client, "finesim_batch_requests_sum") == 9
+        assert metric(client, "finesim_batch_tokens_count") == 3
+        assert metric(client, "finesim_batch_tokens_sum") == 9 * 14
+        assert metric(client, "finesim_batch_tokens_bucket", 'le="64.0"') == 3  # no batch over the budget
+        assert metric(client, "finesim_batch_split_pieces_total") == 0
+        assert client.get("/info").json()["batching"]["max_batch_tokens"] == 60
+    for i, body in enumerate(bodies):
+        expected = scorers["bi"].similarity(body["sentence1"], body["sentence2"], body["condition"])
+        np.testing.assert_allclose(results[i], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_token_budget_needs_a_tokenizer() -> None:
+    """A scorer whose model has no tokenizer cannot be served with a token budget: the start fails saying why."""
+    from finesim.evaluation.scoring import ConditionalScorer
+
+    class Bare:
+        tokenizer = None
+        max_seq_length = 32
+
+        def get_embedding_dimension(self) -> int:
+            return 8
+
+    scorer = ConditionalScorer.__new__(ConditionalScorer)
+    scorer.model, scorer.encoder = Bare(), "bi"
+    with serving(scorer, ready=False, max_batch_tokens=100) as client:
+        wait_until(lambda: client.get("/info").json()["status"] == "failed", what="the start to fail")
+        health = client.get("/health").json()
+    assert "max_batch_tokens (--max-batch-tokens) counts tokens with the model's tokenizer" in health["error"]
+    assert "Bare has no tokenizer" in health["error"]

@@ -63,3 +63,64 @@ def test_one_bad_job_fails_alone(scorers, monkeypatch) -> None:  # noqa: F811
 def test_cross_encoder_has_no_embed_jobs(scorers) -> None:  # noqa: F811
     results, _ = ScoringEngine(scorers["cross"], LRUCache(0)).run([EmbedJob(["a"], [None])])
     assert isinstance(results[0], ValueError)
+
+
+# The tiny tokenizer's words are whole tokens; a text pair is [CLS] text [SEP] condition [SEP].
+PAIR = PairJob(["a dog"], ["a cat"], ["the animal"])
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("bi", [7 + 7]),  # [CLS] a dog [SEP] the animal [SEP], and the same for "a cat"
+        ("tri", [(4 + 4) + (4 + 4)]),  # each side: [CLS] a dog [SEP] and [CLS] the animal [SEP], encoded alone
+        ("cross", [10]),  # [CLS] a dog [SEP] a cat [SEP] the animal [SEP]: one input
+    ],
+)
+def test_item_tokens_counts_what_the_model_reads(kind, expected, scorers) -> None:  # noqa: F811
+    engine = ScoringEngine(scorers[kind], LRUCache(0))
+    assert engine.item_tokens(PAIR) == expected
+    two = PairJob(["a dog", "a man plays guitar"], ["a cat", "a dog"], ["the animal", "the activity"])
+    counts = engine.item_tokens(two)
+    assert counts[0] == expected[0] and len(counts) == 2
+    if kind == "bi":
+        assert counts[1] == 9 + 7  # [CLS] a man plays guitar [SEP] the activity [SEP] and [CLS] a dog [SEP] ...
+        assert engine.item_tokens(EmbedJob(["a dog", "a dog"], ["the animal", None])) == [7, 4]
+
+
+def test_item_tokens_of_an_ensemble_and_a_case_model(scorers) -> None:  # noqa: F811
+    from finesim.evaluation.ensemble import EnsembleScorer
+
+    ensemble = ScoringEngine(EnsembleScorer([scorers["bi"], scorers["cross"]]), LRUCache(0))
+    assert ensemble.item_tokens(PAIR) == [14 + 10]  # each member reads the pair
+    case = ScoringEngine(scorers["case"], LRUCache(0))
+    texts, conds = ["a dog", "a man plays guitar"], ["the animal", "the activity"]
+    counts = case.item_tokens(EmbedJob(texts, conds))
+    assert len(counts) == 2 and counts[1] > counts[0] > 0
+    assert sum(counts) == case.count_tokens(texts, conds)  # what /v1/embeddings reports as usage
+
+
+@pytest.mark.parametrize("kind", ["bi", "tri", "cross", "case"])
+def test_a_job_scored_in_pieces_equals_the_job_scored_whole(kind, scorers) -> None:  # noqa: F811
+    from finesim.serving.engine import merge_results, piece_of
+
+    engine = ScoringEngine(scorers[kind], LRUCache(0))
+    job = PairJob(S1, S2, list(C))
+    whole = engine.run([job])[0][0]
+    pieces = [piece_of(job, a, b) for a, b in ((0, 1), (1, 3), (3, 4))]
+    assert [p.sentences1 for p in pieces] == [S1[:1], S1[1:3], S1[3:]]
+    np.testing.assert_allclose(merge_results(engine.run(pieces)[0]), whole, rtol=1e-5, atol=1e-6)
+    assert piece_of(job, 0, 4) is job
+    if kind in ("bi", "case"):
+        texts = EmbedJob(S1, list(C))
+        full = engine.run([texts])[0][0]
+        merged = merge_results(engine.run([piece_of(texts, 0, 3), piece_of(texts, 3, 4)])[0])
+        np.testing.assert_allclose(merged.vectors, full.vectors, rtol=1e-5, atol=1e-6)
+        assert merged.tokens == full.tokens
+
+
+def test_merge_refuses_mixed_results() -> None:
+    from finesim.serving.engine import merge_results
+
+    with pytest.raises(TypeError, match=r"cannot merge the results \['ndarray', 'list'\] of a split job"):
+        merge_results([np.zeros(1), []])

@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "  POST /search over a conditional index built with the same model (--index DIR)\n"
         "  GET /health, /info, /metrics (Prometheus; these three need no API key)\n"
         "  GET /v1/models (OpenAI-compatible); /docs, the interactive API page (on by default on loopback)\n"
-        "Requests that arrive close together are scored in one micro-batch. SIGTERM stops it gracefully:\n"
+        "Requests that arrive close together are scored in one micro-batch, up to --batch-size inputs (and\n"
+        "--max-batch-tokens tokens); a larger request is split over several. SIGTERM stops it gracefully:\n"
         "requests in flight are answered, then it exits 0. Needs the serve extra: pip install 'finesim[serve]'.\n"
         "See docs/serving.md.",
     )
@@ -96,7 +97,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         type=positive_int,
         default=64,
-        help="most inputs gathered into one micro-batch (1: one request at a time)",
+        help="most inputs (pairs or texts) in one micro-batch: requests are gathered across clients up to it, and a "
+        "request larger than what is left is split over several batches (1: one input at a time)",
+    )
+    p.add_argument(
+        "--max-batch-tokens",
+        metavar="N",
+        type=positive_int,
+        default=None,
+        help="also bound a micro-batch by tokens (what the model reads, counted with its tokenizer), as "
+        "text-embeddings-inference's --max-batch-tokens (default: no token budget, --batch-size alone)",
     )
     p.add_argument(
         "--batch-wait-ms",
@@ -179,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
         max_concurrent=args.max_concurrent,
         max_text_chars=args.max_text_chars,
         batch_size=args.batch_size,
+        max_batch_tokens=args.max_batch_tokens,
         batch_wait_ms=float(args.batch_wait_ms),
         cache_size=args.cache_size,
         device=args.device,

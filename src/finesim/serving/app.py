@@ -27,7 +27,7 @@ from finesim import __version__
 from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
 from finesim.serving.batching import MicroBatcher, ShuttingDown
 from finesim.serving.cache import LRUCache
-from finesim.serving.engine import Embeddings, EmbedJob, Job, PairJob, ScoringEngine, SearchJob
+from finesim.serving.engine import Embeddings, EmbedJob, Job, NoTokenizer, PairJob, ScoringEngine, SearchJob
 from finesim.serving.errors import (
     BACKEND,
     NO_INDEX,
@@ -232,9 +232,12 @@ def create_app(
                 state.index_info = describe_index(index)
             state.failed_stage = "model"
             engine = ScoringEngine(scorer, LRUCache(settings.cache_size), index=index)
+            if settings.max_batch_tokens is not None:
+                check_token_counting(engine)
             batcher = MicroBatcher(
                 engine,
                 max_items=settings.batch_size,
+                max_tokens=settings.max_batch_tokens,
                 max_wait_s=settings.batch_wait_ms / 1000.0,
                 on_batch=metrics.observe_batch,
             ).start()
@@ -322,6 +325,7 @@ def create_app(
             "limits": settings.limits(),
             "batching": {
                 "batch_size": settings.batch_size,
+                "max_batch_tokens": settings.max_batch_tokens,
                 "batch_wait_ms": settings.batch_wait_ms,
                 "cache_size": settings.cache_size,
             },
@@ -420,6 +424,16 @@ def create_app(
         return {"object": "list", "data": data, "model": settings.model, "usage": usage}
 
     return app
+
+
+def check_token_counting(engine: ScoringEngine) -> None:
+    """Fail the start (with the reason) when the token budget cannot count this model's tokens."""
+    try:
+        engine.item_tokens(PairJob(["a"], ["b"], ["c"]))
+    except NoTokenizer as err:
+        raise ValueError(
+            f"max_batch_tokens (--max-batch-tokens) counts tokens with the model's tokenizer: {err}"
+        ) from None
 
 
 def docs_enabled(settings: ServeSettings) -> bool:

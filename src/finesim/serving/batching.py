@@ -1,24 +1,32 @@
-"""Dynamic micro-batching: one worker thread owns the model; requests queue jobs and wait on futures.
+"""Dynamic micro-batching by budget: one worker thread owns the model; requests queue jobs and wait on futures.
 
-The worker takes the first queued job, then keeps taking jobs until the batch holds ``max_items`` inputs or
-``max_wait_s`` has passed since the first one (a job that would overflow the batch waits for the next one; a job
-larger than ``max_items`` forms a batch alone). The whole batch goes to
-:meth:`finesim.serving.engine.ScoringEngine.run`, which computes each distinct input once, and every job's
-future is resolved with its own result. ``max_items`` 1 serves one request at a time.
+The worker fills each micro-batch from the queue, first come first served, up to a **budget**: at most
+``max_items`` inputs (pairs or texts) and, when ``max_tokens`` is set, at most that many tokens (what the model reads
+for the inputs, counted with its tokenizer: :meth:`~finesim.serving.engine.ScoringEngine.item_tokens`), as
+text-embeddings-inference's ``max_batch_tokens`` does. A job that does not fit in what is left of the budget is
+**split**: the inputs that fit go into this batch, the rest opens the next one (a job larger than the budget is
+scored over several batches). The pieces' results are put back together in the job's order, so a request gets
+exactly the rows it would get scored alone. One input over the token budget on its own forms a batch alone. After
+the first job the worker waits at most ``max_wait_s`` for more, then runs what it has.
+
+Each batch goes to :meth:`finesim.serving.engine.ScoringEngine.run`, which computes each distinct input once;
+every request's future is resolved once all its pieces are scored. ``max_items`` 1 scores one input at a time.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from finesim.serving.engine import Job, ScoringEngine
+from finesim.serving.engine import Job, ScoringEngine, merge_results, piece_of
 from finesim.serving.metrics import BatchStats
 
 logger = logging.getLogger("finesim.serving")
@@ -26,14 +34,59 @@ logger = logging.getLogger("finesim.serving")
 _STOP = object()
 
 
-@dataclass
-class _Pending:
-    job: Job
-    future: Future
-
-
 class ShuttingDown(RuntimeError):
     """A job was submitted after the worker was told to stop."""
+
+
+@dataclass(eq=False)
+class _Request:
+    """A submitted job, its future, and the results of its pieces scored so far."""
+
+    job: Job
+    future: Future
+    tokens: list[int] | None = None  # per-input tokens, counted by the worker when a token budget is set
+    prefix: list[int] = field(default_factory=list)  # prefix sums of ``tokens``
+    parts: dict[int, Any] = field(default_factory=dict)  # start -> result of the piece starting there
+    scored: int = 0  # inputs whose piece has been scored
+    state: str = "queued"  # queued | running | done (answered, failed or cancelled)
+
+    def begin(self) -> bool:
+        """Whether a piece of this request should be scored (its client still waits and nothing failed)."""
+        if self.state == "queued":
+            self.state = "running" if self.future.set_running_or_notify_cancel() else "done"
+        return self.state == "running"
+
+    def deliver(self, start: int, stop: int, result: Any) -> None:
+        """Record one piece's result; resolve the future when the last piece is in (or at the first error)."""
+        if self.state != "running":
+            return
+        if isinstance(result, BaseException):
+            self.state = "done"
+            self.future.set_exception(result)
+            return
+        self.parts[start] = result
+        self.scored += stop - start
+        if self.scored >= self.job.size:
+            self.state = "done"
+            try:
+                merged = merge_results([self.parts[k] for k in sorted(self.parts)])
+            except Exception as err:  # a bug: answer it as a failed request, keep serving
+                self.future.set_exception(err)
+                return
+            self.future.set_result(merged)
+
+    def span_tokens(self, start: int, stop: int) -> int:
+        """Tokens of inputs ``start:stop`` (0 without a token budget)."""
+        return 0 if self.tokens is None else self.prefix[stop] - self.prefix[start]
+
+
+@dataclass
+class _Piece:
+    """Inputs ``start:stop`` of a request."""
+
+    request: _Request
+    start: int
+    stop: int
 
 
 class MicroBatcher:
@@ -43,6 +96,8 @@ class MicroBatcher:
         engine: what computes a batch.
         max_items: most inputs (pairs or texts) per micro-batch.
         max_wait_s: how long to wait for more jobs after the first one of a batch (0: take only what is queued).
+        max_tokens: most tokens per micro-batch (None: no token budget); needs a model whose tokenizer the engine
+            can count with.
         on_batch: called with each batch's :class:`BatchStats` (the metrics).
     """
 
@@ -52,12 +107,16 @@ class MicroBatcher:
         *,
         max_items: int,
         max_wait_s: float,
+        max_tokens: int | None = None,
         on_batch: Callable[[BatchStats], None] | None = None,
     ) -> None:
         if max_items < 1 or max_wait_s < 0:
             raise ValueError("max_items must be >= 1 and max_wait_s >= 0")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1 or None, got {max_tokens}")
         self.engine = engine
         self.max_items = max_items
+        self.max_tokens = max_tokens
         self.max_wait_s = max_wait_s
         self.on_batch = on_batch
         self._queue: queue.Queue[Any] = queue.Queue()
@@ -71,12 +130,12 @@ class MicroBatcher:
         return self
 
     def submit(self, job: Job) -> Future:
-        """Queue ``job``; the future gets its result (or exception) once its batch has run."""
+        """Queue ``job``; the future gets its result (or exception) once all of it has been scored."""
         future: Future = Future()
         with self._lock:
             if self._stopping:
                 raise ShuttingDown("the server is shutting down")
-            self._queue.put(_Pending(job, future))
+            self._queue.put(_Piece(_Request(job, future), 0, job.size))
         return future
 
     def queued(self) -> int:
@@ -94,15 +153,28 @@ class MicroBatcher:
             self._thread.join(timeout)
 
     def _loop(self) -> None:
-        held: Any = None
+        held: _Piece | None = None  # the rest of a job split at the end of the last batch
         while True:
-            first = held if held is not None else self._queue.get()
+            nxt = held if held is not None else self._queue.get()
             held = None
-            if first is _STOP:
+            if nxt is _STOP:
                 return
-            batch, items, stop = [first], first.job.size, False
+            batch: list[_Piece] = []
+            items = tokens = 0
+            stop = False
             deadline = time.monotonic() + self.max_wait_s
-            while items < self.max_items:
+            while True:
+                if self._costed(nxt):  # else its token count failed: the request got that error, nothing to batch
+                    take, rest = self._fit(nxt, items, tokens, first=not batch)
+                    if take is not None:
+                        batch.append(take)
+                        items += take.stop - take.start
+                        tokens += take.request.span_tokens(take.start, take.stop)
+                    if rest is not None:
+                        held = rest
+                        break
+                if items >= self.max_items or (self.max_tokens is not None and tokens >= self.max_tokens):
+                    break
                 remaining = deadline - time.monotonic()
                 try:
                     nxt = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
@@ -111,33 +183,60 @@ class MicroBatcher:
                 if nxt is _STOP:
                     stop = True
                     break
-                if items + nxt.job.size > self.max_items:
-                    held = nxt
-                    break
-                batch.append(nxt)
-                items += nxt.job.size
-            self._process(batch)
+            if batch:
+                self._process(batch, tokens if self.max_tokens is not None else None)
             if stop:
                 return
 
-    def _process(self, batch: list[_Pending]) -> None:
-        live = [p for p in batch if p.future.set_running_or_notify_cancel()]  # skip jobs whose client has gone
+    def _costed(self, piece: _Piece) -> bool:
+        """Count the request's tokens once (with a token budget); False when that failed (the request is failed)."""
+        request = piece.request
+        if self.max_tokens is None or request.tokens is not None:
+            return True
+        try:
+            request.tokens = [int(t) for t in self.engine.item_tokens(request.job)]
+        except Exception as err:
+            logger.exception("counting a request's tokens failed")
+            if request.begin():
+                request.deliver(0, request.job.size, err)
+            return False
+        request.prefix = list(itertools.accumulate(request.tokens, initial=0))
+        return True
+
+    def _fit(self, piece: _Piece, items: int, tokens: int, *, first: bool) -> tuple[_Piece | None, _Piece | None]:
+        """What of ``piece`` goes into a batch holding ``items`` inputs and ``tokens`` tokens, and what is left."""
+        request, start, stop = piece.request, piece.start, piece.stop
+        if request.state == "done" or request.future.cancelled():  # failed, or its client has gone: drop the rest
+            return None, None
+        if stop == start:  # an empty job (nothing to split): it rides along
+            return piece, None
+        room = max(0, min(stop - start, self.max_items - items))
+        if self.max_tokens is not None:  # the most inputs from ``start`` whose tokens fit in what is left
+            limit = request.prefix[start] + self.max_tokens - tokens
+            room = max(0, bisect.bisect_right(request.prefix, limit, start, start + room + 1) - 1 - start)
+        if room == 0 and first:
+            room = 1  # one input over the token budget on its own: a batch of its own
+        if room == 0:
+            return None, piece
+        cut = start + room
+        return _Piece(request, start, cut), (_Piece(request, cut, stop) if cut < stop else None)
+
+    def _process(self, batch: list[_Piece], tokens: int | None) -> None:
+        live = [p for p in batch if p.request.begin()]  # skip jobs whose client has gone or that failed already
         if not live:
             return
+        split = sum(p.stop - p.start < p.request.job.size for p in live)
         try:
-            results, stats = self.engine.run([p.job for p in live])
+            results, stats = self.engine.run([piece_of(p.request.job, p.start, p.stop) for p in live])
         except BaseException as err:  # engine.run catches model errors; this is a bug: fail the batch, keep serving
             logger.exception("micro-batch failed")
             for p in live:
-                p.future.set_exception(err)
+                p.request.deliver(p.start, p.stop, err)
             return
         if self.on_batch is not None:  # before any answer goes out: a client that saw its reply sees the metrics
             try:
-                self.on_batch(stats)
+                self.on_batch(replace(stats, tokens=tokens, split=split))
             except Exception:
                 logger.exception("recording a micro-batch failed")
         for p, result in zip(live, results):
-            if isinstance(result, BaseException):
-                p.future.set_exception(result)
-            else:
-                p.future.set_result(result)
+            p.request.deliver(p.start, p.stop, result)

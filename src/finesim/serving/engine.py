@@ -12,6 +12,10 @@ computes the missing ones in **one** model call:
 
 When the combined call fails, each job is run alone, so one bad request does not fail the others.
 
+The batcher (:mod:`finesim.serving.batching`) may hand the engine a piece of a request (:func:`piece_of`) and put
+the pieces' results back together (:func:`merge_results`); :meth:`ScoringEngine.item_tokens` is what its token
+budget counts.
+
 A :class:`SearchJob` (``POST /search``) is never combined: it runs alone, after the batch's other jobs, as
 :meth:`finesim.index.ConditionalIndex.search` on the index opened with the same model object. Running it on this
 same worker thread is what keeps the model used by one thread at a time (the index encodes the query, and for a
@@ -27,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
 from finesim.evaluation.scoring import ConditionalScorer, cosine_scores
 from finesim.serving.cache import LRUCache
 from finesim.serving.metrics import BatchStats
@@ -220,28 +225,107 @@ class ScoringEngine:
     def count_tokens(self, texts: Sequence[str], conditions: Sequence[str | None]) -> int:
         """Tokens the model reads for these inputs (after truncation): the ``(text, condition)`` pair, or the text
         alone, for a bi-encoder; the conditional prompt (and the condition-only prompt when CASE subtracts it)
-        for a CASE model."""
-        if self.scorer.encoder == "case":
-            encoder = self.scorer.model.encoder
-            inputs = encoder.conditional_texts(texts, conditions)
-            if encoder.subtract_condition:
-                inputs += [encoder.prompt.unconditional(c) for c in conditions]
-            return _tokens(encoder.pipeline, inputs, None)
-        alone = [t for t, c in zip(texts, conditions) if c is None]
-        paired = [(t, c) for t, c in zip(texts, conditions) if c is not None]
-        total = _tokens(self.scorer.model, alone, None) if alone else 0
-        if paired:
-            total += _tokens(self.scorer.model, [p[0] for p in paired], [p[1] for p in paired])
-        return total
+        for a CASE model (``/v1/embeddings``' usage; 0 for a model without a tokenizer)."""
+        try:
+            return sum(input_tokens(self.scorer, texts, conditions))
+        except NoTokenizer:
+            return 0
+
+    def item_tokens(self, job: Job) -> list[int]:
+        """What the token budget of a micro-batch counts: the tokens the model reads for each input of ``job``
+        (:func:`job_tokens`); a search counts 0 (it runs alone after the batch)."""
+        if isinstance(job, SearchJob):
+            return [0]
+        return job_tokens(self.scorer, job)
 
 
-def _tokens(model: Any, texts: list[str], pairs: list[str] | None) -> int:
+class NoTokenizer(ValueError):
+    """The model has no tokenizer to count tokens with."""
+
+
+def job_tokens(scorer: Any, job: ModelJob) -> list[int]:
+    """Tokens the model reads for each input of ``job``, after truncation to the model's limit: a text of an
+    :class:`EmbedJob` as :func:`input_tokens` counts it; a pair of a :class:`PairJob` both its sides (each
+    ``(sentence, condition)`` input), or for a cross-encoder its one ``(s1, s2 [SEP] c)`` input; for an ensemble
+    the sum over its members (each reads the pair). Inputs repeated in a batch or found in the cache are counted
+    all the same (an upper bound of what the model computes)."""
+    if scorer.encoder == ENSEMBLE:
+        members = [job_tokens(member, job) for member in scorer.members]
+        return [sum(counts) for counts in zip(*members)]
+    if isinstance(job, EmbedJob):
+        return input_tokens(scorer, job.texts, job.conditions)
+    if scorer.encoder == "cross":
+        from finesim.models.builders import cross_second_text
+
+        second = [cross_second_text(scorer.model, s2, c) for s2, c in zip(job.sentences2, job.conditions)]
+        return _lengths(scorer.model, job.sentences1, second)
+    left = input_tokens(scorer, job.sentences1, job.conditions)
+    right = input_tokens(scorer, job.sentences2, job.conditions)
+    return [a + b for a, b in zip(left, right)]
+
+
+def input_tokens(scorer: Any, texts: Sequence[str], conditions: Sequence[str | None]) -> list[int]:
+    """Tokens of each ``(text, condition)`` input of an embedding model: a bi-encoder's text pair (the text alone
+    without a condition); a tri-encoder's text and condition, each encoded alone; a CASE model's conditional prompt
+    (plus the condition-only prompt when it subtracts it)."""
+    if scorer.encoder == "case":
+        encoder = scorer.model.encoder
+        counts = _lengths(encoder.pipeline, encoder.conditional_texts(list(texts), list(conditions)), None)
+        if encoder.subtract_condition:
+            alone = _lengths(encoder.pipeline, [encoder.prompt.unconditional(c) for c in conditions], None)
+            counts = [a + b for a, b in zip(counts, alone)]
+        return counts
+    with_condition = [i for i, c in enumerate(conditions) if c is not None]
+    given = [conditions[i] for i in with_condition]
+    if scorer.encoder == "tri":
+        counts = _lengths(scorer.model, list(texts), None)
+        for i, n in zip(with_condition, _lengths(scorer.model, given, None)):  # type: ignore[arg-type]
+            counts[i] += n
+        return counts
+    counts = [0] * len(texts)
+    without = [i for i, c in enumerate(conditions) if c is None]
+    for i, n in zip(without, _lengths(scorer.model, [texts[i] for i in without], None)):
+        counts[i] = n
+    for i, n in zip(with_condition, _lengths(scorer.model, [texts[i] for i in with_condition], given)):  # type: ignore[arg-type]
+        counts[i] = n
+    return counts
+
+
+def _lengths(model: Any, texts: Sequence[str], pairs: Sequence[str] | None) -> list[int]:
+    """Token count of each text (or text pair), truncated as the model truncates."""
+    if not texts:
+        return []
     tokenizer = getattr(model, "tokenizer", None)
-    if tokenizer is None or not texts:
-        return 0
+    if tokenizer is None:
+        raise NoTokenizer(f"{type(model).__name__} has no tokenizer to count tokens with")
     limit = getattr(model, "max_seq_length", None)
-    encoded = tokenizer(texts, pairs, truncation=limit is not None, max_length=limit)
-    return sum(len(ids) for ids in encoded["input_ids"])
+    encoded = tokenizer(
+        list(texts), None if pairs is None else list(pairs), truncation=limit is not None, max_length=limit
+    )
+    return [len(ids) for ids in encoded["input_ids"]]
+
+
+def piece_of(job: Job, start: int, stop: int) -> Job:
+    """Inputs ``start:stop`` of ``job`` as a job of its own (the job itself when that is all of it)."""
+    if start == 0 and stop == job.size:
+        return job
+    if isinstance(job, PairJob):
+        return PairJob(job.sentences1[start:stop], job.sentences2[start:stop], job.conditions[start:stop])
+    if isinstance(job, EmbedJob):
+        return EmbedJob(job.texts[start:stop], job.conditions[start:stop])
+    raise ValueError(f"a {type(job).__name__} is not split")
+
+
+def merge_results(parts: Sequence[Any]) -> Any:
+    """One job's result from its pieces' results, in input order: scores concatenated, embeddings stacked (their
+    token counts added)."""
+    if len(parts) == 1:
+        return parts[0]
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    if all(isinstance(p, Embeddings) for p in parts):
+        return Embeddings(np.concatenate([p.vectors for p in parts]), sum(p.tokens for p in parts))
+    raise TypeError(f"cannot merge the results {[type(p).__name__ for p in parts]} of a split job")
 
 
 @dataclass

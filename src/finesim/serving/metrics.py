@@ -12,12 +12,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+TOKEN_BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 
 @dataclass(frozen=True)
 class BatchStats:
     """What one micro-batch did: requests and items in it, inputs the model computed (``encoded``) in how many
-    model calls, and cache hits and misses over its distinct inputs."""
+    model calls, cache hits and misses over its distinct inputs; the tokens of its inputs (with a token budget,
+    else None) and how many of its requests are pieces of a request split over several batches (``split``)."""
 
     requests: int
     items: int
@@ -25,6 +27,8 @@ class BatchStats:
     model_calls: int
     cache_hits: int
     cache_misses: int
+    tokens: int | None = None
+    split: int = 0
 
 
 class ServerMetrics:
@@ -52,6 +56,17 @@ class ServerMetrics:
         self.batch_items = Histogram(
             "finesim_batch_items", "Model inputs (pairs or texts) per micro-batch", buckets=SIZE_BUCKETS, registry=r
         )
+        self.batch_tokens = Histogram(
+            "finesim_batch_tokens",
+            "Tokens of the inputs per micro-batch (observed with a token budget, --max-batch-tokens)",
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.split_pieces = Counter(
+            "finesim_batch_split_pieces",
+            "Pieces of requests split over several micro-batches (a request larger than what was left of the budget)",
+            registry=r,
+        )
         self.model_calls = Counter("finesim_model_calls", "Calls of the model (encode or predict)", registry=r)
         self.encoded = Counter("finesim_inputs_encoded", "Distinct inputs the model computed", registry=r)
         self.cache_hits = Counter("finesim_cache_hits", "Inputs answered from the cache", registry=r)
@@ -74,6 +89,9 @@ class ServerMetrics:
         """Record one micro-batch."""
         self.batch_requests.observe(stats.requests)
         self.batch_items.observe(stats.items)
+        if stats.tokens is not None:
+            self.batch_tokens.observe(stats.tokens)
+        self.split_pieces.inc(stats.split)
         self.model_calls.inc(stats.model_calls)
         self.encoded.inc(stats.encoded)
         self.cache_hits.inc(stats.cache_hits)

@@ -27,7 +27,10 @@ class ServeSettings:
             and most results (``k``) of ``/search``.
         max_concurrent: most requests in flight on the scoring endpoints; one more is answered 429 at once.
         max_text_chars: longest accepted text, in characters.
-        batch_size: most model inputs gathered into one micro-batch (1: one request at a time).
+        batch_size: most model inputs (pairs or texts) in one micro-batch; requests are gathered up to it and a
+            request larger than what is left is split over several batches (1: one input at a time).
+        max_batch_tokens: most tokens (what the model reads for the inputs, counted with its tokenizer) in one
+            micro-batch, as text-embeddings-inference's ``max_batch_tokens``; None: inputs alone bound a batch.
         batch_wait_ms: how long the worker waits for more requests after the first one of a micro-batch.
         cache_size: entries of the LRU cache of embeddings (cross-encoders: of pair scores); 0 turns it off.
         device: torch device (None: automatic).
@@ -54,6 +57,7 @@ class ServeSettings:
     max_concurrent: int = 64
     max_text_chars: int = 4096
     batch_size: int = 64
+    max_batch_tokens: int | None = None
     batch_wait_ms: float = 5.0
     cache_size: int = 10_000
     device: str | None = None
@@ -70,8 +74,9 @@ class ServeSettings:
         for name in ("max_request_bytes", "max_items", "max_concurrent", "max_text_chars", "batch_size", "workers"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"threads must be >= 1, got {self.threads}")
+        for name in ("threads", "max_batch_tokens"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.inference_batch_size < 1:
             raise ValueError(f"inference_batch_size must be >= 1, got {self.inference_batch_size}")
         if self.batch_wait_ms < 0 or self.cache_size < 0:
