@@ -11,7 +11,8 @@ from finesim.cli.main import build_parser, main
 def test_defaults() -> None:
     args = build_parser().parse_args(["serve", "--model", "minilm"])
     assert (args.host, args.port, args.encoder, args.api_key_env) == ("127.0.0.1", 8080, None, None)
-    assert (args.batch_size, args.batch_wait_ms, args.cache_size, args.max_batch_tokens) == (64, 5, 10_000, None)
+    assert (args.batch_size, args.batch_wait_ms, args.cache_size) == (64, 5, 10_000)
+    assert (args.max_batch_tokens, args.max_batch_requests) == (None, None)
     assert (args.max_request_bytes, args.max_items, args.max_concurrent, args.max_text_chars) == (
         1 << 20,
         256,
@@ -28,6 +29,7 @@ def test_defaults() -> None:
         (["--encoder", "quad"], "invalid choice"),
         (["--batch-wait-ms", "-1"], "must be >= 0"),
         (["--max-batch-tokens", "0"], "must be >= 1"),
+        (["--max-batch-requests", "0"], "must be >= 1"),
     ],
 )
 def test_bad_options(argv, says, capsys) -> None:
@@ -75,8 +77,21 @@ def test_the_token_budget_reaches_the_settings_and_the_help(monkeypatch, capsys)
 
     given = {}
     monkeypatch.setattr(server, "serve", lambda settings, **kw: given.setdefault("settings", settings) and 0)
-    main(["serve", "--model", "minilm", "--max-batch-tokens", "16384", "--batch-size", "256"])
-    assert (given["settings"].max_batch_tokens, given["settings"].batch_size) == (16384, 256)
+    main(
+        [
+            "serve",
+            "--model",
+            "minilm",
+            "--max-batch-tokens",
+            "16384",
+            "--batch-size",
+            "256",
+            "--max-batch-requests",
+            "1",
+        ]
+    )
+    settings = given["settings"]
+    assert (settings.max_batch_tokens, settings.batch_size, settings.max_batch_requests) == (16384, 256, 1)
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())

@@ -100,6 +100,24 @@ def test_worker_fills_each_batch_to_the_token_budget() -> None:
     assert [s.split for s in seen] == [0, 1, 2, 1, 0, 0]
 
 
+def test_max_requests_bounds_the_requests_per_batch() -> None:
+    """With room for 100 inputs, at most 2 requests per batch; 1 scores one whole request at a time."""
+    for max_requests, expected in ((2, [[1], [3, 4], [5]]), (1, [[1], [3], [4], [5]])):
+        engine = RecordingEngine()
+        batcher = MicroBatcher(engine, max_items=100, max_requests=max_requests, max_wait_s=0.0).start()
+        try:
+            first = batcher.submit(_job(0, 1))
+            assert engine.entered.wait(10)
+            futures = [batcher.submit(_job(start, n)) for start, n in ((10, 3), (20, 4), (30, 5))]
+            engine.release.set()
+            first.result(10)
+            for future, start, n in zip(futures, (10, 20, 30), (3, 4, 5)):
+                np.testing.assert_array_equal(future.result(10), np.arange(start, start + n, dtype=float))
+        finally:
+            batcher.stop(10)
+        assert engine.batches == expected
+
+
 def test_one_failing_job_fails_alone_and_cancelled_jobs_are_skipped() -> None:
     engine = RecordingEngine()
     batcher = MicroBatcher(engine, max_items=100, max_wait_s=0.0).start()
@@ -272,7 +290,8 @@ def test_a_request_over_the_budget_is_split_and_answered_whole(scorers) -> None:
         assert metric(client, "finesim_batch_items_count") == 2 and metric(client, "finesim_batch_items_sum") == 4
         assert metric(client, "finesim_batch_split_pieces_total") == 2
         assert metric(client, "finesim_items_scored_total", 'endpoint="/similarity"') == 4
-        assert client.get("/info").json()["batching"]["max_batch_tokens"] is None
+        batching = client.get("/info").json()["batching"]
+        assert batching["max_batch_tokens"] is None and batching["max_batch_requests"] is None
     np.testing.assert_allclose(answer.json()["scores"], scorers["bi"].similarity(S1, S2, C), rtol=1e-5, atol=1e-6)
 
 

@@ -109,6 +109,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "text-embeddings-inference's --max-batch-tokens (default: no token budget, --batch-size alone)",
     )
     p.add_argument(
+        "--max-batch-requests",
+        metavar="N",
+        type=positive_int,
+        default=None,
+        help="also bound a micro-batch by requests (default: no bound); 1 with --batch-size at least --max-items "
+        "serves one request at a time",
+    )
+    p.add_argument(
         "--batch-wait-ms",
         metavar="MS",
         type=non_negative_int,
@@ -190,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
         max_text_chars=args.max_text_chars,
         batch_size=args.batch_size,
         max_batch_tokens=args.max_batch_tokens,
+        max_batch_requests=args.max_batch_requests,
         batch_wait_ms=float(args.batch_wait_ms),
         cache_size=args.cache_size,
         device=args.device,

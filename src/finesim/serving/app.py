@@ -238,6 +238,7 @@ def create_app(
                 engine,
                 max_items=settings.batch_size,
                 max_tokens=settings.max_batch_tokens,
+                max_requests=settings.max_batch_requests,
                 max_wait_s=settings.batch_wait_ms / 1000.0,
                 on_batch=metrics.observe_batch,
             ).start()
@@ -326,6 +327,7 @@ def create_app(
             "batching": {
                 "batch_size": settings.batch_size,
                 "max_batch_tokens": settings.max_batch_tokens,
+                "max_batch_requests": settings.max_batch_requests,
                 "batch_wait_ms": settings.batch_wait_ms,
                 "cache_size": settings.cache_size,
             },

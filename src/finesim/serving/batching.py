@@ -6,11 +6,13 @@ for the inputs, counted with its tokenizer: :meth:`~finesim.serving.engine.Scori
 text-embeddings-inference's ``max_batch_tokens`` does. A job that does not fit in what is left of the budget is
 **split**: the inputs that fit go into this batch, the rest opens the next one (a job larger than the budget is
 scored over several batches). The pieces' results are put back together in the job's order, so a request gets
-exactly the rows it would get scored alone. One input over the token budget on its own forms a batch alone. After
-the first job the worker waits at most ``max_wait_s`` for more, then runs what it has.
+exactly the rows it would get scored alone. One input over the token budget on its own forms a batch alone.
+``max_requests`` optionally bounds the requests (or pieces of one) per batch. After the first job the worker waits
+at most ``max_wait_s`` for more, then runs what it has.
 
 Each batch goes to :meth:`finesim.serving.engine.ScoringEngine.run`, which computes each distinct input once;
-every request's future is resolved once all its pieces are scored. ``max_items`` 1 scores one input at a time.
+every request's future is resolved once all its pieces are scored. ``max_items`` 1 scores one input at a time;
+``max_requests`` 1 (with ``max_items`` at least the largest request) one request at a time.
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class MicroBatcher:
         max_wait_s: how long to wait for more jobs after the first one of a batch (0: take only what is queued).
         max_tokens: most tokens per micro-batch (None: no token budget); needs a model whose tokenizer the engine
             can count with.
+        max_requests: most requests (or pieces of one) per micro-batch (None: no bound); 1 with a large
+            ``max_items`` scores one request at a time.
         on_batch: called with each batch's :class:`BatchStats` (the metrics).
     """
 
@@ -108,15 +112,18 @@ class MicroBatcher:
         max_items: int,
         max_wait_s: float,
         max_tokens: int | None = None,
+        max_requests: int | None = None,
         on_batch: Callable[[BatchStats], None] | None = None,
     ) -> None:
         if max_items < 1 or max_wait_s < 0:
             raise ValueError("max_items must be >= 1 and max_wait_s >= 0")
-        if max_tokens is not None and max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1 or None, got {max_tokens}")
+        for name, value in (("max_tokens", max_tokens), ("max_requests", max_requests)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {value}")
         self.engine = engine
         self.max_items = max_items
         self.max_tokens = max_tokens
+        self.max_requests = max_requests
         self.max_wait_s = max_wait_s
         self.on_batch = on_batch
         self._queue: queue.Queue[Any] = queue.Queue()
@@ -174,6 +181,8 @@ class MicroBatcher:
                         held = rest
                         break
                 if items >= self.max_items or (self.max_tokens is not None and tokens >= self.max_tokens):
+                    break
+                if self.max_requests is not None and len(batch) >= self.max_requests:
                     break
                 remaining = deadline - time.monotonic()
                 try:

@@ -31,6 +31,9 @@ class ServeSettings:
             request larger than what is left is split over several batches (1: one input at a time).
         max_batch_tokens: most tokens (what the model reads for the inputs, counted with its tokenizer) in one
             micro-batch, as text-embeddings-inference's ``max_batch_tokens``; None: inputs alone bound a batch.
+        max_batch_requests: most requests (or pieces of one) in one micro-batch, as text-embeddings-inference's
+            ``max_batch_requests``; None: no bound. 1 with ``batch_size`` >= ``max_items`` serves one request at a
+            time.
         batch_wait_ms: how long the worker waits for more requests after the first one of a micro-batch.
         cache_size: entries of the LRU cache of embeddings (cross-encoders: of pair scores); 0 turns it off.
         device: torch device (None: automatic).
@@ -58,6 +61,7 @@ class ServeSettings:
     max_text_chars: int = 4096
     batch_size: int = 64
     max_batch_tokens: int | None = None
+    max_batch_requests: int | None = None
     batch_wait_ms: float = 5.0
     cache_size: int = 10_000
     device: str | None = None
@@ -74,7 +78,7 @@ class ServeSettings:
         for name in ("max_request_bytes", "max_items", "max_concurrent", "max_text_chars", "batch_size", "workers"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("threads", "max_batch_tokens"):
+        for name in ("threads", "max_batch_tokens", "max_batch_requests"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.inference_batch_size < 1:
