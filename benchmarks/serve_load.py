@@ -8,7 +8,8 @@ For one model, on the same C-STS validation pairs (shuffled with ``--seed``, cut
 2. **server, micro-batching on**: ``finesim serve --batch-size B --batch-wait-ms W``, ``--clients`` concurrent
    clients (asyncio + httpx, one connection each) sending ``POST /similarity`` until ``--requests`` requests are
    answered or ``--duration`` seconds have passed;
-3. **server, one request at a time**: the same with ``--batch-size 1``.
+3. **server, one request at a time**: the same with ``--max-batch-requests 1`` (and ``--batch-size 4096``, so that
+   no request is split).
 
 Both servers run with ``--cache-size 0`` (the LRU cache would answer repeated inputs without the model and flatter
 the server) and are stopped with SIGTERM (their exit code is recorded). Each run starts with ``--warmup``
@@ -143,7 +144,10 @@ class Server:
         self.command = [sys.executable, "-m", "finesim.cli.main", "serve", "--model", args.model]
         self.command += ["--workers", str(workers)] + (["--threads", str(args.threads)] if args.threads else [])
         self.command += ["--host", "127.0.0.1", "--port", "0", "--cache-size", "0", "--no-progress"]
-        self.command += ["--batch-size", str(batch_size), "--batch-wait-ms", str(batch_wait_ms)]
+        # batch_size 1 is the one-request-at-a-time server: requests are split at --batch-size, so it takes whole
+        # requests (up to --max-items) one per batch
+        sizes = ["4096", "--max-batch-requests", "1"] if batch_size == 1 else [str(batch_size)]
+        self.command += ["--batch-size", *sizes, "--batch-wait-ms", str(batch_wait_ms)]
         self.command += ["--max-concurrent", str(max(64, 2 * args.clients)), "--max-items", "4096"]
         if args.encoder:
             self.command += ["--encoder", args.encoder]
