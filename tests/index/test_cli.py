@@ -97,7 +97,8 @@ def test_bi_encoder_two_stage_search_on_the_command_line(model_dirs, tmp_path, c
     found = search_json(capsys, str(out), "--query", "a dog", "--condition", "the sport", "--candidates", "60")
     assert_matches_brute_force(found, model_dirs["bi"], "a dog", texts, "the sport", 10)
     assert main(["index", "info", str(out)]) == 0
-    assert "condition" not in capsys.readouterr().out  # two-stage: nothing embedded for the condition on disk
+    shown = capsys.readouterr().out.splitlines()  # two-stage: nothing embedded for the condition on disk
+    assert not any(line.startswith("condition") for line in shown) and "1st stage  self (query conditioned" in shown[-2]
     code = main(["index", "search", str(out), "--query", "a dog", "--condition", "the sport", "--strategy",
                  "two-stage", "--candidates", "12", "--recall", "-k", "5"])  # fmt: skip
     assert code == 0 and "recall@5 of two-stage search against exact search:" in capsys.readouterr().err
@@ -232,3 +233,31 @@ def test_damaged_vectors_are_an_error_naming_the_file(model_dirs, tmp_path, caps
     assert captured.out == "" and f"{cached}: row 0 holds NaN or infinite values" in captured.err
     assert main(["index", "info", str(out), "--verify", "--no-progress"]) == 1
     assert f"{cached}: content differs from the SHA-256 recorded in" in capsys.readouterr().err
+
+
+def test_a_tri_encoder_first_stage_on_the_command_line(model_dirs, tmp_path, capsys):
+    """--first-stage PATH of a tri-encoder picks query mode 'tri' and says so; info shows it; with every row a
+    candidate the two-stage search is exact; a bi-encoder folder with --first-stage-query tri is refused."""
+    texts = make_corpus(60, seed=14)
+    out, tri = tmp_path / "index", str(model_dirs["tri-hadamard"])
+    argv = ["index", "build", "--model", str(model_dirs["bi"]), "--corpus", str(write_csv(tmp_path / "c.csv", texts))]
+    capsys.readouterr()
+    assert main([*argv, "-o", str(out), "--first-stage", tri]) == 0
+    err = capsys.readouterr().err
+    assert f"first stage: {tri} is a tri-encoder: its own top N under each condition are the candidates" in err
+    found = search_json(capsys, str(out), "--query", "a dog", "--condition", "the sport", "--candidates", "60")
+    assert_matches_brute_force(found, model_dirs["bi"], "a dog", texts, "the sport", 10)
+    assert main(["index", "info", str(out)]) == 0
+    assert f"1st stage  {tri} (tri-encoder, its top N, head hadamard; 32 dims, sha256 " in capsys.readouterr().out
+    assert main(["index", "info", str(out), "--json"]) == 0
+    stage = json.loads(capsys.readouterr().out)["first_stage"]
+    assert stage["query"] == "tri" and stage["head"] == "hadamard" and stage["model"] == tri
+    # the bi-encoder's own first stage is shown too
+    assert main([*argv, "-o", str(tmp_path / "self"), "-q"]) == 0
+    assert main(["index", "info", str(tmp_path / "self")]) == 0
+    assert "1st stage  self (query conditioned; 32 dims)" in capsys.readouterr().out
+    bi = str(model_dirs["bi"])
+    code = main([*argv, "-o", str(tmp_path / "bad"), "--first-stage", bi, "--first-stage-query", "tri"])
+    err = capsys.readouterr().err
+    assert code == 1 and "first-stage query 'tri' needs a finesim tri-encoder folder" in err
+    assert len(err.strip().splitlines()) == 1

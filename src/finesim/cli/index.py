@@ -96,16 +96,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--first-stage",
         default="auto",
         metavar="self|MODEL|none",
-        help="bi / CASE: the condition-independent first stage of two-stage search (docs/search.md): 'self' (a "
-        "bi-encoder's own embedding of each text; the default for bi-encoders), another sentence-transformers "
-        "model, or 'none' (every new condition then embeds the whole corpus; the default for CASE)",
+        help="bi / CASE: the first stage of two-stage search (docs/search.md): 'self' (a bi-encoder's own embedding "
+        "of each text; the default for bi-encoders), another sentence-transformers model, a finesim tri-encoder "
+        "folder (e.g. a distilled student: its own top N under the condition are the candidates), or 'none' (every "
+        "new condition then embeds the whole corpus; the default for CASE)",
     )
     p.add_argument(
         "--first-stage-query",
-        choices=["conditioned", "plain"],
+        choices=["conditioned", "plain", "tri"],
         default=None,
-        help="the query's first-stage vector: 'conditioned', the (query, condition) embedding, or 'plain', the "
-        "query's alone (default: conditioned for 'self', plain for another model)",
+        help="the query's first stage: 'conditioned', the (query, condition) embedding, 'plain', the query's alone, "
+        "or 'tri', a tri-encoder's ranking under the condition (default: conditioned for 'self', tri for a "
+        "tri-encoder folder, plain for another model)",
     )
     _ray_options(p)
     add_runtime_options(p)
@@ -229,6 +231,14 @@ def run_build(args: argparse.Namespace) -> int:
     id_column, metadata_columns = _meta_columns(args)
     conditions = read_conditions(args.conditions) if args.conditions else []
     progress = say(args)
+    if args.first_stage not in ("auto", "self", "none"):  # another model: its query mode, checked before any work
+        from finesim.index.two_stage import TRI, other_model_query
+
+        if other_model_query(args.first_stage, args.first_stage_query) == TRI:
+            progress(
+                f"first stage: {args.first_stage} is a tri-encoder: its own top N under each condition are the "
+                "candidates the index's model re-ranks (--first-stage-query tri)"
+            )
     common: dict[str, Any] = {
         "encoder": args.encoder,
         "conditions": conditions,
@@ -400,6 +410,7 @@ def run_info(args: argparse.Namespace) -> int:
     store = IndexStore.open(args.index_dir)
     verified = store.verify_hashes() if args.verify else None
     info = store.describe()
+    info["first_stage"] = store.manifest.get("first_stage")  # two-stage search's first stage (None: none)
     if verified is not None:
         info["verified"] = verified
     if args.json:
@@ -424,6 +435,13 @@ def run_info(args: argparse.Namespace) -> int:
         print(f"corpus     {record.get('path')} ({record.get('rows')} rows, column {record.get('text_column')!r})")
     for condition in info["conditions"]:
         print(f"condition  {condition['condition']!r} ({condition['parts']}/{len(info['parts'])} parts embedded)")
+    stage = store.manifest.get("first_stage")
+    if stage:
+        what = {"conditioned": "query conditioned", "plain": "query plain", "tri": "tri-encoder, its top N"}
+        head = f", head {stage['head']}" if stage.get("head") else ""
+        sha = f", sha256 {stage['sha256'][:16]}" if stage.get("sha256") else ""
+        mode = what.get(stage["query"], stage["query"])
+        print(f"1st stage  {stage['model']} ({mode}{head}; {stage['dim']} dims{sha})")
     if info["approximate"]:
         print(f"approx.    {info['approximate']['kind']} {info['approximate']['params']}")
     for name in info["approximate_indexes"]:

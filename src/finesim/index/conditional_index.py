@@ -9,7 +9,8 @@ Cost model: a tri-encoder embeds the corpus once at build time and fuses the con
 (:mod:`finesim.index.tri`); a bi-encoder or CASE model searched exactly embeds the whole corpus once per condition
 (on the condition's first query, or at build time for ``conditions=``; kept on disk), and with a first stage
 (:mod:`finesim.index.two_stage`, the default for bi-encoders) a condition it has not stored is answered by
-re-ranking the first stage's candidates instead.
+re-ranking the first stage's candidates instead: the nearest texts of a condition-independent embedding, or a
+tri-encoder's own top N under the condition (the same ranking code a tri-encoder index searches with).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from finesim.index.two_stage import (
     DEFAULT_CANDIDATES,
     FIRST_STAGE,
     STRATEGIES,
+    TRI,
     FirstStageEncoder,
     FirstStageSpec,
     RerankCache,
@@ -640,14 +642,7 @@ class ConditionalIndex:
         if mask is not None and not mask.any():
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         if self.kind == "tri":
-            tri_query = self.encoder.tri_query(query, condition)
-            if kind is None:
-                return self._exact(None, tri_query.scores, k, mask)
-            ann = self._ann_for(None, kind)
-            wanted = candidates if candidates is not None else max(100, 10 * k)
-            found = _keep(ann.search(normalized(tri_query.candidate_vector()), max(wanted, k)), mask)
-            stage = self._gather(found, None)
-            return best_rows(tri_query.scores(stage).numpy(), found, k)
+            return self._tri_rows(self.encoder.tri_query(query, condition), None, k, kind, candidates, mask)
         if strategy == "two-stage":
             return self._two_stage(query, condition, k, kind, candidates, mask)
         key = self._ensure_condition(condition)
@@ -661,6 +656,26 @@ class ConditionalIndex:
         ann = self._ann_for(condition, kind)
         found = _keep(ann.search(vector.numpy(), max(candidates or k, k)), mask)
         return best_rows(dot(self._gather(found, key)).numpy(), found, k)
+
+    def _tri_rows(
+        self,
+        tri_query: Any,
+        key: str | None,
+        k: int,
+        kind: str | None,
+        candidates: int | None,
+        mask: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A tri-encoder's top ``k`` under its condition (``tri_query``: a :class:`~finesim.index.tri.TriQuery`)
+        over the stage vectors ``key``: None for a tri-encoder index's own, ``FIRST_STAGE`` for a tri-encoder first
+        stage of two-stage search. Exact, or (``kind``) the faiss candidates of the normalised stage vectors
+        re-scored with the head (``candidates``, default ``max(100, 10 k)``)."""
+        if kind is None:
+            return self._exact(key, tri_query.scores, k, mask)
+        ann = self._ann_for(None, kind) if key is None else self._ann_for_first_stage(kind)
+        wanted = candidates if candidates is not None else max(100, 10 * k)
+        found = _keep(ann.search(normalized(tri_query.candidate_vector()), max(wanted, k)), mask)
+        return best_rows(tri_query.scores(self._gather(found, key)).numpy(), found, k)
 
     def _where_mask(self, where: Mapping[str, Any] | None) -> np.ndarray | None:
         """The rows ``where`` keeps (a bool per row), or None for no filter; cached per filter."""
@@ -726,12 +741,15 @@ class ConditionalIndex:
         assert stage is not None
         wanted = max(candidates if candidates is not None else max(DEFAULT_CANDIDATES, 10 * k), k)
         query_vector = _finite_query(torch.as_tensor(self.encoder.conditioned([query], condition)[0]))
-        same = stage.encoder is self.encoder and stage.query_mode == "conditioned"
-        vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
-        if kind is None:
-            found, _ = self._exact(FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask)
+        if stage.query_mode == TRI:  # the tri-encoder's own top N under the condition, as its index ranks them
+            found, _ = self._tri_rows(stage.tri_query(query, condition), FIRST_STAGE, wanted, kind, None, mask)
         else:
-            found = _keep(self._ann_for_first_stage(kind).search(vector.numpy(), wanted), mask)
+            same = stage.encoder is self.encoder and stage.query_mode == "conditioned"
+            vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
+            if kind is None:
+                found, _ = self._exact(FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask)
+            else:
+                found = _keep(self._ann_for_first_stage(kind).search(vector.numpy(), wanted), mask)
         key = self.key(condition)
         cached, missing = self.rerank_cache.lookup(key, found)
         if missing:

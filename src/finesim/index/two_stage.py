@@ -15,11 +15,18 @@ A result's score is therefore exact; only the candidate set is approximate (reca
 
 The first stage is a :class:`FirstStageSpec`:
 
-- ``model``: ``"self"`` (a bi-encoder's own embedding of the text alone; the default for bi-encoder indexes) or the
-  name of another sentence-transformers model (any index kind, CASE included), which embeds the texts alone.
-- ``query``: how the query's first-stage vector is formed: ``"conditioned"`` (the model's embedding of the
-  ``(query, condition)`` pair, searched against the unconditioned corpus vectors; the default for ``"self"``) or
-  ``"plain"`` (the query alone; the default for another model). ``benchmarks/two_stage_search.py`` compares them.
+- ``model``: ``"self"`` (a bi-encoder's own embedding of the text alone; the default for bi-encoder indexes), the
+  name of another sentence-transformers model (any index kind, CASE included), which embeds the texts alone, or a
+  finesim **tri-encoder** folder (e.g. a student distilled from the bi-encoder, docs/search.md "A distilled first
+  stage"), whose first stage is already conditional.
+- ``query``: how the query's first stage is formed: ``"conditioned"`` (the model's embedding of the
+  ``(query, condition)`` pair, searched against the unconditioned corpus vectors; the default for ``"self"``),
+  ``"plain"`` (the query alone; the default for another model) or ``"tri"`` (the only mode of a tri-encoder, and
+  its default): the stored vectors are the tri-encoder's condition-independent stage vectors
+  (:mod:`finesim.index.tri`, as a tri-encoder index stores them) and the candidates are the tri-encoder's own top
+  ``N`` under the condition, its head applied: exactly the ranking a tri-encoder index of the same corpus gives
+  (:meth:`ConditionalIndex._tri_rows <finesim.index.conditional_index.ConditionalIndex>`, shared by both), exact or
+  through faiss. ``benchmarks/two_stage_search.py`` compares them.
 """
 
 from __future__ import annotations
@@ -27,13 +34,15 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 FIRST_STAGE = "first_stage"  # the array name of the first-stage vectors in a part
 SELF = "self"
-QUERY_MODES = ("conditioned", "plain")
+TRI = "tri"  # the query mode of a tri-encoder first stage: its own top N under the condition
+QUERY_MODES = ("conditioned", "plain", TRI)
 STRATEGIES = ("auto", "exact", "two-stage")
 # candidates re-ranked per query (benchmarks/results/two_stage_search.json: recall@10 against exact search per N)
 DEFAULT_CANDIDATES = 200
@@ -45,8 +54,9 @@ class FirstStageSpec:
     """What an index's first stage is (recorded in the manifest as ``first_stage``).
 
     Attributes:
-        model: ``"self"`` or another model's name. query: ``"conditioned"`` or ``"plain"``. dim: vector width.
-        sha256: the other model's weights hash (None for ``"self"``). resolved: its resolved path, if a folder.
+        model: ``"self"`` or another model's name. query: ``"conditioned"``, ``"plain"`` or ``"tri"``. dim: vector
+        width. sha256: the other model's weights hash (None for ``"self"``). resolved: its resolved path, if a
+        folder. head: a tri-encoder first stage's head kind (``hadamard``, ``concat``, ``hypernet``), else None.
     """
 
     model: str
@@ -54,9 +64,13 @@ class FirstStageSpec:
     dim: int
     sha256: str | None = None
     resolved: str | None = None
+    head: str | None = None
 
     def to_manifest(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["head"] is None:  # only a tri-encoder first stage has a head: other manifests stay as they were
+            del out["head"]
+        return out
 
     @classmethod
     def from_manifest(cls, entry: dict[str, Any] | None) -> FirstStageSpec | None:
@@ -68,12 +82,33 @@ class FirstStageSpec:
             dim=int(entry["dim"]),
             sha256=entry.get("sha256"),
             resolved=entry.get("resolved"),
+            head=entry.get("head"),
         )
+
+
+def is_tri_encoder(model: Any) -> bool:
+    """Whether ``model`` is a finesim tri-encoder: a folder whose marker says so (read without loading the model),
+    or a loaded model with a ``ConditionHead``."""
+    if isinstance(model, (str, Path)):
+        from finesim.models.hub import ModelResolutionError, resolve_model_path
+        from finesim.models.io import marker_encoder, read_marker
+
+        try:
+            path = resolve_model_path(str(model))
+        except ModelResolutionError:
+            return False  # loading it says why it cannot be found
+        marker = read_marker(path) if Path(path).is_dir() else None
+        return marker is not None and marker_encoder(marker) == TRI
+    from finesim.models.condition_head import find_condition_head
+
+    return find_condition_head(model) is not None
 
 
 def resolve_first_stage(kind: str, first_stage: str | None, query: str | None) -> tuple[str | None, str]:
     """``(model, query)`` for an index of encoder type ``kind``: ``first_stage`` ``"auto"`` is ``"self"`` for a
-    bi-encoder and none otherwise; ``query`` None picks the default of the model (see the module docstring)."""
+    bi-encoder and none otherwise; ``query`` None picks the default of the model (see the module docstring): ``"tri"``
+    for a tri-encoder folder (read from its marker), the only mode it can serve; a mode the model cannot serve is an
+    error."""
     if kind == "tri" or first_stage in (None, "none", False):
         if kind == "tri" and first_stage not in (None, "none", False, "auto"):
             raise ValueError("a tri-encoder index needs no first stage: its corpus vectors are condition-independent")
@@ -87,11 +122,37 @@ def resolve_first_stage(kind: str, first_stage: str | None, query: str | None) -
             f"first_stage='self' needs a bi-encoder (a {kind} model has no embedding of a text alone): name a "
             "sentence-transformers model for the first stage instead, e.g. first_stage='minilm'"
         )
-    if query is None or query == "auto":
-        query = "conditioned" if first_stage == SELF else "plain"
-    if query not in QUERY_MODES:
+    if query is not None and query != "auto" and query not in QUERY_MODES:
         raise ValueError(f"first-stage query must be one of {list(QUERY_MODES)}, got {query!r}")
-    return str(first_stage), query
+    if first_stage == SELF:
+        if query == TRI:
+            raise ValueError(
+                "first-stage query 'tri' needs a tri-encoder first stage (first_stage=PATH of a finesim tri-encoder "
+                "folder); 'self' is the index's own bi-encoder: use 'conditioned' or 'plain'"
+            )
+        return SELF, "conditioned" if query in (None, "auto") else query
+    return str(first_stage), other_model_query(first_stage, query)
+
+
+def other_model_query(model: Any, query: str | None) -> str:
+    """The query mode of another first-stage ``model`` (not ``"self"``): ``query`` checked, or when None its
+    default, ``"tri"`` for a finesim tri-encoder (read from its folder's marker) and ``"plain"`` otherwise."""
+    if query is not None and query != "auto" and query not in QUERY_MODES:
+        raise ValueError(f"first-stage query must be one of {list(QUERY_MODES)}, got {query!r}")
+    tri = is_tri_encoder(model)
+    if query is None or query == "auto":
+        return TRI if tri else "plain"
+    if query == TRI and not tri:
+        raise ValueError(
+            f"first-stage query 'tri' needs a finesim tri-encoder folder (its finesim_model.json says csts-tri), "
+            f"but {model} is not one: name a tri-encoder (e.g. a distilled student), or use query 'plain'"
+        )
+    if query != TRI and tri:
+        raise ValueError(
+            f"{model} is a tri-encoder: as a first stage it ranks the corpus with its condition head (query "
+            f"'tri', the default for it); query {query!r} needs a model that embeds a text alone"
+        )
+    return query
 
 
 class FirstStageEncoder:
@@ -99,7 +160,8 @@ class FirstStageEncoder:
 
     Args:
         index_encoder: the index's :class:`~finesim.index.encoders.IndexEncoder` (used for ``"self"``).
-        spec_model: ``"self"`` or a model (a name, or a loaded bi-encoder). query: ``"conditioned"`` or ``"plain"``.
+        spec_model: ``"self"`` or a model (a name, or a loaded bi- or tri-encoder). query: ``"conditioned"``,
+            ``"plain"`` or ``"tri"`` (``spec_model`` must then be a tri-encoder).
     """
 
     def __init__(self, index_encoder: Any, spec_model: Any, query: str, *, device: str | None = None) -> None:
@@ -110,34 +172,56 @@ class FirstStageEncoder:
         self.sha256: str | None = None
         self.resolved: str | None = None
         if isinstance(spec_model, str) and spec_model == SELF:
+            if query == TRI:
+                raise ValueError("first-stage query 'tri' needs a tri-encoder first-stage model, not 'self'")
             self.encoder = index_encoder
         else:
             from finesim.index.fingerprint import model_fingerprint
 
-            loaded = load_index_model(spec_model, "bi", device)
+            encoder = TRI if query == TRI else "bi"
+            if query == TRI and not is_tri_encoder(spec_model):
+                raise ValueError(
+                    f"first-stage query 'tri' needs a finesim tri-encoder, but {spec_model} is not one (no csts-tri "
+                    "marker, no ConditionHead)"
+                )
+            loaded = load_index_model(spec_model, encoder, device)
             self.name = loaded.name or type(loaded.model).__name__
             self.resolved = loaded.resolved
             self.sha256 = model_fingerprint(loaded.model)
-            self.encoder = IndexEncoder(loaded.model, "bi", batch_size=index_encoder.batch_size)
+            self.encoder = IndexEncoder(loaded.model, encoder, batch_size=index_encoder.batch_size)
 
     @property
     def dim(self) -> int:
+        if self.query_mode == TRI:
+            return int(self.encoder.dim)  # the head's width: no probe needed
         probe = self.corpus(["a"])
         self.encoder.encoded -= 1  # a probe, not a corpus text
         return int(probe.shape[1])
 
     def spec(self) -> FirstStageSpec:
-        return FirstStageSpec(self.name, self.query_mode, self.dim, self.sha256, self.resolved)
+        head = self.encoder.head.kind if self.query_mode == TRI else None
+        return FirstStageSpec(self.name, self.query_mode, self.dim, self.sha256, self.resolved, head)
 
     def corpus(self, texts: list[str]) -> np.ndarray:
-        """L2-normalised first-stage vectors of corpus texts (float32)."""
+        """The first-stage vectors of corpus texts (float32): L2-normalised embeddings of the texts alone, or for
+        ``"tri"`` the tri-encoder's stage vectors (:meth:`~finesim.index.encoders.IndexEncoder.stage`)."""
+        if self.query_mode == TRI:
+            return self.encoder.stage(texts)
         return self.encoder.plain(texts)
 
     def query(self, query: str, condition: str) -> np.ndarray:
-        """The query's first-stage vector (L2-normalised float32)."""
+        """The query's first-stage vector (L2-normalised float32); ``"tri"`` uses :meth:`tri_query` instead."""
+        if self.query_mode == TRI:
+            raise ValueError("a tri-encoder first stage ranks with its head: use tri_query()")
         if self.query_mode == "conditioned":
             return self.encoder.conditioned([query], condition)[0]
         return self.encoder.plain([query])[0]
+
+    def tri_query(self, query: str, condition: str) -> Any:
+        """``"tri"``: the tri-encoder's :class:`~finesim.index.tri.TriQuery` for (query, condition)."""
+        if self.query_mode != TRI:
+            raise ValueError(f"tri_query() is for a tri-encoder first stage, not query mode {self.query_mode!r}")
+        return self.encoder.tri_query(query, condition)
 
 
 class RerankCache:
