@@ -8,10 +8,13 @@ distinct and the first 55,247 are the pool in the same order, so a ``--size 5000
 Conditions: ``--conditions`` distinct conditions drawn from C-STS validation, never stored in the index before the
 measurement (the "never-seen condition" case); ``--queries`` query sentences per condition, drawn from the pool.
 
-1. Build the index with the bi-encoder's own first stage (``--model``; build seconds and bytes recorded).
+1. Build the index with the bi-encoder's own first stage (``--model``), or with ``--first-stage PATH``: another
+   model, such as a tri-encoder distilled from the bi-encoder (docs/search.md, "A distilled first stage"), whose
+   own top N under the condition are then the candidates (query mode ``tri``). Build seconds and bytes recorded.
 2. **Reference**: for each condition, the exact top-k over the whole corpus (``strategy="exact"``, which embeds the
    corpus under the condition once; its seconds are the cost two-stage search avoids).
-3. **Recall** of two-stage search for every first-stage query mode (``conditioned``, ``plain``), first-stage search
+3. **Recall** of two-stage search for every first-stage query mode (``conditioned``, ``plain``; ``tri`` alone for
+   a tri-encoder first stage), first-stage search
    (``exact`` scan or faiss ``hnsw``) and candidate count N in ``--candidates``: the re-ranking cache is filled from
    the reference's stored embeddings (the very vectors the model gives the candidates), so the curve costs no
    encoding and is exactly what the search returns.
@@ -21,6 +24,7 @@ measurement (the "never-seen condition" case); ``--queries`` query sentences per
    figures (the file records ``--note``).
 
     flock /tmp/finesim-cpu.lock python benchmarks/two_stage_search.py --model runs/minilm-bi-mse-tuned/model \\
+        [--first-stage runs/distill/minilm/minilm-tri-hadamard-distill/model] \\
         [--size 50000] [--conditions 8] [--queries 10] [--candidates 25,50,100,200,400,800] [--latency]
         [--output benchmarks/results/two_stage_search.json]
 """
@@ -43,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from index_scaling import csts_sentences, distinct_corpus, sentence_pool, validation_conditions
 
 from finesim.index import ConditionalIndex, recall_at_k
-from finesim.index.two_stage import RerankCache
+from finesim.index.two_stage import RerankCache, other_model_query
 from finesim.paths import data_root
 from finesim.results import environment_record, portable, write_json_atomic
 
@@ -70,12 +74,20 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="a bi-encoder (a finesim folder, or a Hub id / alias)")
+    parser.add_argument(
+        "--first-stage",
+        default=None,
+        metavar="PATH",
+        help="the first stage (default: the bi-encoder's own): another model, e.g. a distilled tri-encoder folder",
+    )
     parser.add_argument("--data", default=None)
     parser.add_argument("--size", type=int, default=50000)
     parser.add_argument("--conditions", type=int, default=8)
     parser.add_argument("--queries", type=int, default=10, help="queries per condition")
     parser.add_argument("--candidates", default="25,50,100,200,400,800")
-    parser.add_argument("--modes", default="conditioned,plain")
+    parser.add_argument(
+        "--modes", default=None, help="first-stage query modes (default: conditioned,plain; tri for a tri-encoder)"
+    )
     parser.add_argument("--first-stage-search", default="exact,hnsw")
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--latency", action="store_true", help="also time searches (idle machine only)")
@@ -94,8 +106,12 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     ns = [int(n) for n in args.candidates.split(",")]
-    modes = args.modes.split(",")
     searches = args.first_stage_search.split(",")
+    # a tri-encoder first stage (its own top N under the condition) has the query mode "tri" alone
+    tri = args.first_stage is not None and other_model_query(args.first_stage, None) == "tri"
+    modes = args.modes.split(",") if args.modes else (["tri"] if tri else ["conditioned", "plain"])
+    if tri != (modes == ["tri"]):
+        raise SystemExit(f"--modes {args.modes}: 'tri' is the mode of a tri-encoder first stage, its only one")
 
     root = data_root(args.data)
     pool, files = sentence_pool(root)
@@ -124,11 +140,17 @@ def main() -> None:
             index = ConditionalIndex.open(folder, model=args.model)
             if index.store.texts(range(len(index))) != corpus[: len(index)]:
                 raise SystemExit(f"{folder}: --reuse of an index of another corpus")
+            built_with = index.first_stage_spec.model if index.first_stage_spec else None
+            if built_with != (args.first_stage or "self"):
+                raise SystemExit(f"{folder}: --reuse of an index whose first stage is {built_with}")
             chunks = json.loads(seconds_file.read_text()) if seconds_file.is_file() else None
         else:
             shutil.rmtree(folder, ignore_errors=True)
             start = time.perf_counter()
-            index = ConditionalIndex.build(args.model, corpus[: args.build_chunk], folder, show_progress=True)
+            index = ConditionalIndex.build(
+                args.model, corpus[: args.build_chunk], folder, first_stage=args.first_stage or "auto",
+                show_progress=True,
+            )  # fmt: skip
             chunks = [round(time.perf_counter() - start, 1)]
             write_json_atomic(seconds_file, chunks)
         while len(index) < len(corpus):
@@ -196,7 +218,7 @@ def main() -> None:
                     print(f"{mode} {search} N={n}: recall@{args.k} {curve[-1][f'recall_at_{args.k}']}", flush=True)
         if curve:
             result["recall"] = curve
-        stage.query_mode = "conditioned"
+        stage.query_mode = "tri" if tri else "conditioned"
 
         if args.latency:
             timing = []
@@ -237,6 +259,8 @@ def main() -> None:
         "command": " ".join(sys.argv),
         "settings": {
             "model": args.model,
+            "first_stage": args.first_stage or "self",
+            "first_stage_modes": modes,
             "size": len(corpus),
             "corpus_composition": composition,
             "conditions": conditions,
