@@ -113,6 +113,7 @@ def test_manifest_records_it_and_reopen_searches_the_same(model_dirs, corpus, tm
         "head": "hadamard",
     }
     assert FirstStageSpec.from_manifest(entry).to_manifest() == entry
+    assert built.info()["first_stage"] == entry
     reopened = ConditionalIndex.open(folder)
     assert reopened.first_stage_spec == built.first_stage_spec
     assert reopened.first_stage().query_mode == "tri" and reopened.first_stage().sha256 == sha

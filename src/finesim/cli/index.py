@@ -410,7 +410,6 @@ def run_info(args: argparse.Namespace) -> int:
     store = IndexStore.open(args.index_dir)
     verified = store.verify_hashes() if args.verify else None
     info = store.describe()
-    info["first_stage"] = store.manifest.get("first_stage")  # two-stage search's first stage (None: none)
     if verified is not None:
         info["verified"] = verified
     if args.json:
@@ -435,7 +434,7 @@ def run_info(args: argparse.Namespace) -> int:
         print(f"corpus     {record.get('path')} ({record.get('rows')} rows, column {record.get('text_column')!r})")
     for condition in info["conditions"]:
         print(f"condition  {condition['condition']!r} ({condition['parts']}/{len(info['parts'])} parts embedded)")
-    stage = store.manifest.get("first_stage")
+    stage = info["first_stage"]
     if stage:
         what = {"conditioned": "query conditioned", "plain": "query plain", "tri": "tri-encoder, its top N"}
         head = f", head {stage['head']}" if stage.get("head") else ""

@@ -660,6 +660,7 @@ class IndexStore:
             "corpus": manifest.get("corpus", []),
             "conditions": self.stored_conditions(),
             "approximate": manifest.get("approximate"),
+            "first_stage": manifest.get("first_stage"),  # two-stage search's first stage (None: none)
             "approximate_indexes": sorted(p.stem for p in ann.glob("*.faiss")) if ann.is_dir() else [],
             "finesim_version": manifest.get("finesim_version"),
             "created": manifest.get("created"),
