@@ -25,8 +25,8 @@ The first stage is a :class:`FirstStageSpec`:
   its default): the stored vectors are the tri-encoder's condition-independent stage vectors
   (:mod:`finesim.index.tri`, as a tri-encoder index stores them) and the candidates are the tri-encoder's own top
   ``N`` under the condition, its head applied: exactly the ranking a tri-encoder index of the same corpus gives
-  (:meth:`ConditionalIndex._tri_rows <finesim.index.conditional_index.ConditionalIndex>`, shared by both), exact or
-  through faiss. ``benchmarks/two_stage_search.py`` compares them.
+  (``ConditionalIndex._tri_rows``, the code both searches run), exact or through faiss.
+  ``benchmarks/two_stage_search.py`` measures each mode's recall against exact search.
 """
 
 from __future__ import annotations
