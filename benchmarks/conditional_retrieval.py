@@ -118,7 +118,7 @@ def evaluate_model(
             "label_4_5": summary([e for e in per_query if e["label"] >= 4]),
             "label_1_2": summary([e for e in per_query if e["label"] <= 2]),
         },
-        "texts_embedded": index.encoder.encoded,
+        "texts_embedded": index.embedder.encoded,
         "build_seconds": round(build_seconds, 2),
         "search_seconds": round(search_seconds, 2),
     }

@@ -226,7 +226,7 @@ def approximate(
     out = {}
     for kind in kinds:
         result: dict[str, Any] = {}
-        targets = [None] if index.kind == "tri" else list(dict.fromkeys(c for _, c in queries))
+        targets = [None] if index.encoder == "tri" else list(dict.fromkeys(c for _, c in queries))
         with phase(result, "build"):
             for condition in targets:
                 index._ann_for(condition, kind)

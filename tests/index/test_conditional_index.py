@@ -38,7 +38,7 @@ def faiss():
 @pytest.mark.parametrize("name", ALL_MODELS)
 def test_exact_search_is_the_brute_force_top_k(name, model_dirs, corpus, tmp_path):
     index = ConditionalIndex.build(str(model_dirs[name]), corpus, tmp_path / "index")
-    assert index.kind == ("case" if name == "case" else name.split("-")[0])
+    assert index.encoder == ("case" if name == "case" else name.split("-")[0])
     for query, condition in QUERIES:
         results = index.search(query, condition, k=7)
         assert_matches_brute_force(results, model_dirs[name], query, corpus, condition, 7)
@@ -60,10 +60,10 @@ def test_k_is_capped_and_checked(model_dirs, corpus, tmp_path):
 
 def test_tri_encoder_embeds_the_corpus_once(model_dirs, corpus, tmp_path):
     index = ConditionalIndex.build(str(model_dirs["tri-concat"]), corpus, tmp_path / "index")
-    assert index.encoder.encoded == len(corpus)
+    assert index.embedder.encoded == len(corpus)
     index.search("a man plays guitar", "the sport")
     index.search("a man plays guitar", "the color")
-    assert index.encoder.encoded == len(corpus) + 4  # the query and the condition, per search
+    assert index.embedder.encoded == len(corpus) + 4  # the query and the condition, per search
     assert index.conditions == []  # nothing per condition is stored
 
 
@@ -74,20 +74,20 @@ def test_condition_embeddings_are_stored_and_reused(name, model_dirs, corpus, tm
     index = ConditionalIndex.build(
         str(model_dirs[name]), corpus, tmp_path / "index", conditions=["the sport"], first_stage=None
     )
-    assert index.encoder.encoded == n  # pre-built at build time
+    assert index.embedder.encoded == n  # pre-built at build time
     assert index.conditions == ["the sport"]
     index.search("a man plays guitar", "the sport")
-    assert index.encoder.encoded == n + 1  # only the query
+    assert index.embedder.encoded == n + 1  # only the query
     index.search("a dog", "the animal")  # first query of a new condition: the corpus is embedded once
-    assert index.encoder.encoded == 2 * n + 2
+    assert index.embedder.encoded == 2 * n + 2
     results = index.search("a cat", "the animal")
-    assert index.encoder.encoded == 2 * n + 3
+    assert index.embedder.encoded == 2 * n + 3
     assert_matches_brute_force(results, model_dirs[name], "a cat", corpus, "the animal", 10)
     # a new process (a reopened index) finds both conditions on disk
     reopened = ConditionalIndex.open(tmp_path / "index")
     assert sorted(reopened.conditions) == ["the animal", "the sport"]
     assert reopened.search("a cat", "the animal") == results
-    assert reopened.encoder.encoded == 1
+    assert reopened.embedder.encoded == 1
 
 
 def test_bi_encoder_model_calls_on_a_warm_condition(model_dirs, corpus, tmp_path):
@@ -157,7 +157,7 @@ def test_add_that_fails_while_embedding_leaves_no_trace(model_dirs, corpus, tmp_
     built = ConditionalIndex.build(str(model_dirs["tri-concat"]), corpus[:60], folder)
     monkeypatch.setattr(ci, "ENCODE_CHUNK", 16)
     calls = {"n": 0}
-    stage = built.encoder.stage
+    stage = built.embedder.stage
 
     def failing(texts):
         calls["n"] += 1
@@ -165,7 +165,7 @@ def test_add_that_fails_while_embedding_leaves_no_trace(model_dirs, corpus, tmp_
             raise KeyboardInterrupt  # Ctrl-C in the middle of an add
         return stage(texts)
 
-    monkeypatch.setattr(built.encoder, "stage", failing)
+    monkeypatch.setattr(built.embedder, "stage", failing)
     with pytest.raises(KeyboardInterrupt):
         built.add(corpus[60:])
     assert sorted(p.name for p in (folder / "parts").iterdir()) == [built.store.parts[0].id]

@@ -130,7 +130,7 @@ def test_add_embeds_stored_conditions_before_its_commit(model_dirs, corpus, tmp_
     reopened = ConditionalIndex.open(folder)
     assert len(reopened) == 50 and reopened.has_condition("the sport")
     reopened.search("a dog", "the sport")
-    assert reopened.encoder.encoded == 1  # only the query: nothing left to embed
+    assert reopened.embedder.encoded == 1  # only the query: nothing left to embed
 
     monkeypatch.setattr(ConditionalIndex, "prepare", lambda self, conditions: pytest.fail("embedded after commit"))
     assert reopened.add(corpus[50:]) == len(corpus)
@@ -138,7 +138,7 @@ def test_add_embeds_stored_conditions_before_its_commit(model_dirs, corpus, tmp_
     assert len(_condition_files(folder)) == 2  # the killed add's file was replaced, not kept beside
     fresh = ConditionalIndex.open(folder)
     results = fresh.search("a dog", "the sport")
-    assert fresh.encoder.encoded == 1
+    assert fresh.embedder.encoded == 1
     assert_matches_brute_force(results, model_dirs["bi"], "a dog", corpus, "the sport", 10)
 
 

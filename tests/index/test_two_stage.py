@@ -38,19 +38,19 @@ def test_every_candidate_reranked_is_exact_search(model_dirs, corpus, tmp_path):
 
 def test_a_new_condition_embeds_only_the_candidates(model_dirs, corpus, tmp_path):
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
-    assert index.encoder.encoded == len(corpus)  # the first-stage vectors, once
-    before = index.encoder.encoded
+    assert index.embedder.encoded == len(corpus)  # the first-stage vectors, once
+    before = index.embedder.encoded
     results = index.search("a man plays guitar", "the sport", k=5, candidates=20)  # auto: two-stage
-    assert index.encoder.encoded - before == 20 + 1  # the candidates and the (query, condition)
+    assert index.embedder.encoded - before == 20 + 1  # the candidates and the (query, condition)
     assert index.conditions == []  # nothing stored on disk for the condition
     # each score is the exact conditional score of that row
     rows, scores = brute_force(model_dirs["bi"], "a man plays guitar", corpus, "the sport", len(corpus))
     exact = dict(zip(rows, scores))
     np.testing.assert_allclose([r["score"] for r in results], [exact[r["index"]] for r in results], atol=2e-5)
     # the same condition again: cached candidates are not embedded again
-    before = index.encoder.encoded
+    before = index.embedder.encoded
     index.search("a man plays guitar", "the sport", k=5, candidates=20)
-    assert index.encoder.encoded - before == 1
+    assert index.embedder.encoded - before == 1
     assert index.rerank_cache.hits == 20
 
 
@@ -58,9 +58,9 @@ def test_the_first_stage_ranks_by_the_conditioned_query(model_dirs, corpus, tmp_
     """The candidates are the rows whose stored first-stage vectors are nearest the (query, condition) vector."""
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
     stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
-    expected = index.encoder.plain(corpus)
+    expected = index.embedder.plain(corpus)
     np.testing.assert_allclose(stored, expected, atol=1e-6)
-    query = index.encoder.conditioned(["a red car"], "color")[0]
+    query = index.embedder.conditioned(["a red car"], "color")[0]
     nearest = set(np.argsort(-(stored @ query), kind="stable")[:10].tolist())
     cands = index.search_rows("a red car", "color", k=10, candidates=10, strategy="two-stage")[0]
     assert set(cands.tolist()) == nearest

@@ -117,13 +117,13 @@ def test_bi_encoder_conditions_prepared_at_start_and_on_first_query(saved_models
     with serving(scorers["bi"], **settings) as client:
         index = client.app.state.model.index
         assert index.conditions == ["the animal"]  # embedded before /health answered 200
-        before = index.encoder.encoded
+        before = index.embedder.encoded
         assert client.post("/search", json={"query": "a dog", "condition": "the animal", "k": 3}).status_code == 200
-        assert index.encoder.encoded == before + 1  # only the query
+        assert index.embedder.encoded == before + 1  # only the query
         answer = client.post("/search", json={"query": "a dog", "condition": "the color", "k": 3})
         assert answer.status_code == 200
         # a new condition: two-stage search re-ranks the candidates (here the whole small corpus) in memory
-        assert index.encoder.encoded == before + 2 + len(CORPUS)
+        assert index.embedder.encoded == before + 2 + len(CORPUS)
         assert index.conditions == ["the animal"]
         assert answer.json() == index.search("a dog", "the color", 3, strategy="exact")
 
@@ -175,6 +175,20 @@ def test_info_describes_the_index(indexes, saved_models, scorers) -> None:  # no
     assert index["count"] == len(CORPUS) and index["dimension"] == 8 and index["dtype"] == "float32"
     assert index["built_with"] == str(saved_models["case"]) and len(index["model_sha256"]) == 64
     assert index["search"] == "exact"
+    assert index["first_stage"] is None and index["first_stage_query"] is None  # CASE: no first stage by default
+
+
+def test_info_reports_the_first_stage_and_its_query_mode(indexes, saved_models, scorers, tmp_path) -> None:  # noqa: F811
+    """/info names the first stage's model and its query mode: a bi-encoder's own (``self``, ``conditioned``), and a
+    tri-encoder folder's (``tri``, the mode its marker picks)."""
+    from finesim import ConditionalIndex
+
+    tri = str(saved_models["tri"])
+    staged = ConditionalIndex.build(str(saved_models["bi"]), CORPUS, tmp_path / "tri-staged", first_stage=tri)
+    for folder, model, query in ((indexes["bi"], "self", "conditioned"), (staged.store.root, tri, "tri")):
+        with serving(scorers["bi"], model=str(saved_models["bi"]), index=str(folder)) as client:
+            index = client.get("/info").json()["index"]
+        assert (index["search"], index["first_stage"], index["first_stage_query"]) == ("auto", model, query)
 
 
 def _failed_start(scorer, **settings):

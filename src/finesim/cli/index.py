@@ -281,8 +281,8 @@ def run_build(args: argparse.Namespace) -> int:
             **common,
         )
     progress(
-        f"indexed {len(index)} texts with a {index.kind}-encoder into {args.output_dir}"
-        + (f" ({len(conditions)} conditions embedded)" if conditions and index.kind != "tri" else "")
+        f"indexed {len(index)} texts with a {index.encoder}-encoder into {args.output_dir}"
+        + (f" ({len(conditions)} conditions embedded)" if conditions and index.encoder != "tri" else "")
     )
     return 0
 

@@ -179,15 +179,16 @@ class ConditionalIndex:
     """A corpus indexed for conditional similarity search (use :meth:`build` or :meth:`open`).
 
     Attributes:
-        path: the index folder. kind: ``bi``, ``tri`` or ``case``. model: the loaded model.
-        encoder: the :class:`IndexEncoder`; ``encoder.encoded`` counts the texts embedded by this object.
+        store: the index folder (:class:`IndexStore`). encoder: the encoder type, ``bi``, ``tri`` or ``case``.
+        model: the loaded model. embedder: the :class:`IndexEncoder`; ``embedder.encoded`` counts the texts embedded
+        by this object.
     """
 
     def __init__(
         self,
         store: IndexStore,
         model: Any,
-        kind: str,
+        encoder: str,
         *,
         batch_size: int = 64,
         show_progress: bool = False,
@@ -195,9 +196,9 @@ class ConditionalIndex:
     ) -> None:
         self.store = store
         self.model = model
-        self.kind = kind
+        self.encoder = encoder
         self.device = device
-        self.encoder = IndexEncoder(model, kind, batch_size=batch_size)
+        self.embedder = IndexEncoder(model, encoder, batch_size=batch_size)
         self.show_progress = show_progress
         self._anns: dict[str, AnnFile] = {}
         self._lock = threading.RLock()
@@ -308,9 +309,9 @@ class ConditionalIndex:
             raise ValueError("the corpus is empty: nothing to index")
         folder = Path(path)
         prepare_new_folder(folder)
-        loaded, kind, name, resolved = load_index_model(model, encoder, device)
-        index_encoder = IndexEncoder(loaded, kind, batch_size=batch_size)
-        stage_model, stage_query = resolve_first_stage(kind, first_stage, first_stage_query)
+        loaded, encoder, name, resolved = load_index_model(model, encoder, device)
+        index_encoder = IndexEncoder(loaded, encoder, batch_size=batch_size)
+        stage_model, stage_query = resolve_first_stage(encoder, first_stage, first_stage_query)
         stage = None
         if stage_model is not None:
             stage = FirstStageEncoder(index_encoder, stage_model, stage_query, device=device)
@@ -334,7 +335,7 @@ class ConditionalIndex:
         }
         if stage is not None:
             manifest["first_stage"] = stage.spec().to_manifest()
-        keys = {condition_key(fingerprint, kind, c): c for c in conditions} if kind != "tri" else {}
+        keys = {condition_key(fingerprint, encoder, c): c for c in conditions} if encoder != "tri" else {}
         with writer_lock(folder):
             remove_leftovers(folder, None)
             if batches is None:
@@ -349,13 +350,13 @@ class ConditionalIndex:
             store = IndexStore(folder, manifest)
             store.commit(manifest)
         index = cls(
-            IndexStore.open(folder), loaded, kind, batch_size=batch_size, show_progress=show_progress, device=device
+            IndexStore.open(folder), loaded, encoder, batch_size=batch_size, show_progress=show_progress, device=device
         )
-        index.encoder.encoded = index_encoder.encoded
+        index.embedder.encoded = index_encoder.encoded
         if stage is not None and stage.name != "self":
             index._first_stage = stage  # another model, already loaded
         if approximate is not None:
-            if kind == "tri":
+            if encoder == "tri":
                 index._ann_for(None, approximate)
             for condition in conditions:
                 index._ann_for(condition, approximate)
@@ -375,7 +376,7 @@ class ConditionalIndex:
         manifest) is the model the index was built with (same weights hash)."""
         store = IndexStore.open(path)
         recorded = store.manifest["model"]
-        kind = str(store.manifest["encoder"]["type"])
+        encoder = str(store.manifest["encoder"]["type"])
         given = model
         if model is None:
             resolved, name = recorded.get("resolved"), recorded.get("name")
@@ -385,7 +386,7 @@ class ConditionalIndex:
                     f"{store.root / MANIFEST}: the index was built from a model object and records no model name: "
                     "pass the model"
                 )
-        loaded, _, name, _ = load_index_model(model, kind, device)
+        loaded, _, name, _ = load_index_model(model, encoder, device)
         fingerprint = model_fingerprint(loaded)
         if fingerprint != recorded["sha256"]:
             built_with = recorded.get("name") or "a model object"
@@ -395,7 +396,7 @@ class ConditionalIndex:
                 f"{recorded['sha256'][:16]}) but {shown} has weights sha256 {fingerprint[:16]}: open it with the "
                 "model it was built with, or build a new index"
             )
-        index = cls(store, loaded, kind, batch_size=batch_size, show_progress=show_progress, device=device)
+        index = cls(store, loaded, encoder, batch_size=batch_size, show_progress=show_progress, device=device)
         if index.first_stage_spec is not None and index.first_stage_spec.model != "self":
             index.first_stage()  # another model: loaded and checked now, not on the first search
         return index
@@ -461,12 +462,12 @@ class ConditionalIndex:
             if meta is not None and current.fields["id"]:
                 check_new_ids(current.ids(), meta, corpus)
             wanted = list(conditions)
-            if update_conditions and self.kind != "tri":
+            if update_conditions and self.encoder != "tri":
                 wanted += [c["condition"] for c in current.stored_conditions()]
-            keys = {self.key(c): c for c in dict.fromkeys(wanted)} if self.kind != "tri" else {}
+            keys = {self.key(c): c for c in dict.fromkeys(wanted)} if self.encoder != "tri" else {}
             if batches is None:
                 assert texts is not None
-                batches = local_batches(self.encoder, texts, keys, self.first_stage(), meta)
+                batches = local_batches(self.embedder, texts, keys, self.first_stage(), meta)
             entry = write_part(root, manifest, count, batches, keys, show_progress=self.show_progress)
             if texts is None:  # texts read and embedded elsewhere (Ray): known only now
                 written = (entry.get("meta") or {}).get("sha256")
@@ -491,17 +492,17 @@ class ConditionalIndex:
 
     def key(self, condition: str) -> str:
         """The storage key of a condition's embeddings for this index's model."""
-        return condition_key(self.store.manifest["model"]["sha256"], self.kind, condition)
+        return condition_key(self.store.manifest["model"]["sha256"], self.encoder, condition)
 
     def prepare(self, conditions: Sequence[str]) -> int:
         """Bi-encoder / CASE: compute and store the corpus embeddings of ``conditions`` that are not stored yet
         (a tri-encoder needs nothing). Returns how many corpus rows were embedded."""
-        if self.kind == "tri":
+        if self.encoder == "tri":
             return 0
-        before = self.encoder.encoded
+        before = self.embedder.encoded
         for condition in conditions:
             self._ensure_condition(_check_text(condition, "condition"))
-        return self.encoder.encoded - before
+        return self.embedder.encoded - before
 
     def _ensure_condition(self, condition: str) -> str:
         """The key of ``condition``, its embeddings computed first for every part that lacks them."""
@@ -519,7 +520,7 @@ class ConditionalIndex:
                     try:
                         start = 0
                         for texts in self.store.iter_texts(part, ENCODE_CHUNK):
-                            writer.write_rows(start, self.encoder.conditioned(texts, condition))
+                            writer.write_rows(start, self.embedder.conditioned(texts, condition))
                             start += len(texts)
                             bar.update(len(texts))
                         writer.finish()
@@ -537,10 +538,10 @@ class ConditionalIndex:
         with self._lock:
             if self._first_stage is None:
                 if spec.model == "self":
-                    self._first_stage = FirstStageEncoder(self.encoder, "self", spec.query)
+                    self._first_stage = FirstStageEncoder(self.embedder, "self", spec.query)
                 else:
                     name = spec.resolved if spec.resolved and Path(spec.resolved).is_dir() else spec.model
-                    stage = FirstStageEncoder(self.encoder, name, spec.query, device=self.device)
+                    stage = FirstStageEncoder(self.embedder, name, spec.query, device=self.device)
                     if spec.sha256 and stage.sha256 != spec.sha256:
                         raise ModelMismatchError(
                             f"{self.store.root / MANIFEST}: the first-stage model {spec.model} has other weights "
@@ -551,7 +552,7 @@ class ConditionalIndex:
 
     def has_condition(self, condition: str) -> bool:
         """Whether ``condition``'s corpus embeddings are stored for every row (exact search is then cheap)."""
-        if self.kind == "tri":
+        if self.encoder == "tri":
             return True
         key = self.key(condition)
         return all(self.store.condition_array(key, p) is not None for p in self.store.parts)
@@ -641,12 +642,12 @@ class ConditionalIndex:
         mask = self._where_mask(where)
         if mask is not None and not mask.any():
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        if self.kind == "tri":
-            return self._tri_rows(self.encoder.tri_query(query, condition), None, k, kind, candidates, mask)
+        if self.encoder == "tri":
+            return self._tri_rows(self.embedder.tri_query(query, condition), None, k, kind, candidates, mask)
         if strategy == "two-stage":
             return self._two_stage(query, condition, k, kind, candidates, mask)
         key = self._ensure_condition(condition)
-        vector = _finite_query(torch.as_tensor(self.encoder.conditioned([query], condition)[0]))
+        vector = _finite_query(torch.as_tensor(self.embedder.conditioned([query], condition)[0]))
 
         def dot(block: np.ndarray) -> torch.Tensor:
             return as_float_tensor(block) @ vector
@@ -718,7 +719,7 @@ class ConditionalIndex:
         """The strategy ``strategy`` resolves to for ``condition`` (``exact`` or ``two-stage``), checked."""
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
-        if self.kind == "tri":
+        if self.encoder == "tri":
             if strategy == "two-stage":
                 raise ValueError("a tri-encoder index has no two-stage search: its corpus vectors already serve any "
                                  "condition (search it with strategy 'exact' or 'auto')")  # fmt: skip
@@ -740,11 +741,11 @@ class ConditionalIndex:
         stage = self.first_stage()
         assert stage is not None
         wanted = max(candidates if candidates is not None else max(DEFAULT_CANDIDATES, 10 * k), k)
-        query_vector = _finite_query(torch.as_tensor(self.encoder.conditioned([query], condition)[0]))
+        query_vector = _finite_query(torch.as_tensor(self.embedder.conditioned([query], condition)[0]))
         if stage.query_mode == TRI:  # the tri-encoder's own top N under the condition, as its index ranks them
             found, _ = self._tri_rows(stage.tri_query(query, condition), FIRST_STAGE, wanted, kind, None, mask)
         else:
-            same = stage.encoder is self.encoder and stage.query_mode == "conditioned"
+            same = stage.embedder is self.embedder and stage.query_mode == "conditioned"
             vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
             if kind is None:
                 found, _ = self._exact(FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask)
@@ -753,7 +754,7 @@ class ConditionalIndex:
         key = self.key(condition)
         cached, missing = self.rerank_cache.lookup(key, found)
         if missing:
-            embedded = self.encoder.conditioned(self.store.texts(missing), condition)
+            embedded = self.embedder.conditioned(self.store.texts(missing), condition)
             self.rerank_cache.store(key, missing, embedded)
             cached.update(zip(missing, embedded))
         block = np.stack([cached[int(r)] for r in found]) if len(found) else np.zeros((0, self.store.dim))
@@ -917,7 +918,7 @@ class ConditionalIndex:
         for query, condition in zip(queries, conds):
             # resolved before the exact reference, which stores the condition's embeddings (so "auto" would then
             # resolve to exact search and measure exact against exact)
-            resolved = "exact" if self.kind == "tri" else self._strategy(strategy, condition)
+            resolved = "exact" if self.encoder == "tri" else self._strategy(strategy, condition)
             measured.add(resolved)
             exact, _ = self.search_rows(query, condition, k, strategy="exact")
             found, _ = self.search_rows(

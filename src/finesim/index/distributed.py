@@ -145,7 +145,7 @@ class EncodeActor:
         device: str | None = None,
         first_stage: bool = False,
     ) -> None:
-        self.model, self.encoder_type, self.fingerprint, self.dim = model, encoder, fingerprint, dim
+        self.model, self.encoder, self.fingerprint, self.dim = model, encoder, fingerprint, dim
         self.keys, self.column, self.batch_size, self.device = keys, column, batch_size, device
         self.first_stage = first_stage  # also the bi-encoder's own first-stage vectors (two-stage search)
         self.error = ""
@@ -159,13 +159,13 @@ class EncodeActor:
         from finesim.index.encoders import IndexEncoder
         from finesim.index.fingerprint import model_fingerprint
 
-        loaded = load_index_model(self.model, self.encoder_type, self.device)
+        loaded = load_index_model(self.model, self.encoder, self.device)
         if model_fingerprint(loaded.model) != self.fingerprint:
             raise ModelMismatchError(
                 f"the model {self.model} loaded on a Ray worker differs from the driver's (weights sha256): every "
                 "node must have the same model files"
             )
-        self.encoder = IndexEncoder(loaded.model, loaded.encoder, batch_size=self.batch_size)
+        self.embedder = IndexEncoder(loaded.model, loaded.encoder, batch_size=self.batch_size)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         n = len(next(iter(batch.values())))
@@ -180,7 +180,7 @@ class EncodeActor:
         from finesim.index.store import SENTENCES
         from finesim.index.two_stage import FIRST_STAGE
 
-        stored = [SENTENCES] if self.encoder_type == "tri" else list(self.keys)
+        stored = [SENTENCES] if self.encoder == "tri" else list(self.keys)
         return stored + ([FIRST_STAGE] if self.first_stage else [])
 
     def placeholder(self, n: int) -> dict[str, np.ndarray]:
@@ -193,14 +193,14 @@ class EncodeActor:
 
         texts, bad = _texts(batch, self.column)
         out: dict[str, np.ndarray] = {"text": np.asarray(texts, dtype=object), BAD: bad}
-        if self.encoder_type == "tri":
-            out[SENTENCES] = self.encoder.stage(texts)
+        if self.encoder == "tri":
+            out[SENTENCES] = self.embedder.stage(texts)
         if self.first_stage:
             from finesim.index.two_stage import FIRST_STAGE
 
-            out[FIRST_STAGE] = self.encoder.plain(texts)
+            out[FIRST_STAGE] = self.embedder.plain(texts)
         for key, condition in self.keys.items():
-            out[key] = self.encoder.conditioned(texts, condition)
+            out[key] = self.embedder.conditioned(texts, condition)
         return out
 
 
@@ -357,7 +357,7 @@ def add_index_ray(
     with ray_session(address, num_cpus=num_cpus) as ray, _ordered(index.show_progress):
         ds, count = read_table(corpus, [text_column], format)
         mapped = _map_encoder(
-            ds, ray, model=str(name), encoder=index.kind, fingerprint=index.store.manifest["model"]["sha256"],
+            ds, ray, model=str(name), encoder=index.encoder, fingerprint=index.store.manifest["model"]["sha256"],
             dim=index.store.dim, keys=keys, column=text_column, workers=workers, batch_size=batch_size, device=device,
             first_stage=spec is not None,
         )  # fmt: skip

@@ -104,22 +104,22 @@ def is_tri_encoder(model: Any) -> bool:
     return find_condition_head(model) is not None
 
 
-def resolve_first_stage(kind: str, first_stage: str | None, query: str | None) -> tuple[str | None, str]:
-    """``(model, query)`` for an index of encoder type ``kind``: ``first_stage`` ``"auto"`` is ``"self"`` for a
+def resolve_first_stage(encoder: str, first_stage: str | None, query: str | None) -> tuple[str | None, str]:
+    """``(model, query)`` for an index of encoder type ``encoder``: ``first_stage`` ``"auto"`` is ``"self"`` for a
     bi-encoder and none otherwise; ``query`` None picks the default of the model (see the module docstring): ``"tri"``
     for a tri-encoder folder (read from its marker), the only mode it can serve; a mode the model cannot serve is an
     error."""
-    if kind == "tri" or first_stage in (None, "none", False):
-        if kind == "tri" and first_stage not in (None, "none", False, "auto"):
+    if encoder == "tri" or first_stage in (None, "none", False):
+        if encoder == "tri" and first_stage not in (None, "none", False, "auto"):
             raise ValueError("a tri-encoder index needs no first stage: its corpus vectors are condition-independent")
         return None, "plain"
     if first_stage == "auto":
-        first_stage = SELF if kind == "bi" else None
+        first_stage = SELF if encoder == "bi" else None
         if first_stage is None:
             return None, "plain"
-    if first_stage == SELF and kind != "bi":
+    if first_stage == SELF and encoder != "bi":
         raise ValueError(
-            f"first_stage='self' needs a bi-encoder (a {kind} model has no embedding of a text alone): name a "
+            f"first_stage='self' needs a bi-encoder (a {encoder} model has no embedding of a text alone): name a "
             "sentence-transformers model for the first stage instead, e.g. first_stage='minilm'"
         )
     if query is not None and query != "auto" and query not in QUERY_MODES:
@@ -174,54 +174,54 @@ class FirstStageEncoder:
         if isinstance(spec_model, str) and spec_model == SELF:
             if query == TRI:
                 raise ValueError("first-stage query 'tri' needs a tri-encoder first-stage model, not 'self'")
-            self.encoder = index_encoder
+            self.embedder = index_encoder
         else:
             from finesim.index.fingerprint import model_fingerprint
 
-            encoder = TRI if query == TRI else "bi"
+            stage_encoder = TRI if query == TRI else "bi"
             if query == TRI and not is_tri_encoder(spec_model):
                 raise ValueError(
                     f"first-stage query 'tri' needs a finesim tri-encoder, but {spec_model} is not one (no csts-tri "
                     "marker, no ConditionHead)"
                 )
-            loaded = load_index_model(spec_model, encoder, device)
+            loaded = load_index_model(spec_model, stage_encoder, device)
             self.name = loaded.name or type(loaded.model).__name__
             self.resolved = loaded.resolved
             self.sha256 = model_fingerprint(loaded.model)
-            self.encoder = IndexEncoder(loaded.model, encoder, batch_size=index_encoder.batch_size)
+            self.embedder = IndexEncoder(loaded.model, stage_encoder, batch_size=index_encoder.batch_size)
 
     @property
     def dim(self) -> int:
         if self.query_mode == TRI:
-            return int(self.encoder.dim)  # the head's width: no probe needed
+            return int(self.embedder.dim)  # the head's width: no probe needed
         probe = self.corpus(["a"])
-        self.encoder.encoded -= 1  # a probe, not a corpus text
+        self.embedder.encoded -= 1  # a probe, not a corpus text
         return int(probe.shape[1])
 
     def spec(self) -> FirstStageSpec:
-        head = self.encoder.head.kind if self.query_mode == TRI else None
+        head = self.embedder.head.kind if self.query_mode == TRI else None
         return FirstStageSpec(self.name, self.query_mode, self.dim, self.sha256, self.resolved, head)
 
     def corpus(self, texts: list[str]) -> np.ndarray:
         """The first-stage vectors of corpus texts (float32): L2-normalised embeddings of the texts alone, or for
         ``"tri"`` the tri-encoder's stage vectors (:meth:`~finesim.index.encoders.IndexEncoder.stage`)."""
         if self.query_mode == TRI:
-            return self.encoder.stage(texts)
-        return self.encoder.plain(texts)
+            return self.embedder.stage(texts)
+        return self.embedder.plain(texts)
 
     def query(self, query: str, condition: str) -> np.ndarray:
         """The query's first-stage vector (L2-normalised float32); ``"tri"`` uses :meth:`tri_query` instead."""
         if self.query_mode == TRI:
             raise ValueError("a tri-encoder first stage ranks with its head: use tri_query()")
         if self.query_mode == "conditioned":
-            return self.encoder.conditioned([query], condition)[0]
-        return self.encoder.plain([query])[0]
+            return self.embedder.conditioned([query], condition)[0]
+        return self.embedder.plain([query])[0]
 
     def tri_query(self, query: str, condition: str) -> Any:
         """``"tri"``: the tri-encoder's :class:`~finesim.index.tri.TriQuery` for (query, condition)."""
         if self.query_mode != TRI:
             raise ValueError(f"tri_query() is for a tri-encoder first stage, not query mode {self.query_mode!r}")
-        return self.encoder.tri_query(query, condition)
+        return self.embedder.tri_query(query, condition)
 
 
 class RerankCache:

@@ -151,11 +151,11 @@ class ScoringEngine:
     def _search(self, job: SearchJob, counts: _Counts) -> list[dict[str, Any]]:
         if self.index is None:
             raise ValueError("no index is loaded")
-        before = self.index.encoder.encoded
+        before = self.index.embedder.encoded
         try:
             return self.index.search(job.query, job.condition, job.k, where=job.where)
         finally:
-            encoded = self.index.encoder.encoded - before
+            encoded = self.index.embedder.encoded - before
             counts.calls += int(encoded > 0)  # a request refused before encoding did not call the model
             counts.encoded += encoded
 

@@ -62,14 +62,14 @@ def open_served_index(settings: ServeSettings, scorer: Any) -> Any:
                 f"{settings.model} is an ensemble, which scores pairs but embeds nothing to search with; serve the "
                 "member the index was built with"
             )
-        kind = str(IndexStore.open(path).manifest["encoder"]["type"])
-        if kind != scorer.encoder:
+        encoder = str(IndexStore.open(path).manifest["encoder"]["type"])
+        if encoder != scorer.encoder:
             raise ValueError(
-                f"it holds {kind}-encoder embeddings but the server scores with {settings.model} as a "
+                f"it holds {encoder}-encoder embeddings but the server scores with {settings.model} as a "
                 f"{scorer.encoder}-encoder: build the index with the served model, or serve the model as the index "
-                f"was built (--encoder {kind})"
+                f"was built (--encoder {encoder})"
             )
-        loaded = LoadedModel(scorer.model, kind, settings.model, None)
+        loaded = LoadedModel(scorer.model, encoder, settings.model, None)
         index = ServedIndex.open(path, model=loaded, device=settings.device, batch_size=settings.inference_batch_size)
         if settings.index_conditions:
             index.prepare(list(settings.index_conditions))
@@ -95,19 +95,23 @@ def checked_where(index: Any, where: Mapping[str, Any] | None) -> dict[str, Any]
 
 def describe_index(index: Any) -> dict[str, Any]:
     """What ``/info`` says about the served index (no stored condition texts: ``/info`` needs no API key, and
-    the conditions a bi-encoder index stores are those clients have searched)."""
+    the conditions a bi-encoder index stores are those clients have searched). ``first_stage`` and
+    ``first_stage_query`` are the first stage's model and query mode (``conditioned``, ``plain`` or ``tri``), both
+    None without one."""
     manifest = index.store.manifest
+    stage = index.first_stage_spec
     return {
         "path": str(index.store.root),
-        "encoder": index.kind,
+        "encoder": index.encoder,
         "count": len(index),
         "dimension": int(index.store.dim),
         "dtype": index.dtype,
         "built_with": manifest["model"].get("name"),
         "model_sha256": manifest["model"]["sha256"],
         # exact for a tri-encoder and for stored conditions; a new condition re-ranks the first stage's candidates
-        "search": "auto" if index.first_stage_spec is not None else "exact",
-        "first_stage": None if index.first_stage_spec is None else index.first_stage_spec.model,
+        "search": "auto" if stage is not None else "exact",
+        "first_stage": None if stage is None else stage.model,
+        "first_stage_query": None if stage is None else stage.query,
         "ids": index.store.fields["id"],
         "metadata_keys": index.store.metadata_keys() if index.store.fields["metadata"] else [],
     }
