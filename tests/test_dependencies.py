@@ -32,6 +32,7 @@ EXPECTED_TOP_LEVEL = {
         "accelerate",
         "datasets",
         "numpy",
+        "pydantic",
         "pyyaml",
         "scipy",
         "sentence-transformers",

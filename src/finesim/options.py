@@ -1,8 +1,8 @@
 """Option dictionaries: defaults, unknown keys with a did-you-mean hint, and recipe files read strictly.
 
-Shared by training recipes (:mod:`finesim.training.recipe`), encoder and objective options, CASE recipes
-(:mod:`finesim.case.options`) and evaluation task files (:mod:`finesim.evaluation.tasks`): a typo is always an error
-that names the file and the key, never a silent default. It imports nothing from finesim, so every layer may use it.
+Shared by recipes of every method (:mod:`finesim.training.recipe`), encoder and objective options and evaluation task
+files (:mod:`finesim.evaluation.tasks`): a typo is always an error that names the file and the key, never a silent
+default. It imports nothing from finesim, so every layer may use it.
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-# keys every recipe may carry for people (copied into results, never read by the code)
-META_KEYS = ("description", "paper", "notes")
 
 
 class RecipeError(ValueError):

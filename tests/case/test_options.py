@@ -1,4 +1,5 @@
-"""CASE options: recipes read by the shared recipe machinery, command line > recipe > defaults, value checks."""
+"""CASE options: CASE recipes (method: case) read by the one recipe loader, command line > recipe > defaults, value
+checks."""
 
 from __future__ import annotations
 
@@ -11,45 +12,62 @@ from finesim.case.options import DEFAULTS, resolve_options
 from finesim.options import RecipeError
 
 
-def _recipe(tmp_path, text: str, name: str = "my-recipe.yaml"):
+def _recipe(tmp_path, text: str, name: str = "my-recipe.yaml", *, top: str = ""):
+    """A CASE recipe whose ``case:`` section is ``text`` (``top``: top-level lines)."""
     path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
+    body = "".join(f"  {line}\n" for line in text.splitlines())
+    path.write_text(f"method: case\n{top}case:\n{body}", encoding="utf-8")
     return path
 
 
 def test_typo_key_names_the_file_and_suggests_the_option(tmp_path):
     path = _recipe(tmp_path, "kind: linear\ndimm: 64\n")
-    with pytest.raises(RecipeError) as err:
+    with pytest.raises(RecipeError, match=r"my-recipe\.yaml: unknown key case\.'dimm' \(did you mean 'dim'\?\)"):
         resolve_options(recipe=path)
-    assert "my-recipe.yaml" in str(err.value) and "did you mean 'dim'" in str(err.value)
 
 
-def test_free_text_keys_and_dashed_keys_are_accepted(tmp_path):
+def test_free_text_keys_and_the_seed_are_top_level(tmp_path):
     path = _recipe(
-        tmp_path, "description: a recipe\npaper: somewhere\nnotes: >-\n  more text\ntrain-batch-size: 128\ndim: 64\n"
+        tmp_path,
+        "train_batch_size: 128\ndim: 64\n",
+        top="description: a recipe\npaper: somewhere\nnotes: >-\n  more text\nseed: 7\n",
     )
     options = resolve_options(recipe=path)
-    assert options["train_batch_size"] == 128 and options["dim"] == 64
+    assert options["train_batch_size"] == 128 and options["dim"] == 64 and options["seed"] == 7
     assert not {"description", "paper", "notes"} & set(options)  # for people, not options
     assert options["recipe"] == str(path)
+    with pytest.raises(RecipeError, match=r"my-recipe\.yaml: unknown key case\.'seed'"):
+        resolve_options(recipe=_recipe(tmp_path, "seed: 7\n"))  # one seed, at the top like every recipe's
 
 
 def test_duplicate_key_names_the_file(tmp_path):
     path = _recipe(tmp_path, "dim: 64\nkind: linear\ndim: 128\n")
     with pytest.raises(RecipeError, match=r"my-recipe\.yaml.*'dim' appears twice"):
         resolve_options(recipe=path)
-    path = _recipe(tmp_path, "train_batch_size: 64\ntrain-batch-size: 128\n", name="spelled.yaml")
-    with pytest.raises(RecipeError, match=r"spelled\.yaml: 'train_batch_size' is given twice"):
-        resolve_options(recipe=path)
 
 
 def test_empty_missing_and_non_mapping_recipes_are_errors(tmp_path):
-    with pytest.raises(RecipeError, match=r"empty\.yaml: the CASE recipe file is empty"):
-        resolve_options(recipe=_recipe(tmp_path, "# nothing\n", name="empty.yaml"))
-    with pytest.raises(RecipeError, match=r"CASE recipe file .*absent\.yaml.* does not exist"):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match=r"empty\.yaml: the recipe file is empty"):
+        resolve_options(recipe=empty)
+    with pytest.raises(RecipeError, match=r"recipe file .*absent\.yaml.* does not exist"):
         resolve_options(recipe=tmp_path / "absent.yaml")
-    with pytest.raises(RecipeError, match=r"list\.yaml: a CASE recipe must be a mapping"):
-        resolve_options(recipe=_recipe(tmp_path, "- dim\n- 64\n", name="list.yaml"))
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- dim\n- 64\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match=r"list\.yaml: a recipe must be a mapping"):
+        resolve_options(recipe=listed)
+
+
+def test_a_recipe_of_another_method_is_refused(tmp_path):
+    path = tmp_path / "bi.yaml"
+    path.write_text("model: {backbone: minilm}\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match=r"bi\.yaml: not a CASE recipe \(method 'sentence-transformers'\)"):
+        resolve_options(recipe=path)
+    flat = tmp_path / "flat.yaml"  # the flat CASE recipes of earlier finesim versions
+    flat.write_text("dim: 64\nformulation: cond\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match=r"flat\.yaml: unknown key 'dim'.*CASE options go in a case: section"):
+        resolve_options(recipe=flat)
 
 
 INVALID = [
@@ -80,11 +98,27 @@ INVALID = [
 
 @pytest.mark.parametrize(("key", "value"), INVALID)
 def test_invalid_values_name_the_key_and_the_source(tmp_path, key, value):
-    with pytest.raises(RecipeError, match=rf"^command line: {key!r} must be"):
+    flag = "--" + key.replace("_", "-")
+    with pytest.raises(RecipeError, match=rf"^command line: {flag} (must be|'{value}' is not one of)"):
         resolve_options({key: value})
     path = _recipe(tmp_path, f"{key}: {value!r}\n" if isinstance(value, str) else f"{key}: {value}\n")
-    with pytest.raises(RecipeError, match=rf"my-recipe\.yaml: {key!r} must be"):
+    with pytest.raises(RecipeError, match=rf"my-recipe\.yaml: case\.{key} (must be|'{value}' is not one of)"):
         resolve_options(recipe=path)
+
+
+def test_value_messages(tmp_path):
+    """What each kind of bad value is told, by hand."""
+    for options, message in (
+        ({"dim": 0}, "command line: --dim must be > 0, got 0"),
+        ({"dim": 12.5}, "command line: --dim must be an integer, got 12.5"),
+        ({"dropout": 1.0}, "command line: --dropout must be in [0, 1), got 1.0"),
+        ({"label_divisor": 0}, "command line: --label-divisor must be a non-zero number, got 0"),
+        ({"kind": "linearr"}, "command line: --kind 'linearr' is not one of ['linear', 'nonlinear'] (did you mean"),
+        ({"normalize_before_subtract": 1}, "command line: --normalize-before-subtract must be true or false, got 1"),
+    ):
+        with pytest.raises(RecipeError) as err:
+            resolve_options(options)
+        assert str(err.value).startswith(message), (options, str(err.value))
 
 
 def test_valid_edge_values_pass(tmp_path):
@@ -95,10 +129,11 @@ def test_valid_edge_values_pass(tmp_path):
 
 
 def test_command_line_beats_recipe_beats_defaults(tmp_path):
-    path = _recipe(tmp_path, "dim: 64\nepochs: 3\nkind: linear\n")
+    path = _recipe(tmp_path, "dim: 64\nepochs: 3\nkind: linear\n", top="seed: 5\n")
     options = resolve_options({"dim": 8, "epochs": None, "cache_dir": str(tmp_path / "cache")}, recipe=path)
     assert options["dim"] == 8  # command line
     assert options["epochs"] == 3 and options["kind"] == "linear"  # recipe (None on the command line: not given)
+    assert options["seed"] == 5 and resolve_options({"seed": 6}, recipe=path)["seed"] == 6
     assert options["lr"] == DEFAULTS["lr"] and options["formulation"] == DEFAULTS["formulation"]  # defaults
     assert options["cache_dir"] == str(tmp_path / "cache")
     assert set(options) == {*DEFAULTS, "recipe"}
@@ -122,7 +157,9 @@ def test_cli_reports_recipe_errors(tmp_path, capsys):
     path = _recipe(tmp_path, "dimm: 64\n")
     assert main(["case", "train", "--recipe", str(path), "--output-dir", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
-    assert "my-recipe.yaml" in err and "did you mean 'dim'" in err
+    assert "my-recipe.yaml: unknown key case.'dimm' (did you mean 'dim'?)" in err
+    assert main(["train", str(path), "-o", str(tmp_path / "out"), "--dry-run"]) == 1  # one loader, one message
+    assert "my-recipe.yaml: unknown key case.'dimm' (did you mean 'dim'?)" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:  # the command line checks it before anything runs (usage error)
         main(["case", "train", "--epochs", "0", "--output-dir", str(tmp_path / "out")])
     assert exit_info.value.code == 2

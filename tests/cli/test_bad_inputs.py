@@ -104,8 +104,10 @@ GOOD_TASK = "tasks:\n  toy: {format: csts, path: csts/validation.csv, score_rang
 
 
 def _case_recipe(folder: Path, text: str) -> list[str]:
+    """``finesim case train --recipe case.yaml`` whose ``case:`` section holds ``text`` (empty: an empty file)."""
     data = _data(folder)
-    path = _write(folder / "case.yaml", text)
+    body = "method: case\ncase:\n" + "".join(f"  {line}\n" for line in text.splitlines()) if text else ""
+    path = _write(folder / "case.yaml", body)
     return [
         "case",
         "train",
@@ -219,7 +221,7 @@ CASES: list[Case] = [
         "recipe-wrong-type",
         lambda d: _dry(d, BASE + "train: {batch_size: big}\n"),
         1,
-        ("r.yaml: train.batch_size must be int",),
+        ("r.yaml: train.batch_size must be an integer, got 'big'",),
     ),
     Case(
         "recipe-warmup-range",
@@ -395,7 +397,7 @@ CASES: list[Case] = [
         "case-recipe-typo",
         lambda d: _case_recipe(d, "dimm: 64\n"),
         1,
-        ("finesim case train: error:", "case.yaml", "did you mean 'dim'"),
+        ("finesim case train: error:", "case.yaml: unknown key case.'dimm' (did you mean 'dim'?)"),
     ),
     Case(
         "case-recipe-duplicate",
@@ -403,9 +405,39 @@ CASES: list[Case] = [
         1,
         ("case.yaml", "'dim' appears twice"),
     ),
-    Case("case-recipe-zero-dim", lambda d: _case_recipe(d, "dim: 0\n"), 1, ("case.yaml", "'dim'", "positive integer")),
-    Case("case-recipe-kind", lambda d: _case_recipe(d, "kind: quadratic\n"), 1, ("case.yaml", "'kind'")),
-    Case("case-recipe-kind-typo", lambda d: _case_recipe(d, "kind: linearr\n"), 1, ("'kind'", "mean 'linear'?")),
+    Case("case-recipe-zero-dim", lambda d: _case_recipe(d, "dim: 0\n"), 1, ("case.yaml: case.dim must be > 0, got 0",)),
+    Case("case-recipe-kind", lambda d: _case_recipe(d, "kind: quadratic\n"), 1, ("case.yaml: case.kind 'quadratic'",)),
+    Case("case-recipe-kind-typo", lambda d: _case_recipe(d, "kind: linearr\n"), 1, ("case.kind", "mean 'linear'?")),
+    Case(
+        "case-option-at-the-top",
+        lambda d: _dry(d, "formulation: cond\n"),
+        1,
+        ("r.yaml: unknown key 'formulation'", "CASE options go in a case: section, with method: case"),
+    ),
+    Case(
+        "case-model-offline",
+        lambda d: [*_dry(d, "method: case\ncase: {model: someone/not-a-model-xyz}\n")],
+        1,
+        ("r.yaml: case.model:", "Hub is unreachable"),
+    ),
+    Case(
+        "recipe-trainer-args-typo",
+        lambda d: _dry(d, BASE + "train: {trainer_args: {gradient_checkpointng: true}}\n"),
+        1,
+        ("r.yaml: unknown key train.trainer_args.'gradient_checkpointng'", "did you mean 'gradient_checkpointing'"),
+    ),
+    Case(
+        "recipe-trainer-args-owned",
+        lambda d: _dry(d, BASE + "train: {trainer_args: {num_train_epochs: 1}}\n"),
+        1,
+        ("r.yaml: train.trainer_args.num_train_epochs is not passed through: finesim sets it from train.epochs",),
+    ),
+    Case(
+        "recipe-trainer-args-value",
+        lambda d: _dry(d, BASE + "train: {trainer_args: {optim: adamx}}\n"),
+        1,
+        ("r.yaml: train.trainer_args:", "adamx"),
+    ),
     Case("case-recipe-empty", lambda d: _case_recipe(d, ""), 1, ("case.yaml", "empty")),
     # ---------------------------------------------------------------- finesim score and the table format
     Case(

@@ -104,8 +104,19 @@ def test_recipe_unknown_key_suggests() -> None:
 
 
 def test_recipe_type_and_value_errors() -> None:
-    with pytest.raises(RecipeError, match=r"train\.batch_size must be int"):
+    with pytest.raises(RecipeError, match=r"^recipe: train\.batch_size must be an integer, got 'big'$"):
         recipe_from_dict({"train": {"batch_size": "big"}})
+    for value in (True, 31.5):  # neither true nor a fraction is an integer (pydantic alone would read true as 1)
+        with pytest.raises(RecipeError, match=r"train\.batch_size must be"):
+            recipe_from_dict({"train": {"batch_size": value}})
+    with pytest.raises(RecipeError, match=r"train\.warmup_ratio must be in \[0, 1\), got 1\.5"):
+        recipe_from_dict({"train": {"warmup_ratio": 1.5}})
+    with pytest.raises(RecipeError, match=r"train\.learning_rate must be a finite number, got inf"):
+        recipe_from_dict({"train": {"learning_rate": float("inf")}})
+    with pytest.raises(RecipeError, match=r"train\.keep 'bset' is not one of \['best', 'last'\] \(did you mean"):
+        recipe_from_dict({"train": {"keep": "bset"}})
+    recipe = recipe_from_dict({"train": {"batch_size": 16.0, "learning_rate": "1e-4"}, "model": None})
+    assert (recipe.train.batch_size, recipe.train.learning_rate) == (16, 1e-4)  # YAML 1.1 reads 1e-4 as text
     with pytest.raises(RecipeError, match="eval_steps"):
         recipe_from_dict({"train": {"eval_strategy": "steps"}})
     with pytest.raises(RecipeError, match=r"labels\.scale"):

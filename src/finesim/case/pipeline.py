@@ -1,8 +1,10 @@
-"""The CASE actions as library functions: embed, train, sweep, isotropy and score C-STS files.
+"""The CASE actions as library functions: train a CASE recipe, embed, sweep, isotropy and score C-STS files.
 
-Each action takes options already merged and checked by :func:`finesim.case.options.resolve_options` (plus the
-files to read and the folder to write) and returns the results payload that ``finesim case`` prints from and
-writes as JSON. :func:`train_model` and :func:`measure_isotropy` write their own files into ``output_dir``.
+:func:`train_recipe` is what ``finesim train`` runs for a recipe with ``method: case`` (and ``finesim case train``, its
+alias), after :func:`check_case`, the checks of ``--dry-run``. The other actions take options already merged and
+checked by :func:`finesim.case.options.resolve_options` (plus the files to read and the folder to write) and return
+the results payload that ``finesim case`` prints from and writes as JSON. :func:`train_model` and
+:func:`measure_isotropy` write their own files into ``output_dir``.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from datasets import Dataset
 
 from finesim.case.data import embed_pairs, split_by_pair, split_summary
 from finesim.case.encoding import DEFAULT_FAMILY_FOR, ConditionAwareEncoder
-from finesim.case.options import DEFAULTS, default_cache_dir, parse_dims
+from finesim.case.options import DEFAULTS, default_cache_dir, parse_dims, recipe_options
 from finesim.case.prompts import PromptFormat
 from finesim.case.training import TrainConfig, evaluate_pairs, sweep_dimensions, train_projection
+from finesim.options import RecipeError
 from finesim.results import environment_record, write_json_atomic
+from finesim.training.recipe import CaseRecipe, recipe_source
 
 
 class Splits(NamedTuple):
@@ -92,11 +96,73 @@ def train_config(options: dict[str, Any], dim: int | None = None) -> TrainConfig
     )
 
 
-def default_train_file(data: str | Path | None = None) -> str:
-    """``<data root>/csts/train.csv`` (the data root from ``data``, else finesim's configured one)."""
-    from finesim.paths import data_root
+def resolve_paths(options: dict[str, Any], data: str | Path | None = None) -> dict[str, Any]:
+    """``options`` with the data files ``train``, ``dev`` and ``eval`` resolved: relative paths under the data
+    root (``data``, else finesim's configured one), absolute ones as given."""
+    from finesim.training.preflight import resolve_data_path
 
-    return str(data_root(data) / "csts" / "train.csv")
+    def resolve(path: str) -> str:
+        return str(resolve_data_path(path, None if data is None else str(data)))
+
+    dev = options["dev"] and resolve(options["dev"])
+    return {**options, "train": resolve(options["train"]), "dev": dev, "eval": [resolve(p) for p in options["eval"]]}
+
+
+def check_case(
+    recipe: CaseRecipe, *, output_dir: str | Path | None = None, data: str | Path | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """Every check of a CASE recipe that needs no encoding (``finesim train --dry-run``): the encoder resolvable
+    now, the prompt family and formulation, each data file read as C-STS, the output folder writable.
+
+    Returns:
+        the resolved options (:func:`resolve_paths`) and one line per finding.
+
+    Raises:
+        RecipeError: naming the recipe file and the key; DataFormatError for a data file.
+    """
+    from finesim.models.hub import ModelResolutionError, resolve_model_path
+    from finesim.training.preflight import check_writable
+
+    source = recipe_source(recipe)
+    out = output_dir or recipe.output_dir
+    if not out:
+        raise RecipeError(f"{source}: no output folder: set output_dir in the recipe or pass --output-dir")
+    options = resolve_paths(recipe_options(recipe), data)
+    try:
+        found = resolve_model_path(options["model"])
+    except ModelResolutionError as err:
+        raise RecipeError(f"{source}: case.model: {err}") from None
+    family = options["family"] or DEFAULT_FAMILY_FOR[options["formulation"]]
+    try:
+        PromptFormat(family, options["formulation"], prompts_file=options["prompts_file"])
+    except (OSError, ValueError) as err:
+        raise RecipeError(f"{source}: case.family / case.prompts_file: {err}") from None
+    check_writable(Path(out), source)
+    lines = [f"CASE encoder {options['model']}: found ({found}); prompt family {family}, {options['formulation']}"]
+    for role, path in (("train", options["train"]), ("dev", options["dev"]), *(("eval", p) for p in options["eval"])):
+        if path:
+            lines.append(f"{role} data {path} (csts): {len(_read(path)[0])} rows")
+    if not options["dev"]:
+        lines.append(f"dev: {options['dev_fraction']} of the training sentence pairs (seed {options['seed']})")
+    if "dims" in recipe.case.model_fields_set:
+        lines.append(f"case.dims is read by finesim case sweep; this trains one projection (case.dim {options['dim']})")
+    lines.append(f"output folder {out}: the CASE model and training.json")
+    return options, lines
+
+
+def train_recipe(
+    recipe: CaseRecipe,
+    *,
+    output_dir: str | Path | None = None,
+    data: str | Path | None = None,
+    argv: Sequence[str] | None = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Train a CASE recipe (``finesim train``): :func:`check_case`, then :func:`train_model` into ``output_dir``
+    (default: the recipe's). Returns the payload written to ``training.json``."""
+    options, _ = check_case(recipe, output_dir=output_dir, data=data)
+    out = output_dir or recipe.output_dir
+    return train_model(options, output_dir=str(out), argv=argv, show_progress=show_progress)
 
 
 def carve_splits(options: dict[str, Any], train_file: str | Path) -> Splits:
@@ -155,7 +221,7 @@ def embed_files(options: dict[str, Any], data_files: Sequence[str], *, show_prog
 def train_model(
     options: dict[str, Any],
     *,
-    train_file: str | Path,
+    train_file: str | Path | None = None,
     output_dir: str | Path,
     argv: Sequence[str] | None = None,
     show_progress: bool = True,
@@ -164,7 +230,8 @@ def train_model(
 
     Args:
         options: resolved CASE options.
-        train_file: C-STS CSV to train on (dev is carved from it unless ``options["dev"]`` names a file).
+        train_file: C-STS CSV to train on (dev is carved from it unless ``options["dev"]`` names a file); None:
+            ``options["train"]``.
         output_dir: folder for the model and ``training.json``.
         argv: the command line, recorded in the payload (None from Python).
         show_progress: show progress bars.
@@ -176,7 +243,7 @@ def train_model(
 
     options = _with_model_resolved(options)
     encoder = build_encoder(options, show_progress=show_progress)
-    splits = carve_splits(options, train_file)
+    splits = carve_splits(options, train_file or options["train"])
     start = time.perf_counter()
     train_x, dev_x = embed_pairs(encoder, splits.train), embed_pairs(encoder, splits.dev)
     eval_x = {name: embed_pairs(encoder, ds) for name, ds in splits.evals.items()}
@@ -187,7 +254,7 @@ def train_model(
     metadata = {"training": summary, "data": splits.description, "eval_spearman": scores, "options": options}
     CaseModel(encoder, result.projection, metadata).save(output_dir)
     payload = {
-        "command": "finesim case train",
+        "command": "finesim train",
         "argv": list(argv) if argv is not None else None,
         **encoder.config(),
         "options": options,
@@ -202,7 +269,9 @@ def train_model(
     return payload
 
 
-def sweep_dims(options: dict[str, Any], *, train_file: str | Path, show_progress: bool = True) -> dict[str, Any]:
+def sweep_dims(
+    options: dict[str, Any], *, train_file: str | Path | None = None, show_progress: bool = True
+) -> dict[str, Any]:
     """Train one projection per output dimension of ``options["dims"]`` (``full`` = the encoder's width).
 
     Returns:
@@ -211,7 +280,7 @@ def sweep_dims(options: dict[str, Any], *, train_file: str | Path, show_progress
     parse_dims(options["dims"], width=1)  # syntax errors before any encoding
     options = _with_model_resolved(options)
     encoder = build_encoder(options, show_progress=show_progress)
-    splits = carve_splits(options, train_file)
+    splits = carve_splits(options, train_file or options["train"])
     train_x, dev_x = embed_pairs(encoder, splits.train), embed_pairs(encoder, splits.dev)
     dims = parse_dims(options["dims"], width=train_x.dim)
     eval_x = {name: embed_pairs(encoder, ds) for name, ds in splits.evals.items()}
@@ -283,7 +352,7 @@ def score_files(
     """Spearman and Pearson of a saved CASE model on each of ``data_files``.
 
     Args:
-        model_dir: folder written by :func:`train_model` (``finesim case train``).
+        model_dir: folder written by :func:`train_model` (``finesim train`` of a CASE recipe).
         data_files: C-STS CSV files.
         cache_dir: embedding cache (default :func:`~finesim.case.options.default_cache_dir`).
         threads: torch threads (default ``DEFAULTS["threads"]``).

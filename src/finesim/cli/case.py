@@ -1,17 +1,29 @@
-"""``finesim case``: CASE condition-aware embeddings (embed, train, sweep, isotropy, score).
+"""``finesim case``: CASE condition-aware embeddings (embed, sweep, isotropy, score; train, an alias of ``finesim
+train`` for CASE recipes).
 
 Every sub-command takes the encoder options (model, pooling, prompt family, formulation, "− c", cache
-folder) and an optional ``--recipe`` YAML whose keys are option names (``dim``, ``kind``, ``formulation``,
-...); options given on the command line win over the recipe, and the recipe wins over the built-in defaults.
+folder) and an optional ``--recipe``, a recipe with ``method: case`` whose ``case:`` section holds the same options
+(``dim``, ``kind``, ``formulation``, ...); options given on the command line win over the recipe, and the recipe wins
+over the built-in defaults. Data paths on the command line are relative to the working folder, those in a recipe to
+the data root.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
-from finesim.cli.common import add_runtime_options, check_output_dir, check_output_file, command_parser, positive_int
+from finesim.cli.common import (
+    add_runtime_options,
+    check_output_dir,
+    check_output_file,
+    command_parser,
+    positive_int,
+    say,
+)
 
 # = finesim.case.options.DEFAULTS["model"], spelled out so that building the parser imports no library module
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -32,7 +44,7 @@ def _cache_option(p: argparse.ArgumentParser) -> None:
 
 
 def _encoder_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--recipe", default=None, help="YAML file of option defaults (see recipes/case/)")
+    p.add_argument("--recipe", default=None, help="CASE recipe (method: case) whose options apply (see recipes/case/)")
     p.add_argument("--model", default=None, help=f"encoder: Hub id or folder (default: {DEFAULT_MODEL})")
     p.add_argument("--pooling", default=None, help="override the encoder's pooling (mean, cls, lasttoken)")
     p.add_argument("--max-length", type=positive_int, default=None, help="truncate encoder inputs to this many tokens")
@@ -65,7 +77,9 @@ def _train_options(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     p.add_argument("--dev", default=None, help="C-STS CSV for choosing the epoch (default: carve from --train)")
     p.add_argument("--dev-fraction", type=float, default=None, help="share of train pairs carved as dev (default: 0.1)")
     p.add_argument("--eval", nargs="*", default=None, help="C-STS CSVs to report on (never used for selection)")
-    p.add_argument("--data", default=None, help="data root for the default --train")
+    p.add_argument(
+        "--data", default=None, help="data root for the recipe's relative data paths and the default --train"
+    )
     p.add_argument("--kind", default=None, choices=["linear", "nonlinear"], help="projection (default: nonlinear)")
     if sweep:
         p.add_argument(
@@ -110,9 +124,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = command_parser(
         actions,
         "train",
-        help="train a projection on cached embeddings and save a CASE model",
+        help="alias of `finesim train` for a CASE recipe, with options on the command line",
         description="Train the CASE projection on cached embeddings (the epoch chosen on a dev split carved from "
-        "--train) and save a CASE model.",
+        "--train) and save a CASE model: what `finesim train RECIPE` does for a recipe with method: case, with the "
+        "options below over the recipe's.",
     )
     _encoder_options(p)
     _train_options(p)
@@ -158,13 +173,51 @@ def register(sub: argparse._SubParsersAction) -> None:
     case.set_defaults(func=lambda args: (case.print_help(), 2)[1])
 
 
-def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The CASE options of a parsed command line: command line > ``--recipe`` > defaults, checked
-    (:func:`finesim.case.options.resolve_options`)."""
-    from finesim.case.options import DEFAULTS, resolve_options
+def recipe_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~finesim.training.recipe.CaseRecipe` of a parsed command line: its options over ``--recipe``
+    (:func:`finesim.case.options.case_recipe`); data files given here become absolute paths."""
+    from finesim.case.options import DEFAULTS, case_recipe
 
     given = {key: getattr(args, key) for key in DEFAULTS if hasattr(args, key)}
-    return resolve_options(given, recipe=getattr(args, "recipe", None))
+    for key in ("train", "dev"):
+        if given.get(key):
+            given[key] = str(Path(given[key]).expanduser().absolute())
+    if given.get("eval"):
+        given["eval"] = [str(Path(path).expanduser().absolute()) for path in given["eval"]]
+    return case_recipe(given, recipe=getattr(args, "recipe", None))
+
+
+def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The CASE options of a parsed command line: command line > ``--recipe`` > defaults, checked."""
+    from finesim.case.options import recipe_options
+
+    return recipe_options(recipe_from_args(args))
+
+
+def train_case(recipe: Any, args: argparse.Namespace, *, output_dir: str | None, dry_run: bool = False) -> int:
+    """Train a CASE recipe (``finesim train`` and ``finesim case train``): its checks, then the projection."""
+    from finesim.case.pipeline import check_case, train_model
+
+    options, lines = check_case(recipe, output_dir=output_dir, data=args.data)
+    tell = say(args)
+    for line in lines:
+        tell(line)
+    if dry_run:
+        print(json.dumps(recipe.to_dict(), indent=2))
+        tell("dry run: every check passed; nothing was trained")
+        return 0
+    out = str(output_dir or recipe.output_dir)
+    payload = train_model(options, output_dir=out, argv=sys.argv[1:], show_progress=not args.no_progress)
+    training = payload["training"]
+    proj = training["projection"]
+    print(
+        f"saved {out}: {proj['kind']} {proj['in_dim']}→{proj['out_dim']}, "
+        f"{training['trainable_parameters']} parameters, best epoch {training['best_epoch']} "
+        f"(dev Spearman {training['best_dev_spearman']:.2f}), trained in {training['train_seconds']:.1f} s"
+    )
+    for name, value in payload["eval_spearman"].items():
+        print(f"  {name}: Spearman {value:.2f}")
+    return 0
 
 
 def run_embed(args: argparse.Namespace) -> int:
@@ -185,40 +238,19 @@ def run_embed(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    """``finesim case train``: train a projection and save the CASE model (with training.json)."""
-    from finesim.case.pipeline import default_train_file, train_model
-
+    """``finesim case train``: ``finesim train`` of the CASE recipe the command line makes (:func:`train_case`)."""
     check_output_dir(args.output_dir)
-    options = options_from_args(args)
-    payload = train_model(
-        options,
-        train_file=args.train or default_train_file(args.data),
-        output_dir=args.output_dir,
-        argv=sys.argv[1:],
-        show_progress=not args.no_progress,
-    )
-    training = payload["training"]
-    proj = training["projection"]
-    print(
-        f"saved {args.output_dir}: {proj['kind']} {proj['in_dim']}→{proj['out_dim']}, "
-        f"{training['trainable_parameters']} parameters, best epoch {training['best_epoch']} "
-        f"(dev Spearman {training['best_dev_spearman']:.2f}), trained in {training['train_seconds']:.1f} s"
-    )
-    for name, value in payload["eval_spearman"].items():
-        print(f"  {name}: Spearman {value:.2f}")
-    return 0
+    return train_case(recipe_from_args(args), args, output_dir=args.output_dir)
 
 
 def run_sweep(args: argparse.Namespace) -> int:
     """``finesim case sweep``: one projection per output dimension; a table, optionally a results file."""
-    from finesim.case.pipeline import default_train_file, sweep_dims
+    from finesim.case.pipeline import resolve_paths, sweep_dims
     from finesim.results import write_json_atomic
 
     check_output_file(args.output)
-    options = options_from_args(args)
-    payload = sweep_dims(
-        options, train_file=args.train or default_train_file(args.data), show_progress=not args.no_progress
-    )
+    options = resolve_paths(options_from_args(args), args.data)
+    payload = sweep_dims(options, show_progress=not args.no_progress)
     eval_names = list(payload["data"]["eval"])
     header = ["dim", "params", "epoch", "dev", *eval_names, "seconds"]
     print("  ".join(f"{h:>10}" for h in header))

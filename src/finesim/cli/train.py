@@ -1,4 +1,4 @@
-"""``finesim train RECIPE``: train a model from a recipe (see docs/csts-training.md)."""
+"""``finesim train RECIPE``: train a model from a recipe of any method (docs/csts-training.md, docs/case.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def register(subparsers: Any) -> None:
         "result-changing recipe keys and a hash of each data file). Every check that needs no training runs first "
         "(--dry-run runs only those). A rerun into the same folder resumes from OUT/checkpoints only when the "
         "fingerprint is the same; with changed settings or data it is refused before any work, naming what changed "
-        "(start over with --no-resume, which deletes the earlier run's files, or pick a new folder).",
+        "(start over with --no-resume, which deletes the earlier run's files, or pick a new folder). A CASE recipe "
+        "(method: case) writes the CASE model and training.json into OUT.",
     )
     p.add_argument("recipe", nargs="?", help="recipe file (YAML or JSON)")
     p.add_argument(
@@ -71,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
     recipe = load_recipe(args.recipe, args.overrides)
     if args.output_dir:  # the recipe that runs (and is printed) is the one with -o and --data applied
         recipe.output_dir = args.output_dir
+    if recipe.method == "case":  # CASE: a projection on cached embeddings of a frozen encoder (docs/case.md)
+        from finesim.cli.case import train_case
+
+        return train_case(recipe, args, output_dir=recipe.output_dir, dry_run=args.dry_run)
     if args.data:
         recipe.data.root = args.data
     from finesim.training.preflight import preflight  # the checks that need the objective tables (torch)

@@ -6,6 +6,7 @@
 - the backbone resolvable now (a local folder, an offline copy, the Hugging Face cache, or a reachable Hub);
 - every data file present and passing its reader's checks, labels inside ``labels.low/high`` (the declared range),
   the objective's layout possible (condition pairs, triplet columns);
+- the values of ``train.trainer_args`` accepted by the trainer's arguments (built once, as the run will);
 - the output folder writable, and what the run will do there.
 
 **Resume only what is the same run.** A run writes ``OUT/run.json`` before it trains: its *fingerprint*, the recipe
@@ -143,8 +144,10 @@ def preflight(
     root = data_root if data_root is not None else recipe.data.root
     train, dev = carve_dev(recipe, load_data(recipe, "train", root))
     validation = load_data(recipe, "validation", root) if recipe.data.validation else None
-    pairs = _check_layout(recipe, train.dataset, train.path)
-    _check_writable(out, source)
+    pairs = check_layout(recipe, train.dataset, train.path)
+    if recipe.train.trainer_args:  # the trainer checks their values itself: now, not after the model is built
+        _check_trainer_args(recipe, out, has_eval=dev is not None or validation is not None)
+    check_writable(out, source)
     fingerprint = run_fingerprint(recipe, train, validation)
     action, checkpoint = _decide(out, fingerprint, resume, source)
     return Preflight(
@@ -265,8 +268,9 @@ def scale_labels(dataset: Dataset, recipe: Recipe, *, what: str) -> Dataset:
     return dataset.remove_columns("label").add_column("label", scaled)
 
 
-def _check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> tuple[Dataset, Any] | None:
-    """The objective's layout is possible with this data; for the pairs layout, its condition pairs (made once)."""
+def check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> tuple[Dataset, Any] | None:
+    """The objective's layout is possible with this data; for the pairs layout, its condition pairs (made once, here:
+    the runner lays them out)."""
     from finesim.training.encoders import TRIPLET_COLUMNS, get_encoder
     from finesim.training.objectives import get_objective
 
@@ -298,7 +302,19 @@ def _check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> tuple[Data
     return None
 
 
-def _check_writable(out: Path, source: str) -> None:
+def _check_trainer_args(recipe: Recipe, out: Path, *, has_eval: bool) -> None:
+    from finesim.training.arguments import training_arguments
+    from finesim.training.encoders import get_encoder
+
+    cross = get_encoder(recipe.model.encoder).trainer == "cross"
+    try:
+        training_arguments(recipe, out, has_eval=has_eval, cross=cross)
+    except (TypeError, ValueError) as err:
+        raise RecipeError(f"{recipe_source(recipe)}: train.trainer_args: {err}") from None
+
+
+def check_writable(out: Path, source: str) -> None:
+    """The output folder ``out`` is a folder or can be created, and is writable; errors name ``source``."""
     if out.exists() and not out.is_dir():
         raise RecipeError(f"{source}: the output folder {out} is a file")
     folder = out

@@ -1,213 +1,366 @@
-"""Training recipes: YAML/JSON → validated dataclasses, and every check that needs no model.
+"""Training recipes: one schema for every method, YAML/JSON → pydantic models, and every check that needs no model.
 
-A recipe has the sections ``model``, ``objective``, ``data``, ``labels`` and ``train`` plus ``name``, ``seed`` and
-``output_dir`` (and ``description``, ``paper``, ``notes`` for people). Unknown keys are errors (with a "did you mean"
-hint), so a typo never silently falls back to a default. Defaults follow the C-STS paper: 3 epochs, batch 32,
-warmup ratio 0.1, linear schedule, seed 42 (Table 7), weight decay 0.1 and gradient clipping off (reference
-``run_sts.sh``), lr 3e-5 (Table 8's pick for every base-size model, from Table 7's sweep of 1e-5 and 3e-5;
-``run_sts.sh`` itself uses 1e-5, with RoBERTa-large).
+A recipe's ``method`` says how it trains. ``sentence-transformers`` (the default) has the sections ``model``,
+``objective``, ``data``, ``labels`` and ``train``; ``train.trainer_args`` passes any other option of
+sentence-transformers' training arguments through unchanged. ``case`` (CASE: a projection trained on cached
+embeddings of a frozen encoder) has the one section ``case``. Both have ``name``, ``seed`` and ``output_dir`` (and
+``description``, ``paper``, ``notes`` for people). Unknown keys are errors (with a "did you mean" hint), so a typo
+never silently falls back to a default. Defaults follow the C-STS paper: 3 epochs, batch 32, warmup ratio 0.1, linear
+schedule, seed 42 (Table 7), weight decay 0.1 and gradient clipping off (reference ``run_sts.sh``), lr 3e-5 (Table
+8's pick for every base-size model, from Table 7's sweep of 1e-5 and 3e-5; ``run_sts.sh`` itself uses 1e-5, with
+RoBERTa-large). CASE's defaults are its paper's and reference code's (:class:`CaseSpec`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, StrictBool, ValidationError
+from pydantic.fields import FieldInfo
 
 from finesim.options import RecipeError, did_you_mean, read_recipe_file, unknown_key
 
-__all__ = ["Recipe", "RecipeError", "check_recipe", "load_recipe", "recipe_from_dict", "validate_recipe"]
+__all__ = [
+    "CaseRecipe",
+    "CaseSpec",
+    "Recipe",
+    "RecipeError",
+    "check_recipe",
+    "load_recipe",
+    "recipe_from_dict",
+    "validate_recipe",
+]
 
 
-@dataclass
-class ModelSpec:
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # pydantic reads true as 1; a recipe's true for a number is a mistake
+        raise ValueError("must be a number, not true/false")
+    return value
+
+
+def _not_blank(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_bool)]  # 3.0 and "3" are 3; 3.5 and true are errors
+Float = Annotated[float, BeforeValidator(_not_bool)]  # "1e-3" (a string in YAML 1.1) is 0.001
+Text = Annotated[str, BeforeValidator(_not_blank)]
+Pooling = Literal["cls", "lasttoken", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "last-token", "last_token"]
+# transformers' SchedulerType values (checked against transformers in the tests)
+Scheduler = Literal[
+    "linear",
+    "cosine",
+    "cosine_with_restarts",
+    "polynomial",
+    "constant",
+    "constant_with_warmup",
+    "inverse_sqrt",
+    "reduce_lr_on_plateau",
+    "cosine_with_min_lr",
+    "cosine_warmup_with_min_lr",
+    "warmup_stable_decay",
+    "greedy",
+]
+# sentence-transformers' pooling modes (checked against Pooling in the tests) and finesim's aliases of lasttoken
+POOLING_MODES, LR_SCHEDULERS = get_args(Pooling)[:6], get_args(Scheduler)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class ModelSpec(_Section):
     """What to train. ``encoder``: ``bi`` | ``cross`` | ``tri`` (or any registered encoder type)."""
 
-    backbone: str = "sentence-transformers/all-MiniLM-L6-v2"
+    backbone: Text = "sentence-transformers/all-MiniLM-L6-v2"
     encoder: str = "bi"
-    pooling: str | None = None  # cls | mean | lasttoken (or last-token) | ...; None keeps the backbone's
-    transform: bool = False  # the paper's Dropout → Linear → GELU after pooling
+    pooling: Pooling | None = None  # None keeps the backbone's
+    transform: StrictBool = False  # the paper's Dropout → Linear → GELU after pooling
     # tri: hadamard | concat | hypernet (required); cross: linear (None: the reference head) | sequence-classification
     head: str | None = None
-    head_options: dict[str, Any] = field(default_factory=dict)  # tri {rank, dropout}; cross linear {dropout}
-    max_length: int | None = None  # None keeps the backbone's maximum
-    options: dict[str, Any] = field(default_factory=dict)  # encoder-type options, e.g. prompt-lm: template, lora
+    head_options: dict[str, Any] = Field(default_factory=dict)  # tri {rank, dropout}; cross linear {dropout}
+    max_length: Int | None = Field(None, ge=1)  # None keeps the backbone's maximum
+    options: dict[str, Any] = Field(default_factory=dict)  # encoder-type options, e.g. prompt-lm: template, lora
 
 
-@dataclass
-class ObjectiveSpec:
+class ObjectiveSpec(_Section):
     """The training objective: a name in :data:`finesim.training.objectives.OBJECTIVES` and its options."""
 
     name: str = "mse"
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass
-class DataSpec:
+class DataSpec(_Section):
     """Training and validation files. Relative paths are resolved against ``root`` (default: the data root,
     ``$FINESIM_DATA`` or ``../shared/data``)."""
 
-    format: str = "csts"
+    format: Text = "csts"
     # format "table": finesim's column names (sentence1, sentence2, condition, label) -> the file's column names
-    columns: dict[str, str] = field(default_factory=dict)
+    columns: dict[str, str] = Field(default_factory=dict)
     split: str | None = None  # format "table": the split of a datasets folder or Hub dataset
-    train: str = "csts/train.csv"
+    train: Text = "csts/train.csv"
     # the C-STS validation file; a recipe (file or dict) with a format other than csts must name its own or null
     validation: str | None = "csts/validation.csv"
     validation_format: str | None = None  # format of the validation file; None: the training ``format``
     root: str | None = None
-    equal_labels: str = "keep"  # condition-pair objectives: keep | drop | error pairs whose two labels tie
-    max_train_rows: int | None = None  # use only the first N training rows (smoke tests, budgets)
-    max_validation_rows: int | None = None
+    equal_labels: Literal["keep", "drop", "error"] = "keep"  # condition-pair objectives: pairs whose labels tie
+    max_train_rows: Int | None = Field(None, ge=1)  # use only the first N training rows (smoke tests, budgets)
+    max_validation_rows: Int | None = Field(None, ge=1)
     # carve a development split from the training data (whole sentence pairs, seeded) and choose the checkpoint on it;
     # the validation file is then only reported (evaluated once, with the kept model). None: choose on validation.
-    dev_fraction: float | None = None
-    dev_seed: int = 42
+    dev_fraction: Float | None = Field(None, gt=0, lt=1)
+    dev_seed: Int = 42
 
 
-@dataclass
-class LabelSpec:
+class LabelSpec(_Section):
     """Label scaling applied before training: ``minmax`` maps the declared ``[low, high]`` to [0, 1]
     (C-STS: ``(y - 1) / 4``); ``none`` keeps the labels."""
 
-    scale: str = "minmax"
-    low: float = 1.0
-    high: float = 5.0
+    scale: Literal["minmax", "none"] = "minmax"
+    low: Float = 1.0
+    high: Float = 5.0
 
 
-@dataclass
-class TrainSpec:
-    """Trainer hyperparameters (per device). ``batch_size`` counts data rows: a condition-pair objective puts
-    ``batch_size // 2`` sentence pairs (two rows each) in a batch."""
+class TrainSpec(_Section):
+    """finesim's training settings (per device); ``trainer_args`` passes any other field of sentence-transformers'
+    training arguments through. ``batch_size`` counts data rows: a condition-pair objective puts ``batch_size // 2``
+    sentence pairs (two rows each) in a batch."""
 
-    epochs: float = 3.0
-    max_steps: int = -1
-    batch_size: int = 32
-    gradient_accumulation_steps: int = 1
-    learning_rate: float = 3e-5
-    weight_decay: float = 0.1
-    warmup_ratio: float = 0.1
-    lr_scheduler: str = "linear"
-    max_grad_norm: float = 0.0
-    eval_strategy: str = "epoch"  # epoch | steps
-    eval_steps: int | None = None
-    logging_steps: int = 50
-    save_total_limit: int | None = 2
-    eval_batch_size: int = 64
-    num_threads: int | None = None  # torch.set_num_threads; None leaves it
-    dataloader_num_workers: int = 0
+    epochs: Float = Field(3.0, ge=0)
+    max_steps: Int = -1
+    batch_size: Int = Field(32, ge=1)
+    gradient_accumulation_steps: Int = Field(1, ge=1)
+    learning_rate: Float = Field(3e-5, gt=0)
+    weight_decay: Float = Field(0.1, ge=0)
+    warmup_ratio: Float = Field(0.1, ge=0, lt=1)
+    lr_scheduler: Scheduler = "linear"
+    max_grad_norm: Float = Field(0.0, ge=0)
+    eval_strategy: Literal["epoch", "steps"] = "epoch"
+    eval_steps: Int | None = Field(None, ge=1)
+    logging_steps: Int = Field(50, ge=1)
+    save_total_limit: Int | None = Field(2, ge=1)
+    eval_batch_size: Int = Field(64, ge=1)
+    num_threads: Int | None = Field(None, ge=1)  # torch.set_num_threads; None leaves it
+    dataloader_num_workers: Int = Field(0, ge=0)
     # batches of similar-length rows (less padding, faster on CPU); finesim.training.sampler. False keeps the
     # plain random batches of the papers' reference code.
-    group_by_length: bool = False
+    group_by_length: StrictBool = False
     # layer-wise learning-rate decay (the STS-regression reference: 0.95): transformer layer i of L gets
     # learning_rate * decay ** (L - 1 - i); embeddings and heads keep learning_rate. None: one rate for all.
-    layer_lr_decay: float | None = None
+    layer_lr_decay: Float | None = Field(None, gt=0, le=1)
     # which model the run keeps: "best" (the checkpoint with the best validation Spearman, restored at the end) or
     # "last" (the last step's, as the C-STS reference code does; validation still runs and is recorded)
-    keep: str = "best"
+    keep: Literal["best", "last"] = "best"
     # bfloat16 autocast for training (CPUs with avx512_bf16 or AMX, and GPUs that support it)
-    bf16: bool = False
+    bf16: StrictBool = False
+    # any other field of SentenceTransformerTrainingArguments (CrossEncoderTrainingArguments for cross-encoders),
+    # passed as given: gradient_checkpointing, torch_compile, report_to, dataloader_drop_last, ... Names are checked
+    # against the dataclass; those finesim sets from the keys above are refused (check_recipe).
+    trainer_args: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass
-class Recipe:
-    """A full training recipe."""
+def parse_dims(spec: str | int | list[Any], width: int) -> list[int]:
+    """Output dimensions of a CASE sweep, ascending and distinct; the keyword ``full`` stands for ``width``.
+
+    ``spec`` is a comma-separated string (``"64,128,full"``), a single number, or a list of those tokens.
+    """
+    tokens = spec if isinstance(spec, list) else str(spec).split(",")
+    dims = set()
+    for token in (str(t).strip() for t in tokens):
+        if not token:
+            continue
+        if token.lower() == "full":
+            dims.add(int(width))
+        elif token.isdigit() and int(token) > 0:
+            dims.add(int(token))
+        else:
+            raise ValueError(f"--dims: {token!r} is neither a positive integer nor 'full'")
+    if not dims:
+        raise ValueError("--dims needs at least one dimension")
+    return sorted(dims)
+
+
+def _dims(value: Any) -> Any:
+    try:
+        parse_dims(value, width=1)
+    except ValueError as err:
+        raise ValueError(f"must be comma-separated positive integers or 'full' ({err})") from None
+    return value
+
+
+def _non_zero(value: Any) -> Any:
+    if value == 0:
+        raise ValueError("must be a non-zero number")
+    return value
+
+
+class CaseSpec(_Section):
+    """CASE's options (``method: case``): the frozen encoder and its prompts, the projection and its training, the
+    data. Defaults are the paper's / reference code's; data paths are relative to the data root."""
+
+    model: Text = "sentence-transformers/all-MiniLM-L6-v2"  # the frozen encoder: Hub id or folder
+    pooling: str | None = None
+    max_length: Int | None = Field(None, gt=0)
+    family: str | None = None  # prompt family of prompts.yaml; None: by formulation
+    prompts_file: str | None = None
+    formulation: Literal["cond", "sent", "conc_sc", "conc_cs"] = "conc_sc"  # the paper's best MLM setting (Table 1)
+    subtract_condition: StrictBool = True
+    normalize_before_subtract: StrictBool = False
+    cache_dir: str | None = None  # None: $FINESIM_CASE_CACHE, $FINESIM_CACHE/case, ~/.cache/finesim/case
+    batch_size: Int = Field(64, gt=0)  # encoding batch
+    threads: Int = Field(1, gt=0)
+    device: str | None = None
+    kind: Literal["linear", "nonlinear"] = "nonlinear"
+    dim: Int = Field(512, gt=0)
+    lr: Float = Field(1e-3, gt=0)
+    train_batch_size: Int = Field(512, gt=0)
+    epochs: Int = Field(30, gt=0)
+    dropout: Float | None = Field(None, ge=0, lt=1)  # None: the projection kind's default
+    negative_slope: Float = 0.01
+    label_divisor: Annotated[Float, BeforeValidator(_non_zero)] = 5.0
+    label_offset: Float = 0.0
+    train: Text = "csts/train.csv"
+    dev: str | None = None  # None: carve dev_fraction of train's sentence pairs
+    dev_fraction: Float = Field(0.1, gt=0, lt=1)
+    eval: Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)] = Field(
+        default_factory=list
+    )  # files only reported on, never chosen on
+    dims: Annotated[str | int | list[Any], BeforeValidator(_dims)] = "64,128,256,512,full"  # finesim case sweep
+    num_directions: Int = Field(1000, gt=0)  # finesim case isotropy
+
+
+class _RecipeBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    _source: str = PrivateAttr("recipe")  # the file the recipe was read from, named by every later error
 
     name: str = "run"
-    seed: int = 42
+    seed: Int = 42
     output_dir: str | None = None
     description: str | None = None  # for people: what the recipe is
     paper: str | None = None  # the paper row it reproduces
     notes: str | None = None
-    model: ModelSpec = field(default_factory=ModelSpec)
-    objective: ObjectiveSpec = field(default_factory=ObjectiveSpec)
-    data: DataSpec = field(default_factory=DataSpec)
-    labels: LabelSpec = field(default_factory=LabelSpec)
-    train: TrainSpec = field(default_factory=TrainSpec)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (what :func:`recipe_from_dict` accepts)."""
-        return asdict(self)
+        return self.model_dump()
 
 
-SECTIONS: dict[str, type] = {
-    "model": ModelSpec,
-    "objective": ObjectiveSpec,
-    "data": DataSpec,
-    "labels": LabelSpec,
-    "train": TrainSpec,
-}
+class Recipe(_RecipeBase):
+    """A recipe trained by sentence-transformers' trainer (``method: sentence-transformers``, the default)."""
+
+    method: Literal["sentence-transformers"] = "sentence-transformers"
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    objective: ObjectiveSpec = Field(default_factory=ObjectiveSpec)
+    data: DataSpec = Field(default_factory=DataSpec)
+    labels: LabelSpec = Field(default_factory=LabelSpec)
+    train: TrainSpec = Field(default_factory=TrainSpec)
 
 
-def _coerce(value: Any, f: dataclasses.Field, where: str, source: str) -> Any:
-    t = str(f.type)
-    if value is None:
-        if "None" in t:
+class CaseRecipe(_RecipeBase):
+    """A CASE recipe (``method: case``): options in ``case``, the seed (dev carve and training) at the top."""
+
+    method: Literal["case"] = "case"
+    case: CaseSpec = Field(default_factory=CaseSpec)
+
+
+METHODS: dict[str, type[_RecipeBase]] = {"sentence-transformers": Recipe, "case": CaseRecipe}
+SECTIONS = ("model", "objective", "data", "labels", "train", "case")
+
+# ------------------------------------------------------------------ pydantic's errors as recipe errors
+
+
+def _members(annotation: Any) -> list[Any]:
+    """The types inside ``X | None``, ``Annotated[X, ...]``; Literal values stay together."""
+    if get_origin(annotation) in (Union, Annotated) or type(annotation).__name__ == "UnionType":
+        return [m for arg in get_args(annotation) for m in _members(arg)]
+    return [annotation]
+
+
+def _field_at(cls: type[BaseModel], loc: tuple[str, ...]) -> FieldInfo | None:
+    """The field of ``cls`` that ``loc`` points at (None below a plain mapping)."""
+    info = None
+    for part in loc:
+        if cls is None or part not in cls.model_fields:
             return None
-        raise RecipeError(f"{source}: {where}{f.name} must not be empty")
-    try:
-        if t.startswith("int"):
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError
-            return int(value)
-        if t.startswith("float"):
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
-        if t.startswith("bool"):
-            if not isinstance(value, bool):
-                raise ValueError
-            return value
-        if t.startswith("str"):
-            if not isinstance(value, str):
-                raise ValueError
-            return value
-        if t.startswith("dict"):
-            if not isinstance(value, dict):
-                raise ValueError
-            return dict(value)
-    except (TypeError, ValueError):
-        raise RecipeError(f"{source}: {where}{f.name} must be {t}, got {value!r}") from None
-    return value
+        info = cls.model_fields[part]
+        cls = next((m for m in _members(info.annotation) if isinstance(m, type) and issubclass(m, BaseModel)), None)
+    return info
 
 
-def _build(cls: type, data: Any, where: str, source: str) -> Any:
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise RecipeError(f"{source}: section {where.rstrip('.')!r} must be a mapping, got {type(data).__name__}")
-    allowed = [f.name for f in fields(cls)]
-    for key in data:
-        if key not in allowed:
-            raise unknown_key(str(key), allowed, where, source)
-    kwargs = {f.name: _coerce(data[f.name], f, where, source) for f in fields(cls) if f.name in data}
-    return cls(**kwargs)
+def _range(info: FieldInfo | None) -> str:
+    """A field's bounds: ``> 0``, ``>= 1``, ``in [0, 1)``."""
+    bound = {
+        k: getattr(m, k) for m in (info.metadata if info else []) for k in ("gt", "ge", "lt", "le") if hasattr(m, k)
+    }
+    low = [(f"[{bound['ge']:g}", f">= {bound['ge']:g}")] if "ge" in bound else []
+    low += [(f"({bound['gt']:g}", f"> {bound['gt']:g}")] if "gt" in bound else []
+    high = [(f"{bound['le']:g}]", f"<= {bound['le']:g}")] if "le" in bound else []
+    high += [(f"{bound['lt']:g})", f"< {bound['lt']:g}")] if "lt" in bound else []
+    if low and high:
+        return f"in {low[0][0]}, {high[0][0]}"
+    return (low or high)[0][1] if low or high else "in range"
 
 
-def recipe_from_dict(data: dict[str, Any], *, source: str = "recipe") -> Recipe:
-    """Validate a nested dict into a :class:`Recipe`; :class:`RecipeError` names ``source`` and the key."""
+EXPECTED = {"int": "an integer", "float": "a number", "bool": "true or false", "string": "text", "dict": "a mapping"}
+EXPECTED |= {"model": "a mapping", "list": "a list", "finite": "a finite number"}
+
+
+def recipe_error(err: ValidationError, cls: type[BaseModel], source: str, key: Any = ".".join) -> RecipeError:
+    """A :class:`RecipeError` naming ``source`` and the key for pydantic's first error (and how many more);
+    ``key(loc)`` spells a key (dotted by default)."""
+    errors = err.errors(include_url=False)
+    e, loc = errors[0], tuple(str(p) for p in errors[0]["loc"])
+    value, info = e.get("input"), _field_at(cls, loc)
+    if e["type"] == "extra_forbidden":
+        parent = _field_at(cls, loc[:-1])
+        section = next((m for m in _members(parent.annotation) if isinstance(m, type)), cls) if parent else cls
+        allowed = section.model_fields
+        where = "".join(f"{p}." for p in loc[:-1])
+        message = str(unknown_key(loc[-1], allowed, where, source))
+        if cls is Recipe and not where and loc[-1] in CaseSpec.model_fields:
+            message += "; CASE options go in a case: section, with method: case"
+    elif e["type"] == "literal_error":
+        choices = (
+            [c for m in _members(info.annotation) if get_origin(m) is Literal for c in get_args(m)] if info else []
+        )
+        message = f"{source}: {key(loc)} {value!r} is not one of {choices}{did_you_mean(str(value), choices)}"
+    elif e["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        message = f"{source}: {key(loc)} must be {_range(info)}, got {value!r}"
+    elif e["type"] == "value_error":
+        message = f"{source}: {key(loc)} {e['ctx']['error']}, got {value!r}"
+    else:
+        expected = EXPECTED.get(e["type"].split("_")[0], e["msg"].lower().removeprefix("input should be "))
+        message = f"{source}: {key(loc)} must be {expected}, got {value!r}"
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return RecipeError(message + more)
+
+
+# ------------------------------------------------------------------ loading
+
+
+def recipe_from_dict(data: dict[str, Any], *, source: str = "recipe") -> Recipe | CaseRecipe:
+    """Validate a nested dict into a :class:`Recipe` or, with ``method: case``, a :class:`CaseRecipe`;
+    :class:`RecipeError` names ``source`` and the key."""
     if not isinstance(data, dict):
         raise RecipeError(f"{source}: a recipe must be a mapping, got {type(data).__name__}")
-    top = [f.name for f in fields(Recipe)]
-    for key in data:
-        if key not in top:
-            raise unknown_key(str(key), top, "", source)
-    kwargs: dict[str, Any] = {}
-    for f in fields(Recipe):
-        if f.name not in data:
-            continue
-        if f.name in SECTIONS:
-            kwargs[f.name] = _build(SECTIONS[f.name], data[f.name], f"{f.name}.", source)
-        else:
-            kwargs[f.name] = _coerce(data[f.name], f, "", source)
-    recipe = Recipe(**kwargs)
-    recipe.source = source  # type: ignore[attr-defined]  # named by every later error about this recipe
-    validate_recipe(recipe)
-    _check_default_validation(recipe, data.get("data"), source)
+    method = data.get("method", "sentence-transformers")
+    if not isinstance(method, str) or method not in METHODS:
+        hint = did_you_mean(str(method), METHODS)
+        raise RecipeError(f"{source}: method {method!r} is not one of {list(METHODS)}{hint}")
+    cls = METHODS[method]
+    data = {key: {} if value is None and key in SECTIONS else value for key, value in data.items()}  # `train:` alone
+    try:
+        recipe = cls.model_validate(data)
+    except ValidationError as err:
+        raise recipe_error(err, cls, source) from None
+    recipe._source = source
+    if isinstance(recipe, Recipe):
+        validate_recipe(recipe)
+        _check_default_validation(recipe, data.get("data"), source)
     return recipe
 
 
@@ -227,7 +380,7 @@ def _check_default_validation(recipe: Recipe, data_section: Any, source: str) ->
     raise RecipeError(
         f"{source}: data.validation is not set; with data.format {fmt!r} name your validation data there "
         f"({read_like}), or set data.validation: null to train without one (add data.dev_fraction to carve a dev split "
-        f"from data.train); to validate on C-STS set data.validation: {DataSpec.validation} and "
+        f"from data.train); to validate on C-STS set data.validation: {DataSpec().validation} and "
         "data.validation_format: csts"
     )
 
@@ -283,93 +436,24 @@ def _check_model(m: ModelSpec, source: str) -> None:
         )
 
 
-# sentence-transformers' pooling modes (checked against Pooling in the tests) and finesim's aliases of lasttoken
-POOLING_MODES = ("cls", "lasttoken", "max", "mean", "mean_sqrt_len_tokens", "weightedmean")
-POOLING_ALIASES = ("last-token", "last_token")
-# transformers' SchedulerType values (checked against transformers in the tests)
-LR_SCHEDULERS = (
-    "linear",
-    "cosine",
-    "cosine_with_restarts",
-    "polynomial",
-    "constant",
-    "constant_with_warmup",
-    "inverse_sqrt",
-    "reduce_lr_on_plateau",
-    "cosine_with_min_lr",
-    "cosine_warmup_with_min_lr",
-    "warmup_stable_decay",
-    "greedy",
-)
-
-
-def _choice(value: Any, choices: tuple[str, ...], key: str, source: str) -> None:
-    if value not in choices:
-        raise RecipeError(f"{source}: {key} {value!r} is not one of {list(choices)}{did_you_mean(str(value), choices)}")
-
-
-def _at_least(value: float | None, low: float, key: str, source: str, *, strict: bool = False) -> None:
-    """``value`` (when set) is a finite number >= ``low`` (> ``low`` when ``strict``)."""
-    if value is None:
-        return
-    ok = math.isfinite(value) and (value > low if strict else value >= low)
-    if not ok:
-        raise RecipeError(f"{source}: {key} must be {'>' if strict else '>='} {low:g}, got {value!r}")
-
-
 def validate_recipe(recipe: Recipe, *, source: str | None = None) -> None:
-    """Every check of a recipe's values that needs neither the tables nor a model: names with did-you-mean, value
-    ranges, the built-in encoders' model keys. Errors name the recipe file and the key."""
+    """The checks across keys that need neither the tables nor a model (each key's type, choices and range are the
+    schema's): the built-in encoders' model keys, the evaluation steps, the label range. Errors name the recipe file
+    and the key."""
     source = source or recipe_source(recipe)
     _check_model(recipe.model, source)
-    m, t, lab, d = recipe.model, recipe.train, recipe.labels, recipe.data
-    if m.pooling is not None:
-        _choice(m.pooling, (*POOLING_MODES, *POOLING_ALIASES), "model.pooling", source)
-    if not m.backbone.strip():
-        raise RecipeError(f"{source}: model.backbone must name a model (a Hub id or a folder)")
-    _at_least(m.max_length, 1, "model.max_length", source)
-    _choice(t.lr_scheduler, LR_SCHEDULERS, "train.lr_scheduler", source)
-    _choice(t.eval_strategy, ("epoch", "steps"), "train.eval_strategy", source)
-    _choice(lab.scale, ("minmax", "none"), "labels.scale", source)
-    _choice(t.keep, ("best", "last"), "train.keep", source)
-    if t.layer_lr_decay is not None and not (math.isfinite(t.layer_lr_decay) and 0 < t.layer_lr_decay <= 1):
-        raise RecipeError(f"{source}: train.layer_lr_decay must be in (0, 1] or null, got {t.layer_lr_decay!r}")
-    _choice(d.equal_labels, ("keep", "drop", "error"), "data.equal_labels", source)
-    _at_least(t.learning_rate, 0, "train.learning_rate", source, strict=True)
-    _at_least(t.epochs, 0, "train.epochs", source)
-    _at_least(t.batch_size, 1, "train.batch_size", source)
-    _at_least(t.gradient_accumulation_steps, 1, "train.gradient_accumulation_steps", source)
-    _at_least(t.weight_decay, 0, "train.weight_decay", source)
-    _at_least(t.max_grad_norm, 0, "train.max_grad_norm", source)
-    _at_least(t.eval_steps, 1, "train.eval_steps", source)
-    _at_least(t.logging_steps, 1, "train.logging_steps", source)
-    _at_least(t.save_total_limit, 1, "train.save_total_limit", source)
-    _at_least(t.eval_batch_size, 1, "train.eval_batch_size", source)
-    _at_least(t.num_threads, 1, "train.num_threads", source)
-    _at_least(t.dataloader_num_workers, 0, "train.dataloader_num_workers", source)
-    _at_least(d.max_train_rows, 1, "data.max_train_rows", source)
-    _at_least(d.max_validation_rows, 1, "data.max_validation_rows", source)
-    if d.dev_fraction is not None and not 0.0 < d.dev_fraction < 1.0:
-        raise RecipeError(f"{source}: data.dev_fraction must be in (0, 1) or null, got {d.dev_fraction!r}")
-    for key, value in (("labels.low", lab.low), ("labels.high", lab.high)):
-        if not math.isfinite(value):
-            raise RecipeError(f"{source}: {key} must be a finite number, got {value!r}")
+    t, lab = recipe.train, recipe.labels
     if t.eval_strategy == "steps" and not t.eval_steps:
         raise RecipeError(f"{source}: train.eval_strategy 'steps' needs train.eval_steps")
     if t.epochs <= 0 and t.max_steps <= 0:
         raise RecipeError(f"{source}: set train.epochs > 0 or train.max_steps > 0")
-    if not 0.0 <= t.warmup_ratio < 1.0:
-        raise RecipeError(f"{source}: train.warmup_ratio must be in [0, 1), got {t.warmup_ratio}")
     if lab.scale == "minmax" and not lab.high > lab.low:
         raise RecipeError(f"{source}: labels.low ({lab.low}) must be below labels.high ({lab.high})")
-    for key, value in (("data.train", d.train), ("data.format", d.format)):
-        if not str(value).strip():
-            raise RecipeError(f"{source}: {key} must not be empty")
 
 
-def recipe_source(recipe: Recipe) -> str:
+def recipe_source(recipe: Recipe | CaseRecipe) -> str:
     """The file a recipe was read from (``"recipe"`` for one built in Python)."""
-    return getattr(recipe, "source", None) or "recipe"
+    return recipe._source
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -392,29 +476,83 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
     return data
 
 
-def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
-    """Read a YAML or JSON recipe file, apply ``overrides`` and validate it. A recipe file must name its
-    ``model.backbone`` (no silent default model)."""
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe | CaseRecipe:
+    """Read a YAML or JSON recipe file, apply ``overrides`` and validate it. A sentence-transformers recipe file must
+    name its ``model.backbone`` (no silent default model)."""
     data = apply_overrides(read_recipe_file(path), overrides)
-    model = data.get("model")
-    if not isinstance(model, dict) or not model.get("backbone"):
+    recipe = recipe_from_dict(data, source=str(path))
+    if isinstance(recipe, Recipe) and not (data.get("model") or {}).get("backbone"):
         raise RecipeError(
             f"{path}: model.backbone is required: the model to fine-tune, a Hub id such as "
             "sentence-transformers/all-MiniLM-L6-v2 or a folder (add it to the recipe, or --set model.backbone=...)"
         )
-    return recipe_from_dict(data, source=str(path))
+    return recipe
+
+
+# trainer arguments finesim sets from other recipe keys (refused in train.trainer_args), by the key that sets them;
+# TrainSpec's fields named like a trainer argument (learning_rate, bf16, ...) set theirs too
+SET_FROM = {
+    "output_dir": "the run's folder (output_dir or -o; checkpoints go to OUT/checkpoints)",
+    "num_train_epochs": "train.epochs",
+    "per_device_train_batch_size": "train.batch_size (rows; sentence pairs for condition-pair objectives)",
+    "per_device_eval_batch_size": "train.eval_batch_size",
+    "warmup_ratio warmup_steps": "train.warmup_ratio",
+    "lr_scheduler_type": "train.lr_scheduler",
+    "seed data_seed": "the recipe's seed",
+    "eval_strategy save_strategy": "train.eval_strategy (a checkpoint per evaluation)",
+    "eval_steps save_steps": "train.eval_steps",
+    "load_best_model_at_end metric_for_best_model greater_is_better": "train.keep (the selection split's Spearman)",
+    "batch_sampler": "train.group_by_length or the objective",
+    "learning_rate_mapping": "train.layer_lr_decay or the objective's options",
+}
+
+
+def trainer_arguments_class(cross: bool) -> type:
+    """sentence-transformers' training arguments dataclass for a cross-encoder or any other model."""
+    if cross:
+        from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
+
+        return CrossEncoderTrainingArguments
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    return SentenceTransformerTrainingArguments
+
+
+def _check_trainer_args(recipe: Recipe, cross: bool, source: str) -> None:
+    """``train.trainer_args`` names fields of the trainer's arguments that finesim does not set itself."""
+    import dataclasses
+
+    cls = trainer_arguments_class(cross)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    owned = {name: f"train.{name}" for name in TrainSpec.model_fields if name in names}
+    owned |= {name: reason for keys, reason in SET_FROM.items() for name in keys.split()}
+    for key in recipe.train.trainer_args:
+        if key in owned:
+            raise RecipeError(
+                f"{source}: train.trainer_args.{key} is not passed through: finesim sets it from {owned[key]}"
+            )
+        if key not in names:
+            raise RecipeError(
+                f"{source}: unknown key train.trainer_args.{key!r}{did_you_mean(key, names)}; trainer_args takes the "
+                f"fields of sentence-transformers' {cls.__name__}"
+            )
 
 
 def check_recipe(recipe: Recipe) -> None:
     """All checks of a recipe that need no model and no data: :func:`validate_recipe` again (a recipe may be built
-    from the dataclasses directly) and those against the tables of encoders, objectives and data formats: the names
-    exist, the encoder supports the objective, the options exist and fit the ``train`` section. Errors name the
-    recipe file and the key."""
+    in Python directly) and those against the tables of encoders, objectives and data formats and the trainer's
+    arguments: the names exist, the encoder supports the objective, the options exist and fit the ``train``
+    section. Errors name the recipe file and the key."""
     from finesim.training.encoders import ENCODERS, get_encoder
     from finesim.training.formats import DATA_FORMATS, get_data_format
     from finesim.training.objectives import OBJECTIVES, get_objective
 
     source = recipe_source(recipe)
+    if not isinstance(recipe, Recipe):
+        raise RecipeError(
+            f"{source}: a CASE recipe (method: case) trains through `finesim train` or "
+            "finesim.case.pipeline.train_recipe, not the sentence-transformers runner"
+        )
     validate_recipe(recipe)
     m, d = recipe.model, recipe.data
     for key, value, table, get in (
@@ -456,3 +594,4 @@ def check_recipe(recipe: Recipe) -> None:
         raise RecipeError(
             f"{source}: train.batch_size must be even for {objective.name!r} (two rows per sentence pair)"
         )
+    _check_trainer_args(recipe, encoder.trainer == "cross", source)

@@ -31,25 +31,14 @@ from typing import Any
 from datasets import Dataset
 
 from finesim.results import environment_record, path_roots, portable, write_json_atomic
+from finesim.training.arguments import selection_name, training_arguments
 from finesim.training.encoders import TRIPLET_COLUMNS, EncoderType, get_encoder
 from finesim.training.evaluator import ConditionalSimilarityEvaluator
 from finesim.training.objectives import Objective, build_loss, get_objective
-from finesim.training.preflight import RUN_FILE, Preflight, carve_dev, load_data, preflight, start_over
-from finesim.training.recipe import Recipe, RecipeError
+from finesim.training.preflight import RUN_FILE, Preflight, carve_dev, check_layout, load_data, preflight, start_over
+from finesim.training.recipe import Recipe
 
 logger = logging.getLogger("finesim.training")
-
-
-def selection_name(recipe: Recipe) -> str:
-    """The name the trainer logs the selection evaluator under: ``dev`` when the recipe carves a dev split from
-    train (``data.dev_fraction``), else ``validation``. Its Spearman, ``eval_<name>_spearman``, picks the best
-    checkpoint."""
-    return "dev" if recipe.data.dev_fraction is not None else "validation"
-
-
-def best_metric(recipe: Recipe) -> str:
-    """The trainer's ``metric_for_best_model`` for a recipe: ``eval_dev_spearman`` or ``eval_validation_spearman``."""
-    return f"eval_{selection_name(recipe)}_spearman"
 
 
 @dataclass
@@ -105,25 +94,15 @@ class PreparedData:
 
 
 def _layout(
-    recipe: Recipe, encoder: EncoderType, objective: Objective, model: Any, rows: Dataset, pairs: Any = None
+    encoder: EncoderType, objective: Objective, model: Any, rows: Dataset, pairs: Any
 ) -> tuple[Dataset, int, dict[str, Any] | None]:
-    """The trainer's dataset in the objective's layout, its rows per example, the pairing report (``pairs``: made)."""
+    """The trainer's dataset in the objective's layout, its rows per example, the pairing report; ``pairs``: the
+    condition pairs :func:`~finesim.training.preflight.check_layout` made (pairs layout)."""
     if objective.layout == "pairs":
-        if encoder.pairs is None:
-            raise RecipeError(
-                f"objective {objective.name!r} needs condition pairs, which encoder {encoder.name!r} lacks"
-            )
-        from finesim.data.pairing import pair_conditions
-
-        paired, pairing = pairs or pair_conditions(rows, equal_labels=recipe.data.equal_labels)  # type: ignore[arg-type]
+        assert encoder.pairs is not None  # check_layout refused an encoder without condition pairs
+        paired, pairing = pairs
         return encoder.pairs(model, paired), 2, pairing.as_dict()
     if objective.layout == "triplets":  # the format's own columns, as they are
-        missing = sorted(set(TRIPLET_COLUMNS) - set(rows.column_names))
-        if missing:
-            raise RecipeError(
-                f"objective {objective.name!r} needs {list(TRIPLET_COLUMNS)} columns; data format "
-                f"{recipe.data.format!r} gives {rows.column_names} ({missing} missing)"
-            )
         return rows.select_columns(list(TRIPLET_COLUMNS)), 1, None
     return encoder.rows(model, rows), 1, None
 
@@ -148,16 +127,16 @@ def prepare_data(
     dev split carved from train when ``data.dev_fraction`` is set, else on validation) and, with a dev split, the
     report on validation. The data is read and checked as :func:`~finesim.training.preflight.preflight` does,
     unless ``checked`` gives its outcome."""
-    pairs = None
     if checked is not None:
         train, dev, val, pairs = checked.train, checked.dev, checked.validation, checked.pairs
     else:
         root = data_root if data_root is not None else recipe.data.root
         train, dev = carve_dev(recipe, load_data(recipe, "train", root))
         val = load_data(recipe, "validation", root) if recipe.data.validation else None
+        pairs = check_layout(recipe, train.dataset, train.path)
     encoder = get_encoder(recipe.model.encoder)
     objective = get_objective(recipe.objective.name)
-    laid_out, per_example, pairing = _layout(recipe, encoder, objective, model, train.dataset, pairs)
+    laid_out, per_example, pairing = _layout(encoder, objective, model, train.dataset, pairs)
     selection = dev if dev is not None else val
     return PreparedData(
         train=laid_out,
@@ -192,63 +171,6 @@ def rows_seen(steps: int, *, examples: int, per_step: int, rows_per_example: int
     steps_per_epoch = -(-examples // per_step)
     full, rest = divmod(steps, steps_per_epoch)
     return rows_per_example * (full * examples + min(rest * per_step, examples))
-
-
-def training_arguments(
-    recipe: Recipe, output_dir: Path, *, has_eval: bool, cross: bool, extra: dict[str, Any] | None = None
-) -> Any:
-    """The sentence-transformers training arguments for a recipe (``extra``: the objective's own)."""
-    import torch
-
-    t = recipe.train
-    objective = get_objective(recipe.objective.name)
-    per_device = t.batch_size // 2 if objective.layout == "pairs" else t.batch_size
-    if cross:
-        from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments as Args
-    else:
-        from sentence_transformers import SentenceTransformerTrainingArguments as Args
-    strategy = t.eval_strategy if has_eval else "no"
-    save_strategy = t.eval_strategy
-    kwargs: dict[str, Any] = dict(
-        output_dir=str(output_dir / "checkpoints"),
-        num_train_epochs=t.epochs,
-        max_steps=t.max_steps,
-        per_device_train_batch_size=per_device,
-        per_device_eval_batch_size=t.eval_batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation_steps,
-        learning_rate=t.learning_rate,
-        weight_decay=t.weight_decay,
-        # transformers 5 reads a float below 1 as a fraction of the total steps (warmup_ratio is deprecated)
-        warmup_steps=float(t.warmup_ratio),
-        lr_scheduler_type=t.lr_scheduler,
-        max_grad_norm=t.max_grad_norm,
-        seed=recipe.seed,
-        data_seed=recipe.seed,
-        eval_strategy=strategy,
-        save_strategy=save_strategy,
-        logging_steps=t.logging_steps,
-        save_total_limit=t.save_total_limit,
-        load_best_model_at_end=has_eval and t.keep == "best",
-        metric_for_best_model=best_metric(recipe) if has_eval else None,
-        greater_is_better=True,
-        report_to="none",
-        dataloader_num_workers=t.dataloader_num_workers,
-        dataloader_pin_memory=torch.cuda.is_available(),
-        # without an accelerator, use_cpu makes torchrun / accelerate launch run CPU DDP (gloo)
-        use_cpu=not torch.cuda.is_available(),
-        bf16=t.bf16,
-    )
-    if t.group_by_length:
-        from finesim.training.sampler import LengthGroupedBatchSampler
-
-        kwargs["batch_sampler"] = LengthGroupedBatchSampler
-    if extra and "batch_sampler" in extra and t.group_by_length:
-        raise RecipeError(f"train.group_by_length and objective {objective.name!r}'s batch sampler exclude each other")
-    kwargs.update(extra or {})
-    if t.eval_strategy == "steps":
-        kwargs["eval_steps"] = t.eval_steps
-        kwargs["save_steps"] = t.eval_steps
-    return Args(**kwargs)
 
 
 def train(

@@ -1,0 +1,77 @@
+"""The trainer's arguments for a recipe: finesim's ``train`` keys, then ``train.trainer_args`` passed through, then
+what the objective adds (:func:`training_arguments`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from finesim.training.objectives import get_objective
+from finesim.training.recipe import Recipe, RecipeError, trainer_arguments_class
+
+
+def selection_name(recipe: Recipe) -> str:
+    """The name the trainer logs the selection evaluator under: ``dev`` when the recipe carves a dev split from
+    train (``data.dev_fraction``), else ``validation``. Its Spearman, ``eval_<name>_spearman``, picks the best
+    checkpoint."""
+    return "dev" if recipe.data.dev_fraction is not None else "validation"
+
+
+def best_metric(recipe: Recipe) -> str:
+    """The trainer's ``metric_for_best_model`` for a recipe: ``eval_dev_spearman`` or ``eval_validation_spearman``."""
+    return f"eval_{selection_name(recipe)}_spearman"
+
+
+def training_arguments(
+    recipe: Recipe, output_dir: Path, *, has_eval: bool, cross: bool, extra: dict[str, Any] | None = None
+) -> Any:
+    """The sentence-transformers training arguments for a recipe: finesim's ``train`` keys, ``train.trainer_args``
+    as given (checked by :func:`~finesim.training.recipe.check_recipe`), then ``extra`` (the objective's own)."""
+    import torch
+
+    t = recipe.train
+    objective = get_objective(recipe.objective.name)
+    per_device = t.batch_size // 2 if objective.layout == "pairs" else t.batch_size
+    strategy = t.eval_strategy if has_eval else "no"
+    save_strategy = t.eval_strategy
+    kwargs: dict[str, Any] = dict(
+        output_dir=str(output_dir / "checkpoints"),
+        num_train_epochs=t.epochs,
+        max_steps=t.max_steps,
+        per_device_train_batch_size=per_device,
+        per_device_eval_batch_size=t.eval_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        learning_rate=t.learning_rate,
+        weight_decay=t.weight_decay,
+        # transformers 5 reads a float below 1 as a fraction of the total steps (warmup_ratio is deprecated)
+        warmup_steps=float(t.warmup_ratio),
+        lr_scheduler_type=t.lr_scheduler,
+        max_grad_norm=t.max_grad_norm,
+        seed=recipe.seed,
+        data_seed=recipe.seed,
+        eval_strategy=strategy,
+        save_strategy=save_strategy,
+        logging_steps=t.logging_steps,
+        save_total_limit=t.save_total_limit,
+        load_best_model_at_end=has_eval and t.keep == "best",
+        metric_for_best_model=best_metric(recipe) if has_eval else None,
+        greater_is_better=True,
+        report_to="none",
+        dataloader_num_workers=t.dataloader_num_workers,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        # without an accelerator, use_cpu makes torchrun / accelerate launch run CPU DDP (gloo)
+        use_cpu=not torch.cuda.is_available(),
+        bf16=t.bf16,
+    )
+    kwargs.update(t.trainer_args)  # the trainer's other options as given; report_to and use_cpu above are defaults
+    if t.group_by_length:
+        from finesim.training.sampler import LengthGroupedBatchSampler
+
+        kwargs["batch_sampler"] = LengthGroupedBatchSampler
+    if extra and "batch_sampler" in extra and t.group_by_length:
+        raise RecipeError(f"train.group_by_length and objective {objective.name!r}'s batch sampler exclude each other")
+    kwargs.update(extra or {})
+    if t.eval_strategy == "steps":
+        kwargs["eval_steps"] = t.eval_steps
+        kwargs["save_steps"] = t.eval_steps
+    return trainer_arguments_class(cross)(**kwargs)

@@ -1,0 +1,95 @@
+"""CASE trains through ``finesim train RECIPE`` (``method: case``); ``finesim case train`` is its alias, and CASE's
+defaults are what they were before CASE recipes joined the one schema."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from finesim.case.options import DEFAULTS
+
+# finesim.case.options.DEFAULTS before the schema change (copied by hand from that code): CASE's numerics
+OLD_DEFAULTS = {
+    "model": "sentence-transformers/all-MiniLM-L6-v2",
+    "pooling": None,
+    "max_length": None,
+    "family": None,
+    "prompts_file": None,
+    "formulation": "conc_sc",
+    "subtract_condition": True,
+    "normalize_before_subtract": False,
+    "cache_dir": None,
+    "batch_size": 64,
+    "threads": 1,
+    "device": None,
+    "kind": "nonlinear",
+    "dim": 512,
+    "lr": 1e-3,
+    "train_batch_size": 512,
+    "epochs": 30,
+    "dropout": None,
+    "negative_slope": 0.01,
+    "label_divisor": 5.0,
+    "label_offset": 0.0,
+    "seed": 42,
+    "dev": None,
+    "dev_fraction": 0.1,
+    "eval": [],
+    "dims": "64,128,256,512,full",
+    "num_directions": 1000,
+}
+
+
+def _write_csts(path: Path, n: int, seed: int) -> None:
+    people, acts = ["a man", "a woman", "a dog"], ["plays guitar", "runs", "eats food", "sits"]
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["sentence1", "sentence2", "condition", "label"])
+        for i in range(n):
+            a, b = people[(i + seed) % 3], people[(i * 7 + seed) % 3]
+            x, y = acts[(i + 2 * seed) % 4], acts[(i * 3) % 4]
+            w.writerow([f"{a} {x}", f"{b} {y}", "the activity", 5.0 if x == y else 1.0 + (i + seed) % 3])
+
+
+def test_defaults_are_unchanged() -> None:
+    assert {k: v for k, v in DEFAULTS.items() if k != "train"} == OLD_DEFAULTS
+    assert DEFAULTS["train"] == "csts/train.csv"  # the old command's default, <data root>/csts/train.csv
+
+
+def test_finesim_train_trains_a_case_recipe_like_the_alias(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    """``finesim train`` of a CASE recipe (data paths under the data root) and ``finesim case train`` with the same
+    options on the command line train the same projection: one path."""
+    from finesim.cli.main import main
+
+    root = tmp_path / "data"
+    (root / "csts").mkdir(parents=True)
+    _write_csts(root / "csts" / "train.csv", 40, 0)
+    _write_csts(root / "csts" / "held.csv", 12, 2)
+    prompts = tmp_path / "prompts.yaml"
+    prompts.write_text("families:\n  mine:\n    conc_sc: '{sentence} | {condition}'\n    single: '{query}'\n")
+    recipe = tmp_path / "case.yaml"
+    recipe.write_text(
+        "name: tiny-case\nmethod: case\nseed: 3\n"
+        f"case: {{model: {tiny_bert_dir}, family: mine, prompts_file: {prompts}, kind: linear, dim: 6, epochs: 3,\n"
+        f"  dev_fraction: 0.25, eval: [csts/held.csv], cache_dir: {tmp_path / 'cache'}}}\n",
+        encoding="utf-8",
+    )
+    common = ["--data", str(root), "--no-progress"]
+    assert main(["train", str(recipe), "-o", str(tmp_path / "dry"), "--dry-run", *common]) == 0
+    out = capsys.readouterr()
+    assert "dry run: every check passed" in out.err and json.loads(out.out)["case"]["dim"] == 6
+    assert not (tmp_path / "dry").exists()
+    assert main(["train", str(recipe), "-o", str(tmp_path / "a"), "--set", "case.epochs=4", *common]) == 0
+    assert "saved" in capsys.readouterr().out
+    flags = ["--model", str(tiny_bert_dir), "--family", "mine", "--prompts-file", str(prompts), "--kind", "linear"]
+    flags += ["--dim", "6", "--epochs", "4", "--dev-fraction", "0.25", "--seed", "3"]
+    flags += ["--cache-dir", str(tmp_path / "c")]
+    flags += ["--train", str(root / "csts" / "train.csv"), "--eval", str(root / "csts" / "held.csv")]
+    assert main(["case", "train", *flags, "--output-dir", str(tmp_path / "b"), "--no-progress"]) == 0
+    a, b = (json.loads((tmp_path / run / "training.json").read_text()) for run in ("a", "b"))
+    assert a["training"]["history"] == b["training"]["history"] and len(a["training"]["history"]) == 4
+    assert a["eval_spearman"] == b["eval_spearman"] and set(a["eval_spearman"]) == {"held"}
+    assert a["options"]["recipe"] == str(recipe) and b["options"]["recipe"] is None
+    assert a["options"]["train"] == b["options"]["train"] == str(root / "csts" / "train.csv")
+    assert (tmp_path / "a" / "case_model.json").is_file()
