@@ -54,7 +54,8 @@ def test_saved_ensemble_loads_everywhere(members: list[Path], tmp_path: Path, ca
     folder = tmp_path / "ens"
     assert main(["ensemble", "--model", str(members[0]), "--model", str(members[1]), "--output-dir", str(folder)]) == 0
     marker = json.loads((folder / "finesim_model.json").read_text())
-    assert marker["model_type"] == "ensemble" and marker["members"] == ["../bi", "../cross"]
+    assert marker["encoder"] == "ensemble" and marker["members"] == ["../bi", "../cross"]
+    assert "model_type" not in marker  # encoder is the one key
     ens = load_scorer(str(folder))
     expected = 0.5 * ConditionalScorer(str(members[0])).score(S1, S2, C) + 0.5 * ConditionalScorer(
         str(members[1])

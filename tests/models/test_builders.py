@@ -217,13 +217,13 @@ def test_finesim_model_registry_loads_a_pair_scorer(tiny_bert_dir: Path, tmp_pat
     """``finesim evaluate`` loads models through finesim.models.registry: a saved C-STS model becomes a scorer."""
     from finesim.evaluation.harness import as_scorer
     from finesim.evaluation.loading import load_scorer
-    from finesim.models.io import model_type_of
+    from finesim.models.io import read_marker
 
     torch.manual_seed(0)
     model = build_tri_encoder(str(tiny_bert_dir), head="hadamard", max_length=32)
     expected = ConditionalScorer(model).score(S1, S2, C)
     save_model(model, tmp_path / "tri")
-    assert model_type_of(tmp_path / "tri") == "csts-tri"
+    assert read_marker(tmp_path / "tri")["encoder"] == "tri"
     scorer = as_scorer(load_scorer(str(tmp_path / "tri")))
     np.testing.assert_allclose(scorer.score(S1, S2, C), expected, rtol=1e-5, atol=1e-6)
 

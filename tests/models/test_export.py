@@ -25,7 +25,7 @@ INT8_ATOL = 0.05  # int8 weights: a looser bound
 
 @pytest.fixture(scope="module")
 def bi_dir(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A bi-encoder folder saved by finesim (marker csts-bi) over the tiny BERT."""
+    """A bi-encoder folder saved by finesim (marker encoder bi) over the tiny BERT."""
     return save_model(load_sentence_model(str(tiny_bert_dir), max_length=64), tmp_path_factory.mktemp("bi") / "m")
 
 
@@ -41,7 +41,8 @@ def onnx_fp32(bi_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_onnx_fp32_export_scores_like_torch(bi_dir: Path, onnx_fp32: Path, torch_scores: np.ndarray) -> None:
     marker = read_marker(onnx_fp32)
-    assert marker["model_type"] == "csts-bi"
+    assert marker["encoder"] == "bi"
+    assert "model_type" not in json.loads((onnx_fp32 / "finesim_model.json").read_text())  # encoder is the one key
     runtime = marker["runtime"]
     assert (runtime["format"], runtime["quantize"], runtime["file"]) == ("onnx", "none", "onnx/model.onnx")
     assert runtime["inputs"] == ["input_ids", "token_type_ids", "attention_mask"]
@@ -134,7 +135,7 @@ def test_tri_encoder_export_runs_the_head_in_torch(tiny_bert_dir: Path, tmp_path
     tri = save_model(build_tri_encoder(str(tiny_bert_dir), head="concat", max_length=64), tmp_path / "tri")
     expected = ConditionalScorer(str(tri)).score(S1, S2, C)
     result = export_model(str(tri), tmp_path / "tri-onnx", quantize="none")
-    assert read_marker(result.path)["model_type"] == "csts-tri"
+    assert read_marker(result.path)["encoder"] == "tri"
     scorer = ConditionalScorer(str(result.path))
     assert scorer.encoder == "tri"
     np.testing.assert_allclose(scorer.score(S1, S2, C), expected, atol=FP32_ATOL)
@@ -158,7 +159,7 @@ def test_a_plain_sentence_transformers_folder_exports_as_a_bi_encoder(tiny_model
     tiny_model.save_pretrained(str(tmp_path / "plain"))
     expected = ConditionalScorer(str(tmp_path / "plain")).score(S1, S2, C)
     result = export_model(str(tmp_path / "plain"), tmp_path / "out", quantize="none")
-    assert read_marker(result.path)["model_type"] == "csts-bi" and result.encoder == "bi"
+    assert read_marker(result.path)["encoder"] == "bi" and result.encoder == "bi"
     np.testing.assert_allclose(ConditionalScorer(str(result.path)).score(S1, S2, C), expected, atol=FP32_ATOL)
 
 

@@ -7,7 +7,7 @@ Folder layout written by :meth:`CaseModel.save`:
   format with its resolved template strings, ``subtract_condition``, ``normalize_before_subtract``, the
   projection config and any training summary;
 * ``projection.safetensors``: the projection weights (absent for an unsupervised model);
-* ``finesim_model.json``: ``{"model_type": "case"}``, so :func:`finesim.evaluation.loading.load_scorer` (and
+* ``finesim_model.json``: ``{"encoder": "case", ...}``, so :func:`finesim.evaluation.loading.load_scorer` (and
   ``finesim evaluate --model DIR``) loads the folder as a :class:`CaseModel`.
 
 The encoder weights are not copied: they are loaded again by name (or path) with
@@ -37,7 +37,7 @@ from finesim.results import write_json_atomic
 logger = logging.getLogger("finesim.case")
 
 CONFIG_NAME = "case_model.json"
-MODEL_TYPE = "case"
+ENCODER = "case"  # the encoder type the marker and the model card name
 WEIGHTS_NAME = "projection.safetensors"
 FORMAT_VERSION = 2  # 2: normalize_before_subtract and the resolved prompt templates are stored
 
@@ -116,7 +116,7 @@ class CaseModel(ScorerBase):
             weights.unlink(missing_ok=True)
         write_json_atomic(folder / CONFIG_NAME, config)
         info = card if card is not None else self.card_info()
-        write_marker(folder, MODEL_TYPE, config=CONFIG_NAME, card=info.to_dict())
+        write_marker(folder, ENCODER, config=CONFIG_NAME, card=info.to_dict())
         try:
             write_card(folder, info, model_path=placeholder_path(folder))  # no machine path in the card
         except Exception as err:  # the model is saved; a card failure must not lose it
@@ -159,7 +159,7 @@ class CaseModel(ScorerBase):
                         }
                     )
         return CardInfo(
-            encoder=MODEL_TYPE,
+            encoder=ENCODER,
             base_model=described.get("model"),
             objective="case",
             recipe=self.metadata.get("options"),

@@ -4,7 +4,7 @@ Models trained by finesim with MSE against the same scaled labels (C-STS: ``(y â
 a bi- or tri-encoder's cosine and a cross-encoder's regression output both aim at the label â€” so their scores can be
 averaged as they are. An ensemble folder holds only ``finesim_model.json``::
 
-    {"model_type": "ensemble", "members": ["../bi/model", "../cross/model"], "weights": [0.5, 0.5]}
+    {"encoder": "ensemble", "members": ["../bi/model", "../cross/model"], "weights": [0.5, 0.5]}
 
 (member paths relative to the folder, or absolute), so :func:`finesim.evaluation.loading.load_scorer`,
 ``finesim evaluate``, ``finesim score`` and ``finesim serve`` load it like any model (the server scores pairs with
@@ -23,7 +23,7 @@ import numpy as np
 
 from finesim.evaluation.inputs import ScorerBase
 
-MODEL_TYPE = "ensemble"
+ENSEMBLE = "ensemble"  # the encoder type an ensemble folder's marker and scorer name
 
 
 class EnsembleScorer(ScorerBase):
@@ -36,7 +36,7 @@ class EnsembleScorer(ScorerBase):
     """
 
     prediction_range: tuple[float, float] = (0.0, 1.0)
-    encoder = MODEL_TYPE  # what the server reports; it scores pairs only (no embeddings of its own)
+    encoder = ENSEMBLE  # what the server reports; it scores pairs only (no embeddings of its own)
     embeds = False
 
     def __init__(
@@ -102,7 +102,7 @@ def save_ensemble(folder: str | Path, members: Sequence[str | Path], weights: Se
     for member in members:
         path = Path(resolve_model_path(str(member)))
         stored.append(os.path.relpath(path.resolve(), folder.resolve()) if path.is_dir() else str(member))
-    write_marker(folder, MODEL_TYPE, members=stored, weights=normalized_weights(weights, len(stored)))
+    write_marker(folder, ENSEMBLE, members=stored, weights=normalized_weights(weights, len(stored)))
     return folder
 
 

@@ -3,7 +3,7 @@
 :func:`load_scorer` (also ``finesim.load_scorer``; what ``finesim score`` and ``finesim serve`` use) always gives a
 :class:`~finesim.evaluation.api.Scorer` (``score(sentences1, sentences2, conditions)``, ``similarity(...)``, ...):
 
-- a folder whose ``finesim_model.json`` names ``csts-bi``, ``csts-cross`` or ``csts-tri`` gives a
+- a folder whose ``finesim_model.json`` names the encoder ``bi``, ``cross`` or ``tri`` gives a
   :class:`~finesim.evaluation.scoring.ConditionalScorer`;
 - a folder whose marker names ``case`` gives a :class:`~finesim.evaluation.scoring.ConditionalScorer` over the CASE
   model;
@@ -23,15 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from finesim.evaluation.api import Scorer
-from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
-from finesim.evaluation.ensemble import load_ensemble
+from finesim.evaluation.ensemble import ENSEMBLE, load_ensemble
 from finesim.evaluation.scoring import CASE_ENCODER, ConditionalScorer, load_model_object
 from finesim.models.hub import resolve_model_path
-from finesim.models.io import ENCODER_TYPES, MODEL_TYPE_PREFIX, load_sentence_model, read_marker
+from finesim.models.io import load_sentence_model, read_marker
 
 logger = logging.getLogger("finesim.evaluation")
-
-MODEL_TYPES = (*(MODEL_TYPE_PREFIX + e for e in ENCODER_TYPES), CASE_ENCODER, ENSEMBLE)
 
 
 def load_model_or_scorer(
@@ -58,14 +55,12 @@ def load_model_or_scorer(
     marker = read_marker(path) if Path(path).is_dir() else None
     if marker is None and encoder is None:
         return load_sentence_model(path, device=device, max_length=max_length, pooling=pooling)
-    model_type = marker.get("model_type") if marker else None
-    if model_type is not None and model_type not in MODEL_TYPES:
-        raise ValueError(f"{name}: unknown finesim model type {model_type!r}; known: {list(MODEL_TYPES)}")
-    if model_type == ENSEMBLE:
+    marked = marker["encoder"] if marker else None  # checked by read_marker
+    if marked == ENSEMBLE:
         if encoder is not None or max_length is not None or pooling is not None:
             raise ValueError(f"{name}: an ensemble takes its members as saved (no encoder, max_length or pooling)")
         return load_ensemble(path, marker, device=device, batch_size=batch_size)
-    if model_type == CASE_ENCODER or encoder == CASE_ENCODER:
+    if marked == CASE_ENCODER or encoder == CASE_ENCODER:
         for fixed, value in (("pooling", pooling), ("max_length", max_length)):
             if value is not None:
                 raise ValueError(f"{name}: {fixed} is fixed by the saved CASE model and cannot be overridden")

@@ -283,12 +283,12 @@ def load_model_object(name: str, *, encoder: str | None = None, device: str | No
 
     path = resolve_model_path(name)
     marker = read_marker(path) if Path(path).is_dir() else None
-    if marker is not None and marker.get("model_type") == CASE_ENCODER:
+    if marker is not None and marker["encoder"] == CASE_ENCODER:
         from finesim.case.cache import configured_cache_dir
         from finesim.case.model import CaseModel
 
         return CaseModel.load(path, device=device, cache_dir=configured_cache_dir())
-    if marker is not None and marker.get("model_type") == "ensemble":
+    if marker is not None and marker["encoder"] == "ensemble":
         raise ValueError(
             f"{name} is an ensemble of several models, not one model: load it with finesim.load_scorer({name!r})"
         )

@@ -91,14 +91,14 @@ def is_tri_encoder(model: Any) -> bool:
     or a loaded model with a ``ConditionHead``."""
     if isinstance(model, (str, Path)):
         from finesim.models.hub import ModelResolutionError, resolve_model_path
-        from finesim.models.io import marker_encoder, read_marker
+        from finesim.models.io import read_marker
 
         try:
             path = resolve_model_path(str(model))
         except ModelResolutionError:
             return False  # loading it says why it cannot be found
         marker = read_marker(path) if Path(path).is_dir() else None
-        return marker is not None and marker_encoder(marker) == TRI
+        return marker is not None and marker["encoder"] == TRI
     from finesim.models.condition_head import find_condition_head
 
     return find_condition_head(model) is not None
@@ -144,7 +144,7 @@ def other_model_query(model: Any, query: str | None) -> str:
         return TRI if tri else "plain"
     if query == TRI and not tri:
         raise ValueError(
-            f"first-stage query 'tri' needs a finesim tri-encoder folder (its finesim_model.json says csts-tri), "
+            f"first-stage query 'tri' needs a finesim tri-encoder folder (its finesim_model.json says encoder tri), "
             f"but {model} is not one: name a tri-encoder (e.g. a distilled student), or use query 'plain'"
         )
     if query != TRI and tri:
@@ -181,7 +181,7 @@ class FirstStageEncoder:
             stage_encoder = TRI if query == TRI else "bi"
             if query == TRI and not is_tri_encoder(spec_model):
                 raise ValueError(
-                    f"first-stage query 'tri' needs a finesim tri-encoder, but {spec_model} is not one (no csts-tri "
+                    f"first-stage query 'tri' needs a finesim tri-encoder, but {spec_model} is not one (no tri-encoder "
                     "marker, no ConditionHead)"
                 )
             loaded = load_index_model(spec_model, stage_encoder, device)

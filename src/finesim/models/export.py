@@ -167,10 +167,9 @@ def export_model(
 
 
 def _check_source(name: str, marker: dict[str, Any] | None, encoder: str | None) -> None:
-    supported = "finesim export supports bi-, tri- and cross-encoders (csts-bi, csts-tri, csts-cross folders, or any "
+    supported = "finesim export supports bi-, tri- and cross-encoders (folders finesim saved as such, or any "
     supported += "sentence-transformers model as a bi-encoder)"
-    model_type = None if marker is None else str(marker.get("model_type"))
-    if model_type == "case" or encoder == "case":
+    if (marker is not None and marker["encoder"] == "case") or encoder == "case":
         raise ValueError(
             f"{name} is a CASE model: {supported}. A CASE model scores with a frozen encoder loaded by name plus a "
             "small projection; export that encoder instead"
@@ -189,12 +188,12 @@ def _check_target(target: Path, source: Path, overwrite: bool) -> None:
 
 
 def _encoder_of(model: Any, marker: dict[str, Any] | None, encoder: str | None) -> str:
-    from finesim.models.io import encoder_type_of, marker_encoder
+    from finesim.models.io import encoder_type_of
 
     if encoder is not None:
         return encoder
     if marker is not None:
-        return marker_encoder(marker)
+        return str(marker["encoder"])
     return encoder_type_of(model)
 
 
@@ -235,10 +234,10 @@ def _finesim_version() -> str:
 
 
 def _write_marker(folder: Path, marker: dict[str, Any] | None, encoder: str, spec: dict[str, Any]) -> None:
-    from finesim.models.io import MODEL_TYPE_PREFIX, write_marker
+    from finesim.models.io import write_marker
 
-    extra = {k: v for k, v in (marker or {}).items() if k not in ("model_type", "encoder", RUNTIME_KEY)}
-    write_marker(folder, MODEL_TYPE_PREFIX + encoder, encoder=encoder, **extra, **{RUNTIME_KEY: spec})
+    extra = {k: v for k, v in (marker or {}).items() if k not in ("encoder", RUNTIME_KEY)}
+    write_marker(folder, encoder, **extra, **{RUNTIME_KEY: spec})
 
 
 def _write_card(

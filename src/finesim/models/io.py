@@ -3,9 +3,11 @@
 - :func:`load_sentence_model`: a ``SentenceTransformer`` from a Hub id (resolved offline by
   :mod:`finesim.models.hub`), a sentence-transformers folder (finesim's own module classes resolved directly) or a
   plain transformers checkpoint (a pooling layer is added).
-- The **marker** ``finesim_model.json`` in every folder finesim saves names its model type: ``csts-bi``,
-  ``csts-cross``, ``csts-tri`` (:func:`save_model`) or ``case`` (:class:`finesim.case.model.CaseModel`).
-  :func:`finesim.evaluation.loading.load_scorer` dispatches on it.
+- The **marker** ``finesim_model.json`` in every folder finesim saves names its encoder type under ``encoder``:
+  ``bi``, ``cross``, ``tri`` (:func:`save_model`), ``case`` (:class:`finesim.case.model.CaseModel`) or ``ensemble``
+  (:func:`finesim.evaluation.ensemble.save_ensemble`). :func:`finesim.evaluation.loading.load_scorer` dispatches on
+  it. Folders saved by older versions name it under ``model_type`` only (``csts-bi``, ``case``, ...):
+  :func:`read_marker` reads them as the same encoder.
 - :func:`load_conditional_model`: reload a bi-, cross- or tri-encoder folder.
 
 finesim's module classes (condition, projection and regression heads, the prompt-templating transformer) are handed
@@ -35,7 +37,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger("finesim.models")
 
 ENCODER_TYPES = ("bi", "cross", "tri")
-MODEL_TYPE_PREFIX = "csts-"  # model_type "csts-bi" | "csts-cross" | "csts-tri" in the marker
+MARKER_ENCODERS = (*ENCODER_TYPES, "case", "ensemble")  # what a marker's "encoder" may name
+# the key older markers named the encoder under, and its values: read as the same encoder, no longer written
+LEGACY_KEY = "model_type"
+LEGACY_MODEL_TYPES = {"csts-bi": "bi", "csts-cross": "cross", "csts-tri": "tri", "case": "case", "ensemble": "ensemble"}
 # spellings accepted for sentence-transformers' pooling modes (the C-STS issue writes "last-token")
 POOLING_ALIASES = {"last-token": "lasttoken", "last_token": "lasttoken"}
 
@@ -51,27 +56,47 @@ def check_encoder(encoder: str) -> str:
 
 
 def read_marker(folder: str | Path) -> dict[str, Any] | None:
-    """The parsed ``finesim_model.json`` of a folder, or None when there is none (a plain model or a Hub id)."""
+    """The parsed ``finesim_model.json`` of a folder, or None when there is none (a plain model or a Hub id).
+
+    Its ``encoder`` is always set, to one of :data:`MARKER_ENCODERS`. An older marker's ``model_type``
+    (:data:`LEGACY_MODEL_TYPES`) gives the encoder when there is no ``encoder`` and is not returned.
+
+    Raises:
+        ValueError: the file is not a JSON object, names no encoder or an unknown one, or its ``model_type`` and
+            ``encoder`` disagree; the message names the file.
+    """
     marker = Path(folder) / MARKER_FILE
     if not marker.is_file():
         return None
     try:
         data = json.loads(marker.read_text(encoding="utf-8"))
-        str(data["model_type"])
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
+    except json.JSONDecodeError as err:
         raise ValueError(f"{marker}: not a valid finesim model marker ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{marker}: not a valid finesim model marker (a JSON object is expected)")
+    encoder = data.get("encoder")
+    if LEGACY_KEY in data:
+        legacy = data.pop(LEGACY_KEY)
+        implied = LEGACY_MODEL_TYPES.get(legacy) if isinstance(legacy, str) else None
+        if implied is None:
+            raise ValueError(f"{marker}: unknown {LEGACY_KEY} {legacy!r}; known: {list(LEGACY_MODEL_TYPES)}")
+        if encoder is not None and encoder != implied:
+            raise ValueError(f"{marker}: encoder {encoder!r} disagrees with {LEGACY_KEY} {legacy!r}")
+        encoder = implied
+    if encoder is None:
+        raise ValueError(f"{marker}: not a valid finesim model marker (no 'encoder' key)")
+    if encoder not in MARKER_ENCODERS:
+        raise ValueError(f"{marker}: unknown encoder {encoder!r}; known: {list(MARKER_ENCODERS)}")
+    data["encoder"] = encoder
     return data
 
 
-def model_type_of(path: str | Path) -> str | None:
-    """The finesim model type recorded in a folder, or None for a plain model / Hub id."""
-    marker = read_marker(path) if Path(path).is_dir() else None
-    return None if marker is None else str(marker["model_type"])
-
-
-def write_marker(folder: str | Path, model_type: str, **extra: Any) -> Path:
-    """Write ``finesim_model.json`` (atomically) naming the folder's model type."""
-    return write_json_atomic(Path(folder, MARKER_FILE), {"model_type": model_type, **extra})
+def write_marker(folder: str | Path, encoder: str, **extra: Any) -> Path:
+    """Write ``finesim_model.json`` (atomically) naming the folder's encoder type (one of
+    :data:`MARKER_ENCODERS`) under ``encoder``, with ``extra`` beside it."""
+    if encoder not in MARKER_ENCODERS:
+        raise ValueError(f"unknown encoder {encoder!r} for a marker; choose one of {list(MARKER_ENCODERS)}")
+    return write_json_atomic(Path(folder, MARKER_FILE), {"encoder": encoder, **extra})
 
 
 # ---------------------------------------------------------------- sentence-transformers folders
@@ -179,8 +204,8 @@ def encoder_type_of(model: Any) -> str:
 
 
 def save_model(model: Any, folder: str | Path, *, encoder: str | None = None, card: CardInfo | None = None) -> Path:
-    """Save a bi-, cross- or tri-encoder, its marker (``model_type`` ``csts-<encoder>``) and its model card; returns
-    the folder.
+    """Save a bi-, cross- or tri-encoder, its marker (``encoder``: ``bi``, ``cross`` or ``tri``) and its model card;
+    returns the folder.
 
     The code of finesim's modules in the model (a tri-encoder's condition head) is copied into the folder
     (:func:`finesim.models.portable.make_portable`), so plain sentence-transformers loads it with
@@ -196,7 +221,7 @@ def save_model(model: Any, folder: str | Path, *, encoder: str | None = None, ca
     make_portable(folder)
     info = card if card is not None else CardInfo(encoder=encoder, base_model=hub_id(_name_or_path(model)))
     info.encoder = encoder
-    write_marker(folder, MODEL_TYPE_PREFIX + encoder, encoder=encoder, card=info.to_dict())
+    write_marker(folder, encoder, card=info.to_dict())
     try:
         write_card(folder, info, model=model, model_path=placeholder_path(folder))
     except Exception as err:  # the model is saved; a card failure must not lose a training run
@@ -210,11 +235,6 @@ def _name_or_path(model: Any) -> str | None:
         return str(model[0].auto_model.config._name_or_path) or None
     except (AttributeError, IndexError, TypeError):
         return None
-
-
-def marker_encoder(marker: dict[str, Any]) -> str:
-    """The encoder type a ``csts-*`` marker records."""
-    return str(marker.get("encoder") or str(marker.get("model_type", "")).removeprefix(MODEL_TYPE_PREFIX))
 
 
 def load_conditional_model(
@@ -236,7 +256,7 @@ def load_conditional_model(
                 f"{folder / MARKER_FILE} not found: pass encoder='bi'|'cross'|'tri' to load a model finesim did not "
                 "save"
             )
-        encoder = marker_encoder(marker)
+        encoder = str(marker["encoder"])
     check_encoder(str(encoder))
     spec = (marker or {}).get(RUNTIME_KEY) if runtime else None
     classes: dict[str, type] = {}

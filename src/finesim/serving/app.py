@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
 from finesim import __version__
-from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
+from finesim.evaluation.ensemble import ENSEMBLE
 from finesim.serving.batching import MicroBatcher, ShuttingDown
 from finesim.serving.cache import LRUCache
 from finesim.serving.engine import Embeddings, EmbedJob, Job, NoTokenizer, PairJob, ScoringEngine, SearchJob

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
+from finesim.evaluation.ensemble import ENSEMBLE
 from finesim.evaluation.scoring import ConditionalScorer, cosine_scores
 from finesim.serving.cache import LRUCache
 from finesim.serving.metrics import BatchStats

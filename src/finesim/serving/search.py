@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from finesim.evaluation.ensemble import MODEL_TYPE as ENSEMBLE
+from finesim.evaluation.ensemble import ENSEMBLE
 from finesim.index import ConditionalIndex, IndexFormatError
 from finesim.serving.errors import ApiError
 from finesim.serving.settings import ServeSettings
