@@ -46,7 +46,7 @@ def test_save_and_reload_give_the_same_scores(tiny_model, tiny_bert_dir, tmp_pat
     folder = model.save(tmp_path / "case")
     config = json.loads((folder / "case_model.json").read_text())
     assert config["prompt"]["formulation"] == "conc_cs" and config["subtract_condition"] is True
-    assert json.loads((folder / "finesim_model.json").read_text())["model_type"] == "case"
+    assert json.loads((folder / "finesim_model.json").read_text())["encoder"] == "case"
     assert (folder / "projection.safetensors").is_file() == projection
     reloaded = CaseModel.load(folder)
     np.testing.assert_allclose(reloaded.score(S1, S2, C), model.score(S1, S2, C), atol=1e-5)
