@@ -186,3 +186,18 @@ def test_load_scorer_is_typed_and_the_api_is_listed() -> None:
     text = pydoc.render_doc(finesim, renderer=pydoc.plaintext)
     for name in ("class Scorer", "similarity_matrix(scorer", "rank(scorer", "load_scorer("):
         assert name in text, name
+
+
+def test_the_evaluation_package_lists_the_api() -> None:
+    """``finesim.evaluation`` lists and resolves the API names of its ``api`` module too (lazily, as the rest)."""
+    import finesim.evaluation as evaluation
+    from finesim.evaluation import api
+
+    assert {"Scorer", "similarity_matrix", "rank"} <= set(evaluation.__all__) <= set(dir(evaluation))
+    assert (evaluation.Scorer, evaluation.similarity_matrix, evaluation.rank) == (
+        api.Scorer,
+        api.similarity_matrix,
+        api.rank,
+    )
+    text = pydoc.render_doc(evaluation, renderer=pydoc.plaintext)
+    assert "similarity_matrix" in text and "rank" in text

@@ -1,6 +1,7 @@
 """Evaluation: task registry (tasks as data in ``tasks.yaml``), metrics, scorers, model loading by marker, the
-harness (:func:`run_tasks`: a loaded model's per-task results) and the results record of a run
-(:func:`~finesim.evaluation.record.evaluate_model`, public as ``finesim.evaluate``).
+harness (:func:`run_tasks`: a loaded model's per-task results), the results record of a run
+(:func:`~finesim.evaluation.record.evaluate_model`, public as ``finesim.evaluate``) and the scoring API of
+:mod:`finesim.evaluation.api` (``Scorer``, ``similarity_matrix``, ``rank``, also public as ``finesim.*``).
 
 The names below are imported from their modules on first use, so a light module of this package (e.g.
 :mod:`finesim.evaluation.metrics`) can be imported without torch.
@@ -15,6 +16,7 @@ __all__ = [
     "EmbeddingScorer",
     "PairScorer",
     "Registry",
+    "Scorer",
     "Task",
     "TaskData",
     "TaskResult",
@@ -28,7 +30,9 @@ __all__ = [
     "load_scorer",
     "load_task_data",
     "pearson",
+    "rank",
     "run_tasks",
+    "similarity_matrix",
     "spearman",
 ]
 
@@ -37,6 +41,11 @@ def __getattr__(name: str) -> Any:
     """Import the evaluation API from its modules on first use (PEP 562)."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from finesim.evaluation import harness, loading, metrics, scoring, tasks
+    from finesim.evaluation import api, harness, loading, metrics, scoring, tasks
 
-    return next(getattr(m, name) for m in (harness, loading, metrics, scoring, tasks) if hasattr(m, name))
+    return next(getattr(m, name) for m in (harness, loading, metrics, scoring, tasks, api) if hasattr(m, name))
+
+
+def __dir__() -> list[str]:
+    """The module's names and the lazily imported API (so ``dir(finesim.evaluation)`` and ``help`` show it)."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})
