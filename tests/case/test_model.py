@@ -160,7 +160,7 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     dev = _write_csts(tmp_path / "dev.csv", 12, 1)
     held = _write_csts(tmp_path / "held.csv", 12, 2)
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("formulation: conc_sc\nkind: linear\ndim: 8\nepochs: 2\nfamily: mine\n")
+    recipe.write_text("method: case\ncase: {formulation: conc_sc, kind: linear, dim: 8, epochs: 2, family: mine}\n")
     prompts = tmp_path / "prompts.yaml"
     prompts.write_text("families:\n  mine:\n    conc_sc: '{sentence} | {condition}'\n    single: '{query}'\n")
     common = ["--model", str(tiny_bert_dir), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
@@ -233,9 +233,9 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     assert main(["case", "embed", *common, str(held), "--output", str(embed_out)]) == 0
     assert json.loads(embed_out.read_text())["results"][0]["texts_encoded"] == 0  # cached by isotropy
     bad = tmp_path / "bad.yaml"
-    bad.write_text("dimension: 8\n")
+    bad.write_text("method: case\ncase: {dimension: 8}\n")
     assert main(["case", "train", *common, "--recipe", str(bad), "--output-dir", str(out)]) == 1
-    assert "unknown key 'dimension'" in capsys.readouterr().err  # finesim.options.unknown_key's wording
+    assert "unknown key case.'dimension'" in capsys.readouterr().err  # finesim.options.unknown_key's wording
 
 
 def test_parse_dims_full_keyword():
