@@ -56,6 +56,7 @@ EXPECTED_TOP_LEVEL = {
         "httpx",
         "hypothesis",
         "matplotlib",
+        "mypy",
         "onnx",
         "onnxruntime",
         "peft",
