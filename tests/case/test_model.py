@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import pathlib
 import random
 
 import numpy as np
@@ -327,6 +328,12 @@ def test_saved_model_has_a_card_whose_code_runs(tiny_model, tiny_bert_dir, tmp_p
     assert text.startswith("---\n") and "library_name: finesim" in text
     assert f"# C-STS CASE model (case) based on {tiny_bert_dir}" in text
     assert "@misc{zhang2026case" in text and "@inproceedings{deshpande2023csts" in text
+    # the citations as finesim's old CITATIONS table gave them (tests/models/card_citations.json), kept in the marker
+    golden = pathlib.Path(__file__).parents[1] / "models" / "card_citations.json"
+    old = json.loads(golden.read_text(encoding="utf-8"))["cards"]["case"]
+    assert text[text.index("## Citation") :] == old["citation"] and old["method"] in text
+    stored = json.loads((folder / "finesim_model.json").read_text())["card"]["citations"]
+    assert [c["name"] for c in stored] == ["CASE", "C-STS"]
     assert "| validation | spearman | 12.50 |" in text and "dim: 8" in text
     assert json.loads((folder / "finesim_model.json").read_text())["card"]["encoder"] == "case"
     assert str(folder) not in text and "'path/to/case'" in text  # no machine path: a placeholder to replace

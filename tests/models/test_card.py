@@ -1,11 +1,13 @@
 """Model cards: what a trained model's README.md says (base model, data and rows, recipe, metrics, citation,
-version), that its conditional usage code runs, that sentence-transformers does not overwrite it, citations by
-method."""
+version), that its conditional usage code runs, that sentence-transformers does not overwrite it, citations carried
+by the objectives (the same as the table finesim had before, ``card_citations.json``) and read back from an older
+folder's card."""
 
 from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -14,8 +16,31 @@ import yaml
 from card_helpers import run_card, scores_printed
 
 from finesim import __version__
-from finesim.models.card import CITATIONS, CardInfo, write_card
+from finesim.models.card import CardInfo, Citation, finesim_card, finesim_section, write_card
 from finesim.models.io import load_sentence_model, read_marker, save_model
+from finesim.training.objectives import OBJECTIVES, card_citations
+
+# each card's citation section and "Method" line as finesim rendered them from its CITATIONS table (before the
+# objectives carried their citations), for every objective on conditional and unconditional data, and for CASE
+OLD_CARDS = json.loads((Path(__file__).parent / "card_citations.json").read_text(encoding="utf-8"))["cards"]
+CSTS, CCL, STS_REG, PCC = "deshpande2023csts", "liu2025ccl", "zhang2024stsregression", "zhang2024pcctuning"
+# the BibTeX keys each objective's card cites: (conditional data, unconditional data); None: the objective needs
+# conditions (its pairs are one sentence pair under two conditions)
+EXPECTED_KEYS = {
+    "mse": ([CSTS], []),
+    "quad": ([CSTS], None),
+    "quad-mse": ([CSTS], None),
+    "ccl": ([CCL, CSTS], None),
+    "smooth-k2": ([STS_REG, CSTS], [STS_REG]),
+    "translated-relu": ([STS_REG, CSTS], [STS_REG]),
+    "l1": ([STS_REG, CSTS], [STS_REG]),
+    "mse-regression": ([STS_REG, CSTS], [STS_REG]),
+    "softmax": ([CSTS], []),
+    "pearson": ([PCC, CSTS], [PCC]),
+    "cosent": ([CSTS], []),
+    "infonce": ([PCC, CSTS], [PCC]),
+    "mnrl": ([PCC, CSTS], [PCC]),
+}
 
 ROWS = [
     ("a man plays guitar", "a woman plays piano", "the activity", 4),
@@ -93,6 +118,7 @@ def test_trained_model_card_says_what_the_model_is(trained: Path, tiny_bert_dir:
     # the card's facts are kept in the marker (an export writes its card from them)
     card = read_marker(trained)["card"]
     assert card["base_model"] == str(tiny_bert_dir) and card["data"][0]["rows_used"] == 18
+    assert [c["name"] for c in card["citations"]] == ["C-STS"] and card["citations"][0]["bibtex"] in text
 
 
 def test_trained_model_card_code_runs(trained: Path, tmp_path: Path) -> None:
@@ -130,7 +156,12 @@ def test_tri_encoder_card_shows_plain_sentence_transformers_code_that_runs(tiny_
     from finesim.models.builders import build_tri_encoder
     from finesim.models.card import EXAMPLE_CONDITIONS, EXAMPLE_S1, EXAMPLE_S2
 
-    info = CardInfo(encoder="tri", base_model="sentence-transformers/all-MiniLM-L6-v2", objective="ccl")
+    info = CardInfo(
+        encoder="tri",
+        base_model="sentence-transformers/all-MiniLM-L6-v2",
+        objective="ccl",
+        citations=card_citations("ccl", conditional=True),
+    )
     folder = save_model(build_tri_encoder(str(tiny_bert_dir), head="hadamard"), tmp_path / "tri", card=info)
     text = (folder / "README.md").read_text(encoding="utf-8")
     assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in text  # a Hub id goes into the metadata
@@ -161,16 +192,95 @@ def test_cross_encoder_card_shows_plain_sentence_transformers_code_that_runs(
     assert len(printed) == 4 and printed[:2] == pytest.approx(printed[2:], abs=1e-4)
 
 
-def test_citations_follow_the_method() -> None:
-    assert CardInfo(encoder="bi", objective="mse").citation_keys() == ["csts"]
-    assert CardInfo(encoder="tri", objective="ccl").citation_keys() == ["ccl", "csts"]
-    assert CardInfo(encoder="bi", objective="smooth-k2", conditional=False).citation_keys() == ["sts-regression"]
-    assert CardInfo(encoder="bi", objective="pearson", conditional=False).citation_keys() == ["pcc-tuning"]
-    assert CardInfo(encoder="case").citation_keys() == ["case", "csts"]
-    assert CardInfo(encoder="bi", objective="cosent", conditional=False).citation_keys() == []
-    for key, (name, bibtex) in CITATIONS.items():
-        assert bibtex.startswith("@") and bibtex.count("{") == bibtex.count("}"), key
-        assert "title = " in bibtex and "author = " in bibtex and "year = " in bibtex, name
+def _citation_part(info: CardInfo) -> dict[str, str | None]:
+    """What OLD_CARDS recorded of a card: its citation section and the finesim section's Method line."""
+    text = finesim_card(info, "path/to/m")
+    method = [line for line in finesim_section(info, "path/to/m").splitlines() if line.startswith("- **Method:**")]
+    return {"method": method[0] if method else None, "citation": text[text.index("## Citation") :]}
+
+
+def test_every_objective_cites_what_its_card_cited_before() -> None:
+    assert set(EXPECTED_KEYS) == set(OBJECTIVES)
+    for name, objective in OBJECTIVES.items():
+        for conditional, keys in zip((True, False), EXPECTED_KEYS[name]):
+            case = f"{name} {'conditional' if conditional else 'unconditional'}"
+            if keys is None:
+                assert objective.layout == "pairs", case
+                continue
+            citations = card_citations(name, conditional=conditional)
+            assert [c.key for c in citations] == keys, case
+            info = CardInfo(encoder="bi", objective=name, conditional=conditional, citations=citations)
+            assert _citation_part(info) == OLD_CARDS[case], case
+
+
+def test_objectives_carry_their_papers() -> None:
+    assert [c.name for c in OBJECTIVES["ccl"].citations] == ["CCL"]
+    assert OBJECTIVES["pearson"].citations == OBJECTIVES["infonce"].citations  # Pcc-tuning's two stages
+    assert OBJECTIVES["mse"].citations == () and OBJECTIVES["cosent"].citations == ()  # C-STS comes with the data
+    for objective in OBJECTIVES.values():
+        for citation in objective.citations:
+            assert "title = " in citation.bibtex and "author = " in citation.bibtex and "year = " in citation.bibtex
+
+
+def test_a_citation_is_one_bibtex_entry() -> None:
+    citation = Citation("X", "@misc{x2024,\n  title = {{X}: y},\n  year = {2024}\n}")
+    assert citation.key == "x2024"
+    with pytest.raises(ValueError, match=r"citation 'X': not one BibTeX entry of the form '@type\{key, \.\.\.\}'"):
+        Citation("X", "Liu et al. (2025). Conditional STS.")
+    with pytest.raises(ValueError, match="balanced braces"):
+        Citation("X", "@misc{x2024,\n  title = {X}")
+
+
+def test_citations_travel_in_the_marker() -> None:
+    info = CardInfo(encoder="tri", objective="ccl", citations=card_citations("ccl", conditional=True))
+    stored = json.loads(json.dumps(info.to_dict()))
+    assert [c["name"] for c in stored["citations"]] == ["CCL", "C-STS"]
+    assert CardInfo.from_marker({"encoder": "tri", "card": stored}, encoder="tri").citations == info.citations
+
+
+def _old_marker(folder: Path) -> dict:
+    """Rewrite ``folder``'s marker as finesim wrote it before it stored citations (``methods``: null, no
+    ``citations``); the folder's README keeps the citations that finesim rendered."""
+    marker = read_marker(folder)
+    marker["card"].pop("citations")
+    marker["card"]["methods"] = None
+    (folder / "finesim_model.json").write_text(json.dumps(marker), encoding="utf-8")
+    return marker
+
+
+def test_an_older_folder_keeps_its_citations(tiny_model, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A card written again (an export) from a folder whose marker has no citations reads them from its README:
+    only the BibTeX blocks finesim wrote, not sentence-transformers' own."""
+    info = CardInfo(encoder="bi", objective="smooth-k2", citations=card_citations("smooth-k2", conditional=True))
+    folder = save_model(tiny_model, tmp_path / "old", card=info)
+    marker = _old_marker(folder)
+    readme = folder / "README.md"  # a trained model's card also holds sentence-transformers' citations
+    readme.write_text(
+        readme.read_text(encoding="utf-8") + "\n#### CoSENTLoss\n```bibtex\n@online{kexuefm-8847,\n}\n```\n",
+        encoding="utf-8",
+    )
+    recovered = CardInfo.from_marker(marker, encoder="bi", folder=folder)
+    assert recovered.citations == info.citations and [c.key for c in recovered.citations] == [STS_REG, CSTS]
+    assert _citation_part(recovered) == OLD_CARDS["smooth-k2 conditional"]
+    # without its README the card cites nothing, and says so
+    readme.unlink()
+    with caplog.at_level(logging.WARNING, logger="finesim.models"):
+        assert CardInfo.from_marker(marker, encoder="bi", folder=folder).citations == []
+    assert "saved by an older finesim whose marker does not store the card's citations" in caplog.text
+    assert str(readme) in caplog.text
+
+
+def test_exporting_an_older_folder_keeps_its_citations(tiny_model, tmp_path: Path) -> None:
+    from finesim.models.export import export_model
+
+    info = CardInfo(encoder="bi", objective="ccl", citations=card_citations("ccl", conditional=True))
+    folder = save_model(tiny_model, tmp_path / "old", card=info)
+    _old_marker(folder)
+    out = export_model(str(folder), tmp_path / "exported", format="torch", quantize="bf16").path
+    text = (out / "README.md").read_text(encoding="utf-8")
+    assert "- **Method:** CCL, C-STS (BibTeX below)" in text
+    for citation in info.citations:
+        assert f"#### {citation.name}\n```bibtex\n{citation.bibtex}\n```" in text
 
 
 def test_finesim_card_without_a_model_object(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from finesim.case.projection import CaseProjection
 from finesim.case.prompts import PromptFormat
 from finesim.case.training import projected_cosine
 from finesim.evaluation.inputs import ScorerBase
-from finesim.models.card import CardInfo, placeholder_path, write_card
+from finesim.models.card import CardInfo, Citation, placeholder_path, write_card
 from finesim.models.io import write_marker
 from finesim.results import write_json_atomic
 
@@ -40,6 +40,15 @@ CONFIG_NAME = "case_model.json"
 ENCODER = "case"  # the encoder type the marker and the model card name
 WEIGHTS_NAME = "projection.safetensors"
 FORMAT_VERSION = 2  # 2: normalize_before_subtract and the resolved prompt templates are stored
+# the CASE paper, which a CASE model's card cites (with C-STS's, the task and data); BibTeX fields from its title page
+CITATION = Citation(
+    "CASE",
+    "@misc{zhang2026case,\n"
+    "  title = {{CASE}: Condition-Aware Sentence Embeddings for Conditional Semantic Textual Similarity"
+    " Measurement},\n"
+    "  author = {Zhang, Gaifan and Zhou, Yi and Bollegala, Danushka},\n"
+    "  year = {2026}\n}",
+)
 
 
 def is_case_model_dir(path: str | Path) -> bool:
@@ -124,7 +133,10 @@ class CaseModel(ScorerBase):
         return folder
 
     def card_info(self) -> CardInfo:
-        """The model card's facts this model holds: its encoder, prompt, projection, data and training summary."""
+        """The model card's facts this model holds: its encoder, prompt, projection, data and training summary; the
+        CASE and C-STS papers to cite."""
+        from finesim.training.objectives.csts import CITATION as CSTS
+
         described = self.encoder.description
         config = self.encoder.config()
         prompt = config.get("prompt") or {}
@@ -165,6 +177,7 @@ class CaseModel(ScorerBase):
             recipe=self.metadata.get("options"),
             data=data,
             metrics=metrics,
+            citations=[CITATION, CSTS],
             details=details,
         )
 

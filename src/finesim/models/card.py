@@ -18,8 +18,9 @@ the trainer recorded (loss, hyperparameters, logs, framework versions) stay. A C
 sentence-transformers cannot render, gets a card written by finesim alone with the same finesim content.
 
 What a card needs is a :class:`CardInfo`, also stored in the marker (``finesim_model.json``, key ``card``) so an
-export of the model can write its card again. The card is written after the model (``save_pretrained`` with
-``create_model_card=False``), so nothing overwrites it.
+export of the model can write its card again. The papers it cites (:class:`Citation`) are declared by the objective
+that trained the model (:attr:`finesim.training.objectives.Objective.citations`) or by CASE, not here. The card is
+written after the model (``save_pretrained`` with ``create_model_card=False``), so nothing overwrites it.
 """
 
 from __future__ import annotations
@@ -36,55 +37,11 @@ logger = logging.getLogger("finesim.models")
 CARD_FILE = "README.md"
 CARD_KEY = "card"  # the marker's entry holding the CardInfo
 
-# method citations (BibTeX fields from the papers' title pages and the C-STS / CASE reference lists)
-CITATIONS: dict[str, tuple[str, str]] = {
-    "csts": (
-        "C-STS",
-        "@inproceedings{deshpande2023csts,\n"
-        "  title = {{C-STS}: Conditional Semantic Textual Similarity},\n"
-        "  author = {Deshpande, Ameet and Jimenez, Carlos E. and Chen, Howard and Murahari, Vishvak and Graf, Victoria"
-        " and Rajpurohit, Tanmay and Kalyan, Ashwin and Chen, Danqi and Narasimhan, Karthik},\n"
-        "  booktitle = {Proceedings of the 2023 Conference on Empirical Methods in Natural Language Processing},\n"
-        "  year = {2023}\n}",
-    ),
-    "ccl": (
-        "CCL",
-        "@inproceedings{liu2025ccl,\n"
-        "  title = {Conditional Semantic Textual Similarity via Conditional Contrastive Learning},\n"
-        "  author = {Liu, Xinyue and Qin, Zeyang and Wang, Zeyu and Liang, Wenxin and Zong, Linlin and Xu, Bo},\n"
-        "  booktitle = {Proceedings of the 31st International Conference on Computational Linguistics},\n"
-        "  pages = {4548--4560},\n"
-        "  year = {2025}\n}",
-    ),
-    "case": (
-        "CASE",
-        "@misc{zhang2026case,\n"
-        "  title = {{CASE}: Condition-Aware Sentence Embeddings for Conditional Semantic Textual Similarity"
-        " Measurement},\n"
-        "  author = {Zhang, Gaifan and Zhou, Yi and Bollegala, Danushka},\n"
-        "  year = {2026}\n}",
-    ),
-    "sts-regression": (
-        "STS regression (Translated ReLU, Smooth K2)",
-        "@misc{zhang2024stsregression,\n"
-        "  title = {Advancing Semantic Textual Similarity Modeling: A Regression Framework with Translated {ReLU} and"
-        " Smooth {K2} Loss},\n"
-        "  author = {Zhang, Bowen and Li, Chunping},\n"
-        "  year = {2024},\n"
-        "  eprint = {2406.05326},\n"
-        "  archivePrefix = {arXiv}\n}",
-    ),
-    "pcc-tuning": (
-        "Pcc-tuning",
-        "@inproceedings{zhang2024pcctuning,\n"
-        "  title = {Pcc-tuning: Breaking the Contrastive Learning Ceiling in Semantic Textual Similarity},\n"
-        "  author = {Zhang, Bowen and Li, Chunping},\n"
-        "  booktitle = {Proceedings of the 2024 Conference on Empirical Methods in Natural Language Processing},\n"
-        "  year = {2024}\n}",
-    ),
-}
-REGRESSION_OBJECTIVES = ("smooth-k2", "translated-relu", "l1", "mse-regression")
-PCC_OBJECTIVES = ("pearson", "infonce", "mnrl")
+# older finesim (before the marker stored a card's citations) named the papers it cited by these headings of its
+# README's BibTeX blocks; a folder saved then keeps its citations only there (CardInfo.from_marker finds them again)
+LEGACY_CITATION_NAMES = ("C-STS", "CCL", "CASE", "STS regression (Translated ReLU, Smooth K2)", "Pcc-tuning")
+BIBTEX_BLOCK = re.compile(r"^#### ([^\n]+)\n```bibtex\n(.*?)\n```", re.M | re.S)
+BIBTEX_KEY = re.compile(r"@\w+\{([^,\s]+),")
 ENCODER_NAMES = {"bi": "bi-encoder", "tri": "tri-encoder", "cross": "cross-encoder", "case": "CASE model"}
 
 # the conditional usage example: one sentence pair under two conditions
@@ -114,6 +71,32 @@ PAIR_WARNING = (
 )
 
 
+@dataclass(frozen=True)
+class Citation:
+    """A paper a model card cites: the name the card shows and one BibTeX entry.
+
+    Objectives declare theirs (:attr:`finesim.training.objectives.Objective.citations`), CASE its own; the card
+    cites what its :class:`CardInfo` holds.
+    """
+
+    name: str
+    bibtex: str
+
+    def __post_init__(self) -> None:
+        if BIBTEX_KEY.match(self.bibtex) is None or self.bibtex.count("{") != self.bibtex.count("}"):
+            raise ValueError(
+                f"citation {self.name!r}: not one BibTeX entry of the form '@type{{key, ...}}' with balanced braces: "
+                f"{self.bibtex[:60]!r}"
+            )
+
+    @property
+    def key(self) -> str:
+        """The BibTeX key (``deshpande2023csts``)."""
+        match = BIBTEX_KEY.match(self.bibtex)
+        assert match is not None  # checked in __post_init__
+        return match.group(1)
+
+
 @dataclass
 class CardInfo:
     """Everything a model card says beyond the model itself (JSON-able; stored in the marker).
@@ -129,7 +112,8 @@ class CardInfo:
         metrics: named metric groups, e.g. ``{"validation": {"spearman": 68.4, "pearson": 68.9}}`` (x100).
         conditional: whether the model compares sentences under a condition.
         language, license: the card's metadata (None: taken from the base model's card when it is local).
-        methods: citation keys of :data:`CITATIONS`; None derives them from the objective and encoder.
+        citations: the papers the card cites, in order (:class:`Citation`; the trainer passes the objective's and
+            C-STS's for conditional data, CASE its paper and C-STS's).
         details: extra facts listed in the finesim section (e.g. a CASE prompt).
         export: the ``runtime`` entry of an exported model.
     """
@@ -144,7 +128,7 @@ class CardInfo:
     conditional: bool = True
     language: list[str] | None = None
     license: str | None = None
-    methods: list[str] | None = None
+    citations: list[Citation] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     export: dict[str, Any] | None = None
 
@@ -158,34 +142,40 @@ class CardInfo:
     def from_dict(cls, data: dict[str, Any]) -> CardInfo:
         """Rebuild from :meth:`to_dict`'s output (unknown keys are ignored)."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        values["citations"] = [c if isinstance(c, Citation) else Citation(**c) for c in values.get("citations") or []]
+        return cls(**values)
 
     @classmethod
-    def from_marker(cls, marker: dict[str, Any] | None, *, encoder: str) -> CardInfo:
-        """The card info a marker stores, or a bare one for ``encoder``."""
-        stored = (marker or {}).get(CARD_KEY)
-        if isinstance(stored, dict):
-            info = cls.from_dict(stored)
-            info.encoder = encoder
-            return info
-        return cls(encoder=encoder)
+    def from_marker(cls, marker: dict[str, Any] | None, *, encoder: str, folder: str | Path | None = None) -> CardInfo:
+        """The card info a marker stores, or a bare one for ``encoder``.
 
-    def citation_keys(self) -> list[str]:
-        """The methods to cite: given, or by encoder and objective."""
-        if self.methods is not None:
-            return [m for m in self.methods if m in CITATIONS]
-        if self.encoder == "case":
-            return ["case", "csts"]
-        keys = []
-        if self.objective == "ccl":
-            keys.append("ccl")
-        elif self.objective in REGRESSION_OBJECTIVES:
-            keys.append("sts-regression")
-        elif self.objective in PCC_OBJECTIVES:
-            keys.append("pcc-tuning")
-        if self.conditional:
-            keys.append("csts")
-        return keys
+        A marker written by an older finesim stores no citations: its card's are then read back from the BibTeX
+        blocks of ``folder``'s ``README.md`` that finesim wrote (:data:`LEGACY_CITATION_NAMES`)."""
+        stored = (marker or {}).get(CARD_KEY)
+        if not isinstance(stored, dict):
+            return cls(encoder=encoder)
+        info = cls.from_dict(stored)
+        info.encoder = encoder
+        if "citations" not in stored and folder is not None:
+            info.citations = legacy_citations(folder)
+        return info
+
+
+def legacy_citations(folder: str | Path) -> list[Citation]:
+    """The citations an older finesim wrote into ``folder/README.md`` (its marker does not store them); a warning
+    when there are none to find."""
+    readme = Path(folder) / CARD_FILE
+    text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
+    found = [Citation(name, bibtex) for name, bibtex in BIBTEX_BLOCK.findall(text) if name in LEGACY_CITATION_NAMES]
+    if not found:
+        logger.warning(
+            "%s: saved by an older finesim whose marker does not store the card's citations, and no citation of "
+            "finesim's is in %s: the new card cites none",
+            folder,
+            readme,
+        )
+    return found
 
 
 # ---------------------------------------------------------------- writing
@@ -334,8 +324,8 @@ def sentence_transformers_card(model: Any, info: CardInfo, path: str, plain: Pla
     names = [_dataset_name(d) for d in info.data if d.get("split") == "train"]
     for entry, name in zip(data.train_datasets, names):
         entry["name"] = name
-    for key in info.citation_keys():
-        data.citations[CITATIONS[key][0]] = CITATIONS[key][1]
+    for citation in info.citations:
+        data.citations[citation.name] = citation.bibtex
     if info.conditional:
         data.task_name = (
             "conditional semantic textual similarity: how similar two sentences are with respect to a condition"
@@ -375,8 +365,7 @@ def finesim_card(info: CardInfo, path: str, plain: PlainLoading | None = None) -
         summary(info),
         "## Usage\n\n" + usage_snippet(info, path, plain),
         finesim_section(info, path),
-        "## Citation\n\n"
-        + "\n\n".join(f"#### {CITATIONS[k][0]}\n```bibtex\n{CITATIONS[k][1]}\n```" for k in info.citation_keys()),
+        "## Citation\n\n" + "\n\n".join(f"#### {c.name}\n```bibtex\n{c.bibtex}\n```" for c in info.citations),
     ]
     return "\n\n".join(p for p in parts if p.strip()) + "\n"
 
@@ -597,7 +586,7 @@ def finesim_section(info: CardInfo, path: str) -> str:
     for key, value in info.details.items():
         lines.append(f"- **{key}:** {value}")
     lines.append(f"- **finesim version:** {__version__}")
-    cite = ", ".join(CITATIONS[k][0] for k in info.citation_keys())
+    cite = ", ".join(c.name for c in info.citations)
     if cite:
         lines.append(f"- **Method:** {cite} (BibTeX below)")
     if info.data:

@@ -151,7 +151,7 @@ def export_model(
         spec["check"] = agreement(torch_model, work, encoder_type)
         _judge(spec)
         _write_marker(work, marker, encoder_type, spec)
-        _write_card(work, marker, encoder_type, spec, torch_model, target)
+        _write_card(work, marker, encoder_type, spec, torch_model, target, Path(source))
         work.chmod(0o777 & ~current_umask())  # mkdtemp's folder is private; the export gets a plain folder's mode
         if target.exists():
             shutil.rmtree(target)
@@ -241,11 +241,17 @@ def _write_marker(folder: Path, marker: dict[str, Any] | None, encoder: str, spe
 
 
 def _write_card(
-    folder: Path, marker: dict[str, Any] | None, encoder: str, spec: dict[str, Any], model: Any, target: Path
+    folder: Path,
+    marker: dict[str, Any] | None,
+    encoder: str,
+    spec: dict[str, Any],
+    model: Any,
+    target: Path,
+    source: Path,
 ) -> None:
     from finesim.models.card import CardInfo, placeholder_path, write_card
 
-    info = CardInfo.from_marker(marker, encoder=encoder)
+    info = CardInfo.from_marker(marker, encoder=encoder, folder=source)  # source: an older card's citations
     if info.base_model is None and marker is None:  # a plain model exported as it is: it is its own base
         info.base_model = str(spec["exported_from"])
     info.export = spec

@@ -304,8 +304,10 @@ def card_info(
     conditional: bool = True,
 ) -> Any:
     """The model card's facts for a trained model (:class:`finesim.models.card.CardInfo`): the backbone as the
-    recipe gives it, the recipe with the objective options resolved, the data files with row counts, validation."""
+    recipe gives it, the recipe with the objective options resolved, the data files with row counts, validation,
+    the papers to cite (:func:`~finesim.training.objectives.card_citations`)."""
     from finesim.models.card import CardInfo
+    from finesim.training.objectives import card_citations
 
     resolved = recipe.to_dict()
     resolved["objective"]["options"] = options
@@ -343,6 +345,7 @@ def card_info(
         data=rows,
         metrics={"validation": dict(metrics.get("validation") or {})} if metrics.get("validation") else {},
         conditional=conditional,
+        citations=card_citations(recipe.objective.name, conditional=conditional),
         details=details,
     )
 

@@ -4,8 +4,9 @@ Each method declares its objectives in its own module (:mod:`~finesim.training.o
 ``quad``, ``quad-mse``; :mod:`~finesim.training.objectives.ccl`: ``ccl``; :mod:`~finesim.training.objectives.sts`:
 ``smooth-k2``, ``translated-relu``, ``l1``, ``mse-regression``, ``softmax``, ``pearson``, ``cosent``;
 :mod:`~finesim.training.objectives.pcc`: ``infonce``/``mnrl``). A new objective: an :class:`Objective` in the
-method's module (its loss in :mod:`finesim.losses`, one per file). From Python, :func:`register_objective` adds one
-for the running process (e.g. a custom loss in a notebook).
+method's module (its loss in :mod:`finesim.losses`, one per file; its ``citations``: the papers that define the loss,
+e.g. the module's ``CITATION``, which model cards cite). From Python, :func:`register_objective` adds one for the
+running process (e.g. a custom loss in a notebook).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from finesim.models.card import Citation
 from finesim.training.objectives import ccl, csts, pcc, sts
 from finesim.training.objectives.base import LABEL_FORMS, LAYOUTS, Objective
 
@@ -24,6 +26,7 @@ __all__ = [
     "OBJECTIVES",
     "Objective",
     "build_loss",
+    "card_citations",
     "get_objective",
     "prepare_labels",
     "register_objective",
@@ -57,6 +60,15 @@ def build_loss(name: str, model: Any, options: Mapping[str, Any] | None = None) 
     if objective.prepare_model is not None:
         objective.prepare_model(model, resolved)
     return objective.build(model, resolved)
+
+
+def card_citations(name: str, *, conditional: bool) -> list[Citation]:
+    """What the card of a model trained with objective ``name`` cites: the objective's papers, then the C-STS paper
+    when the training data is conditional (it defines the task), each once."""
+    cited = list(get_objective(name).citations)
+    if conditional and csts.CITATION not in cited:
+        cited.append(csts.CITATION)
+    return cited
 
 
 def prepare_labels(name: str, labels: Sequence[float], label_range: tuple[float, float]) -> list[Any]:

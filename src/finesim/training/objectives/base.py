@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from finesim.models.card import Citation
 from finesim.options import resolve_options
 
 LAYOUTS = ("rows", "pairs", "triplets")
@@ -36,6 +37,10 @@ class Objective:
             training arguments (called after ``build``), e.g. ``batch_sampler`` or ``learning_rate_mapping``.
         check: optional ``check(options, train_spec)`` raising ``ValueError`` on options that cannot work with the
             recipe's ``train`` section; run by the recipe checks, before any model is built.
+        citations: the papers that define the objective's loss (each method module's ``CITATION``), cited by the
+            model card of every model it trains (C-STS's is added for conditional data:
+            :func:`~finesim.training.objectives.card_citations`). A sentence-transformers card adds by itself the
+            citation a sentence-transformers loss class carries.
     """
 
     name: str
@@ -48,6 +53,7 @@ class Objective:
     prepare_model: Callable[[Any, Mapping[str, Any]], None] | None = None
     training_args: Callable[[Any, Any, Mapping[str, Any]], dict[str, Any]] | None = None
     check: Callable[[Mapping[str, Any], Any], None] | None = None
+    citations: tuple[Citation, ...] = ()
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:

@@ -13,7 +13,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from finesim.models.card import Citation
 from finesim.training.objectives.base import Objective
+
+# the CCL paper; BibTeX fields from its title page
+CITATION = Citation(
+    "CCL",
+    "@inproceedings{liu2025ccl,\n"
+    "  title = {Conditional Semantic Textual Similarity via Conditional Contrastive Learning},\n"
+    "  author = {Liu, Xinyue and Qin, Zeyang and Wang, Zeyu and Liang, Wenxin and Zong, Linlin and Xu, Bo},\n"
+    "  booktitle = {Proceedings of the 31st International Conference on Computational Linguistics},\n"
+    "  pages = {4548--4560},\n"
+    "  year = {2025}\n}",
+)
 
 CCL_DEFAULTS: dict[str, Any] = {
     "lambda_wacl": 1.0,
@@ -55,5 +67,6 @@ OBJECTIVES = (
         defaults=CCL_DEFAULTS,
         description="CCL: l1*W-ACL + l2*BCL + l3*MSE + l4*C-MSE (Liu et al. 2025); parts logged separately",
         prepare_model=prepare_ccl_model,
+        citations=(CITATION,),
     ),
 )

@@ -1,6 +1,9 @@
 """The C-STS paper's objectives (Deshpande et al. 2023): ``mse``, ``quad``, ``quad-mse``.
 
-``mse`` is also the MSE-on-cosine objective for plain STS data (bi-encoder, labels scaled to [0, 1] by the recipe).
+``mse`` is also the MSE-on-cosine objective for plain STS data (bi-encoder, labels scaled to [0, 1] by the recipe),
+so it cites no paper of its own: a model trained on conditional data cites the C-STS paper (:data:`CITATION`, the
+task's) whatever its objective (:func:`finesim.training.objectives.card_citations`). ``quad`` and ``quad-mse`` are
+the paper's.
 """
 
 from __future__ import annotations
@@ -8,7 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from finesim.models.card import Citation
 from finesim.training.objectives.base import Objective
+
+# the C-STS paper (the task, its data and the quad loss); BibTeX fields from the paper's title page
+CITATION = Citation(
+    "C-STS",
+    "@inproceedings{deshpande2023csts,\n"
+    "  title = {{C-STS}: Conditional Semantic Textual Similarity},\n"
+    "  author = {Deshpande, Ameet and Jimenez, Carlos E. and Chen, Howard and Murahari, Vishvak and Graf, Victoria"
+    " and Rajpurohit, Tanmay and Kalyan, Ashwin and Chen, Danqi and Narasimhan, Karthik},\n"
+    "  booktitle = {Proceedings of the 2023 Conference on Empirical Methods in Natural Language Processing},\n"
+    "  year = {2023}\n}",
+)
 
 
 def build_mse(model: Any, options: Mapping[str, Any]) -> Any:
@@ -51,6 +66,7 @@ OBJECTIVES = (
         layout="pairs",
         defaults={"margin": 1.0, "skip_equal": False},
         description="max(0, margin + cos(low pair) - cos(high pair)) per sentence pair",
+        citations=(CITATION,),
     ),
     Objective(
         "quad-mse",
@@ -59,5 +75,6 @@ OBJECTIVES = (
         layout="pairs",
         defaults={"margin": 1.0, "quad_weight": 1.0, "mse_weight": 1.0, "skip_equal": False},
         description="quad_weight * Quad + mse_weight * cosine MSE over both rows of each pair",
+        citations=(CITATION,),
     ),
 )

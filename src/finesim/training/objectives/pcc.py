@@ -14,7 +14,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from finesim.models.card import Citation
 from finesim.training.objectives.base import Objective
+
+# the Pcc-tuning paper (stage 1 here, stage 2's ``pearson`` in sts.py); BibTeX fields from its title page
+CITATION = Citation(
+    "Pcc-tuning",
+    "@inproceedings{zhang2024pcctuning,\n"
+    "  title = {Pcc-tuning: Breaking the Contrastive Learning Ceiling in Semantic Textual Similarity},\n"
+    "  author = {Zhang, Bowen and Li, Chunping},\n"
+    "  booktitle = {Proceedings of the 2024 Conference on Empirical Methods in Natural Language Processing},\n"
+    "  year = {2024}\n}",
+)
 
 INFONCE_DEFAULTS: dict[str, Any] = {"temperature": 0.05, "no_duplicates": True, "gather_across_devices": True}
 
@@ -59,6 +70,7 @@ OBJECTIVES = tuple(
         labels="none",
         training_args=infonce_training_args,
         check=check_infonce,
+        citations=(CITATION,),
     )
     for name in ("infonce", "mnrl")
 )

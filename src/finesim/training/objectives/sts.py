@@ -29,7 +29,23 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from finesim.models.card import Citation
 from finesim.training.objectives.base import Objective
+from finesim.training.objectives.pcc import CITATION as PCC_TUNING
+
+# the STS-regression paper (Translated ReLU, Smooth K2 and the head objectives); BibTeX fields from its title page.
+# ``pearson`` cites Pcc-tuning; ``softmax`` and ``cosent`` (SBERT's and sentence-transformers' losses) cite nothing
+# of their own here (a sentence-transformers card adds what CoSENTLoss cites)
+CITATION = Citation(
+    "STS regression (Translated ReLU, Smooth K2)",
+    "@misc{zhang2024stsregression,\n"
+    "  title = {Advancing Semantic Textual Similarity Modeling: A Regression Framework with Translated {ReLU} and"
+    " Smooth {K2} Loss},\n"
+    "  author = {Zhang, Bowen and Li, Chunping},\n"
+    "  year = {2024},\n"
+    "  eprint = {2406.05326},\n"
+    "  archivePrefix = {arXiv}\n}",
+)
 
 REGRESSION_DEFAULTS: dict[str, Any] = {"clamp": "lower", "label_range": [0.0, 5.0], "concat": ["u", "v", "|u-v|"]}
 STAGE_DEFAULTS: dict[str, Any] = {"freeze_encoder": False, "seed": None, "head_lr": None}
@@ -129,7 +145,12 @@ def head_training_args(model: Any, loss: Any, options: Mapping[str, Any]) -> dic
 
 
 def _head_objective(
-    name: str, build: Any, defaults: dict[str, Any], description: str, labels: str = "raw"
+    name: str,
+    build: Any,
+    defaults: dict[str, Any],
+    description: str,
+    labels: str = "raw",
+    citations: tuple[Citation, ...] = (CITATION,),
 ) -> Objective:
     return Objective(
         name=name,
@@ -142,6 +163,7 @@ def _head_objective(
         prepare_model=prepare_head_model,
         training_args=head_training_args,
         check=check_head_lr,
+        citations=citations,
     )
 
 
@@ -153,7 +175,12 @@ OBJECTIVES = (
     _head_objective("l1", build_l1, dict(REGRESSION_DEFAULTS), "L1 on the regression head"),
     _head_objective("mse-regression", build_mse_regression, dict(REGRESSION_DEFAULTS), "MSE on the regression head"),
     _head_objective(
-        "softmax", build_softmax, {"num_labels": 3, "concat": ["u", "v", "|u-v|"]}, "SBERT CE", labels="class"
+        "softmax",
+        build_softmax,
+        {"num_labels": 3, "concat": ["u", "v", "|u-v|"]},
+        "SBERT CE",
+        labels="class",
+        citations=(),
     ),
     Objective(
         "pearson",
@@ -163,6 +190,7 @@ OBJECTIVES = (
         defaults={"gather": True, "reference_scaling": False},
         description="1 - Pearson r (Pcc-tuning)",
         labels="raw",
+        citations=(PCC_TUNING,),
     ),
     Objective(
         "cosent",
