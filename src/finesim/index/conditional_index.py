@@ -11,6 +11,11 @@ Cost model: a tri-encoder embeds the corpus once at build time and fuses the con
 (:mod:`finesim.index.two_stage`, the default for bi-encoders) a condition it has not stored is answered by
 re-ranking the first stage's candidates instead: the nearest texts of a condition-independent embedding, or a
 tri-encoder's own top N under the condition (the same ranking code a tri-encoder index searches with).
+
+Without a condition (``search(query, None)``) the corpus is ranked by the cosine of the model's embeddings of the
+texts alone, read from what the index already stores: a bi-encoder's ``"self"`` first-stage vectors, a tri-encoder's
+stage vectors when its head stores the plain embeddings (:meth:`ConditionalIndex.plain_search_refusal` says why
+another index cannot).
 """
 
 from __future__ import annotations
@@ -574,7 +579,7 @@ class ConditionalIndex:
     def search(
         self,
         query: str,
-        condition: str,
+        condition: str | None,
         k: int = 10,
         *,
         approximate: bool | str = False,
@@ -589,6 +594,16 @@ class ConditionalIndex:
         ``"metadata"`` to each. ``approximate``: False (exact), True (the index's approximate kind, HNSW by default)
         or ``"hnsw"`` / ``"ivf"``; ``candidates``: how many candidates an approximate tri-encoder search or a
         two-stage search re-scores exactly (defaults ``max(100, 10 k)`` and ``max(200, 10 k)``).
+
+        ``condition`` None (given explicitly: ``search(query, None)``) is a search without a condition: the corpus
+        ranked by the cosine of the model's embeddings of the query and of each text alone, read from the stored
+        vectors (no corpus text is embedded): a bi-encoder index's first-stage vectors (``first_stage="self"``, the
+        default), a tri-encoder index's stage vectors (a ``hadamard`` or ``hypernet`` head without ``transform``,
+        whose stage vectors are the sentence encoder's embeddings). Other indexes refuse it, saying why and what to
+        do (:meth:`plain_search_refusal`). Each result then also carries ``"condition": None``, so a stored or
+        served answer says it was unconditioned. ``approximate`` searches the faiss index of those vectors (its
+        ``max(candidates, k)`` nearest re-scored exactly), ``where`` filters as below, ``strategy`` must be
+        ``"auto"`` or ``"exact"``.
 
         ``strategy`` (bi-encoder / CASE): ``"exact"`` scores every row under the condition (embedding the corpus for
         it on its first use); ``"two-stage"`` re-ranks the first stage's candidates (:mod:`finesim.index.two_stage`;
@@ -607,6 +622,7 @@ class ConditionalIndex:
         rows, scores = self.search_rows(
             query, condition, k, approximate=approximate, candidates=candidates, strategy=strategy, where=where
         )
+        plain = condition is None
         texts = self.store.texts(rows)
         metas = self.store.row_meta(rows)
         fields = self.store.fields
@@ -617,13 +633,15 @@ class ConditionalIndex:
                 item["id"] = meta.get("id")
             if fields["metadata"]:
                 item["metadata"] = meta.get("metadata") or {}
+            if plain:
+                item["condition"] = None
             out.append(item)
         return out
 
     def search_rows(
         self,
         query: str,
-        condition: str,
+        condition: str | None,
         k: int = 10,
         *,
         approximate: bool | str = False,
@@ -633,11 +651,21 @@ class ConditionalIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, scores)`` of the best ``k``, best first (ties: lower row first); see :meth:`search`."""
         query = _check_text(query, "query")
-        condition = _check_text(condition, "condition")
+        if condition is not None:
+            condition = _check_text(condition, "condition")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a whole number >= 1, got {k!r}")
         k = min(int(k), len(self))
         kind = self._approximate_kind(approximate)
+        if condition is None:
+            self._plain_strategy(strategy)
+            refusal = self.plain_search_refusal()
+            if refusal is not None:
+                raise ValueError(f"{self.store.root}: {refusal}")
+            mask = self._where_mask(where)
+            if mask is not None and not mask.any():
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+            return self._plain_rows(query, k, kind, candidates, mask)
         strategy = self._strategy(strategy, condition)
         mask = self._where_mask(where)
         if mask is not None and not mask.any():
@@ -657,6 +685,81 @@ class ConditionalIndex:
         ann = self._ann_for(condition, kind)
         found = _keep(ann.search(vector.numpy(), max(candidates or k, k)), mask)
         return best_rows(dot(self._gather(found, key)).numpy(), found, k)
+
+    def plain_search_refusal(self) -> str | None:
+        """Why this index cannot search without a condition, with what to do (None: it can). Plain search ranks the
+        model's own embeddings of the texts alone and reads them from the index, never embedding the corpus: a
+        bi-encoder index needs its ``"self"`` first-stage vectors; a tri-encoder index's stage vectors are those
+        embeddings only for a ``hadamard`` or ``hypernet`` head without ``transform`` (:mod:`finesim.index.tri`);
+        a CASE model embeds a text only with a condition."""
+        if self.encoder == "tri":
+            head = self.embedder.head
+            assert head is not None
+            if head.kind != "concat" and not head.transform:
+                return None
+            stored = (
+                "the concat head's sentence half W_s T(s)"
+                if head.kind == "concat"
+                else "the head's sentence transform T(s)"
+            )
+            return (
+                f"this tri-encoder index stores {stored} of each text, not the sentence encoder's embedding of the "
+                "text alone, so it cannot rank by the plain similarity (only a hadamard or hypernet head without "
+                "transform stores those): search with a condition, or index the corpus with a bi-encoder (e.g. the "
+                "tri-encoder's backbone) to search without one"
+            )
+        spec = self.first_stage_spec
+        if spec is not None and spec.holds_plain_embeddings(self.encoder, self.store.manifest["model"]["sha256"]):
+            return None
+        other = "" if spec is None else f"; the stored first-stage vectors are another model's ({spec.model})"
+        if self.encoder == "case":
+            return (
+                "a CASE model embeds a text only together with a condition, so it has no similarity of the texts "
+                f"alone{other}: search with a condition, or index the corpus with a bi-encoder to search without one"
+            )
+        if spec is None:
+            return (
+                "this bi-encoder index stores no embeddings of the texts alone (built with first_stage=None, "
+                "`--first-stage none`): build it again with first_stage='self' (the default for a bi-encoder), whose "
+                "first-stage vectors a search without a condition ranks"
+            )
+        return (
+            f"a search without a condition ranks the bi-encoder's own embeddings of the texts alone{other}, "
+            f"{'a tri-encoder ranking with its head' if spec.query == TRI else 'not this model'}: build the index "
+            "again with first_stage='self' (the default for a bi-encoder), or search with a condition"
+        )
+
+    def _plain_strategy(self, strategy: str) -> None:
+        """A search without a condition ranks the stored vectors directly: ``auto`` or ``exact``."""
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
+        if strategy == "two-stage":
+            raise ValueError(
+                "a search without a condition has no two-stage search: it ranks the stored embeddings of the texts "
+                "alone directly (search it with strategy 'exact' or 'auto')"
+            )
+
+    def _plain_rows(
+        self, query: str, k: int, kind: str | None, candidates: int | None, mask: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The top ``k`` by the cosine of the query's and the texts' embeddings alone (see :meth:`search`): over the
+        tri-encoder's stage vectors or the bi-encoder's first-stage vectors, exactly or among the faiss index's
+        ``max(candidates, k)`` nearest (the faiss index those vectors have for a tri-encoder's or a first stage's
+        searches), re-scored exactly."""
+        if self.encoder == "tri":
+            key, vector = None, self.embedder.stage([query])[0]
+        else:
+            key, vector = FIRST_STAGE, self.embedder.plain([query])[0]
+        unit = _finite_query(torch.nn.functional.normalize(torch.as_tensor(vector, dtype=torch.float32), dim=-1))
+
+        def cosine(block: np.ndarray) -> torch.Tensor:
+            return torch.nn.functional.normalize(as_float_tensor(block), dim=-1) @ unit
+
+        if kind is None:
+            return self._exact(key, cosine, k, mask)
+        ann = self._ann_for(None, kind) if key is None else self._ann_for_first_stage(kind)
+        found = _keep(ann.search(unit.numpy(), max(candidates or k, k)), mask)
+        return best_rows(cosine(self._gather(found, key)).numpy(), found, k)
 
     def _tri_rows(
         self,
@@ -901,7 +1004,7 @@ class ConditionalIndex:
     def recall(
         self,
         queries: Sequence[str],
-        conditions: Sequence[str] | str,
+        conditions: Sequence[str | None] | str | None,
         k: int = 10,
         *,
         approximate: bool | str = True,
@@ -910,15 +1013,22 @@ class ConditionalIndex:
     ) -> dict[str, Any]:
         """Recall@k of approximate (or two-stage) search against exact search over (query, condition) pairs: the
         mean share of the exact top-k that the approximate top-k finds, and each query's. ``strategy="two-stage"``
-        measures two-stage search (with ``approximate=False`` its first stage is exact)."""
-        conds = [conditions] * len(queries) if isinstance(conditions, str) else list(conditions)
+        measures two-stage search (with ``approximate=False`` its first stage is exact). ``conditions`` None (or a
+        None among them) measures a search without a condition (exact strategy, approximate only)."""
+        if conditions is None or isinstance(conditions, str):
+            conds: list[str | None] = [conditions] * len(queries)
+        else:
+            conds = list(conditions)
         if len(conds) != len(queries):
             raise ValueError(f"{len(queries)} queries but {len(conds)} conditions")
         per_query, measured = [], set()
         for query, condition in zip(queries, conds):
             # resolved before the exact reference, which stores the condition's embeddings (so "auto" would then
             # resolve to exact search and measure exact against exact)
-            resolved = "exact" if self.encoder == "tri" else self._strategy(strategy, condition)
+            if self.encoder == "tri" or condition is None:
+                resolved = "exact"
+            else:
+                resolved = self._strategy(strategy, condition)
             measured.add(resolved)
             exact, _ = self.search_rows(query, condition, k, strategy="exact")
             found, _ = self.search_rows(

@@ -27,6 +27,9 @@ The first stage is a :class:`FirstStageSpec`:
   ``N`` under the condition, its head applied: exactly the ranking a tri-encoder index of the same corpus gives
   (``ConditionalIndex._tri_rows``, the code both searches run), exact or through faiss.
   ``benchmarks/two_stage_search.py`` measures each mode's recall against exact search.
+
+A bi-encoder's ``"self"`` first-stage vectors are also what a search without a condition ranks
+(``ConditionalIndex.search(query, None)``, :meth:`FirstStageSpec.holds_plain_embeddings`).
 """
 
 from __future__ import annotations
@@ -71,6 +74,14 @@ class FirstStageSpec:
         if out["head"] is None:  # only a tri-encoder first stage has a head: other manifests stay as they were
             del out["head"]
         return out
+
+    def holds_plain_embeddings(self, encoder: str, model_sha256: str) -> bool:
+        """Whether the stored first-stage vectors are the index model's own embeddings of the texts alone (what a
+        search without a condition ranks): ``"self"``, or another name for the same bi-encoder (same weights hash);
+        never a tri-encoder's stage vectors."""
+        if self.query == TRI or encoder != "bi":
+            return False
+        return self.model == SELF or self.sha256 == model_sha256
 
     @classmethod
     def from_manifest(cls, entry: dict[str, Any] | None) -> FirstStageSpec | None:
