@@ -261,3 +261,55 @@ def test_a_tri_encoder_first_stage_on_the_command_line(model_dirs, tmp_path, cap
     err = capsys.readouterr().err
     assert code == 1 and "first-stage query 'tri' needs a finesim tri-encoder folder" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_search_without_a_condition(model_dirs, tmp_path, capsys, monkeypatch):
+    from finesim import ConditionalIndex
+
+    texts = make_corpus(40, seed=16)
+    rows = [{"doc": f"d{i}", "text": t, "lang": ("en", "de")[i % 2]} for i, t in enumerate(texts)]
+    out = tmp_path / "index"
+    corpus = str(write_rows(tmp_path / "c.csv", rows))
+    build = ["index", "build", "--model", str(model_dirs["bi"]), "--corpus", corpus, "-q"]
+    assert main([*build, "-o", str(out), "--id-column", "doc", "--metadata-columns", "lang"]) == 0
+    index = ConditionalIndex.open(out)
+    found = search_json(capsys, str(out), "--query", "a dog", "--no-condition", "-k", "5", "--where", "lang=de")
+    assert found == index.search("a dog", None, k=5, where={"lang": "de"})
+    assert len(found) == 5 and all(r["condition"] is None and r["metadata"] == {"lang": "de"} for r in found)
+    assert [r["id"] for r in found] == [f"d{r['index']}" for r in found]
+
+    assert main(["index", "search", str(out), "--query", "a dog", "--no-condition", "-k", "2"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 2 and captured.out.lstrip().startswith("1  ")
+    assert "no condition: ranked by the model's similarity of the query and the texts alone" in captured.err
+
+    # one of the two flags, never both
+    for argv in (["--condition", "the sport", "--no-condition"], []):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["index", "search", str(out), "--query", "a dog", *argv])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert (
+            "argument --no-condition: not allowed with argument --condition" in err
+            if argv
+            else "one of the arguments --condition --no-condition is required" in err
+        )
+    with pytest.raises(SystemExit):
+        main(["index", "search", str(out), "--query", "a dog", "--no-condition", "--strategy", "two-stage"])
+    assert "--no-condition ranks the stored embeddings of the texts alone: drop --strategy two-stage" in (
+        capsys.readouterr().err
+    )
+
+    # an index that cannot search without a condition says why and what to do, before the model loads
+    none = tmp_path / "no-first-stage"
+    assert main([*build, "-o", str(none), "--first-stage", "none"]) == 0
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr("finesim.index.conditional_index.load_index_model", no_model)
+    assert main(["index", "search", str(none), "--query", "a dog", "--no-condition"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "this bi-encoder index stores no embeddings of the texts alone (built with first_stage=None" in err
+    assert "build it again with first_stage='self'" in err

@@ -130,13 +130,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = command_parser(
         actions,
         "search",
-        help="the corpus texts most similar to a query with respect to a condition",
+        help="the corpus texts most similar to a query with respect to a condition (or without one)",
         description="Print the k corpus texts most similar to --query with respect to --condition, best first; "
-        "--json prints [{index, text, score}, ...] (with id and metadata when the index has them).",
+        "--json prints [{index, text, score}, ...] (with id and metadata when the index has them). --no-condition "
+        "ranks by the model's similarity of the texts alone (a bi-encoder index's first-stage vectors, a "
+        'tri-encoder\'s stage vectors; each JSON result then says "condition": null).',
     )
     p.add_argument("index_dir", metavar="DIR", help="the index folder")
     p.add_argument("--query", required=True, help="the query sentence")
-    p.add_argument("--condition", required=True, help="the condition (aspect) to compare under")
+    asked = p.add_mutually_exclusive_group(required=True)
+    asked.add_argument("--condition", help="the condition (aspect) to compare under")
+    asked.add_argument(
+        "--no-condition",
+        action="store_true",
+        help="search without a condition: the plain similarity of the query and the texts alone",
+    )
     p.add_argument("-k", type=positive_int, default=10, help="how many results")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument(
@@ -359,7 +367,15 @@ def run_search(args: argparse.Namespace) -> int:
         raise UsageError(
             "--recall compares approximate or two-stage with exact search: add --approximate or --strategy two-stage"
         )
-    IndexStore.open(args.index_dir)  # a missing or damaged folder is refused before the model loads
+    store = IndexStore.open(args.index_dir)  # a missing or damaged folder is refused before the model loads
+    if args.no_condition:
+        from finesim.index.two_stage import plain_search_refusal
+
+        if args.strategy == "two-stage":
+            raise UsageError("--no-condition ranks the stored embeddings of the texts alone: drop --strategy two-stage")
+        refusal = plain_search_refusal(store.manifest)
+        if refusal is not None:  # before the model loads
+            raise ValueError(f"{store.root}: {refusal}")
     from finesim.index import ConditionalIndex
 
     where = parse_where(args.where)
@@ -369,9 +385,12 @@ def run_search(args: argparse.Namespace) -> int:
         args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress
     )
     options = {"approximate": args.approximate, "candidates": args.candidates, "strategy": args.strategy}
-    results = index.search(args.query, args.condition, k=args.k, where=where, **options)
+    condition = None if args.no_condition else args.condition
+    results = index.search(args.query, condition, k=args.k, where=where, **options)
+    if condition is None:
+        say(args)("no condition: ranked by the model's similarity of the query and the texts alone")
     if args.recall:
-        report = index.recall([args.query], args.condition, k=args.k, **options)
+        report = index.recall([args.query], condition, k=args.k, **options)
         approximate = report["approximate"]
         if report["strategy"] == "exact":
             what = str(approximate)

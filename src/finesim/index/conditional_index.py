@@ -70,6 +70,7 @@ from finesim.index.two_stage import (
     FirstStageEncoder,
     FirstStageSpec,
     RerankCache,
+    plain_search_refusal,
     resolve_first_stage,
 )
 
@@ -687,47 +688,9 @@ class ConditionalIndex:
         return best_rows(dot(self._gather(found, key)).numpy(), found, k)
 
     def plain_search_refusal(self) -> str | None:
-        """Why this index cannot search without a condition, with what to do (None: it can). Plain search ranks the
-        model's own embeddings of the texts alone and reads them from the index, never embedding the corpus: a
-        bi-encoder index needs its ``"self"`` first-stage vectors; a tri-encoder index's stage vectors are those
-        embeddings only for a ``hadamard`` or ``hypernet`` head without ``transform`` (:mod:`finesim.index.tri`);
-        a CASE model embeds a text only with a condition."""
-        if self.encoder == "tri":
-            head = self.embedder.head
-            assert head is not None
-            if head.kind != "concat" and not head.transform:
-                return None
-            stored = (
-                "the concat head's sentence half W_s T(s)"
-                if head.kind == "concat"
-                else "the head's sentence transform T(s)"
-            )
-            return (
-                f"this tri-encoder index stores {stored} of each text, not the sentence encoder's embedding of the "
-                "text alone, so it cannot rank by the plain similarity (only a hadamard or hypernet head without "
-                "transform stores those): search with a condition, or index the corpus with a bi-encoder (e.g. the "
-                "tri-encoder's backbone) to search without one"
-            )
-        spec = self.first_stage_spec
-        if spec is not None and spec.holds_plain_embeddings(self.encoder, self.store.manifest["model"]["sha256"]):
-            return None
-        other = "" if spec is None else f"; the stored first-stage vectors are another model's ({spec.model})"
-        if self.encoder == "case":
-            return (
-                "a CASE model embeds a text only together with a condition, so it has no similarity of the texts "
-                f"alone{other}: search with a condition, or index the corpus with a bi-encoder to search without one"
-            )
-        if spec is None:
-            return (
-                "this bi-encoder index stores no embeddings of the texts alone (built with first_stage=None, "
-                "`--first-stage none`): build it again with first_stage='self' (the default for a bi-encoder), whose "
-                "first-stage vectors a search without a condition ranks"
-            )
-        return (
-            f"a search without a condition ranks the bi-encoder's own embeddings of the texts alone{other}, "
-            f"{'a tri-encoder ranking with its head' if spec.query == TRI else 'not this model'}: build the index "
-            "again with first_stage='self' (the default for a bi-encoder), or search with a condition"
-        )
+        """Why this index cannot search without a condition, with what to do (None: it can); see
+        :func:`~finesim.index.two_stage.plain_search_refusal`."""
+        return plain_search_refusal(self.store.manifest)
 
     def _plain_strategy(self, strategy: str) -> None:
         """A search without a condition ranks the stored vectors directly: ``auto`` or ``exact``."""

@@ -29,7 +29,7 @@ The first stage is a :class:`FirstStageSpec`:
   ``benchmarks/two_stage_search.py`` measures each mode's recall against exact search.
 
 A bi-encoder's ``"self"`` first-stage vectors are also what a search without a condition ranks
-(``ConditionalIndex.search(query, None)``, :meth:`FirstStageSpec.holds_plain_embeddings`).
+(``ConditionalIndex.search(query, None)``; :func:`plain_search_refusal` says which indexes cannot).
 """
 
 from __future__ import annotations
@@ -164,6 +164,52 @@ def other_model_query(model: Any, query: str | None) -> str:
             f"'tri', the default for it); query {query!r} needs a model that embeds a text alone"
         )
     return query
+
+
+def plain_search_refusal(manifest: dict[str, Any]) -> str | None:
+    """Why the index of ``manifest`` cannot search without a condition, with what to do (None: it can); read from
+    the manifest alone, so the command line refuses before loading the model.
+
+    A search without a condition ranks the model's own embeddings of the texts alone and reads them from the index,
+    never embedding the corpus: a bi-encoder index needs its ``"self"`` first-stage vectors (or a first stage of the
+    same weights); a tri-encoder index's stage vectors are those embeddings only for a ``hadamard`` or ``hypernet``
+    head without ``transform`` (:mod:`finesim.index.tri`); a CASE model embeds a text only with a condition."""
+    encoder = manifest["encoder"]
+    if encoder["type"] == TRI:
+        head = encoder["head"]
+        if head["kind"] != "concat" and not head["transform"]:
+            return None
+        stored = (
+            "the concat head's sentence half W_s T(s)"
+            if head["kind"] == "concat"
+            else "the head's sentence transform T(s)"
+        )
+        return (
+            f"this tri-encoder index stores {stored} of each text, not the sentence encoder's embedding of the "
+            "text alone, so it cannot rank by the plain similarity (only a hadamard or hypernet head without "
+            "transform stores those): search with a condition, or index the corpus with a bi-encoder (e.g. the "
+            "tri-encoder's backbone) to search without one"
+        )
+    spec = FirstStageSpec.from_manifest(manifest.get("first_stage"))
+    if spec is not None and spec.holds_plain_embeddings(encoder["type"], manifest["model"]["sha256"]):
+        return None
+    other = "" if spec is None else f"; the stored first-stage vectors are another model's ({spec.model})"
+    if encoder["type"] == "case":
+        return (
+            "a CASE model embeds a text only together with a condition, so it has no similarity of the texts "
+            f"alone{other}: search with a condition, or index the corpus with a bi-encoder to search without one"
+        )
+    if spec is None:
+        return (
+            "this bi-encoder index stores no embeddings of the texts alone (built with first_stage=None, "
+            "`--first-stage none`): build it again with first_stage='self' (the default for a bi-encoder), whose "
+            "first-stage vectors a search without a condition ranks"
+        )
+    return (
+        f"a search without a condition ranks the bi-encoder's own embeddings of the texts alone{other}, "
+        f"{'a tri-encoder ranking with its head' if spec.query == TRI else 'not this model'}: build the index "
+        "again with first_stage='self' (the default for a bi-encoder), or search with a condition"
+    )
 
 
 class FirstStageEncoder:
