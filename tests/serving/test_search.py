@@ -1,6 +1,7 @@
 """``POST /search`` over an index given with ``--index``: results equal ``ConditionalIndex.search`` and brute-force
 scoring, it runs on the model's worker thread, the API key is required, 404 ``NoIndex`` without an index, 422 for a
-bad request, /info describes the index, and an index of another model stops the server with one error line."""
+bad request, /info describes the index, and an index of another model stops the server with one error line. A
+request without a condition (left out or null) answers the plain ranking, ``ConditionalIndex.search(query, None)``."""
 
 from __future__ import annotations
 
@@ -163,8 +164,52 @@ def test_bad_search_requests_are_422(indexes, saved_models, scorers) -> None:  #
         assert_error(post(query="x" * 51), 422, "Validation", contains="query[0] has 51 characters")
         assert_error(post(condition=7), 422, "Validation", contains="condition: Input should be a valid string")
         assert_error(post(top_n=3), 422, "Validation", contains="top_n: Extra inputs are not permitted")
-        missing = client.post("/search", json={"query": "a dog"})
-        assert_error(missing, 422, "Validation", contains="condition: Field required")
+        assert_error(post(condition=["the animal"]), 422, "Validation", contains="condition: Input should be a valid")
+        assert client.post("/search", json={"query": "a dog", "k": 3}).status_code == 200  # no condition: plain search
+
+
+@pytest.mark.parametrize("kind", ["bi", "tri"])
+def test_search_without_a_condition_is_the_plain_ranking(kind, indexes, saved_models, scorers) -> None:  # noqa: F811
+    from finesim import ConditionalIndex
+
+    reference = ConditionalIndex.open(indexes[kind])
+    model = scorers[kind].model
+    corpus = np.asarray(model.encode(CORPUS, convert_to_numpy=True), dtype=np.float64)
+    with serving(scorers[kind], model=str(saved_models[kind]), index=str(indexes[kind])) as client:
+        assert client.get("/info").json()["index"]["plain_search"] is True
+        for query, _ in QUERIES:
+            left_out = client.post("/search", json={"query": query, "k": 5})
+            null = client.post("/search", json={"query": query, "condition": None, "k": 5})
+            assert left_out.status_code == 200 and null.status_code == 200, left_out.text + null.text
+            results = left_out.json()
+            assert null.json() == results
+            assert all(set(r) == {"index", "text", "score", "condition"} and r["condition"] is None for r in results)
+            expected = reference.search(query, None, 5)
+            assert [r["index"] for r in results] == [e["index"] for e in expected]
+            np.testing.assert_allclose([r["score"] for r in results], [e["score"] for e in expected], atol=1e-6)
+            # brute force: the cosine of the model's embeddings of the query and of each text alone
+            q = np.asarray(model.encode([query], convert_to_numpy=True), dtype=np.float64)[0]
+            scores = corpus @ q / (np.linalg.norm(corpus, axis=1) * np.linalg.norm(q))
+            order = np.lexsort((np.arange(len(scores)), -scores))[:5]
+            assert [r["index"] for r in results] == [int(i) for i in order]
+            assert [r["text"] for r in results] == [CORPUS[i] for i in order]
+            np.testing.assert_allclose([r["score"] for r in results], scores[order], atol=2e-5)
+
+
+def test_a_case_index_refuses_a_search_without_a_condition(indexes, saved_models, scorers) -> None:  # noqa: F811
+    with serving(scorers["case"], model=str(saved_models["case"]), index=str(indexes["case"])) as client:
+        assert client.get("/info").json()["index"]["plain_search"] is False
+        index = client.app.state.model.index
+        calls = index.embedder.encoded
+        body = assert_error(client.post("/search", json={"query": "a dog", "k": 3}), 422, "Validation")
+        assert body["error"] == (
+            "the served index cannot search without a condition: a CASE model embeds a text only together with a "
+            "condition, so it has no similarity of the texts alone: search with a condition, or index the corpus "
+            'with a bi-encoder to search without one; send "condition"'
+        )
+        assert str(indexes["case"]) not in body["error"]  # no server path
+        assert index.embedder.encoded == calls  # refused before the model ran
+        assert client.post("/search", json={"query": "a dog", "condition": "the animal", "k": 3}).status_code == 200
 
 
 def test_info_describes_the_index(indexes, saved_models, scorers) -> None:  # noqa: F811

@@ -58,7 +58,7 @@ from finesim.serving.schemas import (
     require_condition,
     row_conditions,
 )
-from finesim.serving.search import NO_INDEX_MESSAGE, checked_where, describe_index, open_served_index
+from finesim.serving.search import NO_INDEX_MESSAGE, checked_plain, checked_where, describe_index, open_served_index
 from finesim.serving.settings import ServeSettings
 
 logger = logging.getLogger("finesim.serving")
@@ -389,13 +389,16 @@ def create_app(
 
     @app.post("/search")
     async def search(body: SearchRequest) -> list[dict[str, Any]]:
-        """The ``k`` texts of the served index most similar to ``query`` under ``condition``, best first:
-        ``[{"index", "text", "score"}, ...]``, what ``ConditionalIndex.search(query, condition, k)`` returns."""
+        """The ``k`` texts of the served index most similar to ``query`` under ``condition`` (without one when it is
+        left out or null), best first: ``[{"index", "text", "score"}, ...]``, what
+        ``ConditionalIndex.search(query, condition, k)`` returns."""
         if settings.index is None:
             raise ApiError(404, NO_INDEX_MESSAGE, NO_INDEX)
         _, batcher = state.ready()
         query = checked_texts([body.query], "query", max_items=1, max_chars=settings.max_text_chars)[0]
-        condition = checked_texts([body.condition], "condition", max_items=1, max_chars=settings.max_text_chars)[0]
+        condition = checked_condition(body.condition, "condition", max_chars=settings.max_text_chars)
+        if condition is None:
+            checked_plain(state.index)
         if body.k > settings.max_items:
             raise invalid(f"k is {body.k}; the server returns at most {settings.max_items} results per request")
         where = checked_where(state.index, body.where)

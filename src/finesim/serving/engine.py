@@ -77,7 +77,7 @@ class SearchJob:
     """Search the loaded index: the ``k`` corpus texts most similar to ``query`` under ``condition``."""
 
     query: str
-    condition: str
+    condition: str | None  # None: a search without a condition (ConditionalIndex.search(query, None))
     k: int
     where: dict[str, Any] | None = None  # metadata filter (ConditionalIndex.search's ``where``)
 

@@ -41,13 +41,15 @@ class RerankRequest(BaseModel):
 
 
 class SearchRequest(BaseModel):
-    """``POST /search``: the ``k`` texts of the loaded index most similar to ``query`` under ``condition``; ``where``
-    keeps only rows whose metadata has each key with that value (``ConditionalIndex.search(..., where=...)``)."""
+    """``POST /search``: the ``k`` texts of the loaded index most similar to ``query`` under ``condition``, or
+    without one when ``condition`` is left out or null (``ConditionalIndex.search(query, None)``: the plain
+    similarity of the texts alone); ``where`` keeps only rows whose metadata has each key with that value
+    (``ConditionalIndex.search(..., where=...)``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     query: StrictStr
-    condition: StrictStr
+    condition: StrictStr | None = None
     k: Annotated[int, Field(ge=1, strict=True)] = 10
     where: dict[StrictStr, StrictStr | StrictBool | StrictInt | StrictFloat | None] | None = None
 

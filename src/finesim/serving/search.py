@@ -34,7 +34,13 @@ class ServedIndex(ConditionalIndex):
     index folder (a client sees ``conditions/<key>/<part>.npy: row 3 holds NaN ...``, not the server's path)."""
 
     def search(
-        self, query: str, condition: str, k: int = 10, *, where: Mapping[str, Any] | None = None, **options: Any
+        self,
+        query: str,
+        condition: str | None,
+        k: int = 10,
+        *,
+        where: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> list[dict[str, Any]]:
         try:
             return super().search(query, condition, k, where=where, **options)
@@ -93,11 +99,19 @@ def checked_where(index: Any, where: Mapping[str, Any] | None) -> dict[str, Any]
     return dict(where)
 
 
+def checked_plain(index: Any) -> None:
+    """A ``/search`` without a condition, checked against the served index before the search is queued: a 422 saying
+    why an index that cannot search without a condition cannot (:meth:`ConditionalIndex.plain_search_refusal`)."""
+    refusal = index.plain_search_refusal()
+    if refusal is not None:
+        raise ApiError(422, f'the served index cannot search without a condition: {refusal}; send "condition"')
+
+
 def describe_index(index: Any) -> dict[str, Any]:
     """What ``/info`` says about the served index (no stored condition texts: ``/info`` needs no API key, and
     the conditions a bi-encoder index stores are those clients have searched). ``first_stage`` and
     ``first_stage_query`` are the first stage's model and query mode (``conditioned``, ``plain`` or ``tri``), both
-    None without one."""
+    None without one. ``plain_search``: whether a ``/search`` without a condition is answered."""
     manifest = index.store.manifest
     stage = index.first_stage_spec
     return {
@@ -112,6 +126,7 @@ def describe_index(index: Any) -> dict[str, Any]:
         "search": "auto" if stage is not None else "exact",
         "first_stage": None if stage is None else stage.model,
         "first_stage_query": None if stage is None else stage.query,
+        "plain_search": index.plain_search_refusal() is None,
         "ids": index.store.fields["id"],
         "metadata_keys": index.store.metadata_keys() if index.store.fields["metadata"] else [],
     }
