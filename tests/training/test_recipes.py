@@ -107,15 +107,19 @@ def test_main_job_training_arguments_are_unchanged(tmp_path: Path) -> None:
 
 
 def test_main_job_fingerprint_keys_are_unchanged(shared_data: Path, tmp_path: Path) -> None:
-    """The fingerprint of the main job holds the keys it held before, plus ``method`` (a resume of an earlier run is
-    still the same run: a key only one side has counts as unchanged when it holds its default)."""
+    """The main job's fingerprint holds every key and value it held before the schema moved to pydantic
+    (tests/training/expected/, computed with that code), plus ``method``: a run started then resumes now."""
     from finesim.training.preflight import fingerprint_changes
 
+    stored = json.loads((Path(__file__).parent / "expected" / "minilm-bi-mse-tuned.fingerprint.json").read_text())
+    old = {"recipe": stored["recipe"], "data": stored["data"]}
     recipe = load_recipe(MAIN_JOB)
     pre = preflight(recipe, output_dir=tmp_path / "out", data_root=str(shared_data))
     new = run_fingerprint(recipe, pre.train, pre.validation)
-    old = {"recipe": {k: v for k, v in new["recipe"].items() if k != "method"}, "data": new["data"]}
-    assert new["recipe"]["method"] == "sentence-transformers" and fingerprint_changes(old, new) == []
+    assert sorted(set(new["recipe"]) - set(old["recipe"])) == ["method"]  # a renamed or dropped key shows here
+    assert {k: v for k, v in new["recipe"].items() if k != "method"} == old["recipe"]
+    assert new["recipe"]["method"] == "sentence-transformers" and new["data"] == old["data"]
+    assert fingerprint_changes(old, new) == []  # what the resume check says
     assert not any(k.startswith("train.trainer_args") for k in new["recipe"])  # empty: no key
 
 
