@@ -1,7 +1,8 @@
 """``POST /search`` over an index given with ``--index``: results equal ``ConditionalIndex.search`` and brute-force
 scoring, it runs on the model's worker thread, the API key is required, 404 ``NoIndex`` without an index, 422 for a
 bad request, /info describes the index, and an index of another model stops the server with one error line. A
-request without a condition (left out or null) answers the plain ranking, ``ConditionalIndex.search(query, None)``."""
+request with ``"condition": null`` answers the plain ranking, ``ConditionalIndex.search(query, None)``; one that leaves
+the field out is a 422 (a forgotten field is never an unconditioned search)."""
 
 from __future__ import annotations
 
@@ -165,7 +166,14 @@ def test_bad_search_requests_are_422(indexes, saved_models, scorers) -> None:  #
         assert_error(post(condition=7), 422, "Validation", contains="condition: Input should be a valid string")
         assert_error(post(top_n=3), 422, "Validation", contains="top_n: Extra inputs are not permitted")
         assert_error(post(condition=["the animal"]), 422, "Validation", contains="condition: Input should be a valid")
-        assert client.post("/search", json={"query": "a dog", "k": 3}).status_code == 200  # no condition: plain search
+        missing = client.post("/search", json={"query": "a dog", "k": 3})
+        body = assert_error(missing, 422, "Validation")
+        assert body["error"] == (
+            'condition: Field required: send the condition to search under, or "condition": null for the plain '
+            "similarity ranking (the texts alone, without a condition)"
+        )
+        plain = client.post("/search", json={"query": "a dog", "condition": None, "k": 3})
+        assert plain.status_code == 200 and all(r["condition"] is None for r in plain.json())
 
 
 @pytest.mark.parametrize("kind", ["bi", "tri"])
@@ -178,11 +186,9 @@ def test_search_without_a_condition_is_the_plain_ranking(kind, indexes, saved_mo
     with serving(scorers[kind], model=str(saved_models[kind]), index=str(indexes[kind])) as client:
         assert client.get("/info").json()["index"]["plain_search"] is True
         for query, _ in QUERIES:
-            left_out = client.post("/search", json={"query": query, "k": 5})
             null = client.post("/search", json={"query": query, "condition": None, "k": 5})
-            assert left_out.status_code == 200 and null.status_code == 200, left_out.text + null.text
-            results = left_out.json()
-            assert null.json() == results
+            assert null.status_code == 200, null.text
+            results = null.json()
             assert all(set(r) == {"index", "text", "score", "condition"} and r["condition"] is None for r in results)
             expected = reference.search(query, None, 5)
             assert [r["index"] for r in results] == [e["index"] for e in expected]
@@ -201,7 +207,8 @@ def test_a_case_index_refuses_a_search_without_a_condition(indexes, saved_models
         assert client.get("/info").json()["index"]["plain_search"] is False
         index = client.app.state.model.index
         calls = index.embedder.encoded
-        body = assert_error(client.post("/search", json={"query": "a dog", "k": 3}), 422, "Validation")
+        plain = client.post("/search", json={"query": "a dog", "condition": None, "k": 3})
+        body = assert_error(plain, 422, "Validation")
         assert body["error"] == (
             "the served index cannot search without a condition: a CASE model embeds a text only together with a "
             "condition, so it has no similarity of the texts alone: search with a condition, or index the corpus "

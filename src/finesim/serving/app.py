@@ -57,6 +57,7 @@ from finesim.serving.schemas import (
     invalid,
     require_condition,
     row_conditions,
+    search_condition,
 )
 from finesim.serving.search import NO_INDEX_MESSAGE, checked_plain, checked_where, describe_index, open_served_index
 from finesim.serving.settings import ServeSettings
@@ -390,13 +391,13 @@ def create_app(
     @app.post("/search")
     async def search(body: SearchRequest) -> list[dict[str, Any]]:
         """The ``k`` texts of the served index most similar to ``query`` under ``condition`` (without one when it is
-        left out or null), best first: ``[{"index", "text", "score"}, ...]``, what
+        an explicit null; left out, a 422), best first: ``[{"index", "text", "score"}, ...]``, what
         ``ConditionalIndex.search(query, condition, k)`` returns."""
         if settings.index is None:
             raise ApiError(404, NO_INDEX_MESSAGE, NO_INDEX)
         _, batcher = state.ready()
         query = checked_texts([body.query], "query", max_items=1, max_chars=settings.max_text_chars)[0]
-        condition = checked_condition(body.condition, "condition", max_chars=settings.max_text_chars)
+        condition = search_condition(body, max_chars=settings.max_text_chars)
         if condition is None:
             checked_plain(state.index)
         if body.k > settings.max_items:

@@ -42,9 +42,10 @@ class RerankRequest(BaseModel):
 
 class SearchRequest(BaseModel):
     """``POST /search``: the ``k`` texts of the loaded index most similar to ``query`` under ``condition``, or
-    without one when ``condition`` is left out or null (``ConditionalIndex.search(query, None)``: the plain
+    without one when ``condition`` is an explicit null (``ConditionalIndex.search(query, None)``: the plain
     similarity of the texts alone); ``where`` keeps only rows whose metadata has each key with that value
-    (``ConditionalIndex.search(..., where=...)``)."""
+    (``ConditionalIndex.search(..., where=...)``). ``condition`` is required: a body without it is a 422
+    (:func:`search_condition`), so a forgotten field never turns into an unconditioned search."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -149,6 +150,20 @@ def checked_condition(condition: str | None, field: str, *, max_chars: int) -> s
     if condition is None:
         return None
     return checked_texts([condition], field, max_items=1, max_chars=max_chars)[0]
+
+
+MISSING_SEARCH_CONDITION = (
+    'condition: Field required: send the condition to search under, or "condition": null for the plain similarity '
+    "ranking (the texts alone, without a condition)"
+)
+
+
+def search_condition(body: SearchRequest, *, max_chars: int) -> str | None:
+    """The condition of a ``/search`` body, checked: a string, or None only when the body says ``"condition": null``
+    (a body without the field is a 422 :data:`MISSING_SEARCH_CONDITION`)."""
+    if "condition" not in body.model_fields_set:
+        raise invalid(MISSING_SEARCH_CONDITION)
+    return checked_condition(body.condition, "condition", max_chars=max_chars)
 
 
 def row_conditions(condition: str | list[str] | None, rows: int, *, max_items: int, max_chars: int) -> list[str | None]:
