@@ -84,7 +84,8 @@ class EmbeddingScorer(ScorerBase):
             raise ValueError(f"condition_mode must be 'pair' or 'ignore', got {condition_mode!r}")
         self.model = model
         self.condition_mode = condition_mode
-        self.similarity = similarity
+        # not self.similarity: that would hide ScorerBase.similarity, the batch scoring method
+        self.similarity_fn_name = similarity
         self.batch_size = batch_size
         self.show_progress = show_progress
         self.last_encoded = 0
@@ -92,7 +93,7 @@ class EmbeddingScorer(ScorerBase):
     @property
     def prediction_range(self) -> tuple[float, float] | None:
         """Cosine scores are compared with labels on [0, 1] as they are; other similarities have no known scale."""
-        return (0.0, 1.0) if self.similarity == "cosine" else None
+        return (0.0, 1.0) if self.similarity_fn_name == "cosine" else None
 
     def inputs(self, sentences: Sequence[str], conditions: Sequence[str] | None) -> list[Any]:
         """What the model encodes for each sentence: the sentence, or ``(sentence, condition)``."""
@@ -110,7 +111,7 @@ class EmbeddingScorer(ScorerBase):
         )
         self.last_encoded = len(position)
         a, b = rows(embeddings, position, left), rows(embeddings, position, right)
-        return pairwise_similarity(a, b, self.similarity).numpy()
+        return pairwise_similarity(a, b, self.similarity_fn_name).numpy()
 
 
 class ConditionalScorer(ScorerBase):
@@ -152,8 +153,9 @@ class ConditionalScorer(ScorerBase):
         cross-encoder's regression output is on whatever scale it was trained on (unknown here: None)."""
         return None if self.encoder == "cross" else (0.0, 1.0)
 
+    # ScorerBase declares a plain attribute (an ensemble sets it per instance); here it follows self.encoder
     @property
-    def requires_condition(self) -> bool:
+    def requires_condition(self) -> bool:  # type: ignore[override]
         """A tri-encoder (its head combines each sentence with the condition) and a CASE model score pairs only
         under a condition; ``finesim evaluate`` skips condition-free tasks for them."""
         return self.encoder in ("tri", "case")
@@ -210,7 +212,7 @@ class ConditionalScorer(ScorerBase):
             )
             self.last_encoded = len(position)
             return rows(embeddings, position, items)
-        return self._embed_tri(sentences, conds)  # type: ignore[arg-type]
+        return self._embed_tri(sentences, conds)  # type: ignore[arg-type]  # no None: refused just above
 
     def _embed_tri(self, sentences: Sequence[str], conditions: Sequence[str]) -> torch.Tensor:
         from finesim.models.condition_head import find_condition_head
