@@ -133,7 +133,11 @@ def portable_path(path: str | os.PathLike[str], roots: Sequence[tuple[str, str]]
     for folder, name in path_roots() if roots is None else roots:
         # a whole path or its start (not inside another path or word), then "/" or the end of the path
         pattern = r"(?<![\w.~$<>/-])" + re.escape(folder) + r"(?:(/)|(?![\w.-]))"
-        text = re.sub(pattern, lambda m, n=name: ("" if n == "." else f"{n}/") if m.group(1) else n, text)
+
+        def replace(m: re.Match[str], n: str = name) -> str:
+            return ("" if n == "." else f"{n}/") if m.group(1) else n
+
+        text = re.sub(pattern, replace, text)
     return text
 
 

@@ -86,7 +86,7 @@ def save_histograms(distributions: dict[str, np.ndarray], path: str | Path, *, t
         values = np.asarray(values)
         ax.hist(
             values,
-            bins=edges,
+            bins=edges.tolist(),  # the bin edges as floats (matplotlib types bins as a sequence)
             alpha=0.55,
             label=f"{label} (mean {values.mean():.3f}, std {values.std():.3f})",
         )

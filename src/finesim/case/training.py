@@ -159,7 +159,9 @@ def _train(
     projection = CaseProjection(
         config.kind, train.dim, config.dim, dropout=config.dropout, negative_slope=config.negative_slope
     )
-    loss_fn = CosineSimilarityLoss(projection)
+    # the loss is typed for a SentenceTransformer but only calls model(features)["sentence_embedding"], which the
+    # projection answers (its Dense layer): the module docstring's design, not a mistake
+    loss_fn = CosineSimilarityLoss(projection)  # type: ignore[arg-type]
     optimizer = torch.optim.Adam(projection.parameters(), lr=config.lr)
     x1 = torch.as_tensor(train.x1)
     x2 = torch.as_tensor(train.x2)

@@ -23,6 +23,7 @@ from finesim.cli.common import (
     command_parser,
     positive_int,
     say,
+    show_help,
 )
 
 # = finesim.case.options.DEFAULTS["model"], spelled out so that building the parser imports no library module
@@ -170,7 +171,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", default=None, metavar="FILE", help="results JSON")
     add_runtime_options(p)
     p.set_defaults(func=run_score)
-    case.set_defaults(func=lambda args: (case.print_help(), 2)[1])
+    case.set_defaults(func=show_help(case))
 
 
 def recipe_from_args(args: argparse.Namespace) -> Any:

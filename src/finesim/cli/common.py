@@ -229,13 +229,23 @@ class _StderrHandler(logging.StreamHandler):
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 
     @stream.setter
     def stream(self, value: Any) -> None:
         pass
+
+
+def show_help(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    """The command function of a command group run without a subcommand: print the group's help, exit status 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    return run
 
 
 def say(args: argparse.Namespace) -> Callable[[str], None]:

@@ -20,6 +20,7 @@ from finesim.cli.common import (
     positive_int,
     ray_wanted,
     say,
+    show_help,
 )
 
 
@@ -206,7 +207,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide progress bars (info shows none)")
     p.set_defaults(func=run_info)
 
-    index.set_defaults(func=lambda args: (index.print_help(), 2)[1])
+    index.set_defaults(func=show_help(index))
 
 
 def read_conditions(path: str) -> list[str]:
@@ -468,6 +469,6 @@ def run_info(args: argparse.Namespace) -> int:
     if verified is not None:
         print(f"verified   {verified['verified']} files match their recorded SHA-256")
         if verified["unrecorded"]:
-            shown = ", ".join(verified["unrecorded"][:3]) + (" ..." if len(verified["unrecorded"]) > 3 else "")
-            print(f"unchecked  {len(verified['unrecorded'])} files have no recorded checksum (older finesim): {shown}")
+            listed = ", ".join(verified["unrecorded"][:3]) + (" ..." if len(verified["unrecorded"]) > 3 else "")
+            print(f"unchecked  {len(verified['unrecorded'])} files have no recorded checksum (older finesim): {listed}")
     return 0

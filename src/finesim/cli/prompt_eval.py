@@ -122,9 +122,11 @@ def _resolve_files(args: argparse.Namespace) -> tuple[Path, Path]:
     if args.split not in REGISTRY_TASKS[args.task] and not args.eval_file:
         raise ValueError(f"no default {args.split} file for task {args.task!r} (labels not public); pass --eval-file")
     task = registry_task(args.task, args.split if args.split in REGISTRY_TASKS[args.task] else "validation")
-    root = None if (args.eval_file and args.train_file) else data_root(args.data)
-    eval_file = Path(args.eval_file) if args.eval_file else root / task.path  # type: ignore[operator]
-    train_file = Path(args.train_file) if args.train_file else root / str(task.demonstrations)  # type: ignore[operator]
+    if args.eval_file and args.train_file:
+        return Path(args.eval_file), Path(args.train_file)
+    root = data_root(args.data)
+    eval_file = Path(args.eval_file) if args.eval_file else root / task.path
+    train_file = Path(args.train_file) if args.train_file else root / str(task.demonstrations)
     return eval_file, train_file
 
 

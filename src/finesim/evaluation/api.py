@@ -115,7 +115,7 @@ def _matrix(scorer: Any, sentences1: Any, sentences2: Any, condition: Any, what:
         return np.zeros((len(rows), len(cols)), dtype=np.float32)
     if getattr(scorer, "embeds", False):
         both = rows + cols
-        embeddings = scorer.embed(both, None if cond is None else [cond] * len(both))  # type: ignore[attr-defined]
+        embeddings = scorer.embed(both, None if cond is None else [cond] * len(both))
         vectors = np.asarray(embeddings, dtype=np.float32)
         a, b = _unit_rows(vectors[: len(rows)]), _unit_rows(vectors[len(rows) :])
         return (a @ b.T).astype(np.float32)

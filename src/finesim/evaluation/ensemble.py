@@ -72,7 +72,7 @@ class EnsembleScorer(ScorerBase):
         for with_condition in (True, False):
             rows = [i for i in range(n) if (conds[i] is not None) == with_condition]
             if rows:
-                group = [conds[i] for i in rows] if with_condition else None
+                group = [c for i in rows if (c := conds[i]) is not None] if with_condition else None  # all of rows
                 out[rows] = self.score([sentences1[i] for i in rows], [sentences2[i] for i in rows], group)
                 encoded += self.last_encoded
         self.last_encoded = encoded

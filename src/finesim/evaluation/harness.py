@@ -13,7 +13,7 @@ import numpy as np
 
 from finesim.data.errors import DataFormatError
 from finesim.evaluation.metrics import bootstrap_interval, pearson, spearman
-from finesim.evaluation.scoring import EmbeddingScorer, PairScorer, Similarity
+from finesim.evaluation.scoring import ConditionMode, EmbeddingScorer, PairScorer, Similarity
 from finesim.evaluation.tasks import Task
 from finesim.results import path_sha256
 
@@ -128,7 +128,7 @@ class TaskResult:
 def as_scorer(
     model: Any,
     *,
-    condition_mode: str = "pair",
+    condition_mode: ConditionMode = "pair",
     similarity: Similarity = "cosine",
     batch_size: int = 64,
     show_progress: bool = False,
@@ -137,7 +137,7 @@ def as_scorer(
     if hasattr(model, "encode"):
         return EmbeddingScorer(
             model,
-            condition_mode=condition_mode,  # type: ignore[arg-type]
+            condition_mode=condition_mode,
             similarity=similarity,
             batch_size=batch_size,
             show_progress=show_progress,

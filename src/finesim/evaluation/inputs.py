@@ -84,4 +84,4 @@ class ScorerBase:
         s2 = [sentences2] if isinstance(sentences2, str) else check_texts(sentences2, "sentences2")
         if condition is not None and not isinstance(condition, (str, Iterable)):
             raise ValueError(f"condition must be a string or a list of strings, got {type(condition).__name__}")
-        return self.score(s1, s2, condition)  # type: ignore[arg-type]
+        return self.score(s1, s2, condition)

@@ -56,7 +56,7 @@ def load_model_or_scorer(
     if marker is None and encoder is None:
         return load_sentence_model(path, device=device, max_length=max_length, pooling=pooling)
     marked = marker["encoder"] if marker else None  # checked by read_marker
-    if marked == ENSEMBLE:
+    if marked == ENSEMBLE and marker is not None:
         if encoder is not None or max_length is not None or pooling is not None:
             raise ValueError(f"{name}: an ensemble takes its members as saved (no encoder, max_length or pooling)")
         return load_ensemble(path, marker, device=device, batch_size=batch_size)

@@ -24,6 +24,7 @@ from finesim.evaluation.harness import (
     unsupported_reason,
 )
 from finesim.evaluation.loading import load_model_or_scorer
+from finesim.evaluation.scoring import Similarity
 from finesim.evaluation.tasks import Registry, default_registry, load_registry
 from finesim.models.hub import resolve_model_path
 from finesim.paths import data_root
@@ -46,7 +47,7 @@ def run_evaluation(
     batch_size: int = 64,
     max_length: int | None = None,
     pooling: str | None = None,
-    similarity: str = "cosine",
+    similarity: Similarity = "cosine",
     bootstrap: int = 0,
     prediction_range: tuple[float, float] | None = None,
     seed: int = 0,
@@ -105,7 +106,7 @@ def run_evaluation(
                 task,
                 scorer,
                 root,
-                similarity=similarity,  # type: ignore[arg-type]
+                similarity=similarity,
                 batch_size=batch_size,
                 bootstrap=bootstrap,
                 seed=seed,

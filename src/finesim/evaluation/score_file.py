@@ -457,7 +457,7 @@ class Truncation:
         counts: list[int],
         sentences1: list[str],
         sentences2: list[str],
-        conditions: list[str | None] | None,
+        conditions: list[str] | None,
     ) -> None:
         """Count the rows of a batch of distinct triples that the model truncates: triple ``i`` stands for
         ``counts[i]`` rows, the first of them row ``rows[i]``."""
@@ -486,7 +486,8 @@ class Truncation:
 
 
 def _token_check(scorer: Any) -> tuple[str, Any, int] | None:
-    encoder, model = getattr(scorer, "encoder", None), getattr(scorer, "model", None)
+    encoder = getattr(scorer, "encoder", None)
+    model: Any = getattr(scorer, "model", None)
     if encoder not in ("bi", "tri", "cross") or getattr(model, "tokenizer", None) is None:
         return None
     limit = getattr(model, "max_seq_length", None)  # a SentenceTransformer's and a CrossEncoder's
@@ -498,7 +499,7 @@ def _token_check(scorer: Any) -> tuple[str, Any, int] | None:
 
 
 def _model_inputs(
-    encoder: str, model: Any, s1: list[str], s2: list[str], conditions: list[str | None] | None
+    encoder: str, model: Any, s1: list[str], s2: list[str], conditions: list[str] | None
 ) -> list[tuple[list[str], list[str] | None]]:
     """The texts (and second texts of pairs) a model tokenizes for a batch, each list with one entry per row."""
     if encoder == "tri":
@@ -506,7 +507,7 @@ def _model_inputs(
     if encoder == "cross":
         from finesim.models.builders import cross_second_text
 
-        conds = conditions if conditions is not None else [None] * len(s2)
+        conds: list[str] | list[None] = conditions if conditions is not None else [None] * len(s2)
         return [(s1, [cross_second_text(model, b, c) for b, c in zip(s2, conds)])]
     if conditions is None:
         return [(s1, None), (s2, None)]

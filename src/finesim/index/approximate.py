@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +181,7 @@ class AnnFile:
         return ids[0][ids[0] >= 0].astype(np.int64)
 
 
-def recall_at_k(exact: Sequence[int], approximate: Sequence[int], k: int = 10) -> float:
+def recall_at_k(exact: Iterable[int], approximate: Iterable[int], k: int = 10) -> float:
     """Share of the exact top-``k`` found in the approximate top-``k`` (1.0 when the exact list is empty)."""
     truth = [int(i) for i in list(exact)[:k]]
     if not truth:

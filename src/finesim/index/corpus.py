@@ -44,7 +44,7 @@ def file_record(
     from finesim.results import file_sha256
 
     p = Path(path)
-    record = {
+    record: dict[str, Any] = {
         "path": str(p.resolve()),
         "sha256": file_sha256(p) if p.is_file() else None,
         "rows": rows,
@@ -199,7 +199,7 @@ def read_corpus(
             metadata.append({name: json_value(record.values.get(name)) for name in metadata_columns})
     if not texts:
         raise DataFormatError("no rows: the corpus is empty", path=path)
-    record = file_record(
+    description = file_record(
         path, len(texts), text_column, reader.format, id_column=id_column, metadata_columns=metadata_columns
     )
-    return Corpus(texts, record, ids, metadata)
+    return Corpus(texts, description, ids, metadata)

@@ -75,7 +75,7 @@ class IndexEncoder:
     @property
     def dim(self) -> int:
         """The width of the stored vectors."""
-        if self.encoder == "tri":
+        if self.head is not None:  # a tri-encoder's
             return int(self.head.dimension)
         probe = self._conditioned(["a"], "a")
         self.encoded -= 1
@@ -84,7 +84,7 @@ class IndexEncoder:
     def describe(self) -> dict[str, Any]:
         """What the manifest records about the encoder."""
         out: dict[str, Any] = {"type": self.encoder}
-        if self.encoder == "tri":
+        if self.head is not None:  # a tri-encoder's
             from finesim.index.tri import STAGE_DESCRIPTION
 
             out["head"] = {

@@ -37,12 +37,13 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from finesim.index.errors import IndexFormatError
 from finesim.results import TEMP_NAME, pid_alive
@@ -101,7 +102,7 @@ def npy_layout(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
     return tuple(shape), np.dtype(dtype), offset
 
 
-def check_npy(path: Path, shape: tuple[int, ...], dtype: str | np.dtype, what: str = "array") -> None:
+def check_npy(path: Path, shape: tuple[int, ...], dtype: DTypeLike, what: str = "array") -> None:
     """Refuse (naming the file) a ``.npy`` file that is missing, has another shape or dtype, or is truncated or
     padded (its byte length is not header + shape x itemsize)."""
     if not path.is_file():
@@ -119,7 +120,7 @@ def check_npy(path: Path, shape: tuple[int, ...], dtype: str | np.dtype, what: s
         raise IndexFormatError(path, f"{size - expected} bytes longer than its header says ({what})")
 
 
-def load_npy(path: Path, shape: tuple[int, ...], dtype: str | np.dtype, what: str = "array") -> np.ndarray:
+def load_npy(path: Path, shape: tuple[int, ...], dtype: DTypeLike, what: str = "array") -> np.ndarray:
     """A checked (:func:`check_npy`), read-only memory map of a ``.npy`` file."""
     check_npy(path, shape, dtype, what)
     return np.load(path, mmap_mode="r")
@@ -334,12 +335,14 @@ class ArrayWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = temp_path(self.path)
-        self._array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=dtype, shape=(count, dim))
+        self._array: np.memmap | None = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=dtype, shape=(count, dim))
 
     def write_rows(self, start: int, rows: np.ndarray) -> None:
+        assert self._array is not None, "rows written after finish() or abort()"
         self._array[start : start + len(rows)] = rows
 
     def finish(self) -> None:
+        assert self._array is not None, "finish() after finish() or abort()"
         self._array.flush()
         self._array = None
         _fsync(self.tmp)
@@ -532,7 +535,7 @@ class IndexStore:
                 return part, row - part.start
         raise AssertionError("unreachable")
 
-    def _lines(self, rows: Sequence[int], name: str, offsets_name: str) -> list[Any]:
+    def _lines(self, rows: Iterable[int], name: str, offsets_name: str) -> list[Any]:
         """The JSON values on the lines of global rows ``rows`` of each part's ``name`` (one seek each)."""
         out = []
         handles: dict[str, Any] = {}
@@ -554,11 +557,11 @@ class IndexStore:
                 fh.close()
         return out
 
-    def texts(self, rows: Sequence[int]) -> list[str]:
+    def texts(self, rows: Iterable[int]) -> list[str]:
         """The texts of global rows ``rows`` (read one line each through the offsets)."""
         return self._lines(rows, TEXTS, OFFSETS)
 
-    def row_meta(self, rows: Sequence[int]) -> list[dict[str, Any]]:
+    def row_meta(self, rows: Iterable[int]) -> list[dict[str, Any]]:
         """``{"id": ..., "metadata": {...}}`` of global rows ``rows`` (what the index has of the two; ``[{}, ...]``
         for an index without IDs or metadata)."""
         if not (self.fields["id"] or self.fields["metadata"]):
@@ -629,7 +632,7 @@ class IndexStore:
 
     def stored_conditions(self) -> list[dict[str, Any]]:
         """The condition caches present: condition text, key, and how many of the parts they cover."""
-        out = []
+        out: list[dict[str, Any]] = []
         folder = self.root / CONDITIONS
         if not folder.is_dir():
             return out

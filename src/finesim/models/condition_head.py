@@ -37,7 +37,7 @@ scorer does.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import nn
@@ -59,7 +59,8 @@ class ConditionHead(HeadModule):
         rank: the hypernetwork rank ``K`` (``hypernet`` only); default ``max(1, h // 12)`` (Hyper-CL's scaler 12).
     """
 
-    config_keys: ClassVar[list[str]] = ["dimension", "kind", "transform", "dropout", "rank"]
+    # list[str] as sentence-transformers' Module declares it (overriding it with a ClassVar does not type-check)
+    config_keys: list[str] = ["dimension", "kind", "transform", "dropout", "rank"]  # noqa: RUF012
 
     def __init__(
         self,

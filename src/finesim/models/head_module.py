@@ -10,8 +10,6 @@ from typing import Any
 
 from sentence_transformers.base.modules.module import Module
 
-HUB_KWARGS = ("token", "cache_folder", "revision", "local_files_only")
-
 
 class HeadModule(Module):
     """Base class: ``save`` writes the config and the weights, ``load`` rebuilds the head from both."""
@@ -21,9 +19,26 @@ class HeadModule(Module):
         self.save_torch_weights(output_path, safe_serialization=safe_serialization)
 
     @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs: Any) -> Any:
-        """Rebuild the head from its saved config and load its trained weights."""
-        hub = {k: kwargs[k] for k in HUB_KWARGS if k in kwargs}
+    def load(
+        cls,
+        model_name_or_path: str,
+        subfolder: str = "",
+        token: bool | str | None = None,
+        cache_folder: str | None = None,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        init_defaults: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:  # the head (Self; Any keeps this file's imports to typing, torch and sentence-transformers: portable.py)
+        """Rebuild the head from its saved config and load its trained weights (``Module.load``'s signature;
+        ``init_defaults`` and the other keyword arguments a model passes to every module are not used: a head's
+        saved config names all its arguments)."""
+        hub: dict[str, Any] = {
+            "token": token,
+            "cache_folder": cache_folder,
+            "revision": revision,
+            "local_files_only": local_files_only,
+        }
         config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub)
         head = cls(**config)
         cls.load_torch_weights(model_name_or_path, subfolder=subfolder, model=head, **hub)

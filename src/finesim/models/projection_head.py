@@ -12,7 +12,7 @@ The paper does not describe ``g``. The default follows SimCSE's MLP: ``Linear(d,
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -25,7 +25,8 @@ ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU, "identity": nn
 class ProjectionHead(HeadModule):
     """Adds ``projected_embedding = act(Linear(sentence_embedding))``; ``sentence_embedding`` is kept."""
 
-    config_keys: ClassVar[list[str]] = ["in_features", "out_features", "activation"]
+    # list[str] as sentence-transformers' Module declares it (overriding it with a ClassVar does not type-check)
+    config_keys: list[str] = ["in_features", "out_features", "activation"]  # noqa: RUF012
 
     def __init__(self, in_features: int, out_features: int | None = None, activation: str = "tanh") -> None:
         super().__init__()

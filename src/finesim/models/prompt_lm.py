@@ -58,6 +58,7 @@ class PromptLMEncoder:
         else:
             self.normalize = False
         self.module = module
+        assert module.tokenizer is not None  # PromptTransformer.__init__ refuses a model without one
         if module.tokenizer.padding_side != "left":
             raise ValueError("prompt-based last-token pooling needs left padding (tokenizer.padding_side='left')")
 
@@ -76,7 +77,7 @@ class PromptLMEncoder:
     def encode(self, sentences: Sequence[str] | str, **kwargs: Any) -> Any:
         """``SentenceTransformer.encode`` (same keyword arguments); the model applies the template."""
         single = isinstance(sentences, str)
-        texts = [sentences] if single else list(sentences)
+        texts = [sentences] if isinstance(sentences, str) else list(sentences)
         if self.normalize:
             texts = [eval_normalize(s) for s in texts]
         out = self.model.encode(texts, **kwargs)

@@ -122,7 +122,8 @@ class PromptTransformer(Transformer):
     ``sentence_max_tokens``.
     """
 
-    config_keys: ClassVar[list[str]] = [*Transformer.config_keys, "template", "add_bos", "sentence_max_tokens"]
+    # list[str] as sentence-transformers' Module declares it (overriding it with a ClassVar does not type-check)
+    config_keys: list[str] = [*Transformer.config_keys, "template", "add_bos", "sentence_max_tokens"]  # noqa: RUF012
     accepts_text_pairs: ClassVar[bool] = False  # one {sentence} slot: C-STS tasks are skipped by the harness
 
     def __init__(
@@ -156,9 +157,11 @@ class PromptTransformer(Transformer):
                 f"a prompt-based encoder takes single sentences (str); input {bad[0]} is "
                 f"{type(sentences[bad[0]]).__name__} (sentence pairs or conditions are not supported)"
             )
-        bos = self.tokenizer.bos_token if self.add_bos and self.tokenizer.bos_token else ""
+        tokenizer = self.tokenizer
+        assert tokenizer is not None  # __init__ refuses a model without a text tokenizer
+        bos = tokenizer.bos_token if self.add_bos and tokenizer.bos_token else ""
         return fit_prompts(
-            self.tokenizer,
+            tokenizer,
             sentences,
             self.template,
             max_length=max_length or self.max_seq_length,

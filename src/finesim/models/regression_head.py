@@ -21,7 +21,7 @@ the head (stage 1), :func:`unfreeze_all` undoes it (stage 2).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -55,7 +55,8 @@ class RegressionHead(HeadModule):
         bias: bias in the linear layer (the reference uses one).
     """
 
-    config_keys: ClassVar[list[str]] = ["in_features", "out_features", "concat", "bias"]
+    # list[str] as sentence-transformers' Module declares it (overriding it with a ClassVar does not type-check)
+    config_keys: list[str] = ["in_features", "out_features", "concat", "bias"]  # noqa: RUF012
 
     def __init__(
         self,

@@ -83,7 +83,7 @@ def transformer_module(model: Any) -> Any:
     ``forward`` (what an export replaces); a ``ValueError`` saying what is supported otherwise."""
     modules = list(model)
     first = modules[0] if modules else None
-    if type(first) not in (Transformer, ExportedTransformer):
+    if first is None or type(first) not in (Transformer, ExportedTransformer):
         name = type(first).__name__ if first is not None else "nothing"
         raise ValueError(
             f"the model starts with {name}, not a sentence-transformers Transformer: finesim export supports "

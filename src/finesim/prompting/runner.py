@@ -11,7 +11,7 @@ from datasets import Dataset
 from finesim.prompting.backends.base import GenerationBackend
 from finesim.prompting.cache import ReplyCache, cache_key
 from finesim.prompting.parsing import prompting_metrics, resolve_replies
-from finesim.prompting.prompts import Example, build_prompt, instruction_text, label_range
+from finesim.prompting.prompts import Example, ExampleFormat, build_prompt, instruction_text, label_range
 from finesim.prompting.sampler import DemonstrationSampler
 
 logger = logging.getLogger("finesim.prompting")
@@ -24,7 +24,7 @@ def build_prompts(
     task: str,
     k: int,
     instructions: str,
-    style: str = "plain",
+    style: ExampleFormat = "plain",
     seed: int = 42,
 ) -> tuple[list[str], DemonstrationSampler]:
     """One prompt per query row, with ``k`` demonstrations drawn from ``train`` (seeded)."""
@@ -37,7 +37,7 @@ def build_prompts(
     for s1, s2, condition in zip(cols["sentence1"], cols["sentence2"], conditions):
         query = Example(s1, s2, condition)
         demonstrations = sampler.draw((s1, s2))
-        prompts.append(build_prompt(query, demonstrations, instruction=instruction, style=style))  # type: ignore[arg-type]
+        prompts.append(build_prompt(query, demonstrations, instruction=instruction, style=style))
     if sampler.queries_with_own_pair:
         logger.warning(
             "%d of %d queries have their own sentence pair in the demonstration data; it was left out of their "
@@ -58,7 +58,7 @@ def evaluate_prompting(
     task: str,
     k: int,
     instructions: str,
-    style: str = "plain",
+    style: ExampleFormat = "plain",
     seed: int = 42,
     cache: ReplyCache | None = None,
     cache_namespace: str | None = None,

@@ -112,7 +112,7 @@ class ScoringEngine:
         counts = _Counts()
         results: list[Any] = [None] * len(jobs)
         combined = [i for i, job in enumerate(jobs) if not isinstance(job, SearchJob)]
-        model_jobs: list[ModelJob] = [jobs[i] for i in combined]  # type: ignore[misc]
+        model_jobs: list[ModelJob] = [job for job in jobs if not isinstance(job, SearchJob)]
         for i, result in zip(combined, self._run_combined(model_jobs, counts)):
             results[i] = result
         for i, job in enumerate(jobs):
@@ -181,14 +181,16 @@ class ScoringEngine:
         return out
 
     def _run_cross(self, jobs: Sequence[ModelJob], counts: _Counts) -> list[Any]:
+        pair_jobs: list[PairJob] = []
         for job in jobs:
             if not isinstance(job, PairJob):
                 raise ValueError(f"this model ({self.scorer.encoder}) has no embeddings of its own")
-        triples = [t for job in jobs for t in zip(job.sentences1, job.sentences2, job.conditions)]  # type: ignore[union-attr]
+            pair_jobs.append(job)
+        triples = [t for job in pair_jobs for t in zip(job.sentences1, job.sentences2, job.conditions)]
         table = self._lookup(triples, counts, self._cross)
         return [
-            np.asarray([table[t] for t in zip(job.sentences1, job.sentences2, job.conditions)], dtype=np.float32)  # type: ignore[union-attr]
-            for job in jobs
+            np.asarray([table[t] for t in zip(job.sentences1, job.sentences2, job.conditions)], dtype=np.float32)
+            for job in pair_jobs
         ]
 
     def _lookup(self, keys: Sequence[Hashable], counts: _Counts, compute: Any) -> dict[Hashable, Any]:
@@ -276,17 +278,17 @@ def input_tokens(scorer: Any, texts: Sequence[str], conditions: Sequence[str | N
             counts = [a + b for a, b in zip(counts, alone)]
         return counts
     with_condition = [i for i, c in enumerate(conditions) if c is not None]
-    given = [conditions[i] for i in with_condition]
+    given = [c for c in conditions if c is not None]  # the conditions of with_condition, in order
     if scorer.encoder == "tri":
         counts = _lengths(scorer.model, list(texts), None)
-        for i, n in zip(with_condition, _lengths(scorer.model, given, None)):  # type: ignore[arg-type]
+        for i, n in zip(with_condition, _lengths(scorer.model, given, None)):
             counts[i] += n
         return counts
     counts = [0] * len(texts)
     without = [i for i, c in enumerate(conditions) if c is None]
     for i, n in zip(without, _lengths(scorer.model, [texts[i] for i in without], None)):
         counts[i] = n
-    for i, n in zip(with_condition, _lengths(scorer.model, [texts[i] for i in with_condition], given)):  # type: ignore[arg-type]
+    for i, n in zip(with_condition, _lengths(scorer.model, [texts[i] for i in with_condition], given)):
         counts[i] = n
     return counts
 

@@ -12,6 +12,7 @@ Where things are declared: :mod:`finesim.training.encoders` (``ENCODERS``), :mod
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 # the public names by the module that defines them; imported on first use (PEP 562), so reading a recipe (the
@@ -54,6 +55,7 @@ def available() -> dict[str, list[str]]:
 
 def __getattr__(name: str) -> Any:
     """Import the public names on first use (PEP 562)."""
+    module: ModuleType
     if name in _ENCODERS:
         from finesim.training import encoders as module
     elif name in _FORMATS:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
@@ -66,5 +66,6 @@ class ConditionalSimilarityEvaluator(BaseEvaluator):
     ) -> dict[str, float]:
         metrics = self.compute(model)
         metrics = self.prefix_name_to_metrics(metrics, self.name)
-        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        # cast: sentence-transformers annotates epoch as int, but its trainer passes the fractional state.epoch
+        self.store_metrics_in_model_card_data(model, metrics, cast(int, epoch), steps)
         return metrics

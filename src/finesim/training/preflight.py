@@ -204,6 +204,7 @@ def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
     options = FormatOptions(
         label_range=(recipe.labels.low, recipe.labels.high), columns=dict(d.columns or {}), split=d.split
     )
+    # a Hub id goes to the table reader as the string it is (read_table takes str | Path; DataLoader types a Path)
     dataset, report = get_data_format(data_format)(spec if hub else path, options)  # type: ignore[arg-type]
     if len(dataset) == 0:
         raise DataFormatError(f"no rows to {'train on' if role == 'train' else 'validate on'} (data.{role})", path=path)
@@ -287,7 +288,7 @@ def check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> tuple[Datas
         from finesim.data.pairing import PairingError, pair_conditions
 
         try:
-            return pair_conditions(rows, equal_labels=recipe.data.equal_labels)  # type: ignore[arg-type]
+            return pair_conditions(rows, equal_labels=recipe.data.equal_labels)
         except PairingError as err:
             raise RecipeError(f"{train_path}: {err} (data.equal_labels in {source})") from None
     if objective.layout == "triplets":
@@ -394,7 +395,7 @@ def _last_checkpoint(folder: Path) -> str | None:
         prefix, _, step = child.name.partition("-")
         if child.is_dir() and prefix == "checkpoint" and step.isdigit():
             found.append((int(step), child))
-    skipped = []
+    skipped: list[str] = []
     for _, checkpoint in sorted(found, reverse=True):
         if _complete(checkpoint):
             if skipped:

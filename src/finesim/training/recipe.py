@@ -267,7 +267,7 @@ class CaseRecipe(_RecipeBase):
     case: CaseSpec = Field(default_factory=CaseSpec)
 
 
-METHODS: dict[str, type[_RecipeBase]] = {"sentence-transformers": Recipe, "case": CaseRecipe}
+METHODS: dict[str, type[Recipe] | type[CaseRecipe]] = {"sentence-transformers": Recipe, "case": CaseRecipe}
 SECTIONS = ("model", "objective", "data", "labels", "train", "case")
 
 # ------------------------------------------------------------------ pydantic's errors as recipe errors
@@ -283,11 +283,12 @@ def _members(annotation: Any) -> list[Any]:
 def _field_at(cls: type[BaseModel], loc: tuple[str, ...]) -> FieldInfo | None:
     """The field of ``cls`` that ``loc`` points at (None below a plain mapping)."""
     info = None
+    model: type[BaseModel] | None = cls
     for part in loc:
-        if cls is None or part not in cls.model_fields:
+        if model is None or part not in model.model_fields:
             return None
-        info = cls.model_fields[part]
-        cls = next((m for m in _members(info.annotation) if isinstance(m, type) and issubclass(m, BaseModel)), None)
+        info = model.model_fields[part]
+        model = next((m for m in _members(info.annotation) if isinstance(m, type) and issubclass(m, BaseModel)), None)
     return info
 
 
@@ -317,7 +318,8 @@ def recipe_error(err: ValidationError, cls: type[BaseModel], source: str, key: A
     value, info = e.get("input"), _field_at(cls, loc)
     if e["type"] == "extra_forbidden":
         parent = _field_at(cls, loc[:-1])
-        section = next((m for m in _members(parent.annotation) if isinstance(m, type)), cls) if parent else cls
+        members = _members(parent.annotation) if parent else []
+        section = next((m for m in members if isinstance(m, type) and issubclass(m, BaseModel)), cls)
         allowed = section.model_fields
         where = "".join(f"{p}." for p in loc[:-1])
         message = str(unknown_key(loc[-1], allowed, where, source))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from finesim.prompting.backends.base import ReplyCallback
 
@@ -116,7 +116,9 @@ class HFBackend:
         kwargs: dict[str, Any] = {"dtype": torch_dtype, "trust_remote_code": trust_remote_code}
         if device_map is not None:
             kwargs["device_map"] = device_map
-        self.lm = cls.from_pretrained(source, **kwargs)
+        # Any: transformers types the loaded model so that `.to(device)` (a functools.wraps-wrapped method) and
+        # `.generate(...)` (GenerationMixin's self type) do not type-check, though both are the documented calls
+        self.lm: Any = cast(Any, cls.from_pretrained(source, **kwargs))
         if device_map is None:
             self.lm.to(device)
         self.lm.eval()
@@ -151,9 +153,11 @@ class HFBackend:
     def _render(self, prompt: str) -> str:
         if not self.chat_template:
             return prompt
-        return self.tokenizer.apply_chat_template(
+        # with tokenize=False the template renders to one string; transformers annotates every return form at once
+        rendered = self.tokenizer.apply_chat_template(
             [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
         )
+        return cast(str, rendered)
 
     def generate(self, prompts: Sequence[str], on_reply: ReplyCallback | None = None) -> list[str | None]:
         """Greedy replies in prompt order; ``on_reply`` is called after each batch for its prompts."""
