@@ -93,3 +93,27 @@ def test_finesim_train_trains_a_case_recipe_like_the_alias(tiny_bert_dir: Path, 
     assert a["options"]["recipe"] == str(recipe) and b["options"]["recipe"] is None
     assert a["options"]["train"] == b["options"]["train"] == str(root / "csts" / "train.csv")
     assert (tmp_path / "a" / "case_model.json").is_file()
+
+
+def test_the_dims_note_only_when_dims_is_set(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    """The note that ``case.dims`` is the sweep's comes when a recipe (or ``--dims``) sets it, never because another
+    CASE option was given on the command line (an option once marked every key as set)."""
+    from finesim.cli.main import main
+
+    root = tmp_path / "data"
+    (root / "csts").mkdir(parents=True)
+    _write_csts(root / "csts" / "train.csv", 40, 0)
+    _write_csts(root / "csts" / "validation.csv", 12, 2)
+    note = "case.dims is read by finesim case sweep; this trains one projection"
+    flags = ["--model", str(tiny_bert_dir), "--kind", "linear", "--epochs", "1", "--cache-dir", str(tmp_path / "c")]
+    flags += ["--train", str(root / "csts" / "train.csv"), "--no-progress"]
+    assert main(["case", "train", "--dim", "6", *flags, "--output-dir", str(tmp_path / "a")]) == 0
+    assert note not in capsys.readouterr().err
+    sweep = Path(__file__).resolve().parents[2] / "recipes" / "case" / "minilm-dimension-sweep.yaml"
+    dry = ["--set", f"case.model={tiny_bert_dir}", "--data", str(root), "-o", str(tmp_path / "b"), "--dry-run"]
+    assert main(["train", str(sweep), *dry]) == 0
+    assert f"{note} (case.dim 512)" in capsys.readouterr().err
+    assert (
+        main(["case", "train", "--recipe", str(sweep), "--dim", "6", *flags, "--output-dir", str(tmp_path / "d")]) == 0
+    )
+    assert f"{note} (case.dim 6)" in capsys.readouterr().err  # the recipe's dims, with an option given

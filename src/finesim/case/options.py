@@ -53,8 +53,11 @@ def case_recipe(command_line: Mapping[str, Any] | None = None, recipe: str | Pat
             given[key] = value
     if not given:
         return base
-    data = {**base.to_dict(), "seed": given.pop("seed", base.seed)}
-    data["case"] = {**data["case"], **given}
+    # only what the recipe and the command line really set: a key set here counts as given (``model_fields_set``)
+    data = base.model_dump(exclude_unset=True)
+    if "seed" in given:
+        data["seed"] = given.pop("seed")
+    data["case"] = {**data.get("case", {}), **given}
     try:
         merged = CaseRecipe.model_validate(data)
     except ValidationError as err:
