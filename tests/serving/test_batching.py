@@ -159,6 +159,50 @@ def test_a_failed_piece_fails_its_request_and_its_other_pieces_are_skipped() -> 
     assert engine.inputs == [["0"], ["1", "bad"], ["9"]]  # "3", "4", "5" were never scored
 
 
+def test_a_split_request_cancelled_after_its_first_piece_scores_no_further_pieces() -> None:
+    """Budget 2: the first piece of a 6-input request is in the model when its client goes; ``cancel`` cannot
+    cancel a running future, but it abandons the request: its other 4 inputs are never scored, and the request
+    queued behind it is."""
+    engine = RecordingEngine()
+    seen: list[BatchStats] = []
+    batcher = MicroBatcher(engine, max_items=2, max_wait_s=0.0, on_batch=seen.append).start()
+    try:
+        gone = batcher.submit(_job(0, 6))
+        assert engine.entered.wait(10)  # its first piece ("0", "1") is being scored
+        after = batcher.submit(_job(9, 1))
+        assert gone.running() and not gone.cancel()  # too late to cancel, not too late to abandon
+        assert gone.abandoned
+        engine.release.set()
+        np.testing.assert_array_equal(after.result(10), [9.0])
+        with pytest.raises(CancelledError):
+            gone.result(10)  # resolved for nobody rather than left running forever
+    finally:
+        batcher.stop(10)
+    assert engine.inputs == [["0", "1"], ["9"]]  # "2" to "5" were dropped
+    assert [s.items for s in seen] == [2, 1]
+
+
+def test_a_batch_counts_the_tokens_of_live_pieces_only() -> None:
+    """A request cancelled while the worker waits for more jobs to fill its batch is dropped from that batch, and so
+    are its tokens: the batch's ``tokens`` are those of what the model scored."""
+    engine = RecordingEngine({"10": 4, "11": 4, "20": 3})
+    engine.release.set()
+    seen: list[BatchStats] = []
+    batcher = MicroBatcher(
+        engine, max_items=100, max_tokens=100, max_requests=2, max_wait_s=10.0, on_batch=seen.append
+    ).start()
+    try:
+        gone = batcher.submit(_job(10, 2))
+        wait_until(lambda: batcher.queued() == 0, what="the worker to take the first job")
+        assert gone.cancel()  # not started yet: cancelled outright
+        kept = batcher.submit(_job(20, 1))  # the second request fills the batch (max_requests 2): it runs now
+        np.testing.assert_array_equal(kept.result(10), [20.0])
+    finally:
+        batcher.stop(10)
+    assert engine.inputs == [["20"]]
+    assert [(s.requests, s.items, s.tokens) for s in seen] == [(1, 1, 3)]  # not 4 + 4 + 3 = 11
+
+
 def test_the_worker_waits_for_more_jobs_up_to_max_wait() -> None:
     engine = RecordingEngine()
     engine.release.set()

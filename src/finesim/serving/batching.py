@@ -13,6 +13,10 @@ at most ``max_wait_s`` for more, then runs what it has.
 Each batch goes to :meth:`finesim.serving.engine.ScoringEngine.run`, which computes each distinct input once;
 every request's future is resolved once all its pieces are scored. ``max_items`` 1 scores one input at a time;
 ``max_requests`` 1 (with ``max_items`` at least the largest request) one request at a time.
+
+A request whose client has gone is **abandoned**: cancelling its future (what ``asyncio.wrap_future`` does when the
+awaiting task is cancelled) marks it even once its first piece has started, when ``Future.cancel`` itself can no
+longer cancel it, and the worker drops its remaining pieces instead of scoring them to the end.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,20 +44,46 @@ class ShuttingDown(RuntimeError):
     """A job was submitted after the worker was told to stop."""
 
 
+class RequestFuture(Future):
+    """The future of a submitted job. :meth:`cancel` also marks it :attr:`abandoned`, which the worker reads before
+    each piece: a split request whose client has gone stops being scored even after its first piece started (a
+    running ``Future`` cannot be cancelled, so ``cancel`` alone would let the rest be scored for nobody)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.abandoned = False
+
+    def cancel(self) -> bool:
+        """Mark the request abandoned (its remaining pieces are dropped); cancel it when it has not started yet."""
+        self.abandoned = True
+        return super().cancel()
+
+
 @dataclass(eq=False)
 class _Request:
     """A submitted job, its future, and the results of its pieces scored so far."""
 
     job: Job
-    future: Future
+    future: RequestFuture
     tokens: list[int] | None = None  # per-input tokens, counted by the worker when a token budget is set
     prefix: list[int] = field(default_factory=list)  # prefix sums of ``tokens``
     parts: dict[int, Any] = field(default_factory=dict)  # start -> result of the piece starting there
     scored: int = 0  # inputs whose piece has been scored
     state: str = "queued"  # queued | running | done (answered, failed or cancelled)
 
+    def finished(self) -> bool:
+        """Whether nothing more of this request is to be scored: answered, failed, or abandoned by its client (an
+        abandoned request that had started is resolved here with a ``CancelledError`` nobody reads)."""
+        if self.future.abandoned and self.state != "done":
+            self.state = "done"
+            if self.future.running():
+                self.future.set_exception(CancelledError("the client abandoned the request"))
+        return self.state == "done"
+
     def begin(self) -> bool:
         """Whether a piece of this request should be scored (its client still waits and nothing failed)."""
+        if self.finished():
+            return False
         if self.state == "queued":
             self.state = "running" if self.future.set_running_or_notify_cancel() else "done"
         return self.state == "running"
@@ -136,9 +166,10 @@ class MicroBatcher:
         self._thread.start()
         return self
 
-    def submit(self, job: Job) -> Future:
-        """Queue ``job``; the future gets its result (or exception) once all of it has been scored."""
-        future: Future = Future()
+    def submit(self, job: Job) -> RequestFuture:
+        """Queue ``job``; the future gets its result (or exception) once all of it has been scored. Cancelling the
+        future abandons the job: pieces not yet scored are dropped, even once its first piece has started."""
+        future = RequestFuture()
         with self._lock:
             if self._stopping:
                 raise ShuttingDown("the server is shutting down")
@@ -193,7 +224,7 @@ class MicroBatcher:
                     stop = True
                     break
             if batch:
-                self._process(batch, tokens if self.max_tokens is not None else None)
+                self._process(batch)
             if stop:
                 return
 
@@ -215,7 +246,7 @@ class MicroBatcher:
     def _fit(self, piece: _Piece, items: int, tokens: int, *, first: bool) -> tuple[_Piece | None, _Piece | None]:
         """What of ``piece`` goes into a batch holding ``items`` inputs and ``tokens`` tokens, and what is left."""
         request, start, stop = piece.request, piece.start, piece.stop
-        if request.state == "done" or request.future.cancelled():  # failed, or its client has gone: drop the rest
+        if request.finished():  # failed, or its client has gone: drop the rest
             return None, None
         if stop == start:  # an empty job (nothing to split): it rides along
             return piece, None
@@ -230,10 +261,11 @@ class MicroBatcher:
         cut = start + room
         return _Piece(request, start, cut), (_Piece(request, cut, stop) if cut < stop else None)
 
-    def _process(self, batch: list[_Piece], tokens: int | None) -> None:
+    def _process(self, batch: list[_Piece]) -> None:
         live = [p for p in batch if p.request.begin()]  # skip jobs whose client has gone or that failed already
         if not live:
             return
+        tokens = None if self.max_tokens is None else sum(p.request.span_tokens(p.start, p.stop) for p in live)
         split = sum(p.stop - p.start < p.request.job.size for p in live)
         try:
             results, stats = self.engine.run([piece_of(p.request.job, p.start, p.stop) for p in live])
