@@ -324,6 +324,15 @@ def main_job_section(folder: Path) -> list[str]:
             f"Spearman, the same to the digit; {over['overestimated']} of {over['pairs']} validation pairs",
             "over-estimated (the CCL paper's Appendix A count).",
         ]
+    for later in sorted(folder.glob("refactor_main_job_after_*.json")):  # benchmarks/main_job_check.py
+        d = read(later)
+        before, v = d["before_validation_spearman"], d["after"]["validation"]["spearman"]
+        same = "the same to the digit" if f"{before:.2f}" == f"{v:.2f}" else "**not** the same to the digit"
+        lines += [
+            "",
+            f"Rerun {d['what'].split(', against')[0].split(') ', 1)[-1]} (`{later.name}`, seed 42): {v:.2f} "
+            f"validation Spearman against {before:.2f} before, {same}.",
+        ]
     return lines
 
 
