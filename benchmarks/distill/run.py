@@ -31,7 +31,12 @@ Run it under the CPU lock on this machine (a GPU: ``--device cuda``), e.g.::
     python benchmarks/distill/run.py --teacher T --student R --max-triples 2000 --max-steps 50   # a smoke run
 
 The teacher must not have trained on the dev split: train it with ``data.dev_fraction`` / ``data.dev_seed`` equal to
-``--dev-fraction`` / ``--dev-seed`` (0.1 and 42, as recipes/csts/mpnet-bi-mse.yaml and the levers runs do).
+``--dev-fraction`` / ``--dev-seed`` (0.1 and 42, as recipes/csts/mpnet-bi-mse.yaml and the levers runs do). This is
+checked before any work (:func:`finesim.models.teacher.check_teacher_dev_split`, and again by ``finesim distill-data
+--teacher``): the teacher's recorded recipe (the card in its ``finesim_model.json``, or the ``config.json`` of the
+finesim run beside its folder) must hold those values; a teacher that records other values is refused, and so is one
+that records none (a Hub model) unless ``--allow-unchecked-teacher`` says you know it never saw the dev rows. The
+results file records what was checked (``teacher.dev_split``).
 """
 
 from __future__ import annotations
@@ -69,6 +74,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--new-pair-fraction", type=float, default=0.2, help="share of new pairs (default: %(default)s)")
     p.add_argument("--dev-fraction", type=float, default=0.1, help="dev split: share of pairs (default: 0.1)")
     p.add_argument("--dev-seed", type=int, default=42, help="dev split's seed: the teacher's data.dev_seed")
+    p.add_argument(
+        "--allow-unchecked-teacher",
+        action="store_true",
+        help="run with a teacher that records no training recipe (a Hub model) that you know never saw the dev rows",
+    )
     p.add_argument("--max-triples", type=int, default=None, help="smoke run: this many triples instead of --size")
     p.add_argument("--max-steps", type=int, default=None, help="smoke run: stop the student after this many steps")
     p.add_argument(
@@ -199,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         overrides += [f"train.max_steps={args.max_steps}", "train.eval_strategy=steps"]
         overrides += [f"train.eval_steps={max(1, args.max_steps // 2)}"]
     recipe = load_recipe(recipe_path, overrides)  # checked now, before any work
+    from finesim.models.teacher import check_teacher_dev_split
+
+    checked = check_teacher_dev_split(  # the teacher never saw the dev rows: refused now, before any work
+        teacher, dev_fraction=args.dev_fraction, dev_seed=args.dev_seed, allow_unchecked=args.allow_unchecked_teacher
+    )
     work = Path(args.work or Path("runs/distill") / slug(teacher) / f"seed{args.seed}{'-smoke' if smoke else ''}")
     work.mkdir(parents=True, exist_ok=True)
     steps = Steps(work, args.device)
@@ -215,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         "--dev-fraction", str(args.dev_fraction), "--dev-seed", str(args.dev_seed), "--dev-out", str(dev),
         "--report", str(report), "--no-progress",
     ]  # fmt: skip
-    steps.run("triples", build, {"args": build[2:], "train": file_sha256(train_csv)}, [triples, dev, report])
+    # the teacher check: the same in distill-data, and not part of the step's fingerprint (it writes nothing)
+    check = ["--allow-unchecked-teacher"] if checked is None else ["--teacher", teacher]
+    steps.run("triples", build + check, {"args": build[2:], "train": file_sha256(train_csv)}, [triples, dev, report])
 
     # 2. the teacher's scores
     teacher_sha = model_hash(teacher)
@@ -257,7 +274,13 @@ def main(argv: list[str] | None = None) -> int:
     record = {
         "benchmark": "distill",
         "smoke": smoke,
-        "teacher": {"model": teacher, "sha256": teacher_sha},
+        "teacher": {
+            "model": teacher,
+            "sha256": teacher_sha,
+            "dev_split": "unchecked (--allow-unchecked-teacher)"
+            if checked is None
+            else {"fraction": checked.fraction, "seed": checked.seed, "recorded_in": portable(checked.source)},
+        },
         "student": {"recipe_file": str(recipe_path), "overrides": overrides, "recipe": recipe.to_dict()},
         "seed": args.seed,
         "data": {

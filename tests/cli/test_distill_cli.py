@@ -46,8 +46,10 @@ def write_csts(path: Path, pairs: int, seed: int = 0) -> Path:
     return path
 
 
-def _distill(*args: str) -> int:
-    return main(["distill-data", "--no-progress", *args])
+def _distill(*args: str, unchecked: bool = True) -> int:
+    """``finesim distill-data`` (with ``--allow-unchecked-teacher`` unless ``unchecked`` is False: the tests' tiny
+    teachers record no training recipe)."""
+    return main(["distill-data", "--no-progress", *args, *(["--allow-unchecked-teacher"] if unchecked else [])])
 
 
 def test_files_and_report(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -144,6 +146,80 @@ def test_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
         "only 16; size can be at most 124 at new_pair_fraction 0.2"
     )
     assert message in err, err
+
+
+def _teacher_folder(folder: Path, data: dict | None, *, run_config: dict | None = None) -> Path:
+    """A hand-written teacher folder: a marker whose card records a recipe with ``data`` (none when None), and with
+    ``run_config`` a ``config.json`` of a finesim run beside it (the folder is then ``RUN/model``)."""
+    model = folder / "model" if run_config is not None else folder
+    model.mkdir(parents=True)
+    card = {"encoder": "bi"} if data is None else {"encoder": "bi", "recipe": {"name": "teacher", "data": data}}
+    (model / "finesim_model.json").write_text(json.dumps({"encoder": "bi", "card": card}), encoding="utf-8")
+    if run_config is not None:
+        (folder / "config.json").write_text(json.dumps(run_config), encoding="utf-8")
+        (folder / "run.json").write_text("{}", encoding="utf-8")
+    return model
+
+
+def test_the_teacher_must_not_have_trained_on_the_dev_split(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """--teacher reads the teacher's recorded recipe: the same dev split passes; another split, training on all of
+    train, or no record at all is refused before anything is written; --allow-unchecked-teacher is only for a
+    teacher that records nothing."""
+    train = write_csts(tmp_path / "train.csv", pairs=30)
+    out, dev = tmp_path / "triples.csv", tmp_path / "dev.csv"
+    base = ("--train", str(train), "--out", str(out), "--size", "100", "--dev-fraction", "0.2", "--dev-out", str(dev))
+
+    def build(*extra: str) -> int:
+        return _distill(*base, *extra, unchecked=False)
+
+    same = _teacher_folder(tmp_path / "same", {"dev_fraction": 0.2, "dev_seed": 42})
+    assert build("--teacher", str(same)) == 0 and out.is_file()
+    out.unlink()
+    other = _teacher_folder(tmp_path / "other", {"dev_fraction": 0.1, "dev_seed": 42})
+    assert build("--teacher", str(other)) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"{other} was trained with data.dev_fraction 0.1 and data.dev_seed 42 ({other / 'finesim_model.json'}), but "
+        "the dev split here is data.dev_fraction 0.2 and data.dev_seed 42: the teacher trained on dev rows"
+    ) in err, err
+    assert not out.exists()
+    everything = _teacher_folder(tmp_path / "all", {"dev_fraction": None, "dev_seed": 42})
+    assert build("--teacher", str(everything)) == 1
+    assert "was trained on all of train (data.dev_fraction null)" in capsys.readouterr().err
+    seed = _teacher_folder(tmp_path / "seed", {"dev_fraction": 0.2, "dev_seed": 7})
+    assert build("--teacher", str(seed)) == 1
+    assert "data.dev_fraction 0.2 and data.dev_seed 7" in capsys.readouterr().err
+    # a finesim run folder: the marker's card records no recipe, the run's config.json does
+    run = _teacher_folder(tmp_path / "run", None, run_config={"data": {"dev_fraction": 0.1, "dev_seed": 42}})
+    assert build("--teacher", str(run)) == 1
+    assert f"data.dev_seed 42 ({tmp_path / 'run' / 'config.json'})" in capsys.readouterr().err
+    bare = _teacher_folder(tmp_path / "bare", None)
+    assert build("--teacher", str(bare)) == 1
+    err = capsys.readouterr().err
+    assert f"{bare}: no recorded training recipe" in err and "--allow-unchecked-teacher" in err, err
+    assert not out.exists()
+    with pytest.raises(SystemExit) as exit_:
+        build()
+    assert exit_.value.code == 2 and "--teacher MODEL is required with a dev split" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build("--teacher", str(same), "--allow-unchecked-teacher")
+    assert "give one of them" in capsys.readouterr().err
+    assert build("--allow-unchecked-teacher") == 0 and out.is_file()
+
+
+def test_the_teacher_check_from_python(tmp_path: Path) -> None:
+    from finesim.models.teacher import TeacherCheckError, check_teacher_dev_split, recorded_dev_split
+
+    same = _teacher_folder(tmp_path / "same", {"dev_fraction": 0.1, "dev_seed": 42})
+    record = check_teacher_dev_split(same, dev_fraction=0.1, dev_seed=42)
+    assert record is not None and (record.fraction, record.seed) == (0.1, 42)
+    bare = _teacher_folder(tmp_path / "bare", None)
+    assert recorded_dev_split(bare) is None
+    assert check_teacher_dev_split(bare, dev_fraction=0.1, dev_seed=42, allow_unchecked=True) is None
+    with pytest.raises(TeacherCheckError, match="no recorded training recipe"):
+        check_teacher_dev_split(bare, dev_fraction=0.1, dev_seed=42)
+    with pytest.raises(TeacherCheckError, match=r"trained with data\.dev_fraction 0\.1"):  # a known leak: never allowed
+        check_teacher_dev_split(same, dev_fraction=0.2, dev_seed=42, allow_unchecked=True)
 
 
 # ------------------------------------------------------------------ end to end with tiny models

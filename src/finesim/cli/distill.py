@@ -18,15 +18,20 @@ No triple is written twice (a pair counts in either order), and the draws are se
 A development split of whole sentence pairs (--dev-fraction, --dev-seed: the split a recipe's data.dev_fraction and
 data.dev_seed carve, so a teacher trained with the same values never saw it) is written with its human labels as a
 C-STS CSV (--dev-out), for the student's checkpoint selection. No triple holds a dev sentence: training pairs that
-share a sentence with a dev pair are dropped, and the report counts them.
+share a sentence with a dev pair are dropped, and the report counts them. The teacher must not have trained on
+those rows: --teacher MODEL reads its recorded recipe (the card in its finesim_model.json, or the config.json of the
+finesim run beside it) and refuses a teacher whose data.dev_fraction / data.dev_seed differ from --dev-fraction /
+--dev-seed, or that records none. A teacher finesim did not train (a Hub model) records nothing: say
+--allow-unchecked-teacher instead of --teacher when you know it never saw these rows. One of the two is required
+with a dev split.
 
 The triples file (--out: .parquet, .csv, .tsv or .jsonl) has the columns sentence1, sentence2, condition and kind
 (own, other-condition, new-pair), in a seeded order. Both files are written atomically.
 
 examples:
-  finesim distill-data --train csts/train.csv --out triples.parquet --dev-out dev.csv
+  finesim distill-data --train csts/train.csv --out triples.parquet --dev-out dev.csv --teacher runs/bi/model
   finesim distill-data --train csts/train.csv --out triples.parquet --size 200000 --seed 42 \\
-      --dev-fraction 0.1 --dev-seed 42 --dev-out dev.csv --report triples.json
+      --dev-fraction 0.1 --dev-seed 42 --dev-out dev.csv --report triples.json --teacher runs/bi/model
   finesim score --model TEACHER --input triples.parquet --output scored.parquet --score-column teacher"""
 
 
@@ -66,6 +71,17 @@ def register(subparsers: Any) -> None:
         "--dev-out", metavar="FILE", help="the dev rows with their labels, a C-STS .csv (required unless --no-dev)"
     )
     p.add_argument("--no-dev", action="store_true", help="no dev split (then no --dev-out)")
+    p.add_argument(
+        "--teacher",
+        metavar="MODEL",
+        default=None,
+        help="the teacher whose recorded data.dev_fraction / data.dev_seed must equal --dev-fraction / --dev-seed",
+    )
+    p.add_argument(
+        "--allow-unchecked-teacher",
+        action="store_true",
+        help="no --teacher check: for a teacher that records no recipe (a Hub model) and never saw these dev rows",
+    )
     p.add_argument("--data", default=None, help="data root for a relative --train (default: $FINESIM_DATA)")
     p.add_argument("--report", metavar="FILE", default=None, help="write the counts and settings as JSON (atomically)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -124,6 +140,19 @@ def run(args: argparse.Namespace) -> int:
     train = resolve_train(args.train, args.data)
     if not train.is_file():
         raise FileNotFoundError(f"--train {args.train}: no such file (looked here and under the data root)")
+    if args.teacher and args.allow_unchecked_teacher:
+        raise UsageError("--teacher checks the teacher, --allow-unchecked-teacher skips the check: give one of them")
+    if not args.no_dev:
+        if args.teacher:
+            from finesim.models.teacher import check_teacher_dev_split
+
+            check_teacher_dev_split(args.teacher, dev_fraction=args.dev_fraction, dev_seed=args.dev_seed)
+        elif not args.allow_unchecked_teacher:
+            raise UsageError(
+                "--teacher MODEL is required with a dev split (its recorded data.dev_fraction / data.dev_seed must "
+                "equal --dev-fraction / --dev-seed, so it never saw the dev rows), or --allow-unchecked-teacher for "
+                "a teacher that records no recipe (a Hub model)"
+            )
 
     from finesim.data.distill import write_distillation_files
     from finesim.results import portable, write_json_atomic

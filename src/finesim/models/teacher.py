@@ -1,0 +1,102 @@
+"""What a distillation teacher recorded about the dev split its training held out, and the check that it never saw
+the dev rows a student is selected on (``finesim distill-data --teacher``, benchmarks/distill/run.py).
+
+A teacher trained on all of C-STS train has seen the dev rows: its dev score is inflated and the rows leak into the
+student's checkpoint selection. finesim records the recipe a model was trained with in two places, read in this
+order: the card of the folder's marker (``finesim_model.json``, its ``card.recipe``), and the ``config.json`` that
+``finesim train`` writes beside the ``model/`` folder (the resolved recipe). Their ``data.dev_fraction`` and
+``data.dev_seed`` must equal the split the triples are built with. A model without either record (a Hub model, a
+folder saved by hand) cannot be checked: it is refused unless the caller says it knows (``allow_unchecked``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from finesim.models.card import CARD_KEY
+from finesim.models.hub import MARKER_FILE, resolve_model_path
+
+RUN_CONFIG_FILE = "config.json"  # what ``finesim train`` writes beside ``model/``: the resolved recipe
+
+
+class TeacherCheckError(ValueError):
+    """The teacher's recorded dev split is missing or differs from the one the triples are built with."""
+
+
+@dataclass(frozen=True)
+class RecordedDevSplit:
+    """The dev split a model's training recipe held out: ``fraction`` None means it trained on all of train."""
+
+    fraction: float | None
+    seed: int | None
+    source: str  # the file it was read from
+
+
+def _recipe_data(recipe: Any) -> dict[str, Any] | None:
+    data = recipe.get("data") if isinstance(recipe, dict) else None
+    return data if isinstance(data, dict) and "dev_fraction" in data else None
+
+
+def recorded_dev_split(model: str | Path) -> RecordedDevSplit | None:
+    """The dev split recorded for ``model`` (a folder, or a name finesim resolves), None when nothing records it.
+
+    Raises:
+        TeacherCheckError: a record that is not valid JSON.
+    """
+    folder = Path(resolve_model_path(str(model)))
+    candidates = [(folder / MARKER_FILE, lambda doc: (doc.get(CARD_KEY) or {}).get("recipe"))]
+    candidates.append((folder.parent / RUN_CONFIG_FILE, lambda doc: doc))
+    for path, recipe_of in candidates:
+        if not path.is_file():
+            continue
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise TeacherCheckError(f"{path}: cannot read the teacher's recorded recipe: {err}") from None
+        data = _recipe_data(recipe_of(doc) if isinstance(doc, dict) else None)
+        if data is not None:
+            fraction, seed = data.get("dev_fraction"), data.get("dev_seed")
+            return RecordedDevSplit(
+                None if fraction is None else float(fraction), None if seed is None else int(seed), str(path)
+            )
+    return None
+
+
+def check_teacher_dev_split(
+    teacher: str | Path, *, dev_fraction: float, dev_seed: int, allow_unchecked: bool = False
+) -> RecordedDevSplit | None:
+    """Refuse a teacher that may have trained on the dev split ``dev_fraction`` / ``dev_seed``: its recorded
+    ``data.dev_fraction`` and ``data.dev_seed`` must equal them. Returns the record (None when there is none and
+    ``allow_unchecked`` is set).
+
+    Raises:
+        TeacherCheckError: no record (without ``allow_unchecked``), or a record of another split (always: a
+            recorded mismatch is a known leak, which ``allow_unchecked`` does not excuse).
+    """
+    wanted = f"data.dev_fraction {dev_fraction} and data.dev_seed {dev_seed}"
+    record = recorded_dev_split(teacher)
+    if record is None:
+        if allow_unchecked:
+            return None
+        raise TeacherCheckError(
+            f"{teacher}: no recorded training recipe (no recipe in its {MARKER_FILE}, no {RUN_CONFIG_FILE} of a "
+            f"finesim run beside it), so nothing shows that the teacher never trained on the dev split ({wanted}); "
+            "train the teacher with finesim and those settings, or pass --allow-unchecked-teacher for a teacher "
+            "trained elsewhere (a Hub model) that you know never saw these dev rows"
+        )
+    if record.fraction == dev_fraction and record.seed == dev_seed:
+        return record
+    had = (
+        "on all of train (data.dev_fraction null)"
+        if record.fraction is None
+        else f"with data.dev_fraction {record.fraction} and data.dev_seed {record.seed}"
+    )
+    raise TeacherCheckError(
+        f"{teacher} was trained {had} ({record.source}), but the dev split here is {wanted}: the teacher trained on "
+        "dev rows, which inflates its dev score and leaks them into the student's selection; train the teacher "
+        f"with --set data.dev_fraction={dev_fraction} --set data.dev_seed={dev_seed}, or build the dev split with "
+        "the teacher's values"
+    )
