@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
+
+import pytest
 
 from finesim.case.options import DEFAULTS
 
@@ -117,3 +120,106 @@ def test_the_dims_note_only_when_dims_is_set(tiny_bert_dir: Path, tmp_path: Path
         main(["case", "train", "--recipe", str(sweep), "--dim", "6", *flags, "--output-dir", str(tmp_path / "d")]) == 0
     )
     assert f"{note} (case.dim 6)" in capsys.readouterr().err  # the recipe's dims, with an option given
+
+
+def _tiny_case(tmp_path: Path, model: Path) -> tuple[list[str], Path]:
+    """A tiny CASE recipe (data under its own root) and the common ``finesim train`` flags."""
+    root = tmp_path / "data"
+    (root / "csts").mkdir(parents=True)
+    _write_csts(root / "csts" / "train.csv", 40, 0)
+    recipe = tmp_path / "case.yaml"
+    recipe.write_text(
+        f"method: case\ncase: {{model: {model}, kind: linear, dim: 6, epochs: 1, cache_dir: {tmp_path / 'c'}}}\n",
+        encoding="utf-8",
+    )
+    return [str(recipe), "--data", str(root), "--no-progress"], recipe
+
+
+def test_a_folder_holding_another_run_is_refused_unless_no_resume(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    """``finesim train`` of a CASE recipe never silently overwrites another run: the same recipe is trained again
+    (and says so), another CASE recipe or a sentence-transformers run or model is refused, ``--no-resume`` starts
+    over."""
+    from finesim.cli.main import main
+
+    common, _ = _tiny_case(tmp_path, tiny_bert_dir)
+    out = tmp_path / "out"
+    assert main(["train", *common, "-o", str(out)]) == 0
+    assert f"output folder {out}: the CASE model and training.json" in capsys.readouterr().err
+    assert main(["train", *common, "-o", str(out), "--dry-run"]) == 0  # the same recipe: trained again, replaced
+    same = "holds a CASE run of the same recipe; CASE keeps no checkpoints, so it is trained again from the start"
+    assert same in capsys.readouterr().err
+    assert main(["train", *common, "-o", str(out), "--set", "case.dim=4"]) == 1
+    assert (
+        f"the output folder {out} holds a CASE run of another recipe (case.dim: 6 -> 4); training would overwrite "
+        "it. Rerun with --no-resume to start over there (the earlier run's files are deleted first), or choose "
+        "another output folder"
+    ) in capsys.readouterr().err
+    assert json.loads((out / "training.json").read_text())["options"]["dim"] == 6  # untouched
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    assert main(["train", *common, "-o", str(out), "--set", "case.dim=4", "--no-resume"]) == 0
+    deleted = "the earlier run there (case_model.json, projection.safetensors, finesim_model.json, README.md, "
+    assert f"output folder {out}: {deleted}training.json) is deleted first (--no-resume)" in capsys.readouterr().err
+    assert json.loads((out / "training.json").read_text())["options"]["dim"] == 4
+    assert (out / "notes.txt").read_text() == "mine"  # not a run's file: kept
+    for name in ("run.json", "modules.json"):  # a sentence-transformers run, a sentence-transformers model
+        other = tmp_path / name.split(".")[0]
+        other.mkdir()
+        (other / name).write_text("{}", encoding="utf-8")
+        assert main(["train", *common, "-o", str(other), "--dry-run"]) == 1
+        assert f"the output folder {other} holds another run or model ({name}); training would" in (
+            capsys.readouterr().err
+        )
+
+
+def test_case_train_no_resume_and_the_python_api(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    """``finesim case train`` (the alias) takes ``--no-resume`` too, and so does ``train_recipe`` (``resume``)."""
+    from finesim.case.pipeline import train_recipe
+    from finesim.cli.main import main
+    from finesim.options import RecipeError
+    from finesim.training import load_recipe
+
+    _, recipe = _tiny_case(tmp_path, tiny_bert_dir)
+    out = tmp_path / "out"
+    (out / "model").mkdir(parents=True)  # an earlier sentence-transformers run's model
+    flags = ["--recipe", str(recipe), "--data", str(tmp_path / "data"), "--no-progress", "--output-dir", str(out)]
+    assert main(["case", "train", *flags]) == 1
+    assert "holds another run or model (model); training would overwrite it" in capsys.readouterr().err
+    assert main(["case", "train", *flags, "--no-resume"]) == 0
+    assert not (out / "model").exists() and (out / "case_model.json").is_file()
+    case = load_recipe(recipe, ["case.epochs=2"])
+    with pytest.raises(RecipeError, match=r"holds a CASE run of another recipe \(case\.epochs: 1 -> 2\)"):
+        train_recipe(case, output_dir=out, data=tmp_path / "data", show_progress=False)
+    payload = train_recipe(case, output_dir=out, data=tmp_path / "data", resume=False, show_progress=False)
+    assert len(payload["training"]["history"]) == 2
+
+
+def test_device_is_the_case_device(tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    """``--device`` sets ``case.device`` (the encoder's device, as ``finesim case train --device``); it does not hide
+    the GPUs from the process as it does for sentence-transformers recipes."""
+    from finesim.cli.main import main
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    common, _ = _tiny_case(tmp_path, tiny_bert_dir)
+    assert main(["train", *common, "-o", str(tmp_path / "out"), "--device", "cpu", "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["case"]["device"] == "cpu"
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
+
+
+def test_an_option_case_does_not_honour_is_a_usage_error(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    """Every option of ``finesim train`` today is honoured by CASE; one that is not (here: --data, taken out of the
+    list) is refused, named, instead of ignored."""
+    import finesim.cli.train as train_cli
+    from finesim.cli.main import main
+
+    common, _ = _tiny_case(tmp_path, tiny_bert_dir)
+    main(["train", "--list"])  # registers the command (OPTIONS)
+    capsys.readouterr()
+    assert set(train_cli.OPTIONS) - train_cli.CASE_OPTIONS == {"help"}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(train_cli, "CASE_OPTIONS", train_cli.CASE_OPTIONS - {"data"})
+        with pytest.raises(SystemExit) as exit_info:
+            main(["train", *common, "-o", str(tmp_path / "out"), "--dry-run"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "finesim train: error: --data does not apply to a CASE recipe (method: case); CASE takes" in err
+    assert "--no-resume" in err and not (tmp_path / "out").exists()

@@ -9,6 +9,8 @@ the results payload that ``finesim case`` prints from and writes as JSON. :func:
 
 from __future__ import annotations
 
+import json
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -109,10 +111,15 @@ def resolve_paths(options: dict[str, Any], data: str | Path | None = None) -> di
 
 
 def check_case(
-    recipe: CaseRecipe, *, output_dir: str | Path | None = None, data: str | Path | None = None
+    recipe: CaseRecipe,
+    *,
+    output_dir: str | Path | None = None,
+    data: str | Path | None = None,
+    resume: bool = True,
 ) -> tuple[dict[str, Any], list[str]]:
     """Every check of a CASE recipe that needs no encoding (``finesim train --dry-run``): the encoder resolvable
-    now, the prompt family and formulation, each data file read as C-STS, the output folder writable.
+    now, the prompt family and formulation, each data file read as C-STS, the output folder writable and free
+    (:func:`check_output_folder`; ``resume=False`` is ``--no-resume``).
 
     Returns:
         the resolved options (:func:`resolve_paths`) and one line per finding.
@@ -146,8 +153,78 @@ def check_case(
         lines.append(f"dev: {options['dev_fraction']} of the training sentence pairs (seed {options['seed']})")
     if "dims" in recipe.case.model_fields_set:
         lines.append(f"case.dims is read by finesim case sweep; this trains one projection (case.dim {options['dim']})")
-    lines.append(f"output folder {out}: the CASE model and training.json")
+    lines.append(check_output_folder(Path(out), options, resume=resume, source=source))
     return options, lines
+
+
+# what a CASE run writes into its folder (CaseModel.save: config, weights, marker, card; train_model: training.json)
+CASE_RUN_FILES = ("case_model.json", "projection.safetensors", "finesim_model.json", "README.md", "training.json")
+# other files that mark a folder as holding a run or a model: a sentence-transformers run of `finesim train`
+# (finesim.training.preflight.OWNED) and a sentence-transformers model folder
+OTHER_RUN_FILES = ("run.json", "checkpoints", "model", "metrics.json", "config.json", "modules.json")
+# options that do not change the trained projection: where the recipe and the cache are, how fast it encodes, and
+# the keys of other CASE actions
+NOT_COMPARED = frozenset({"recipe", "cache_dir", "batch_size", "threads", "device", "dims", "num_directions"})
+
+
+def _comparable(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in _with_model_resolved(options).items() if k not in NOT_COMPARED}
+
+
+def check_output_folder(out: Path, options: dict[str, Any], *, resume: bool = True, source: str = "recipe") -> str:
+    """Whether a CASE run may write into ``out``, as one line for the user; :class:`RecipeError` if not.
+
+    A folder that holds no run or model (absent, empty, or other files only) is used as is. A folder holding a CASE
+    run of the same options (``training.json``) is trained again from the start and replaced: CASE keeps no
+    checkpoints to resume from. Any other run or model there (another CASE recipe, a sentence-transformers run or
+    model) is refused, naming what differs, unless ``resume`` is False (``--no-resume``): then the earlier run's
+    files are deleted first (:func:`start_over`).
+    """
+    found = [name for name in (*CASE_RUN_FILES, *OTHER_RUN_FILES) if (out / name).exists()]
+    if not found:
+        return f"output folder {out}: the CASE model and training.json"
+    if not resume:
+        return f"output folder {out}: the earlier run there ({', '.join(found)}) is deleted first (--no-resume)"
+    record = out / "training.json"
+    try:
+        stored = json.loads(record.read_text(encoding="utf-8"))["options"] if record.is_file() else None
+    except (OSError, ValueError, KeyError, TypeError):
+        stored = None
+    if isinstance(stored, dict) and not set(found) - set(CASE_RUN_FILES):
+        old, new = _comparable(stored), _comparable(options)
+        changes = [
+            f"{'' if key == 'seed' else 'case.'}{key}: {old.get(key, '<unset>')!r} -> {new.get(key, '<unset>')!r}"
+            for key in sorted({*old, *new})
+            if old.get(key, "<unset>") != new.get(key, "<unset>")
+        ]
+        if not changes:
+            return (
+                f"output folder {out}: holds a CASE run of the same recipe; CASE keeps no checkpoints, so it is "
+                "trained again from the start and replaced"
+            )
+        what = f"a CASE run of another recipe ({'; '.join(changes[:8])}{'; ...' if len(changes) > 8 else ''})"
+    else:
+        what = f"another run or model ({', '.join(found)})"
+    raise RecipeError(
+        f"{source}: the output folder {out} holds {what}; training would overwrite it. Rerun with --no-resume to "
+        "start over there (the earlier run's files are deleted first), or choose another output folder"
+    )
+
+
+def start_over(out: Path) -> list[str]:
+    """Delete what an earlier run wrote into ``out`` (:data:`CASE_RUN_FILES`, :data:`OTHER_RUN_FILES`), keeping any
+    other file; returns the names deleted."""
+    deleted = []
+    for name in (*CASE_RUN_FILES, *OTHER_RUN_FILES):
+        target = out / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+        else:
+            continue
+        deleted.append(name)
+    return deleted
 
 
 def train_recipe(
@@ -155,13 +232,17 @@ def train_recipe(
     *,
     output_dir: str | Path | None = None,
     data: str | Path | None = None,
+    resume: bool = True,
     argv: Sequence[str] | None = None,
     show_progress: bool = True,
 ) -> dict[str, Any]:
     """Train a CASE recipe (``finesim train``): :func:`check_case`, then :func:`train_model` into ``output_dir``
-    (default: the recipe's). Returns the payload written to ``training.json``."""
-    options, _ = check_case(recipe, output_dir=output_dir, data=data)
-    out = output_dir or recipe.output_dir
+    (default: the recipe's); ``resume=False`` (``--no-resume``) deletes an earlier run there first. Returns the
+    payload written to ``training.json``."""
+    options, _ = check_case(recipe, output_dir=output_dir, data=data, resume=resume)
+    out = Path(output_dir or str(recipe.output_dir))
+    if not resume:
+        start_over(out)
     return train_model(options, output_dir=str(out), argv=argv, show_progress=show_progress)
 
 

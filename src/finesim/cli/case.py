@@ -133,6 +133,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     _encoder_options(p)
     _train_options(p)
     p.add_argument("--output-dir", required=True, metavar="DIR", help="folder for the CASE model (and training.json)")
+    p.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="start over in a folder holding another run or model: delete that run's files first (without it such "
+        "a folder is refused; one holding a CASE run of the same options is trained again and replaced)",
+    )
     p.set_defaults(func=run_train)
 
     p = command_parser(
@@ -197,9 +203,10 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def train_case(recipe: Any, args: argparse.Namespace, *, output_dir: str | None, dry_run: bool = False) -> int:
     """Train a CASE recipe (``finesim train`` and ``finesim case train``): its checks, then the projection."""
-    from finesim.case.pipeline import check_case, train_model
+    from finesim.case.pipeline import check_case, start_over, train_model
 
-    options, lines = check_case(recipe, output_dir=output_dir, data=args.data)
+    resume = not args.no_resume
+    options, lines = check_case(recipe, output_dir=output_dir, data=args.data, resume=resume)
     tell = say(args)
     for line in lines:
         tell(line)
@@ -208,6 +215,8 @@ def train_case(recipe: Any, args: argparse.Namespace, *, output_dir: str | None,
         tell("dry run: every check passed; nothing was trained")
         return 0
     out = str(output_dir or recipe.output_dir)
+    if not resume:
+        start_over(Path(out))
     payload = train_model(options, output_dir=out, argv=sys.argv[1:], show_progress=not args.no_progress)
     training = payload["training"]
     proj = training["projection"]

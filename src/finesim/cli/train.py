@@ -8,6 +8,16 @@ from typing import Any
 
 from finesim.cli.common import UsageError, add_runtime_options, command_parser, override, say
 
+# finesim train's options (dest -> the flag and its default), recorded by register()
+OPTIONS: dict[str, tuple[str, Any]] = {}
+# the options a CASE recipe (method: case) honours: -o, --data and --set as for any recipe, --no-resume (start over in
+# a folder holding another run), --device (case.device), --dry-run, --no-progress, -v/-q. Any other option of
+# finesim train given with a CASE recipe is a usage error naming it, never silently ignored.
+CASE_OPTIONS = frozenset(
+    {"output_dir", "data", "overrides", "no_resume", "list", "dry_run", "device", "no_progress"}
+    | {"command_verbose", "command_quiet"}
+)
+
 
 def register(subparsers: Any) -> None:
     """Add the ``train`` sub-command."""
@@ -21,7 +31,9 @@ def register(subparsers: Any) -> None:
         "(--dry-run runs only those). A rerun into the same folder resumes from OUT/checkpoints only when the "
         "fingerprint is the same; with changed settings or data it is refused before any work, naming what changed "
         "(start over with --no-resume, which deletes the earlier run's files, or pick a new folder). A CASE recipe "
-        "(method: case) writes the CASE model and training.json into OUT.",
+        "(method: case) writes the CASE model and training.json into OUT: a folder holding another run or model is "
+        "refused unless --no-resume, one holding a CASE run of the same recipe is trained again and replaced; "
+        "--device sets case.device.",
     )
     p.add_argument("recipe", nargs="?", help="recipe file (YAML or JSON)")
     p.add_argument(
@@ -48,6 +60,7 @@ def register(subparsers: Any) -> None:
     )
     add_runtime_options(p)
     p.set_defaults(func=run)
+    OPTIONS.update({a.dest: (a.option_strings[-1], a.default) for a in p._actions if a.option_strings})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,15 +80,18 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.recipe:
         raise UsageError("a recipe file is required (or --list)")
-    if args.device:
-        select_device(args.device)
     recipe = load_recipe(args.recipe, args.overrides)
     if args.output_dir:  # the recipe that runs (and is printed) is the one with -o and --data applied
         recipe.output_dir = args.output_dir
     if recipe.method == "case":  # CASE: a projection on cached embeddings of a frozen encoder (docs/case.md)
         from finesim.cli.case import train_case
 
+        refuse_options_case_ignores(args)
+        if args.device:  # the encoder's device; over the recipe's, as finesim case train --device
+            recipe.case.device = args.device
         return train_case(recipe, args, output_dir=recipe.output_dir, dry_run=args.dry_run)
+    if args.device:
+        select_device(args.device)
     if args.data:
         recipe.data.root = args.data
     from finesim.training.preflight import preflight  # the checks that need the objective tables (torch)
@@ -102,6 +118,21 @@ def run(args: argparse.Namespace) -> int:
             f"metrics: {result.output_dir / 'metrics.json'}"
         )
     return 0
+
+
+def refuse_options_case_ignores(args: argparse.Namespace) -> None:
+    """A :class:`UsageError` naming the first option of ``finesim train`` given with a CASE recipe that CASE does not
+    honour (not in :data:`CASE_OPTIONS`)."""
+    for dest, (flag, default) in OPTIONS.items():
+        if dest not in CASE_OPTIONS and getattr(args, dest, default) != default:
+            raise UsageError(
+                f"{flag} does not apply to a CASE recipe (method: case); CASE takes {', '.join(case_flags())}"
+            )
+
+
+def case_flags() -> list[str]:
+    """The flags of ``finesim train`` that a CASE recipe honours (:data:`CASE_OPTIONS`)."""
+    return [flag for dest, (flag, _) in OPTIONS.items() if dest in CASE_OPTIONS and dest != "list"]
 
 
 def select_device(device: str) -> None:
