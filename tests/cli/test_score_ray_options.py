@@ -130,9 +130,9 @@ def test_ray_scorer_slices_give_the_single_process_output(bi_folder, monkeypatch
 
 
 def test_ray_scorer_refuses_failed_loads_mismatched_models_and_too_many_workers(bi_folder, monkeypatch, tmp_path):
+    from finesim.evaluation.fingerprint import scorer_fingerprint
     from finesim.evaluation.ray_scoring import RayScorer, WorkerError
     from finesim.index import ModelMismatchError
-    from finesim.index.fingerprint import scorer_fingerprint
 
     ray = fake_ray(cpus=2, calls=[])
     monkeypatch.setitem(sys.modules, "ray", ray)
@@ -145,3 +145,28 @@ def test_ray_scorer_refuses_failed_loads_mismatched_models_and_too_many_workers(
     hashes = iter(["a" * 64, "b" * 64])
     with pytest.raises(ModelMismatchError, match="the Ray workers loaded different weights"):
         RayScorer(ray, bi_folder, workers=2, fingerprint=lambda scorer: next(hashes))
+
+
+def test_ray_scorer_checks_the_weights_hash_by_default(bi_folder, monkeypatch) -> None:
+    """A Python caller gets the check the command makes without asking for it; ``fingerprint=False`` is the only way
+    to turn it off (None, which used to mean no check, is refused)."""
+    import finesim.evaluation.fingerprint as fingerprint
+    from finesim.evaluation.loading import load_scorer
+    from finesim.evaluation.ray_scoring import RayScorer
+    from finesim.index import ModelMismatchError
+
+    ray = fake_ray(cpus=2, calls=[])
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    expected = fingerprint.scorer_fingerprint(load_scorer(str(bi_folder)))
+    assert expected is not None and len(expected) == 64
+    with RayScorer(ray, bi_folder, workers=2) as scorer:
+        assert scorer.weights_sha256 == expected
+    hashes = iter(["a" * 64, "b" * 64])  # two actors that loaded different copies of the model
+    monkeypatch.setattr(fingerprint, "scorer_fingerprint", lambda scorer: next(hashes))
+    with pytest.raises(ModelMismatchError, match="the Ray workers loaded different weights"):
+        RayScorer(ray, bi_folder, workers=2)
+    hashes = iter(["a" * 64, "b" * 64])
+    with RayScorer(ray, bi_folder, workers=2, fingerprint=False) as scorer:  # explicitly off: no check, no hash
+        assert scorer.weights_sha256 is None
+    with pytest.raises(ValueError, match=r"fingerprint must be True .* False \(no check\) .* got None"):
+        RayScorer(ray, bi_folder, workers=2, fingerprint=None)

@@ -32,25 +32,11 @@ import numpy as np
 from finesim.case.cache import EmbeddingCache
 from finesim.case.prompts import PromptFormat
 from finesim.models.encode import encode_distinct, rows
+from finesim.models.pooling import model_pooling
 
 logger = logging.getLogger("finesim.case")
 
 DEFAULT_FAMILY_FOR = {"cond": "case-instruct", "sent": "case-instruct", "conc_sc": "mlm", "conc_cs": "mlm"}
-
-
-def model_pooling(model: Any) -> str | None:
-    """The pooling mode of a SentenceTransformer's ``Pooling`` module (None when it has none)."""
-    try:
-        modules = list(model)
-    except TypeError:
-        return None
-    for module in modules:
-        mode = getattr(module, "pooling_mode", None)
-        if isinstance(mode, str):
-            return mode
-        if hasattr(module, "get_pooling_mode_str"):
-            return module.get_pooling_mode_str()
-    return None
 
 
 def describe_model(model: Any, name: str | None = None) -> dict[str, Any]:

@@ -210,7 +210,6 @@ def run(args: argparse.Namespace) -> int:
 
     if use_ray:
         from finesim.evaluation.ray_scoring import score_file_ray
-        from finesim.index.fingerprint import scorer_fingerprint
 
         def ready(scorer: Any) -> None:
             kind = KINDS.get(str(scorer.encoder), str(scorer.encoder))
@@ -226,7 +225,6 @@ def run(args: argparse.Namespace) -> int:
             workers=args.ray_workers,
             batch_size=args.batch_size,
             device=args.device,
-            fingerprint=scorer_fingerprint,
             on_ready=ready,
             **options,
         )

@@ -10,9 +10,10 @@ loads it) scores its slice with ``scorer.score``, and the slices come back in or
 the output are those of the single-process run, and the scores equal it up to float32 rounding (texts are batched
 differently).
 
-With a ``fingerprint`` function (``finesim score --ray`` passes
-:func:`finesim.index.fingerprint.scorer_fingerprint`), every actor reports its model's weights hash when it starts:
-actors that loaded different files (nodes with other copies of the model) are refused before any row is scored.
+By default every actor reports its model's weights hash when it starts
+(:func:`finesim.evaluation.fingerprint.scorer_fingerprint`, or another ``fingerprint`` function): actors that loaded
+different files (nodes with other copies of the model) are refused before any row is scored. ``fingerprint=False``
+turns the check off, and says so.
 """
 
 from __future__ import annotations
@@ -30,6 +31,23 @@ import numpy as np
 from finesim.evaluation.inputs import ScorerBase
 
 Fingerprint = Callable[[Any], "str | None"]
+
+
+def fingerprint_function(fingerprint: Fingerprint | bool) -> Fingerprint | None:
+    """The weights-hash function the actors run: :func:`~finesim.evaluation.fingerprint.scorer_fingerprint` for
+    ``True`` (the default), ``fingerprint`` itself when it is a function, None (no check) for ``False`` only."""
+    if fingerprint is True:
+        from finesim.evaluation.fingerprint import scorer_fingerprint
+
+        return scorer_fingerprint
+    if fingerprint is False:
+        return None
+    if not callable(fingerprint):
+        raise ValueError(
+            f"fingerprint must be True (check the weights hash, the default), False (no check) or a function of a "
+            f"loaded scorer, got {fingerprint!r}"
+        )
+    return fingerprint
 
 
 class WorkerError(RuntimeError):
@@ -138,8 +156,10 @@ class RayScorer(ScorerBase):
         encoder, batch_size, device: as for :func:`finesim.evaluation.loading.load_scorer`; a ``cuda`` device
             gives each actor one GPU (and ``cuda`` inside it).
         workers: actors (default: one per CPU the cluster offers).
-        fingerprint: a function of a loaded scorer giving a hash of its weights (None when it cannot tell), run on
-            every actor; actors whose hashes differ are refused. None: no check.
+        fingerprint: the weights-hash check: True (default) runs
+            :func:`~finesim.evaluation.fingerprint.scorer_fingerprint` on every actor, a function of a loaded scorer
+            (giving a hash, or None when it cannot tell) runs that instead; actors whose hashes differ are refused.
+            False: no check.
 
     Raises:
         ValueError: more workers than the cluster has CPUs (or GPUs, for a ``cuda`` device).
@@ -155,8 +175,9 @@ class RayScorer(ScorerBase):
         workers: int | None = None,
         batch_size: int = 64,
         device: str | None = None,
-        fingerprint: Fingerprint | None = None,
+        fingerprint: Fingerprint | bool = True,
     ) -> None:
+        check = fingerprint_function(fingerprint)
         if not isinstance(model, (str, Path)):
             raise ValueError("Ray workers load the model by name: pass a folder or Hub id, not a model object")
         self.ray = ray
@@ -179,9 +200,7 @@ class RayScorer(ScorerBase):
             )
         remote = ray.remote(num_cpus=1, num_gpus=1 if gpu else 0)(PairScoreActor)
         actor_device = "cuda" if gpu else device  # Ray shows each actor only the GPU it was given
-        self.actors = [
-            remote.remote(self.model, encoder, batch_size, actor_device, fingerprint) for _ in range(self.workers)
-        ]
+        self.actors = [remote.remote(self.model, encoder, batch_size, actor_device, check) for _ in range(self.workers)]
         try:
             described = self._get([actor.describe.remote() for actor in self.actors])
             failed = [d["error"] for d in described if d["error"]]
@@ -196,6 +215,7 @@ class RayScorer(ScorerBase):
             self.close()
             raise
         first = described[0]
+        self.weights_sha256: str | None = first["fingerprint"]  # None: the check was off or could not hash
         self.encoder: str = first["encoder"]
         self.requires_condition = bool(first["requires_condition"])
         self.prediction_range = first["prediction_range"]
@@ -252,7 +272,7 @@ def score_file_ray(
     num_cpus: int | None = None,
     batch_size: int = 64,
     device: str | None = None,
-    fingerprint: Fingerprint | None = None,
+    fingerprint: Fingerprint | bool = True,
     on_ready: Callable[[RayScorer], None] | None = None,
     **options: Any,
 ) -> dict[str, Any]:
@@ -262,7 +282,7 @@ def score_file_ray(
     Args:
         model: a model name every Ray node can load. address: a Ray cluster (default ``$RAY_ADDRESS``; none: a local
             instance for this call, with ``num_cpus`` CPUs). workers: scoring actors (default: one per CPU).
-        fingerprint: the weights hash every actor reports (:class:`RayScorer`).
+        fingerprint: the weights-hash check of the actors (:class:`RayScorer`): on by default, False turns it off.
         on_ready: called with the :class:`RayScorer` once every actor has loaded the model.
         options: the other arguments of ``score_file`` (columns, condition, formats, split, chunk_rows,
             skip_bad_rows, show_progress).

@@ -1,72 +1,8 @@
-"""A hash identifying a loaded model's weights, so an index is never searched with another model.
-
-The fingerprint is the SHA-256 of every parameter and buffer (name, dtype, shape and bytes, in ``state_dict`` order)
-and of the settings that shape the embeddings without being weights: the module classes in order, the maximum
-sequence length and the pooling mode; for a CASE model also the prompt templates, "− c" and the normalisation
-settings, and the projection's weights. Two loads of the same folder give the same fingerprint; a fine-tuned copy,
-another head or another pooling gives another.
-"""
+"""The weights hash of a loaded model, as the index layer names it: :mod:`finesim.evaluation.fingerprint` computes it
+(the scoring layer, where Ray scoring checks it too); this module re-exports it for the index's modules."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import Any
+from finesim.evaluation.fingerprint import model_fingerprint, scorer_fingerprint
 
-
-def _update_with_state(digest: Any, module: Any, prefix: str) -> None:
-    """Feed a ``torch.nn.Module``'s state (names, dtypes, shapes, bytes) into ``digest``."""
-    import torch
-
-    for name, tensor in module.state_dict().items():
-        t = tensor.detach().cpu().contiguous()
-        digest.update(f"{prefix}{name}|{t.dtype}|{tuple(t.shape)}\n".encode())
-        if t.numel():
-            digest.update(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
-
-
-def _settings(model: Any) -> dict[str, Any]:
-    """The non-weight settings of a ``SentenceTransformer`` that change its embeddings."""
-    from finesim.case.encoding import model_pooling
-
-    try:
-        modules = [f"{type(m).__module__}.{type(m).__qualname__}" for m in model]
-    except TypeError:
-        modules = [f"{type(model).__module__}.{type(model).__qualname__}"]
-    return {
-        "modules": modules,
-        "max_seq_length": getattr(model, "max_seq_length", None),
-        "pooling": model_pooling(model),
-    }
-
-
-def model_fingerprint(model: Any) -> str:
-    """SHA-256 hex digest identifying ``model`` (a ``SentenceTransformer`` or a CASE model): see the module
-    docstring for what goes in."""
-    from finesim.case.model import CaseModel
-
-    digest = hashlib.sha256()
-    if isinstance(model, CaseModel):
-        encoder = model.encoder
-        config = {k: v for k, v in encoder.config().items() if k != "encoder"}
-        settings = {"case": config, "encoder": _settings(encoder.model)}
-        digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
-        _update_with_state(digest, encoder.model, "encoder.")
-        if model.projection is not None:
-            digest.update(json.dumps(model.projection.config(), sort_keys=True, default=str).encode())
-            _update_with_state(digest, model.projection, "projection.")
-        return digest.hexdigest()
-    digest.update(json.dumps(_settings(model), sort_keys=True, default=str).encode())
-    _update_with_state(digest, model, "")
-    return digest.hexdigest()
-
-
-def scorer_fingerprint(scorer: Any) -> str | None:
-    """A hash of the weights behind a scorer (each member's, for an ensemble); None when it cannot be computed. What
-    ``finesim score --ray``'s actors report (:class:`finesim.evaluation.ray_scoring.RayScorer`)."""
-    members = getattr(scorer, "members", None) or [scorer]
-    try:
-        parts = [model_fingerprint(member.model) for member in members]
-    except Exception:  # a model type the fingerprint does not know: no check rather than no scoring
-        return None
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+__all__ = ["model_fingerprint", "scorer_fingerprint"]
