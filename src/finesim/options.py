@@ -20,16 +20,21 @@ class RecipeError(ValueError):
     """A recipe that cannot be used; the message names the file and the key."""
 
 
-def did_you_mean(key: str, allowed: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest allowed name, or an empty string."""
-    close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+def did_you_mean(key: str, allowed: Iterable[str], prefix: str = "") -> str:
+    """`` (did you mean 'x'?)`` for the closest allowed name (``prefix`` before it, e.g. ``case.``), or an empty
+    string; a ``-`` spelling of an allowed ``_`` name finds that name."""
+    names = [str(a) for a in allowed]
+    spelled = str(key).replace("-", "_")
+    close = [spelled] if spelled in names else difflib.get_close_matches(str(key), names, n=1)
+    return f" (did you mean {prefix + close[0]!r}?)" if close else ""
 
 
 def unknown_key(key: str, allowed: Iterable[str], where: str, source: str) -> RecipeError:
-    """The error for an unknown ``where + key`` in ``source``, with a did-you-mean hint and the allowed keys."""
+    """The error for an unknown key ``where + key`` in ``source`` (``where``: its section, dotted, e.g. ``case.``),
+    quoted whole, with a did-you-mean hint and the allowed keys."""
     allowed = sorted(str(a) for a in allowed)
-    return RecipeError(f"{source}: unknown key {where}{key!r}{did_you_mean(key, allowed)}; allowed: {allowed}")
+    hint = did_you_mean(key, allowed, where)
+    return RecipeError(f"{source}: unknown key {where + str(key)!r}{hint}; allowed: {allowed}")
 
 
 def resolve_options(

@@ -236,7 +236,7 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("method: case\ncase: {dimension: 8}\n")
     assert main(["case", "train", *common, "--recipe", str(bad), "--output-dir", str(out)]) == 1
-    assert "unknown key case.'dimension'" in capsys.readouterr().err  # finesim.options.unknown_key's wording
+    assert "unknown key 'case.dimension'" in capsys.readouterr().err  # finesim.options.unknown_key's wording
 
 
 def test_parse_dims_full_keyword():

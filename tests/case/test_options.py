@@ -22,7 +22,7 @@ def _recipe(tmp_path, text: str, name: str = "my-recipe.yaml", *, top: str = "")
 
 def test_typo_key_names_the_file_and_suggests_the_option(tmp_path):
     path = _recipe(tmp_path, "kind: linear\ndimm: 64\n")
-    with pytest.raises(RecipeError, match=r"my-recipe\.yaml: unknown key case\.'dimm' \(did you mean 'dim'\?\)"):
+    with pytest.raises(RecipeError, match=r"my-recipe\.yaml: unknown key 'case\.dimm' \(did you mean 'case\.dim'\?\)"):
         resolve_options(recipe=path)
 
 
@@ -36,7 +36,7 @@ def test_free_text_keys_and_the_seed_are_top_level(tmp_path):
     assert options["train_batch_size"] == 128 and options["dim"] == 64 and options["seed"] == 7
     assert not {"description", "paper", "notes"} & set(options)  # for people, not options
     assert options["recipe"] == str(path)
-    with pytest.raises(RecipeError, match=r"my-recipe\.yaml: unknown key case\.'seed'"):
+    with pytest.raises(RecipeError, match=r"my-recipe\.yaml: unknown key 'case\.seed'"):
         resolve_options(recipe=_recipe(tmp_path, "seed: 7\n"))  # one seed, at the top like every recipe's
 
 
@@ -68,6 +68,45 @@ def test_a_recipe_of_another_method_is_refused(tmp_path):
     flat.write_text("dim: 64\nformulation: cond\n", encoding="utf-8")
     with pytest.raises(RecipeError, match=r"flat\.yaml: unknown key 'dim'.*CASE options go in a case: section"):
         resolve_options(recipe=flat)
+
+
+def test_flat_and_dash_spelled_keys_are_told_the_key_to_use(tmp_path):
+    """An older flat CASE recipe (options at the top, with or without method: case) is told that CASE options go in
+    a case: section, and a ``-`` spelling is told its ``_`` key; keys are quoted whole, as everywhere."""
+    from finesim.training import load_recipe
+
+    case_keys = str(sorted(DEFAULTS.keys() - {"seed"}))
+    for text, message in (
+        (
+            "method: case\ndim: 64\n",
+            "r.yaml: unknown key 'dim' (did you mean 'case.dim'?); CASE options go in a case: section",
+        ),
+        (
+            "dim: 64\n",
+            "r.yaml: unknown key 'dim' (did you mean 'case.dim'?); CASE options go in a case: section, with "
+            "method: case",
+        ),
+        (
+            "method: case\ndev-fraction: 0.2\n",
+            "r.yaml: unknown key 'dev-fraction' (did you mean 'case.dev_fraction'?); "
+            "CASE options go in a case: section",
+        ),
+        (
+            "method: case\ncase: {dev-fraction: 0.2}\n",
+            f"r.yaml: unknown key 'case.dev-fraction' (did you mean 'case.dev_fraction'?); allowed: {case_keys}",
+        ),
+        ("method: case\ncase: {dimm: 64}\n", "r.yaml: unknown key 'case.dimm' (did you mean 'case.dim'?); allowed:"),
+        (
+            "train: {batch-size: 8}\n",
+            "r.yaml: unknown key 'train.batch-size' (did you mean 'train.batch_size'?); allowed: [",
+        ),
+        ("method: case\nnmae: x\n", "r.yaml: unknown key 'nmae' (did you mean 'name'?); allowed: ['case',"),
+    ):
+        path = tmp_path / "r.yaml"
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(RecipeError) as err:
+            load_recipe(path)
+        assert str(err.value).startswith(f"{path}{message.removeprefix('r.yaml')}"), (text, str(err.value))
 
 
 INVALID = [
@@ -157,9 +196,9 @@ def test_cli_reports_recipe_errors(tmp_path, capsys):
     path = _recipe(tmp_path, "dimm: 64\n")
     assert main(["case", "train", "--recipe", str(path), "--output-dir", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
-    assert "my-recipe.yaml: unknown key case.'dimm' (did you mean 'dim'?)" in err
+    assert "my-recipe.yaml: unknown key 'case.dimm' (did you mean 'case.dim'?)" in err
     assert main(["train", str(path), "-o", str(tmp_path / "out"), "--dry-run"]) == 1  # one loader, one message
-    assert "my-recipe.yaml: unknown key case.'dimm' (did you mean 'dim'?)" in capsys.readouterr().err
+    assert "my-recipe.yaml: unknown key 'case.dimm' (did you mean 'case.dim'?)" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:  # the command line checks it before anything runs (usage error)
         main(["case", "train", "--epochs", "0", "--output-dir", str(tmp_path / "out")])
     assert exit_info.value.code == 2

@@ -397,7 +397,7 @@ CASES: list[Case] = [
         "case-recipe-typo",
         lambda d: _case_recipe(d, "dimm: 64\n"),
         1,
-        ("finesim case train: error:", "case.yaml: unknown key case.'dimm' (did you mean 'dim'?)"),
+        ("finesim case train: error:", "case.yaml: unknown key 'case.dimm' (did you mean 'case.dim'?)"),
     ),
     Case(
         "case-recipe-duplicate",
@@ -415,6 +415,18 @@ CASES: list[Case] = [
         ("r.yaml: unknown key 'formulation'", "CASE options go in a case: section, with method: case"),
     ),
     Case(
+        "case-flat-recipe-with-method",  # an older flat CASE recipe given method: case, a - spelling
+        lambda d: _dry(d, "method: case\ndev-fraction: 0.2\n"),
+        1,
+        ("r.yaml: unknown key 'dev-fraction' (did you mean 'case.dev_fraction'?); CASE options go in a case: section",),
+    ),
+    Case(
+        "case-recipe-dash-key",
+        lambda d: _case_recipe(d, "dev-fraction: 0.2\n"),
+        1,
+        ("case.yaml: unknown key 'case.dev-fraction' (did you mean 'case.dev_fraction'?); allowed: [",),
+    ),
+    Case(
         "case-model-offline",
         lambda d: [*_dry(d, "method: case\ncase: {model: someone/not-a-model-xyz}\n")],
         1,
@@ -424,7 +436,10 @@ CASES: list[Case] = [
         "recipe-trainer-args-typo",
         lambda d: _dry(d, BASE + "train: {trainer_args: {gradient_checkpointng: true}}\n"),
         1,
-        ("r.yaml: unknown key train.trainer_args.'gradient_checkpointng'", "did you mean 'gradient_checkpointing'"),
+        (
+            "r.yaml: unknown key 'train.trainer_args.gradient_checkpointng'",
+            "did you mean 'train.trainer_args.gradient_checkpointing'",
+        ),
     ),
     Case(
         "recipe-trainer-args-owned",

@@ -151,7 +151,10 @@ def test_trainer_args_reach_the_training_arguments(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("trainer_args", "message"),
     [
-        ({"gradient_checkpointng": True}, r"trainer_args\.'gradient_checkpointng' \(did you mean 'gradient_chec"),
+        (
+            {"gradient_checkpointng": True},
+            r"trainer_args\.gradient_checkpointng' \(did you mean 'train\.trainer_args\.gradient_checkpointing'\?\)",
+        ),
         ({"output_dir": "x"}, r"trainer_args\.output_dir is not passed through: finesim sets it from the run's folder"),
         ({"num_train_epochs": 1}, r"trainer_args\.num_train_epochs is not passed through: .* from train\.epochs$"),
         ({"learning_rate": 1.0}, r"trainer_args\.learning_rate is not passed through: .* from train\.learning_rate$"),
@@ -162,7 +165,7 @@ def test_trainer_args_reach_the_training_arguments(tmp_path: Path) -> None:
     ],
 )
 def test_trainer_args_errors(trainer_args: dict[str, Any], message: str) -> None:
-    with pytest.raises(RecipeError, match=r"^r\.yaml: (unknown key )?train\." + message):
+    with pytest.raises(RecipeError, match=r"^r\.yaml: (unknown key ')?train\." + message):
         check_recipe(_bi(trainer_args=trainer_args))
 
 

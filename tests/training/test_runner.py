@@ -97,7 +97,7 @@ def tiny_recipe(backbone: Path, root: Path, **sections: Any) -> dict[str, Any]:
 
 
 def test_recipe_unknown_key_suggests() -> None:
-    with pytest.raises(RecipeError, match=r"my\.yaml: unknown key model\.'poling' \(did you mean 'pooling'\?\)"):
+    with pytest.raises(RecipeError, match=r"my\.yaml: unknown key 'model\.poling' \(did you mean 'model\.pooling'\?\)"):
         recipe_from_dict({"model": {"poling": "cls"}}, source="my.yaml")
     with pytest.raises(RecipeError, match=r"unknown key 'trian'"):
         recipe_from_dict({"trian": {}})

@@ -321,10 +321,12 @@ def recipe_error(err: ValidationError, cls: type[BaseModel], source: str, key: A
         members = _members(parent.annotation) if parent else []
         section = next((m for m in members if isinstance(m, type) and issubclass(m, BaseModel)), cls)
         allowed = section.model_fields
-        where = "".join(f"{p}." for p in loc[:-1])
-        message = str(unknown_key(loc[-1], allowed, where, source))
-        if cls is Recipe and not where and loc[-1] in CaseSpec.model_fields:
-            message += "; CASE options go in a case: section, with method: case"
+        where, name = "".join(f"{p}." for p in loc[:-1]), loc[-1]
+        message = str(unknown_key(name, allowed, where, source))
+        spelled = name.replace("-", "_")
+        if not where and cls in (Recipe, CaseRecipe) and spelled in CaseSpec.model_fields:  # an older flat CASE recipe
+            message = f"{source}: unknown key {name!r} (did you mean {'case.' + spelled!r}?); "
+            message += "CASE options go in a case: section" + ("" if cls is CaseRecipe else ", with method: case")
     elif e["type"] == "literal_error":
         choices = (
             [c for m in _members(info.annotation) if get_origin(m) is Literal for c in get_args(m)] if info else []
@@ -528,6 +530,7 @@ def _check_trainer_args(recipe: Recipe, cross: bool, source: str) -> None:
     names = [f.name for f in dataclasses.fields(cls) if f.init]
     owned = {name: f"train.{name}" for name in TrainSpec.model_fields if name in names}
     owned |= {name: reason for keys, reason in SET_FROM.items() for name in keys.split()}
+    where = "train.trainer_args."
     for key in recipe.train.trainer_args:
         if key in owned:
             raise RecipeError(
@@ -535,7 +538,7 @@ def _check_trainer_args(recipe: Recipe, cross: bool, source: str) -> None:
             )
         if key not in names:
             raise RecipeError(
-                f"{source}: unknown key train.trainer_args.{key!r}{did_you_mean(key, names)}; trainer_args takes the "
+                f"{source}: unknown key {where + key!r}{did_you_mean(key, names, where)}; trainer_args takes the "
                 f"fields of sentence-transformers' {cls.__name__}"
             )
 
