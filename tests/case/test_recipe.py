@@ -151,8 +151,8 @@ def test_a_folder_holding_another_run_is_refused_unless_no_resume(tiny_bert_dir:
     assert main(["train", *common, "-o", str(out), "--set", "case.dim=4"]) == 1
     assert (
         f"the output folder {out} holds a CASE run of another recipe (case.dim: 6 -> 4); training would overwrite "
-        "it. Rerun with --no-resume to start over there (the earlier run's files are deleted first), or choose "
-        "another output folder"
+        "it. Rerun with --no-resume to start over there (that run's files are deleted first, any other file is "
+        "kept), or choose another output folder"
     ) in capsys.readouterr().err
     assert json.loads((out / "training.json").read_text())["options"]["dim"] == 6  # untouched
     (out / "notes.txt").write_text("mine", encoding="utf-8")
@@ -161,14 +161,25 @@ def test_a_folder_holding_another_run_is_refused_unless_no_resume(tiny_bert_dir:
     assert f"output folder {out}: {deleted}training.json) is deleted first (--no-resume)" in capsys.readouterr().err
     assert json.loads((out / "training.json").read_text())["options"]["dim"] == 4
     assert (out / "notes.txt").read_text() == "mine"  # not a run's file: kept
-    for name in ("run.json", "modules.json"):  # a sentence-transformers run, a sentence-transformers model
-        other = tmp_path / name.split(".")[0]
-        other.mkdir()
-        (other / name).write_text("{}", encoding="utf-8")
-        assert main(["train", *common, "-o", str(other), "--dry-run"]) == 1
-        assert f"the output folder {other} holds another run or model ({name}); training would" in (
-            capsys.readouterr().err
-        )
+    st_run = tmp_path / "run"  # a sentence-transformers run (run.json): refused unless --no-resume
+    st_run.mkdir()
+    (st_run / "run.json").write_text("{}", encoding="utf-8")
+    assert main(["train", *common, "-o", str(st_run), "--dry-run"]) == 1
+    assert (
+        f"the output folder {st_run} holds a sentence-transformers run (run.json); training would overwrite it. "
+        "Rerun with --no-resume"
+    ) in capsys.readouterr().err
+    st_model = tmp_path / "modules"  # a sentence-transformers model, no run: refused, --no-resume deletes nothing
+    st_model.mkdir()
+    (st_model / "modules.json").write_text("{}", encoding="utf-8")
+    for flags in ([], ["--no-resume"]):
+        assert main(["train", *common, "-o", str(st_model), "--dry-run", *flags]) == 1
+        assert (
+            f"the output folder {st_model}: it holds a model (modules.json) that CASE's would be mixed with. These "
+            "files are no recorded finesim run's (no CASE training.json, no run.json), so --no-resume does not "
+            "delete them: choose another output folder"
+        ) in capsys.readouterr().err
+    assert (st_model / "modules.json").is_file()
 
 
 def test_case_train_no_resume_and_the_python_api(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
@@ -180,17 +191,86 @@ def test_case_train_no_resume_and_the_python_api(tiny_bert_dir: Path, tmp_path: 
 
     _, recipe = _tiny_case(tmp_path, tiny_bert_dir)
     out = tmp_path / "out"
-    (out / "model").mkdir(parents=True)  # an earlier sentence-transformers run's model
+    (out / "model").mkdir(parents=True)  # an earlier sentence-transformers run: its model and run.json
+    (out / "run.json").write_text("{}", encoding="utf-8")
     flags = ["--recipe", str(recipe), "--data", str(tmp_path / "data"), "--no-progress", "--output-dir", str(out)]
     assert main(["case", "train", *flags]) == 1
-    assert "holds another run or model (model); training would overwrite it" in capsys.readouterr().err
+    assert "holds a sentence-transformers run (model, run.json); training would overwrite" in capsys.readouterr().err
     assert main(["case", "train", *flags, "--no-resume"]) == 0
-    assert not (out / "model").exists() and (out / "case_model.json").is_file()
+    assert not (out / "model").exists() and not (out / "run.json").exists() and (out / "case_model.json").is_file()
     case = load_recipe(recipe, ["case.epochs=2"])
     with pytest.raises(RecipeError, match=r"holds a CASE run of another recipe \(case\.epochs: 1 -> 2\)"):
         train_recipe(case, output_dir=out, data=tmp_path / "data", show_progress=False)
     payload = train_recipe(case, output_dir=out, data=tmp_path / "data", resume=False, show_progress=False)
     assert len(payload["training"]["history"]) == 2
+
+
+def test_no_resume_deletes_only_a_recorded_runs_files(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    """A user's own README.md and config.json are no run: a folder holding them is refused (README.md would be
+    overwritten) with or without --no-resume, and survives; --no-resume over a sentence-transformers run deletes
+    that run's files (run.json, model/, checkpoints/, config.json, metrics.json) and nothing else."""
+    from finesim.case.pipeline import start_over
+    from finesim.cli.main import main
+
+    common, _ = _tiny_case(tmp_path, tiny_bert_dir)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "README.md").write_text("my notes", encoding="utf-8")
+    (mine / "config.json").write_text('{"mine": 1}', encoding="utf-8")
+    for flags in ([], ["--no-resume"]):
+        assert main(["train", *common, "-o", str(mine), *flags]) == 1
+        err = capsys.readouterr().err
+        assert (
+            f"the output folder {mine}: training would overwrite README.md. These files are no recorded finesim "
+            "run's (no CASE training.json, no run.json), so --no-resume does not delete them: choose another "
+            "output folder"
+        ) in err
+        assert "Rerun with --no-resume" not in err
+    assert (mine / "README.md").read_text() == "my notes" and (mine / "config.json").read_text() == '{"mine": 1}'
+    assert sorted(p.name for p in mine.iterdir()) == ["README.md", "config.json"]
+    only_config = tmp_path / "only-config"  # nothing would be overwritten: used as is, config.json kept
+    only_config.mkdir()
+    (only_config / "config.json").write_text('{"mine": 2}', encoding="utf-8")
+    assert main(["train", *common, "-o", str(only_config), "--no-resume"]) == 0
+    assert f"output folder {only_config}: the CASE model and training.json" in capsys.readouterr().err
+    assert (only_config / "config.json").read_text() == '{"mine": 2}' and (only_config / "training.json").is_file()
+    assert main(["train", *common, "-o", str(only_config), "--no-resume", "--set", "case.dim=4"]) == 0  # a CASE run
+    assert "README.md, training.json) is deleted first (--no-resume)" in capsys.readouterr().err
+    assert (only_config / "config.json").read_text() == '{"mine": 2}'
+    assert json.loads((only_config / "training.json").read_text())["options"]["dim"] == 4
+    st_run = tmp_path / "st-run"
+    for name in ("model", "checkpoints/checkpoint-2"):
+        (st_run / name).mkdir(parents=True)
+    for name in ("run.json", "config.json", "metrics.json", "notes.txt"):
+        (st_run / name).write_text("{}", encoding="utf-8")
+    assert main(["train", *common, "-o", str(st_run), "--no-resume", "--dry-run"]) == 0
+    assert (
+        f"output folder {st_run}: the earlier run there (checkpoints, model, config.json, metrics.json, run.json) is "
+        "deleted first (--no-resume)"
+    ) in capsys.readouterr().err
+    assert start_over(st_run) == ["checkpoints", "model", "config.json", "metrics.json", "run.json"]
+    assert [p.name for p in st_run.iterdir()] == ["notes.txt"]
+    assert start_over(mine) == [] and (mine / "README.md").is_file()  # no recorded run: nothing deleted
+
+
+def test_the_encoders_folder_is_no_output_folder(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    """The output folder may not be, lie inside or contain the encoder's model folder or the embedding cache:
+    ``--no-resume`` there once deleted the encoder's config.json."""
+    from finesim.cli.main import main
+
+    common, _ = _tiny_case(tmp_path, tiny_bert_dir)
+    before = sorted(p.name for p in tiny_bert_dir.iterdir())
+    cases = [(tiny_bert_dir, "is"), (tiny_bert_dir / "sub", "is inside"), (tiny_bert_dir.parent, "contains")]
+    for out, how in cases:
+        assert main(["train", *common, "-o", str(out), "--no-resume"]) == 1
+        assert (
+            f"the output folder {out} {how} the encoder's model folder (case.model) ({tiny_bert_dir}); training "
+            "would write its files there (and --no-resume delete from it). Choose another output folder"
+        ) in capsys.readouterr().err
+    assert sorted(p.name for p in tiny_bert_dir.iterdir()) == before
+    (tmp_path / "c").mkdir(exist_ok=True)
+    assert main(["train", *common, "-o", str(tmp_path / "c" / "run"), "--dry-run"]) == 1
+    assert "is inside the embedding cache (case.cache_dir)" in capsys.readouterr().err
 
 
 def test_device_is_the_case_device(tiny_bert_dir: Path, tmp_path: Path, capsys, monkeypatch) -> None:

@@ -10,7 +10,6 @@ the results payload that ``finesim case`` prints from and writes as JSON. :func:
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -145,6 +144,9 @@ def check_case(
     except (OSError, ValueError) as err:
         raise RecipeError(f"{source}: case.family / case.prompts_file: {err}") from None
     check_writable(Path(out), source)
+    cache = options["cache_dir"] or default_cache_dir()
+    encoder = {"the encoder's model folder (case.model)": found, "the embedding cache (case.cache_dir)": cache}
+    check_not_encoder_folder(Path(out), encoder, source)
     lines = [f"CASE encoder {options['model']}: found ({found}); prompt family {family}, {options['formulation']}"]
     for role, path in (("train", options["train"]), ("dev", options["dev"]), *(("eval", p) for p in options["eval"])):
         if path:
@@ -159,9 +161,8 @@ def check_case(
 
 # what a CASE run writes into its folder (CaseModel.save: config, weights, marker, card; train_model: training.json)
 CASE_RUN_FILES = ("case_model.json", "projection.safetensors", "finesim_model.json", "README.md", "training.json")
-# other files that mark a folder as holding a run or a model: a sentence-transformers run of `finesim train`
-# (finesim.training.preflight.OWNED) and a sentence-transformers model folder
-OTHER_RUN_FILES = ("run.json", "checkpoints", "model", "metrics.json", "config.json", "modules.json")
+# what makes a folder a model that is no recorded run's: CASE's model would be mixed with it (refused, never deleted)
+MODEL_FILES = ("modules.json", "model", "checkpoints")
 # options that do not change the trained projection: where the recipe and the cache are, how fast it encodes, and
 # the keys of other CASE actions
 NOT_COMPARED = frozenset({"recipe", "cache_dir", "batch_size", "threads", "device", "dims", "num_directions"})
@@ -171,26 +172,91 @@ def _comparable(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in _with_model_resolved(options).items() if k not in NOT_COMPARED}
 
 
+def _case_record(out: Path) -> dict[str, Any] | None:
+    """The options of the CASE run recorded in ``out`` (``training.json``; ``{}`` when only its marker
+    ``finesim_model.json`` says ``encoder: case``), or None when ``out`` holds no CASE run."""
+    for name in ("training.json", "finesim_model.json"):
+        try:
+            doc = json.loads((out / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        if name == "training.json" and isinstance(doc.get("options"), dict) and "training" in doc:
+            return doc["options"]
+        if name == "finesim_model.json" and doc.get("encoder") == "case":
+            return {}
+    return None
+
+
+def run_files(out: Path) -> dict[str, list[str]]:
+    """The files in ``out`` that a recorded run owns, by kind of run: ``CASE`` (:data:`CASE_RUN_FILES`, when
+    :func:`_case_record` finds a CASE run) and ``sentence-transformers`` (:data:`finesim.training.preflight.OWNED`,
+    when its ``run.json`` is there). Nothing else is a run's: a user's README.md or config.json is not."""
+    from finesim.training.preflight import OWNED, RUN_FILE
+
+    found: dict[str, list[str]] = {}
+    if _case_record(out) is not None:
+        found["CASE"] = [name for name in CASE_RUN_FILES if (out / name).exists()]
+    if (out / RUN_FILE).is_file():
+        found["sentence-transformers"] = [name for name in OWNED if (out / name).exists()]
+    return found
+
+
+def check_not_encoder_folder(out: Path, folders: dict[str, str | Path | None], source: str = "recipe") -> None:
+    """:class:`RecipeError` when the output folder ``out`` is, lies inside or contains one of ``folders`` (what
+    they are -> the folder: the encoder's model folder, the embedding cache): training would write into it and
+    ``--no-resume`` delete from it."""
+    target = out.expanduser().resolve()
+    for what, folder in folders.items():
+        if not folder or not Path(folder).expanduser().exists():
+            continue
+        other = Path(folder).expanduser().resolve()
+        if target == other:
+            how = "is"
+        elif other in target.parents:
+            how = "is inside"
+        elif target in other.parents:
+            how = "contains"
+        else:
+            continue
+        raise RecipeError(
+            f"{source}: the output folder {out} {how} {what} ({folder}); training would write its files there "
+            "(and --no-resume delete from it). Choose another output folder"
+        )
+
+
 def check_output_folder(out: Path, options: dict[str, Any], *, resume: bool = True, source: str = "recipe") -> str:
     """Whether a CASE run may write into ``out``, as one line for the user; :class:`RecipeError` if not.
 
-    A folder that holds no run or model (absent, empty, or other files only) is used as is. A folder holding a CASE
-    run of the same options (``training.json``) is trained again from the start and replaced: CASE keeps no
-    checkpoints to resume from. Any other run or model there (another CASE recipe, a sentence-transformers run or
-    model) is refused, naming what differs, unless ``resume`` is False (``--no-resume``): then the earlier run's
-    files are deleted first (:func:`start_over`).
+    Only a recorded run's files (:func:`run_files`) are ever replaced or deleted. A folder that holds no run
+    (absent, empty, or other files) is used as is when training overwrites none of its files; one whose files
+    training would overwrite (a README.md of the user's, say), or that holds a model that is no recorded run's
+    (:data:`MODEL_FILES`), is refused: choose another folder. A folder holding a CASE run of the same options is
+    trained again from the start and replaced: CASE keeps no checkpoints to resume from. Another recorded run
+    (another CASE recipe, a sentence-transformers run with its ``run.json``) is refused, naming what differs,
+    unless ``resume`` is False (``--no-resume``): then that run's files are deleted first (:func:`start_over`).
     """
-    found = [name for name in (*CASE_RUN_FILES, *OTHER_RUN_FILES) if (out / name).exists()]
-    if not found:
+    runs = run_files(out)
+    owned = {name for names in runs.values() for name in names}
+    foreign = [name for name in (*CASE_RUN_FILES, *MODEL_FILES) if (out / name).exists() and name not in owned]
+    if foreign:
+        overwritten = [name for name in foreign if name in CASE_RUN_FILES]
+        issue = f"training would overwrite {', '.join(overwritten)}" if overwritten else ""
+        model = [name for name in foreign if name in MODEL_FILES]
+        if model:
+            issue += f"{'; ' if issue else ''}it holds a model ({', '.join(model)}) that CASE's would be mixed with"
+        raise RecipeError(
+            f"{source}: the output folder {out}: {issue}. These files are no recorded finesim run's (no CASE "
+            "training.json, no run.json), so --no-resume does not delete them: choose another output folder"
+        )
+    if not runs:
         return f"output folder {out}: the CASE model and training.json"
     if not resume:
-        return f"output folder {out}: the earlier run there ({', '.join(found)}) is deleted first (--no-resume)"
-    record = out / "training.json"
-    try:
-        stored = json.loads(record.read_text(encoding="utf-8"))["options"] if record.is_file() else None
-    except (OSError, ValueError, KeyError, TypeError):
-        stored = None
-    if isinstance(stored, dict) and not set(found) - set(CASE_RUN_FILES):
+        deleted = ", ".join(name for names in runs.values() for name in names)
+        return f"output folder {out}: the earlier run there ({deleted}) is deleted first (--no-resume)"
+    stored = _case_record(out)
+    if list(runs) == ["CASE"] and stored:
         old, new = _comparable(stored), _comparable(options)
         changes = [
             f"{'' if key == 'seed' else 'case.'}{key}: {old.get(key, '<unset>')!r} -> {new.get(key, '<unset>')!r}"
@@ -204,27 +270,20 @@ def check_output_folder(out: Path, options: dict[str, Any], *, resume: bool = Tr
             )
         what = f"a CASE run of another recipe ({'; '.join(changes[:8])}{'; ...' if len(changes) > 8 else ''})"
     else:
-        what = f"another run or model ({', '.join(found)})"
+        what = " and ".join(f"a {kind} run ({', '.join(names)})" for kind, names in runs.items())
     raise RecipeError(
         f"{source}: the output folder {out} holds {what}; training would overwrite it. Rerun with --no-resume to "
-        "start over there (the earlier run's files are deleted first), or choose another output folder"
+        "start over there (that run's files are deleted first, any other file is kept), or choose another output "
+        "folder"
     )
 
 
 def start_over(out: Path) -> list[str]:
-    """Delete what an earlier run wrote into ``out`` (:data:`CASE_RUN_FILES`, :data:`OTHER_RUN_FILES`), keeping any
-    other file; returns the names deleted."""
-    deleted = []
-    for name in (*CASE_RUN_FILES, *OTHER_RUN_FILES):
-        target = out / name
-        if target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
-        else:
-            continue
-        deleted.append(name)
-    return deleted
+    """Delete the files of the runs recorded in ``out`` (:func:`run_files`), keeping any other file; returns the
+    names deleted."""
+    from finesim.training import preflight
+
+    return [name for names in run_files(out).values() for name in preflight.start_over(out, names)]
 
 
 def train_recipe(

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -445,10 +446,11 @@ def _decide(out: Path, fingerprint: dict[str, Any], resume: bool, source: str) -
     return "resume", _last_checkpoint(out / "checkpoints")
 
 
-def start_over(out: Path) -> list[str]:
-    """Delete what an earlier run wrote into ``out`` (:data:`OWNED`); returns the names deleted."""
+def start_over(out: Path, names: Sequence[str] = OWNED) -> list[str]:
+    """Delete what an earlier run wrote into ``out``: ``names`` (default :data:`OWNED`, a ``finesim train`` run's
+    files), files or folders; returns the names deleted."""
     deleted = []
-    for name in OWNED:
+    for name in names:
         target = out / name
         if target.is_dir():
             shutil.rmtree(target)
