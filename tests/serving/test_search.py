@@ -174,6 +174,19 @@ def test_bad_search_requests_are_422(indexes, saved_models, scorers) -> None:  #
         )
         plain = client.post("/search", json={"query": "a dog", "condition": None, "k": 3})
         assert plain.status_code == 200 and all(r["condition"] is None for r in plain.json())
+        schema = client.get("/openapi.json").json()["components"]["schemas"]["SearchRequest"]
+        assert "condition" in schema["required"] and "default" not in schema["properties"]["condition"]
+
+
+def test_the_search_schema_says_condition_is_required_and_nullable() -> None:
+    """``condition`` of ``/search`` is required (no default; it once said optional while a body without it was a
+    422) and may be null."""
+    from finesim.serving.schemas import SearchRequest
+
+    schema = SearchRequest.model_json_schema()
+    assert schema["required"] == ["query", "condition"]
+    assert {"type": "null"} in schema["properties"]["condition"]["anyOf"]
+    assert SearchRequest.model_validate({"query": "q", "condition": None}).condition is None
 
 
 @pytest.mark.parametrize("kind", ["bi", "tri"])

@@ -55,6 +55,7 @@ from finesim.serving.schemas import (
     checked_texts,
     condition_required,
     invalid,
+    missing_hints,
     require_condition,
     row_conditions,
     search_condition,
@@ -284,7 +285,7 @@ def create_app(
     app.state.model = state
     app.state.metrics = metrics
     app.state.settings = settings
-    install_error_handlers(app, body_fields())
+    install_error_handlers(app, body_fields(), missing_hints())
     # added innermost first: the last one added sees each request first
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(ConcurrencyLimitMiddleware, limit=settings.max_concurrent, public_paths=public, metrics=metrics)

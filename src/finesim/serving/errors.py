@@ -83,28 +83,37 @@ def _spell(parts: list[str]) -> str:
     return out or "body"
 
 
-def _message(err: Mapping[str, Any], parts: list[str], fields: Sequence[str] | None) -> str:
-    """pydantic's message of one error, with the right field names after an unknown one and without the
-    ``Value error,`` prefix of a validator's own message."""
+def _message(
+    err: Mapping[str, Any], parts: list[str], fields: Sequence[str] | None, hints: Mapping[str, str] | None = None
+) -> str:
+    """pydantic's message of one error, with the right field names after an unknown one, what to do about a missing
+    field that ``hints`` names, and without the ``Value error,`` prefix of a validator's own message."""
     from finesim.options import did_you_mean
 
     message = str(err.get("msg", "invalid value"))
     kind = err.get("type")
     if kind == "value_error" and message.startswith("Value error, "):
         return message[len("Value error, ") :]
+    if kind == "missing" and hints and len(parts) == 1 and parts[0] in hints:
+        return f"{message}: {hints[parts[0]]}"
     if kind == "extra_forbidden" and fields and len(parts) == 1:
         hint = did_you_mean(parts[0], fields).strip()
         return f"{message}: unknown field{' ' + hint if hint else ''}; the fields are {', '.join(fields)}"
     return message
 
 
-def validation_message(errors: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = None) -> str:
+def validation_message(
+    errors: Sequence[Mapping[str, Any]],
+    fields: Sequence[str] | None = None,
+    hints: Mapping[str, str] | None = None,
+) -> str:
     """One line from pydantic / FastAPI validation errors: ``field[i]: message; ...`` (input values not echoed).
 
     Of the alternatives of a union field (a string or a list of strings) only the one that got furthest is named:
     ``input[1]: Input should be a valid string`` rather than the error of each alternative. With ``fields`` (the
     body's fields), an unknown field is named with the closest right one: ``conditon: Extra inputs are not
-    permitted: unknown field (did you mean 'condition'?); the fields are ...``."""
+    permitted: unknown field (did you mean 'condition'?); the fields are ...``. With ``hints`` (field -> what to
+    do), a missing field says it: ``condition: Field required: send the condition ...``."""
     found: list[tuple[list[str], str]] = []
     lines = []
     for err in errors:
@@ -112,7 +121,7 @@ def validation_message(errors: Sequence[Mapping[str, Any]], fields: Sequence[str
             lines.append(f"the body is not valid JSON ({err.get('ctx', {}).get('error', 'parse error')})")
             continue
         parts = _location(err.get("loc", ()))
-        found.append((parts, _message(err, parts, fields)))
+        found.append((parts, _message(err, parts, fields, hints)))
     deepest: dict[str, int] = {}
     for parts, _ in found:
         key = parts[0] if parts else ""
@@ -137,11 +146,17 @@ def unreadable_body(cause: BaseException | None) -> str:
     return "the body could not be read as JSON" + (f" ({type(cause).__name__})" if cause is not None else "")
 
 
-def install_error_handlers(app: Any, body_fields: Mapping[str, Sequence[str]] | None = None) -> None:
+def install_error_handlers(
+    app: Any,
+    body_fields: Mapping[str, Sequence[str]] | None = None,
+    missing_hints: Mapping[str, Mapping[str, str]] | None = None,
+) -> None:
     """Answer every error of ``app`` in the error shape: :class:`ApiError`, FastAPI's 422 validation errors,
     Starlette's HTTP errors (404, 405, ...) and unexpected exceptions (500, ``Backend``). ``body_fields``: the fields
-    of each path's body, named when a request sends an unknown one."""
+    of each path's body, named when a request sends an unknown one; ``missing_hints``: by path, what to do about a
+    required field left out."""
     known = dict(body_fields or {})
+    hints = dict(missing_hints or {})
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
 
@@ -150,7 +165,8 @@ def install_error_handlers(app: Any, body_fields: Mapping[str, Sequence[str]] | 
 
     async def request_validation(request: Any, exc: RequestValidationError):
         fields = known.get(request.url.path)
-        return json_error(422, validation_message(exc.errors(), fields), VALIDATION)
+        message = validation_message(exc.errors(), fields, hints.get(request.url.path))
+        return json_error(422, message, VALIDATION)
 
     async def http_error(request: Any, exc: HTTPException):
         if exc.status_code == 400 and exc.detail == BODY_PARSE_FAILED:  # FastAPI's answer to a body json cannot read

@@ -40,17 +40,24 @@ class RerankRequest(BaseModel):
     top_n: Annotated[int, Field(ge=1, strict=True)] | None = None
 
 
+SEARCH_CONDITION_HINT = (
+    'send the condition to search under, or "condition": null for the plain similarity ranking (the texts alone, '
+    "without a condition)"
+)
+
+
 class SearchRequest(BaseModel):
     """``POST /search``: the ``k`` texts of the loaded index most similar to ``query`` under ``condition``, or
     without one when ``condition`` is an explicit null (``ConditionalIndex.search(query, None)``: the plain
     similarity of the texts alone); ``where`` keeps only rows whose metadata has each key with that value
-    (``ConditionalIndex.search(..., where=...)``). ``condition`` is required: a body without it is a 422
-    (:func:`search_condition`), so a forgotten field never turns into an unconditioned search."""
+    (``ConditionalIndex.search(..., where=...)``). ``condition`` is required (and nullable, so the OpenAPI schema
+    says both): a body without it is a 422 ending in :data:`SEARCH_CONDITION_HINT` (:func:`missing_hints`), so a
+    forgotten field never turns into an unconditioned search."""
 
     model_config = ConfigDict(extra="forbid")
 
     query: StrictStr
-    condition: StrictStr | None = None
+    condition: StrictStr | None = Field(description=SEARCH_CONDITION_HINT)
     k: Annotated[int, Field(ge=1, strict=True)] = 10
     where: dict[StrictStr, StrictStr | StrictBool | StrictInt | StrictFloat | None] | None = None
 
@@ -109,6 +116,16 @@ def body_fields() -> dict[str, list[str]]:
     return {path: sorted(model.model_fields) for path, model in BODIES.items()}
 
 
+def missing_hints() -> dict[str, dict[str, str]]:
+    """What to do about each required field left out, by path and field: a body field's ``description``; the 422
+    of a body without it is ``FIELD: Field required: DESCRIPTION``
+    (:func:`finesim.serving.errors.validation_message`)."""
+    return {
+        path: {name: f.description for name, f in model.model_fields.items() if f.is_required() and f.description}
+        for path, model in BODIES.items()
+    }
+
+
 def checked_dimensions(dimensions: int | None, model_dimension: int | None) -> None:
     """``dimensions`` of ``/v1/embeddings``: left out, or the model's own dimension. Truncating an embedding to its
     first N components (then re-normalising) is only faithful for a model trained for it (Matryoshka); finesim does not
@@ -152,17 +169,9 @@ def checked_condition(condition: str | None, field: str, *, max_chars: int) -> s
     return checked_texts([condition], field, max_items=1, max_chars=max_chars)[0]
 
 
-MISSING_SEARCH_CONDITION = (
-    'condition: Field required: send the condition to search under, or "condition": null for the plain similarity '
-    "ranking (the texts alone, without a condition)"
-)
-
-
 def search_condition(body: SearchRequest, *, max_chars: int) -> str | None:
-    """The condition of a ``/search`` body, checked: a string, or None only when the body says ``"condition": null``
-    (a body without the field is a 422 :data:`MISSING_SEARCH_CONDITION`)."""
-    if "condition" not in body.model_fields_set:
-        raise invalid(MISSING_SEARCH_CONDITION)
+    """The condition of a ``/search`` body, checked: a string, or None when the body says ``"condition": null``
+    (a body without the field is refused by its parsing: the field is required)."""
     return checked_condition(body.condition, "condition", max_chars=max_chars)
 
 
