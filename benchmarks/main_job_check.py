@@ -60,7 +60,7 @@ def main() -> None:
         "git_commit_after": commit,
         "before_file": args.before,
         "before_validation_spearman": before[0],
-        "after": {"validation": metrics["validation"], "evaluate_main_scores": scores.get("main_scores")},
+        "after": {"validation": metrics["validation"], "evaluate_by_group": scores.get("average_main_score_by_group")},
         "same_to_two_decimals": f"{before[0]:.2f}" == f"{after:.2f}",
         "environment": environment_record(),
         "note": args.note or "only the scores are compared, not the time",
