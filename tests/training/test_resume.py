@@ -102,6 +102,38 @@ def test_folder_of_an_older_run_without_fingerprint_is_refused(
     assert (tmp_path / "out" / "checkpoints").is_dir()  # a dry run deletes nothing
 
 
+@pytest.mark.parametrize("files", [["config.json"], ["config.json", "metrics.json"], ["model/weights.bin"]])
+def test_files_no_finesim_run_recorded_are_refused_and_kept(
+    files: list[str], tiny_bert_dir: Path, data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # a user's own files under the names a run writes: refused with and without --no-resume, never deleted
+    out = tmp_path / "out"
+    for name in files:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text('{"architectures": ["BertModel"]}', encoding="utf-8")
+    recipe = _write(tmp_path / "r.json", tiny_recipe(tiny_bert_dir, data_root))
+    for extra in ([], ["--no-resume"]):
+        assert main(["train", str(recipe), "-o", str(out), "--dry-run", *extra]) == 1
+        err = capsys.readouterr().err
+        shown = ", ".join(
+            sorted({name.split("/")[0] for name in files}, key=["model", "config.json", "metrics.json"].index)
+        )
+        assert f"holds {shown}, which no finesim run recorded (no run.json)" in err
+        assert "choose another --output-dir" in err
+    assert all((out / name).read_text(encoding="utf-8").startswith("{") for name in files)
+
+
+def test_config_json_of_an_older_finesim_run_still_counts_as_a_run(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "config.json").write_text('{"model": {}, "objective": {}, "train": {}}', encoding="utf-8")
+    recipe = _write(tmp_path / "r.json", tiny_recipe(tiny_bert_dir, data_root))
+    assert main(["train", str(recipe), "-o", str(out), "--dry-run"]) == 1
+    assert "holds an earlier run without a fingerprint" in capsys.readouterr().err
+
+
 def _train_process(recipe: Path, out: Path) -> subprocess.Popen:
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "finesim.cli.main", "train", str(recipe), "-o", str(out), "-q"]

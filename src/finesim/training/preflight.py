@@ -415,13 +415,34 @@ def _last_checkpoint(folder: Path) -> str | None:
     return None
 
 
-def _earlier_run(out: Path) -> bool:
-    return any((out / name).exists() for name in OWNED)
+def _older_finesim_run(out: Path) -> bool:
+    """Whether ``out`` holds a run of a finesim that wrote no ``run.json``: the trainer's ``checkpoints/checkpoint-N``
+    folders, or a ``config.json`` that is a finesim recipe (not, e.g., a transformers model's config)."""
+    if any((out / "checkpoints").glob("checkpoint-*")):
+        return True
+    try:
+        config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and {"model", "objective", "train"} <= config.keys()
+
+
+def _earlier_run(out: Path, source: str) -> bool:
+    """Whether ``out`` holds an earlier finesim run. Files of :data:`OWNED`'s names that no finesim run recorded
+    (a user's own ``config.json`` or ``model/``) are refused: a run would overwrite them, and ``--no-resume`` would
+    delete them."""
+    found = [name for name in OWNED if (out / name).exists()]
+    if not found or (out / RUN_FILE).is_file() or _older_finesim_run(out):
+        return bool(found)
+    raise RecipeError(
+        f"{source}: the output folder {out} holds {', '.join(found)}, which no finesim run recorded (no {RUN_FILE}); "
+        "a run there would overwrite them (and --no-resume would delete them): choose another --output-dir"
+    )
 
 
 def _decide(out: Path, fingerprint: dict[str, Any], resume: bool, source: str) -> tuple[str, str | None]:
     """``(action, checkpoint)`` for a run into ``out`` (see :class:`Preflight`)."""
-    if not _earlier_run(out):
+    if not _earlier_run(out, source):
         return "start", None
     if not resume:
         return "restart", None
