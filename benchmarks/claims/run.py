@@ -42,6 +42,9 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _cli import run_finesim  # noqa: E402
+
 PLAN = Path(__file__).with_name("plan.yaml")
 # where results and run folders go (a long study can run from a snapshot of the code and write here)
 RESULTS = Path(os.environ.get("FINESIM_CLAIMS_RESULTS", ROOT / "benchmarks" / "results" / "claims"))
@@ -50,16 +53,10 @@ WORK = Path(os.environ.get("FINESIM_CLAIMS_WORK", ROOT / "runs" / "claims"))
 
 def finesim(args: list[str], log: Path) -> float:
     """Run ``finesim ARGS`` (appending its output to ``log``); return the wall seconds; raise on failure."""
-    start = time.perf_counter()
-    with open(log, "a", encoding="utf-8") as out:
-        out.write(f"\n$ finesim {' '.join(args)}\n")
-        out.flush()
-        code = subprocess.run(
-            [sys.executable, "-m", "finesim.cli.main", *args], stdout=out, stderr=out, cwd=ROOT
-        ).returncode
+    code, seconds = run_finesim(args, log)
     if code != 0:
         raise RuntimeError(f"finesim {' '.join(args[:3])} ... exited with {code}; see {log}")
-    return time.perf_counter() - start
+    return seconds
 
 
 def sittings_path(log: Path) -> Path:

@@ -57,6 +57,9 @@ import yaml
 from finesim.results import environment_record, file_sha256, path_sha256, portable, write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _cli import run_finesim  # noqa: E402
+
 STEPS_FILE = "steps.json"
 
 
@@ -143,16 +146,10 @@ class Steps:
             self.skipped.append(name)
             return
         print(f"[distill] {name}: finesim {' '.join(args)}", file=sys.stderr, flush=True)
-        start = time.perf_counter()
-        with open(self.log, "a", encoding="utf-8") as log:
-            log.write(f"\n$ finesim {' '.join(args)}\n")
-            log.flush()
-            code = subprocess.run(
-                [sys.executable, "-m", "finesim.cli.main", *args], stdout=log, stderr=log, cwd=ROOT
-            ).returncode
+        code, seconds = run_finesim(args, self.log)
         if code != 0:
             raise SystemExit(f"[distill] {name}: finesim exited with {code}; see {self.log}")
-        self.seconds[name] = round(time.perf_counter() - start, 1)
+        self.seconds[name] = round(seconds, 1)
         self.recorded[name] = {"fingerprint": digest(fingerprint), "seconds": self.seconds[name]}
         write_json_atomic(self.path, self.recorded)
 
