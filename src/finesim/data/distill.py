@@ -208,7 +208,6 @@ def build_distillation_triples(
             f"sentences make only {new_capacity} pairs that are not training pairs; lower new_pair_fraction"
         )
     taken_pairs = set(pair_keys)
-    new: list[tuple[str, str, str, str]] = []
     if n_new > new_capacity // 2:  # a dense draw: choose among every candidate
         candidates = [
             (a, b) for i, a in enumerate(sentences) for b in sentences[i + 1 :] if _pair_key(a, b) not in taken_pairs
@@ -230,7 +229,7 @@ def build_distillation_triples(
                 if len(drawn_pairs) == n_new:
                     break
     picked = new_rng.integers(len(conditions), size=len(drawn_pairs))
-    new = [(a, b, conditions[c], "new-pair") for (a, b), c in zip(drawn_pairs, picked)]
+    new: list[tuple[str, str, str, str]] = [(a, b, conditions[c], "new-pair") for (a, b), c in zip(drawn_pairs, picked)]
     triples.extend(new)
     update(len(new))
 

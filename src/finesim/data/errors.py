@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 logger = logging.getLogger("finesim.data")
@@ -66,9 +66,4 @@ class LoadReport:
             logger.debug("%s: kept all %d rows", self.path, self.rows_kept)
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "path": self.path,
-            "rows_read": self.rows_read,
-            "rows_kept": self.rows_kept,
-            "skipped": dict(self.skipped),
-        }
+        return asdict(self)

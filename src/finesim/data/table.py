@@ -48,6 +48,7 @@ from datasets import Dataset, DatasetDict, Features, Value
 from finesim.data._io import check_range, close_match, parse_label, require_text
 from finesim.data.csv_records import unclosed_quote, unclosed_quote_error
 from finesim.data.errors import DataFormatError, LoadReport
+from finesim.options import did_you_mean
 
 TABLE_FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf")
 HUB_FORMAT = "hub"
@@ -107,14 +108,13 @@ def detect_format(path: str | Path, explicit: str | None = None) -> str:
         name = explicit.strip().lower().lstrip(".")
         if name in ALL_FORMATS:
             return name
-        close = close_match(name, ALL_FORMATS)
-        hint = f" (did you mean {close!r}?)" if close else ""
+        hint = did_you_mean(name, ALL_FORMATS)
         raise DataFormatError(
             f"unknown table format {explicit!r}{hint}; the formats are {list(ALL_FORMATS)}", path=path
         )
     p = Path(path)
     if p.is_dir():
-        if _is_saved_dataset(p):
+        if (p / "state.json").is_file() or (p / "dataset_dict.json").is_file():
             return "hf"
         raise DataFormatError(
             f"is a folder but not one written by save_to_disk (it has no state.json or dataset_dict.json); "
@@ -129,10 +129,6 @@ def detect_format(path: str | Path, explicit: str | None = None) -> str:
             return HUB_FORMAT
         raise DataFormatError(f"table file not found; {_FORMATS_HINT}", path=p)
     raise DataFormatError(f"cannot tell the table format from the extension {p.suffix!r}; {_FORMATS_HINT}", path=p)
-
-
-def _is_saved_dataset(folder: Path) -> bool:
-    return (folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file()
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -651,16 +647,6 @@ def _open_jsonl(path: Path, report: LoadReport | None, bad_records: str) -> Tabl
 # Parquet, datasets folders and the Hub
 
 
-def _check_unique(path: Path | str, columns: list[str], where: str) -> None:
-    seen: set[str] = set()
-    for name in columns:
-        if name in seen:
-            raise DataFormatError(
-                f"column {name!r} appears more than once in the {where} {columns}", path=path, column=name
-            )
-        seen.add(name)
-
-
 def _open_parquet(path: Path) -> TableReader:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -676,7 +662,10 @@ def _open_parquet(path: Path) -> TableReader:
             columns = list(parquet.schema_arrow.names)
     except failures as err:
         raise unreadable(err) from None
-    _check_unique(path, columns, "schema")
+    twice = next((name for i, name in enumerate(columns) if name in columns[:i]), None)
+    if twice is not None:
+        message = f"column {twice!r} appears more than once in the schema {columns}"
+        raise DataFormatError(message, path=path, column=twice)
 
     def records() -> Iterator[TableRecord]:
         row = 0
@@ -752,21 +741,14 @@ def _open_saved_dataset(path: Path, split: str | None) -> TableReader:
     return _dataset_reader(path, "hf", _pick_split(loaded, split, path))
 
 
-def _hub_offline() -> bool:
-    try:
-        from huggingface_hub import constants
-    except ImportError:  # pragma: no cover - datasets depends on huggingface_hub
-        return False
-    return bool(constants.HF_HUB_OFFLINE)
-
-
 def _open_hub(name: str, split: str | None) -> TableReader:
     from datasets import load_dataset
+    from huggingface_hub import constants
 
     try:
         loaded = load_dataset(name, split=split)
     except Exception as err:  # offline, unknown id, unknown split, network errors: all reported the same clean way
-        offline = _hub_offline()
+        offline = bool(constants.HF_HUB_OFFLINE)
         if offline or isinstance(err, ConnectionError):
             why = "offline mode is on (HF_HUB_OFFLINE)" if offline else f"it is unreachable ({err})"
             raise DataFormatError(
@@ -912,14 +894,12 @@ def read_table(
         ValueError: an unknown key in ``columns`` or an unknown ``conditions`` value.
     """
     if conditions not in CONDITIONS:
-        close = close_match(str(conditions), CONDITIONS)
-        hint = f" (did you mean {close!r}?)" if close else ""
+        hint = did_you_mean(str(conditions), CONDITIONS)
         raise ValueError(f"conditions must be one of {list(CONDITIONS)}, got {conditions!r}{hint}")
     given = dict(columns or {})
     for name in given:
         if name not in TABLE_COLUMNS:
-            close = close_match(name, TABLE_COLUMNS)
-            hint = f" (did you mean {close!r}?)" if close else ""
+            hint = did_you_mean(name, TABLE_COLUMNS)
             raise ValueError(f"unknown finesim column {name!r} in columns{hint}; they are {list(TABLE_COLUMNS)}")
     report = LoadReport(path=str(path))
     reader = open_table(path, format=format, split=split, report=report)
