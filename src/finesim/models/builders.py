@@ -86,7 +86,7 @@ def build_tri_encoder(
         )
     model = load_sentence_model(backbone, pooling=pooling, max_length=max_length)
     if dropout is None:
-        dropout = float(getattr(model[0].auto_model.config, "hidden_dropout_prob", 0.1) or 0.1)
+        dropout = _config_dropout(model[0])
     model.append(
         ConditionHead(model.get_embedding_dimension(), kind=head, transform=transform, dropout=dropout, rank=rank)
     )

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shlex
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -429,11 +430,8 @@ def usage_snippet(info: CardInfo, path: str, plain: PlainLoading | None = None) 
     else:
         lead = "With finesim:"
     blocks.append(f"{lead}{runtime}\n\n" + _finesim_code(path))
-    blocks.append(
-        "From the command line: `finesim evaluate --model "
-        + _shell_quote(path)
-        + " --tasks csts` (C-STS validation Spearman)."
-    )
+    command = f"finesim evaluate --model {shlex.quote(path)} --tasks csts"
+    blocks.append(f"From the command line: `{command}` (C-STS validation Spearman).")
     return "\n\n".join(blocks)
 
 
@@ -559,12 +557,6 @@ def _finesim_code(path: str) -> str:
             "```",
         ]
     )
-
-
-def _shell_quote(path: str) -> str:
-    import shlex
-
-    return shlex.quote(path)
 
 
 # ---------------------------------------------------------------- the finesim section

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from finesim._version import __version__
 from finesim.models.runtime import (
     RUNTIME_KEY,
     check_runtime,
@@ -145,7 +146,7 @@ def export_model(
             spec.update(_write_onnx(transformer, work, quantize, say))
         elif quantize != "none":  # applied by the loader to the torch weights saved here
             spec["applied_at_load"] = TORCH_AT_LOAD[quantize]
-        spec.update(exported_from=str(model), finesim_version=_finesim_version())
+        spec.update(exported_from=str(model), finesim_version=__version__)
         _write_marker(work, marker, encoder_type, spec)
         say("checking the export against the torch model")
         spec["check"] = agreement(torch_model, work, encoder_type)
@@ -225,12 +226,6 @@ def _save_torch_files(model: Any, folder: Path, *, weights: bool) -> None:
     make_portable(folder)
     if not weights:
         drop_torch_weights(folder)
-
-
-def _finesim_version() -> str:
-    from finesim._version import __version__
-
-    return __version__
 
 
 def _write_marker(folder: Path, marker: dict[str, Any] | None, encoder: str, spec: dict[str, Any]) -> None:

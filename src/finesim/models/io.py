@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from finesim.models.condition_head import find_condition_head
 from finesim.models.hub import MARKER_FILE, resolve_model_path
-from finesim.models.portable import make_portable, module_classes
+from finesim.models.portable import make_portable, module_classes, read_modules
 from finesim.models.runtime import RUNTIME_KEY, has_torch_weights
 from finesim.results import write_json_atomic
 
@@ -102,13 +102,6 @@ def write_marker(folder: str | Path, encoder: str, **extra: Any) -> Path:
 # ---------------------------------------------------------------- sentence-transformers folders
 
 
-def finesim_module_classes() -> dict[str, type]:
-    """``modules.json`` type -> class for finesim's own modules, under their finesim names and the names of their
-    copies in a portable folder (:mod:`finesim.models.portable`), so saved models load without
-    ``trust_remote_code``."""
-    return module_classes()
-
-
 def load_with_finesim_modules(path: str, *, classes: dict[str, type] | None = None, **kwargs: Any) -> Any:
     """Load a saved ``SentenceTransformer`` whose modules may include finesim's classes (see the module
     docstring); the mechanism the sentence-transformers trainer uses to reload checkpoints. ``classes`` adds or
@@ -119,17 +112,13 @@ def load_with_finesim_modules(path: str, *, classes: dict[str, type] | None = No
     if loader is None:  # older sentence-transformers: fall back to the flag
         kwargs.setdefault("trust_remote_code", True)
         return SentenceTransformer(path, **kwargs)
-    return loader(str(path), {**finesim_module_classes(), **(classes or {})}, **kwargs)
+    return loader(str(path), {**module_classes(), **(classes or {})}, **kwargs)
 
 
 def _has_finesim_modules(folder: Path) -> bool:
     """Whether a sentence-transformers folder lists one of finesim's own module classes in ``modules.json``."""
-    try:
-        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return False
-    known = finesim_module_classes()
-    return any(str(m.get("type", "")) in known for m in modules if isinstance(m, dict))
+    known = module_classes()
+    return any(str(m.get("type", "")) in known for m in read_modules(folder) or [] if isinstance(m, dict))
 
 
 def pooling_mode(name: str) -> str:

@@ -18,12 +18,13 @@ Nothing here runs at import time.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -131,23 +132,17 @@ def split_zip_copy(spec: SplitZip, cache: Path | None = None) -> Path | None:
     return target
 
 
-class _lock:
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
     """An exclusive ``flock`` on a file for the duration of a ``with`` block."""
+    import fcntl
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self) -> None:
-        import fcntl
-
-        self.handle = open(self.path, "w")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        import fcntl
-
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _extract(spec: SplitZip, pieces: Sequence[Path], root: Path) -> None:

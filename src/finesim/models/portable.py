@@ -119,12 +119,8 @@ def foreign_module_types(folder: str | Path) -> list[str]:
     """The ``modules.json`` types of a folder that plain sentence-transformers cannot resolve by itself: neither its
     own classes nor a module file in the folder (e.g. a finesim class of a folder saved before :func:`make_portable`
     existed)."""
-    try:
-        modules: list[dict[str, Any]] = json.loads((Path(folder) / MODULES_FILE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return []
     out = []
-    for entry in modules:
+    for entry in read_modules(folder) or []:
         ref = str(entry.get("type", ""))
         if ref.startswith("sentence_transformers."):
             continue
@@ -137,11 +133,16 @@ def foreign_module_types(folder: str | Path) -> list[str]:
 def needs_remote_code(folder: str | Path) -> bool:
     """Whether plain sentence-transformers needs ``trust_remote_code=True`` for the folder (it lists a module class
     outside sentence-transformers)."""
+    return any(not str(m.get("type", "")).startswith("sentence_transformers.") for m in read_modules(folder) or [])
+
+
+def read_modules(folder: str | Path) -> list[dict[str, Any]] | None:
+    """The folder's parsed ``modules.json``; None when it is missing or not JSON."""
     try:
-        modules = json.loads((Path(folder) / MODULES_FILE).read_text(encoding="utf-8"))
+        modules: list[dict[str, Any]] = json.loads((Path(folder) / MODULES_FILE).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
-        return False
-    return any(not str(m.get("type", "")).startswith("sentence_transformers.") for m in modules)
+        return None
+    return modules
 
 
 def _write_text(path: Path, text: str) -> None:
