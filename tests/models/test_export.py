@@ -56,11 +56,32 @@ def test_onnx_fp32_export_scores_like_torch(bi_dir: Path, onnx_fp32: Path, torch
 
     assert onnx_fp32.stat().st_mode & 0o777 == 0o777 & ~current_umask()  # a plain folder, not mkdtemp's private one
     scorer = ConditionalScorer(str(onnx_fp32))
-    assert scorer.model.finesim_runtime == {"format": "onnx", "quantize": "none"}
+    assert scorer.model.finesim_runtime == {"format": "onnx", "quantize": "none", "sha256": runtime["sha256"]}
     np.testing.assert_allclose(scorer.score(S1, S2, C), torch_scores, atol=FP32_ATOL)
     # unconditional pairs go through the same runtime
     plain = ConditionalScorer(str(bi_dir)).score(S1, S2)
     np.testing.assert_allclose(scorer.score(S1, S2), plain, atol=FP32_ATOL)
+
+
+def test_an_onnx_export_has_one_fingerprint_and_its_index_reopens(
+    bi_dir: Path, onnx_fp32: Path, tmp_path: Path
+) -> None:
+    """The transformer of an ONNX export is uninitialised torch storage: hashing it gave every load another weights
+    hash, so an index built with the export could not be opened again. The fingerprint hashes the runtime file's
+    recorded SHA-256 instead: stable over loads, and unlike the torch model's or another export's."""
+    from finesim.evaluation.fingerprint import model_fingerprint
+    from finesim.index import ConditionalIndex
+
+    first, second = (model_fingerprint(load_conditional_model(str(onnx_fp32))) for _ in range(2))
+    assert first == second
+    assert first != model_fingerprint(load_conditional_model(str(bi_dir)))
+    other = export_model(str(bi_dir), tmp_path / "int8", quantize="int8").path
+    assert model_fingerprint(load_conditional_model(str(other))) != first
+    index = ConditionalIndex.build(str(onnx_fp32), S1 + S2, tmp_path / "index")
+    reopened = ConditionalIndex.open(tmp_path / "index", model=str(onnx_fp32))
+    assert [int(r) for r in reopened.search_rows(S1[0], C[0], 3)[0]] == [
+        int(r) for r in index.search_rows(S1[0], C[0], 3)[0]
+    ]
 
 
 def test_load_scorer_and_evaluate_path_pick_the_runtime(onnx_fp32: Path, torch_scores: np.ndarray) -> None:

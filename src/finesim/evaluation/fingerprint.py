@@ -4,7 +4,9 @@ never score with different copies of one (:class:`finesim.evaluation.ray_scoring
 The fingerprint is the SHA-256 of every parameter and buffer (name, dtype, shape and bytes, in ``state_dict`` order)
 and of the settings that shape the embeddings without being weights: the module classes in order, the maximum
 sequence length and the pooling mode; for a CASE model also the prompt templates, "− c" and the normalisation
-settings, and the projection's weights. Two loads of the same folder give the same fingerprint; a fine-tuned copy,
+settings, and the projection's weights. An ONNX export (``finesim export``) hashes its runtime (format, quantization
+and the ONNX file's recorded SHA-256) in place of its transformer's torch state, which is uninitialised storage
+that the ONNX session replaces. Two loads of the same folder give the same fingerprint; a fine-tuned copy,
 another head or another pooling gives another.
 """
 
@@ -15,11 +17,13 @@ import json
 from typing import Any
 
 
-def _update_with_state(digest: Any, module: Any, prefix: str) -> None:
-    """Feed a ``torch.nn.Module``'s state (names, dtypes, shapes, bytes) into ``digest``."""
+def _update_with_state(digest: Any, module: Any, prefix: str, skip: tuple[str, ...] = ()) -> None:
+    """Feed a ``torch.nn.Module``'s state (names, dtypes, shapes, bytes) into ``digest``, less names under ``skip``."""
     import torch
 
     for name, tensor in module.state_dict().items():
+        if name.startswith(skip):
+            continue
         t = tensor.detach().cpu().contiguous()
         digest.update(f"{prefix}{name}|{t.dtype}|{tuple(t.shape)}\n".encode())
         if t.numel():
@@ -60,7 +64,14 @@ def model_fingerprint(model: Any) -> str:
             _update_with_state(digest, model.projection, "projection.")
         return digest.hexdigest()
     digest.update(json.dumps(_settings(model), sort_keys=True, default=str).encode())
-    _update_with_state(digest, model, "")
+    skip: tuple[str, ...] = ()
+    runtime = getattr(model, "finesim_runtime", None)
+    if runtime and runtime.get("format") == "onnx":
+        from finesim.models.runtime import ExportedTransformer
+
+        digest.update(json.dumps({"runtime": runtime}, sort_keys=True, default=str).encode())
+        skip = tuple(f"{name}." for name, m in model.named_modules() if isinstance(m, ExportedTransformer))
+    _update_with_state(digest, model, "", skip)
     return digest.hexdigest()
 
 

@@ -134,7 +134,7 @@ def apply_runtime(model: Any, folder: str | Path, spec: Mapping[str, Any]) -> An
     """Switch ``model`` (loaded from ``folder`` by torch) to the runtime ``spec`` describes; returns the model.
 
     The model keeps its type (``SentenceTransformer`` or ``CrossEncoder``) and every module after the transformer;
-    ``model.finesim_runtime`` records the runtime in use.
+    ``model.finesim_runtime`` records the runtime in use (format, quantize; an ONNX export's file SHA-256 too).
     """
     fmt, quantize = check_runtime(str(spec.get("format")), str(spec.get("quantize", "none")))
     transformer = transformer_module(model)
@@ -145,6 +145,8 @@ def apply_runtime(model: Any, folder: str | Path, spec: Mapping[str, Any]) -> An
     elif quantize == "bf16":
         _use_torch_bf16(transformer)
     model.finesim_runtime = {"format": fmt, "quantize": quantize}
+    if fmt == "onnx":  # the file's recorded hash: what identifies the weights (finesim.evaluation.fingerprint)
+        model.finesim_runtime["sha256"] = spec.get("sha256")
     return model
 
 
