@@ -18,6 +18,11 @@ measurement (the "never-seen condition" case); ``--queries`` query sentences per
    (``exact`` scan or faiss ``hnsw``) and candidate count N in ``--candidates``: the re-ranking cache is filled from
    the reference's stored embeddings (the very vectors the model gives the candidates), so the curve costs no
    encoding and is exactly what the search returns.
+   With ``--reference INDEX`` (an index of the same corpus, or a longer prefix, built with the reference model and
+   storing the measured conditions: an earlier run's ``--work-dir``), recall is also measured against that index's
+   exact ranking over the first ``--size`` texts (``recall_at_10_vs_reference``), and the measured model's own exact
+   ranking against it (``exact_recall_at_10_vs_reference``): the way to measure a fast re-ranker (``--model``: an
+   int8 export, ``finesim export``) against the exact ranking of the fp32 bi-encoder it was exported from.
 4. **Latency** (``--latency``): per query with a cold re-ranking cache (a never-seen condition: N candidates
    embedded) and a warm one (the same condition again, new queries), for the default query mode, per N and
    first-stage search; p50/p95 seconds. Run it alone on an idle machine: latencies beside another job are not
@@ -47,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from index_scaling import csts_sentences, distinct_corpus, sentence_pool, validation_conditions
 
 from finesim.index import ConditionalIndex, recall_at_k
+from finesim.index.topk import best_rows
 from finesim.index.two_stage import RerankCache, other_model_query
 from finesim.paths import data_root
 from finesim.results import environment_record, portable, write_json_atomic
@@ -60,6 +66,29 @@ def fill_cache(index: ConditionalIndex, condition: str) -> None:
         assert array is not None
         rows = list(range(part.start, part.stop))
         index.rerank_cache.store(key, rows, np.asarray(array, dtype=np.float32))
+
+
+def reference_truth(reference: ConditionalIndex, size: int, query: str, condition: str, k: int) -> list[int]:
+    """The exact top-``k`` of ``reference`` (another index of the same corpus, at least ``size`` texts, that stores
+    ``condition``'s embeddings) over its first ``size`` rows: the ranking of the reference model, typically the fp32
+    bi-encoder when the measured index re-ranks with a fast export of it."""
+    key = reference.key(condition)
+    if not reference.has_condition(condition):
+        raise SystemExit(f"--reference {reference.store.root}: the condition {condition!r} is not stored in it")
+    vector = np.asarray(reference.embedder.conditioned([query], condition)[0], dtype=np.float32)
+    scores, rows = [], []
+    for part in reference.store.parts:
+        if part.start >= size:
+            break
+        array = reference.store.condition_array(key, part)
+        assert array is not None
+        stop = min(part.stop, size) - part.start
+        block = np.asarray(array[:stop], dtype=np.float32)
+        block /= np.maximum(np.linalg.norm(block, axis=1, keepdims=True), 1e-12)
+        scores.append(block @ vector)
+        rows.append(np.arange(part.start, part.start + stop))
+    found, _ = best_rows(np.concatenate(scores), np.concatenate(rows), k)
+    return [int(r) for r in found]
 
 
 def percentiles(seconds: list[float]) -> dict[str, float]:
@@ -79,6 +108,14 @@ def main() -> None:
         default=None,
         metavar="PATH",
         help="the first stage (default: the bi-encoder's own): another model, e.g. a distilled tri-encoder folder",
+    )
+    parser.add_argument(
+        "--reference",
+        default=None,
+        metavar="INDEX",
+        help="also measure recall against this index's exact ranking over the first --size texts: an index of the "
+        "same corpus (or a longer prefix of it) built with the reference model (e.g. the fp32 bi-encoder when "
+        "--model is its int8 export) that stores the measured conditions (a --work-dir of an earlier run)",
     )
     parser.add_argument("--data", default=None)
     parser.add_argument("--size", type=int, default=50000)
@@ -175,6 +212,12 @@ def main() -> None:
         result["index_bytes"] = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
         print(f"built in {result['build_seconds']} s", flush=True)
 
+        reference = None
+        if args.reference and not args.skip_recall:
+            reference = ConditionalIndex.open(args.reference)
+            if len(reference) < len(corpus) or reference.store.texts(range(len(corpus))) != corpus:
+                raise SystemExit(f"--reference {args.reference}: not an index of this corpus (or a longer prefix)")
+
         # the reference: exact search (the corpus embedded under each condition once)
         exact: dict[tuple[str, str], list[int]] = {}
         cold = []
@@ -186,6 +229,14 @@ def main() -> None:
             cold.append(round(time.perf_counter() - start, 1))
             print(f"exact reference for {condition!r}: {cold[-1]} s", flush=True)
         result["exact_condition_seconds"] = cold
+        truth_ref: dict[tuple[str, str], list[int]] = {}
+        if reference is not None:
+            for query, condition in exact:
+                truth_ref[(query, condition)] = reference_truth(reference, len(corpus), query, condition, args.k)
+            agreement = [recall_at_k(truth_ref[key], rows, args.k) for key, rows in exact.items()]
+            # how far the measured model's own exact ranking is from the reference's (e.g. int8 against fp32)
+            result[f"exact_recall_at_{args.k}_vs_reference"] = round(float(np.mean(agreement)), 4)
+            print(f"exact search of --model against --reference: recall@{args.k} {np.mean(agreement):.4f}", flush=True)
 
         # recall of two-stage search: the cache holds every row's exact embedding, so nothing is encoded
         if not args.skip_recall:
@@ -200,22 +251,27 @@ def main() -> None:
             for search in searches:
                 approximate = False if search == "exact" else search
                 for n in ns:
-                    per_query = []
+                    per_query, per_query_ref = [], []
                     for (query, condition), truth in exact.items():
                         rows, _ = index.search_rows(
                             query, condition, args.k, strategy="two-stage", candidates=n, approximate=approximate
                         )
                         per_query.append(recall_at_k(truth, rows, args.k))
-                    curve.append(
-                        {
-                            "query_mode": mode,
-                            "first_stage_search": search,
-                            "candidates": n,
-                            f"recall_at_{args.k}": round(float(np.mean(per_query)), 4),
-                            "min_recall": round(float(np.min(per_query)), 4),
-                        }
-                    )
-                    print(f"{mode} {search} N={n}: recall@{args.k} {curve[-1][f'recall_at_{args.k}']}", flush=True)
+                        if truth_ref:
+                            per_query_ref.append(recall_at_k(truth_ref[(query, condition)], rows, args.k))
+                    point = {
+                        "query_mode": mode,
+                        "first_stage_search": search,
+                        "candidates": n,
+                        f"recall_at_{args.k}": round(float(np.mean(per_query)), 4),
+                        "min_recall": round(float(np.min(per_query)), 4),
+                    }
+                    if per_query_ref:
+                        point[f"recall_at_{args.k}_vs_reference"] = round(float(np.mean(per_query_ref)), 4)
+                        point["min_recall_vs_reference"] = round(float(np.min(per_query_ref)), 4)
+                    curve.append(point)
+                    shown = {key: value for key, value in point.items() if "recall" in key}
+                    print(f"{mode} {search} N={n}: {shown}", flush=True)
         if curve:
             result["recall"] = curve
         stage.query_mode = "tri" if tri else "conditioned"
@@ -260,6 +316,8 @@ def main() -> None:
         "settings": {
             "model": args.model,
             "first_stage": args.first_stage or "self",
+            "reference": args.reference,
+            "reference_model": reference.store.manifest["model"].get("name") if reference is not None else None,
             "first_stage_modes": modes,
             "size": len(corpus),
             "corpus_composition": composition,
