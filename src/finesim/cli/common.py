@@ -97,15 +97,19 @@ def ray_wanted(args: argparse.Namespace) -> bool:
     return bool(args.ray or args.ray_address)
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
+def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    return _int_at_least(text, 1)
 
 
 def override(text: str) -> str:
@@ -118,13 +122,7 @@ def override(text: str) -> str:
 
 def non_negative_int(text: str) -> int:
     """An argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+    return _int_at_least(text, 0)
 
 
 def positive_float(text: str) -> float:
@@ -186,11 +184,16 @@ def verbosity(args: argparse.Namespace) -> tuple[int, bool]:
     return verbose, quiet
 
 
-def configure_output(args: argparse.Namespace) -> None:
-    """Logging at WARNING (``-v`` INFO, ``-vv`` DEBUG, ``-q`` ERROR) for finesim and the libraries it uses; with
-    ``--no-progress`` or ``-q`` no progress bars (tqdm, transformers, datasets, huggingface_hub)."""
+def log_level(args: argparse.Namespace) -> int:
+    """WARNING, ``-v`` INFO, ``-vv`` DEBUG, ``-q`` ERROR."""
     verbose, quiet = verbosity(args)
-    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    return logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+
+
+def configure_output(args: argparse.Namespace) -> None:
+    """Logging at :func:`log_level` for finesim and the libraries it uses; with ``--no-progress`` or ``-q`` no
+    progress bars (tqdm, transformers, datasets, huggingface_hub)."""
+    level = log_level(args)
     root = logging.getLogger()
     if not any(isinstance(h, _StderrHandler) for h in root.handlers):
         handler = _StderrHandler()
@@ -200,7 +203,7 @@ def configure_output(args: argparse.Namespace) -> None:
     for name in ("finesim", *LIBRARY_LOGGERS):
         logging.getLogger(name).setLevel(level)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", logging.getLevelName(level).lower())
-    if quiet or getattr(args, "no_progress", False):
+    if verbosity(args)[1] or getattr(args, "no_progress", False):
         args.no_progress = True
         for variable in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
             os.environ[variable] = "1"
@@ -257,15 +260,13 @@ def say(args: argparse.Namespace) -> Callable[[str], None]:
 
 
 def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text
+    return " ".join(str(err).split()) or type(err).__name__
 
 
 def known_errors() -> tuple[type[BaseException], ...]:
     """Failures with a message meant for the user: bad input, recipes, files, models, backends. ``KeyError`` and
     ``IndexError`` are not among them (:data:`BUG_ERRORS`): they are bugs, reported as internal errors."""
-    errors: list[type[BaseException]] = [ValueError, OSError, LookupError, ImportError, RuntimeError]
-    return tuple(errors)
+    return (ValueError, OSError, LookupError, ImportError, RuntimeError)
 
 
 BUG_ERRORS: tuple[type[BaseException], ...] = (KeyError, IndexError, AssertionError, AttributeError, TypeError)

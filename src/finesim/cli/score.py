@@ -126,23 +126,16 @@ def _condition_options(args: argparse.Namespace) -> tuple[str | None, bool]:
     return args.condition_column or "condition", args.condition_column is not None
 
 
-KINDS = {
-    "bi": "bi-encoder",
-    "tri": "tri-encoder",
-    "cross": "cross-encoder",
-    "case": "CASE model",
-    "ensemble": "ensemble",
-}
-
-
 def describe_scorer(scorer: Any) -> str:
     """What scores, in a few words: the model type and the runtime (``bi-encoder, torch on cpu``, ``tri-encoder,
     onnx int8 on cpu``, ``ensemble of 2 models``)."""
+    from finesim.models.card import ENCODER_NAMES
+
     encoder = getattr(scorer, "encoder", None)
     members = getattr(scorer, "members", None)
     if members is not None:
         return f"ensemble of {len(members)} models"
-    kind = KINDS.get(str(encoder), str(encoder or type(scorer).__name__))
+    kind = ENCODER_NAMES.get(str(encoder), str(encoder or type(scorer).__name__))
     model = getattr(scorer, "model", None)
     runtime = getattr(model, "finesim_runtime", None) or {"format": "torch", "quantize": "none"}
     quantize = runtime.get("quantize", "none")
@@ -210,9 +203,10 @@ def run(args: argparse.Namespace) -> int:
 
     if use_ray:
         from finesim.evaluation.ray_scoring import score_file_ray
+        from finesim.models.card import ENCODER_NAMES
 
         def ready(scorer: Any) -> None:
-            kind = KINDS.get(str(scorer.encoder), str(scorer.encoder))
+            kind = ENCODER_NAMES.get(str(scorer.encoder), str(scorer.encoder))
             tell(f"scoring with {args.model} ({kind}) on {scorer.workers} Ray workers")
             conditions_note(scorer)
 

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 
 from finesim.cli.common import (
     UsageError,
     add_runtime_options,
     command_parser,
+    log_level,
     non_negative_int,
     positive_int,
     say,
-    verbosity,
 )
 
 ENCODERS = ("bi", "tri", "cross", "case")
@@ -208,6 +207,4 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         threads=args.threads,
     )
-    verbose, quiet = verbosity(args)
-    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
-    return serve(settings, say=say(args), log_level=level)
+    return serve(settings, say=say(args), log_level=log_level(args))
