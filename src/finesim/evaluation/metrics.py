@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -21,24 +22,21 @@ def _as_arrays(pred: Sequence[float] | np.ndarray, gold: Sequence[float] | np.nd
     return p, g
 
 
-def _constant(x: np.ndarray) -> bool:
-    return bool(np.all(x == x[0]))
+def _correlation(correlate: Any, pred: Sequence[float] | np.ndarray, gold: Sequence[float] | np.ndarray) -> float:
+    p, g = _as_arrays(pred, gold)
+    if np.all(p == p[0]) or np.all(g == g[0]):  # a constant side: 0.0, not NaN
+        return 0.0
+    return float(correlate(p, g).statistic * 100.0)
 
 
 def spearman(pred: Sequence[float] | np.ndarray, gold: Sequence[float] | np.ndarray) -> float:
     """Spearman rank correlation x100; 0.0 (not NaN) when either side is constant."""
-    p, g = _as_arrays(pred, gold)
-    if _constant(p) or _constant(g):
-        return 0.0
-    return float(stats.spearmanr(p, g).statistic * 100.0)
+    return _correlation(stats.spearmanr, pred, gold)
 
 
 def pearson(pred: Sequence[float] | np.ndarray, gold: Sequence[float] | np.ndarray) -> float:
     """Pearson correlation x100; 0.0 (not NaN) when either side is constant."""
-    p, g = _as_arrays(pred, gold)
-    if _constant(p) or _constant(g):
-        return 0.0
-    return float(stats.pearsonr(p, g).statistic * 100.0)
+    return _correlation(stats.pearsonr, pred, gold)
 
 
 METRICS = {"spearman": spearman, "pearson": pearson}

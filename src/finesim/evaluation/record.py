@@ -33,10 +33,6 @@ from finesim.results import environment_record, path_roots, portable, portable_p
 Progress = Callable[[str], None]
 
 
-def _quiet(message: str) -> None:
-    return None
-
-
 def run_evaluation(
     model: str,
     *,
@@ -72,7 +68,7 @@ def run_evaluation(
         argv: the command line, recorded in the record when given.
         progress: called with one line per step (data read, task started, task skipped).
     """
-    say = progress or _quiet
+    say = progress or (lambda message: None)
     if registry is None:
         registry = load_registry(task_file) if task_file else default_registry()
     root = data_root(data)

@@ -562,11 +562,10 @@ def _over_limit(tokenizer: Any, limit: int, texts: list[str], pairs: list[str] |
 
 
 def _reject(record: Any, err: DataFormatError) -> dict[str, Any]:
-    values = record.values if record.values else None
     return {
         "row": record.row,
         "line": record.line,
         "column": err.column,
         "error": err.reason,
-        "record": values if values is not None else getattr(record, "raw", None),
+        "record": record.values or getattr(record, "raw", None),
     }
