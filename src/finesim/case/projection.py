@@ -11,13 +11,12 @@ The reference code uses no bias in either layer; dropout is only active in train
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from sentence_transformers.sentence_transformer.modules import Dense, Dropout
 from torch import nn
 
-ProjectionKind = Literal["linear", "nonlinear"]
 PROJECTION_KINDS = ("linear", "nonlinear")
 # Paper defaults: the linear FFN without dropout, the one-layer non-linear FFN with 15% dropout (Appendix B).
 DEFAULT_DROPOUT = {"linear": 0.0, "nonlinear": 0.15}

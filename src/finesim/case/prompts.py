@@ -20,11 +20,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Literal
 
 import yaml
 
-Formulation = Literal["cond", "sent", "conc_sc", "conc_cs"]
 FORMULATIONS: tuple[str, ...] = ("cond", "sent", "conc_sc", "conc_cs")
 INSTRUCTION_FORMULATIONS = ("cond", "sent")
 CONCAT_FORMULATIONS = ("conc_sc", "conc_cs")

@@ -26,7 +26,6 @@ from importlib import resources
 from typing import Any, Literal
 
 Task = Literal["csts", "stsb"]
-InstructionName = Literal["none", "short", "long"]
 ExampleFormat = Literal["plain", "t5", "gpt"]
 
 TASKS: tuple[str, ...] = ("csts", "stsb")

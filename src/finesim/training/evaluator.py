@@ -50,7 +50,6 @@ class ConditionalSimilarityEvaluator(BaseEvaluator):
         self.name = name
         self.batch_size = batch_size
         self.primary_metric = "spearman"
-        self.last_scores: np.ndarray | None = None
 
     def compute(self, model: Any) -> dict[str, float]:
         """``{"spearman": ..., "pearson": ...}`` (x100) without prefixes."""
@@ -58,7 +57,6 @@ class ConditionalSimilarityEvaluator(BaseEvaluator):
 
         scorer = ConditionalScorer(model, encoder=self.encoder, batch_size=self.batch_size)
         scores = scorer.score(self.sentences1, self.sentences2, self.conditions)
-        self.last_scores = scores
         return {"spearman": spearman(scores, self.labels), "pearson": pearson(scores, self.labels)}
 
     def __call__(

@@ -49,8 +49,9 @@ def _not_blank(value: Any) -> Any:
 Int = Annotated[int, BeforeValidator(_not_bool)]  # 3.0 and "3" are 3; 3.5 and true are errors
 Float = Annotated[float, BeforeValidator(_not_bool)]  # "1e-3" (a string in YAML 1.1) is 0.001
 Text = Annotated[str, BeforeValidator(_not_blank)]
+# sentence-transformers' pooling modes and finesim's aliases of lasttoken
 Pooling = Literal["cls", "lasttoken", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "last-token", "last_token"]
-# transformers' SchedulerType values (checked against transformers in the tests)
+# transformers' SchedulerType values
 Scheduler = Literal[
     "linear",
     "cosine",
@@ -65,8 +66,6 @@ Scheduler = Literal[
     "warmup_stable_decay",
     "greedy",
 ]
-# sentence-transformers' pooling modes (checked against Pooling in the tests) and finesim's aliases of lasttoken
-POOLING_MODES, LR_SCHEDULERS = get_args(Pooling)[:6], get_args(Scheduler)
 
 
 class _Section(BaseModel):

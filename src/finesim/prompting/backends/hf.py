@@ -92,7 +92,6 @@ class HFBackend:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = device
-        self.dtype_name = dtype
         torch_dtype = _torch_dtype(dtype, device)
         config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
         if kind == "auto":
