@@ -89,16 +89,9 @@ def pair_outputs(model: Any, features: list[dict[str, Any]]) -> list[dict[str, A
 
 def pair_cosines(model: Any, features: list[dict[str, Any]]) -> tuple[Tensor, Tensor]:
     """``(cos under the high condition, cos under the low condition)`` for a pairs-layout batch."""
-    check_pair_features(features)
+    e = [out["sentence_embedding"] for out in pair_outputs(model, features)]
     cos = torch.nn.functional.cosine_similarity
-    if is_tri(model):
-        c_hi, c_lo = embed(model, features[2]), embed(model, features[3])
-        high = cos(embed(model, features[0], c_hi), embed(model, features[1], c_hi), dim=-1)
-        low = cos(embed(model, features[0], c_lo), embed(model, features[1], c_lo), dim=-1)
-        return high, low
-    high = cos(embed(model, features[0]), embed(model, features[1]), dim=-1)
-    low = cos(embed(model, features[2]), embed(model, features[3]), dim=-1)
-    return high, low
+    return cos(e[0], e[1], dim=-1), cos(e[2], e[3], dim=-1)
 
 
 def pair_labels(labels: Tensor) -> tuple[Tensor, Tensor]:
