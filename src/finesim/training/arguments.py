@@ -9,6 +9,12 @@ from typing import Any
 from finesim.training.objectives import get_objective
 from finesim.training.recipe import Recipe, RecipeError, trainer_arguments_class
 
+# train keys passed as they are to the trainer's argument of the same name
+SAME_NAME = (
+    "max_steps gradient_accumulation_steps learning_rate weight_decay max_grad_norm logging_steps save_total_limit "
+    "dataloader_num_workers bf16"
+).split()
+
 
 def selection_name(recipe: Recipe) -> str:
     """The name the trainer logs the selection evaluator under: ``dev`` when the recipe carves a dev split from
@@ -32,36 +38,26 @@ def training_arguments(
     t = recipe.train
     objective = get_objective(recipe.objective.name)
     per_device = t.batch_size // 2 if objective.layout == "pairs" else t.batch_size
-    strategy = t.eval_strategy if has_eval else "no"
-    save_strategy = t.eval_strategy
-    kwargs: dict[str, Any] = dict(
+    kwargs: dict[str, Any] = {name: getattr(t, name) for name in SAME_NAME}
+    kwargs.update(
         output_dir=str(output_dir / "checkpoints"),
         num_train_epochs=t.epochs,
-        max_steps=t.max_steps,
         per_device_train_batch_size=per_device,
         per_device_eval_batch_size=t.eval_batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation_steps,
-        learning_rate=t.learning_rate,
-        weight_decay=t.weight_decay,
         # transformers 5 reads a float below 1 as a fraction of the total steps (warmup_ratio is deprecated)
         warmup_steps=float(t.warmup_ratio),
         lr_scheduler_type=t.lr_scheduler,
-        max_grad_norm=t.max_grad_norm,
         seed=recipe.seed,
         data_seed=recipe.seed,
-        eval_strategy=strategy,
-        save_strategy=save_strategy,
-        logging_steps=t.logging_steps,
-        save_total_limit=t.save_total_limit,
+        eval_strategy=t.eval_strategy if has_eval else "no",
+        save_strategy=t.eval_strategy,
         load_best_model_at_end=has_eval and t.keep == "best",
         metric_for_best_model=best_metric(recipe) if has_eval else None,
         greater_is_better=True,
         report_to="none",
-        dataloader_num_workers=t.dataloader_num_workers,
         dataloader_pin_memory=torch.cuda.is_available(),
         # without an accelerator, use_cpu makes torchrun / accelerate launch run CPU DDP (gloo)
         use_cpu=not torch.cuda.is_available(),
-        bf16=t.bf16,
     )
     kwargs.update(t.trainer_args)  # the trainer's other options as given; report_to and use_cpu above are defaults
     if t.group_by_length:
@@ -72,6 +68,5 @@ def training_arguments(
         raise RecipeError(f"train.group_by_length and objective {objective.name!r}'s batch sampler exclude each other")
     kwargs.update(extra or {})
     if t.eval_strategy == "steps":
-        kwargs["eval_steps"] = t.eval_steps
-        kwargs["save_steps"] = t.eval_steps
+        kwargs.update(eval_steps=t.eval_steps, save_steps=t.eval_steps)
     return trainer_arguments_class(cross)(**kwargs)
