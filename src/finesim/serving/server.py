@@ -63,25 +63,11 @@ def serve(
             server.should_exit = True
 
     app = create_app(settings, loader=loader, on_ready=lambda: say("model ready"), on_load_error=stop_on_failure)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_config=None,  # finesim's logging set-up (-v / -q) applies to uvicorn's loggers too
-        log_level=log_level,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        server_header=False,
-    )
+    config, sock, url = _listen(app, settings, log_level)
     server = uvicorn.Server(config)
     holder["server"] = server
-    try:
-        sock = config.bind_socket()  # uvicorn logs the reason and exits when it cannot bind
-    except SystemExit:
-        raise OSError(f"cannot listen on {settings.host}:{settings.port} (in use, or not an address here)") from None
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
     what = "the model" if settings.index is None else f"the model and the index {settings.index}"
-    say(f"serving {settings.model} on http://{shown}:{port} (loading {what}; GET /health answers 200 once ready)")
+    say(f"serving {settings.model} on {url} (loading {what}; GET /health answers 200 once ready)")
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _ignore_signal)
@@ -99,6 +85,28 @@ def serve(
     return 0
 
 
+def _listen(app: Any, settings: ServeSettings, log_level: int, **options: Any) -> tuple[Any, Any, str]:
+    """uvicorn's config for ``app`` (with ``options``), its listening socket, and the address as a URL."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,  # finesim's logging set-up (-v / -q) applies to uvicorn's loggers too
+        log_level=log_level,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        server_header=False,
+        **options,
+    )
+    try:
+        sock = config.bind_socket()  # uvicorn logs the reason and exits when it cannot bind
+    except SystemExit:
+        raise OSError(f"cannot listen on {settings.host}:{settings.port} (in use, or not an address here)") from None
+    host, port = sock.getsockname()[:2]
+    return config, sock, f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
 def _ignore_signal(signum: int, frame: Any) -> None:
     """The SIGTERM handler in place after uvicorn's graceful shutdown: the stop has been done already."""
 
@@ -110,33 +118,17 @@ def _serve_workers(settings: ServeSettings, *, say: Callable[[str], None], log_l
     SIGTERM stops every worker gracefully. A worker that dies is restarted by the supervisor."""
     import os
 
-    import uvicorn
     from uvicorn.config import STARTUP_FAILURE
     from uvicorn.supervisors import Multiprocess
 
     from finesim.serving.app import SETTINGS_ENV
 
     os.environ[SETTINGS_ENV] = settings.to_environment()  # the spawned workers read it
-    config = uvicorn.Config(
-        "finesim.serving.app:app_from_environment",
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        workers=settings.workers,
-        log_config=None,
-        log_level=log_level,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        server_header=False,
-    )
-    try:
-        sock = config.bind_socket()
-    except SystemExit:
-        raise OSError(f"cannot listen on {settings.host}:{settings.port} (in use, or not an address here)") from None
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
+    app = "finesim.serving.app:app_from_environment"
+    config, sock, url = _listen(app, settings, log_level, factory=True, workers=settings.workers)
     threads = settings.worker_threads()
     say(
-        f"serving {settings.model} on http://{shown}:{port} with {settings.workers} worker processes"
+        f"serving {settings.model} on {url} with {settings.workers} worker processes"
         + (f" ({threads} torch thread(s) each)" if threads else "")
         + "; each loads the model, GET /health answers 200 from a worker once its model is ready"
     )
