@@ -179,7 +179,4 @@ def find_condition_head(model: Any) -> ConditionHead | None:
         modules = list(inner)
     except TypeError:
         return None
-    for module in modules:
-        if isinstance(module, ConditionHead):
-            return module
-    return None
+    return next((module for module in modules if isinstance(module, ConditionHead)), None)

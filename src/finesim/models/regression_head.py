@@ -145,10 +145,7 @@ def pair_inputs(model: Any, sentence_features: Any) -> list[Tensor]:
 
 def find_regression_head(model: Any) -> RegressionHead | None:
     """The model's head, or None."""
-    for module in model:
-        if isinstance(module, RegressionHead):
-            return module
-    return None
+    return next((module for module in model if isinstance(module, RegressionHead)), None)
 
 
 def get_regression_head(model: Any) -> RegressionHead:
