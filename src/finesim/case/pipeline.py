@@ -24,6 +24,7 @@ from finesim.case.prompts import PromptFormat
 from finesim.case.training import TrainConfig, evaluate_pairs, sweep_dimensions, train_projection
 from finesim.options import RecipeError
 from finesim.results import environment_record, write_json_atomic
+from finesim.training import preflight
 from finesim.training.recipe import CaseRecipe, recipe_source
 
 
@@ -100,10 +101,9 @@ def train_config(options: dict[str, Any], dim: int | None = None) -> TrainConfig
 def resolve_paths(options: dict[str, Any], data: str | Path | None = None) -> dict[str, Any]:
     """``options`` with the data files ``train``, ``dev`` and ``eval`` resolved: relative paths under the data
     root (``data``, else finesim's configured one), absolute ones as given."""
-    from finesim.training.preflight import resolve_data_path
 
     def resolve(path: str) -> str:
-        return str(resolve_data_path(path, None if data is None else str(data)))
+        return str(preflight.resolve_data_path(path, None if data is None else str(data)))
 
     dev = options["dev"] and resolve(options["dev"])
     return {**options, "train": resolve(options["train"]), "dev": dev, "eval": [resolve(p) for p in options["eval"]]}
@@ -127,12 +127,9 @@ def check_case(
         RecipeError: naming the recipe file and the key; DataFormatError for a data file.
     """
     from finesim.models.hub import ModelResolutionError, resolve_model_path
-    from finesim.training.preflight import check_writable
 
     source = recipe_source(recipe)
-    out = output_dir or recipe.output_dir
-    if not out:
-        raise RecipeError(f"{source}: no output folder: set output_dir in the recipe or pass --output-dir")
+    out = preflight.output_folder(recipe, output_dir)
     options = resolve_paths(recipe_options(recipe), data)
     try:
         found = resolve_model_path(options["model"])
@@ -143,10 +140,10 @@ def check_case(
         PromptFormat(family, options["formulation"], prompts_file=options["prompts_file"])
     except (OSError, ValueError) as err:
         raise RecipeError(f"{source}: case.family / case.prompts_file: {err}") from None
-    check_writable(Path(out), source)
+    preflight.check_writable(out, source)
     cache = options["cache_dir"] or default_cache_dir()
     encoder = {"the encoder's model folder (case.model)": found, "the embedding cache (case.cache_dir)": cache}
-    check_not_encoder_folder(Path(out), encoder, source)
+    check_not_encoder_folder(out, encoder, source)
     lines = [f"CASE encoder {options['model']}: found ({found}); prompt family {family}, {options['formulation']}"]
     for role, path in (("train", options["train"]), ("dev", options["dev"]), *(("eval", p) for p in options["eval"])):
         if path:
@@ -155,7 +152,7 @@ def check_case(
         lines.append(f"dev: {options['dev_fraction']} of the training sentence pairs (seed {options['seed']})")
     if "dims" in recipe.case.model_fields_set:
         lines.append(f"case.dims is read by finesim case sweep; this trains one projection (case.dim {options['dim']})")
-    lines.append(check_output_folder(Path(out), options, resume=resume, source=source))
+    lines.append(check_output_folder(out, options, resume=resume, source=source))
     return options, lines
 
 
@@ -193,13 +190,11 @@ def run_files(out: Path) -> dict[str, list[str]]:
     """The files in ``out`` that a recorded run owns, by kind of run: ``CASE`` (:data:`CASE_RUN_FILES`, when
     :func:`_case_record` finds a CASE run) and ``sentence-transformers`` (:data:`finesim.training.preflight.OWNED`,
     when its ``run.json`` is there). Nothing else is a run's: a user's README.md or config.json is not."""
-    from finesim.training.preflight import OWNED, RUN_FILE
-
     found: dict[str, list[str]] = {}
     if _case_record(out) is not None:
         found["CASE"] = [name for name in CASE_RUN_FILES if (out / name).exists()]
-    if (out / RUN_FILE).is_file():
-        found["sentence-transformers"] = [name for name in OWNED if (out / name).exists()]
+    if (out / preflight.RUN_FILE).is_file():
+        found["sentence-transformers"] = [name for name in preflight.OWNED if (out / name).exists()]
     return found
 
 
@@ -281,8 +276,6 @@ def check_output_folder(out: Path, options: dict[str, Any], *, resume: bool = Tr
 def start_over(out: Path) -> list[str]:
     """Delete the files of the runs recorded in ``out`` (:func:`run_files`), keeping any other file; returns the
     names deleted."""
-    from finesim.training import preflight
-
     return [name for names in run_files(out).values() for name in preflight.start_over(out, names)]
 
 
@@ -299,7 +292,7 @@ def train_recipe(
     (default: the recipe's); ``resume=False`` (``--no-resume``) deletes an earlier run there first. Returns the
     payload written to ``training.json``."""
     options, _ = check_case(recipe, output_dir=output_dir, data=data, resume=resume)
-    out = Path(output_dir or str(recipe.output_dir))
+    out = preflight.output_folder(recipe, output_dir)
     if not resume:
         start_over(out)
     return train_model(options, output_dir=str(out), argv=argv, show_progress=show_progress)

@@ -16,7 +16,7 @@ import copy
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -216,7 +216,7 @@ def sweep_dimensions(
     config = config or TrainConfig()
     rows = []
     for dim in dims:
-        result = train_projection(train, dev, _replace(config, dim=int(dim)), show_progress=show_progress)
+        result = train_projection(train, dev, replace(config, dim=int(dim)), show_progress=show_progress)
         row: dict[str, Any] = {
             "dim": int(dim),
             "trainable_parameters": result.projection.num_parameters(),
@@ -229,9 +229,3 @@ def sweep_dimensions(
         logger.info("sweep %s", row)
         rows.append(row)
     return rows
-
-
-def _replace(config: TrainConfig, **changes: Any) -> TrainConfig:
-    values = asdict(config)
-    values.update(changes)
-    return TrainConfig(**values)

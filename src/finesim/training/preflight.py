@@ -33,7 +33,7 @@ from typing import Any
 from datasets import Dataset
 
 from finesim.results import path_sha256
-from finesim.training.recipe import Recipe, RecipeError, check_recipe, recipe_source
+from finesim.training.recipe import CaseRecipe, Recipe, RecipeError, check_recipe, recipe_source
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def preflight(
     )
 
 
-def output_folder(recipe: Recipe, output_dir: str | Path | None) -> Path:
+def output_folder(recipe: Recipe | CaseRecipe, output_dir: str | Path | None) -> Path:
     """The run's output folder: ``output_dir`` when given, else the recipe's."""
     if not (output_dir or recipe.output_dir):
         raise RecipeError(
