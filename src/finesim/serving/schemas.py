@@ -18,21 +18,21 @@ from finesim.evaluation.inputs import check_texts
 from finesim.serving.errors import VALIDATION, ApiError
 
 
-class SimilarityRequest(BaseModel):
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # an unknown field is a 422, never ignored
+
+
+class SimilarityRequest(_Body):
     """``POST /similarity``: score ``(sentence1[i], sentence2[i])`` under ``condition`` (one for all pairs, or one
     per pair)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     sentence1: list[StrictStr]
     sentence2: list[StrictStr]
     condition: StrictStr | list[StrictStr] | None = None
 
 
-class RerankRequest(BaseModel):
+class RerankRequest(_Body):
     """``POST /rerank``: order ``texts`` by their similarity to ``query`` under ``condition``."""
-
-    model_config = ConfigDict(extra="forbid")
 
     query: StrictStr
     texts: list[StrictStr]
@@ -46,15 +46,13 @@ SEARCH_CONDITION_HINT = (
 )
 
 
-class SearchRequest(BaseModel):
+class SearchRequest(_Body):
     """``POST /search``: the ``k`` texts of the loaded index most similar to ``query`` under ``condition``, or
     without one when ``condition`` is an explicit null (``ConditionalIndex.search(query, None)``: the plain
     similarity of the texts alone); ``where`` keeps only rows whose metadata has each key with that value
     (``ConditionalIndex.search(..., where=...)``). ``condition`` is required (and nullable, so the OpenAPI schema
     says both): a body without it is a 422 ending in :data:`SEARCH_CONDITION_HINT` (:func:`missing_hints`), so a
     forgotten field never turns into an unconditioned search."""
-
-    model_config = ConfigDict(extra="forbid")
 
     query: StrictStr
     condition: StrictStr | None = Field(description=SEARCH_CONDITION_HINT)
@@ -80,12 +78,10 @@ def _is_token_ids(value: Any) -> bool:
     return ints(value) or all(ints(item) and item for item in value)
 
 
-class EmbeddingsRequest(BaseModel):
+class EmbeddingsRequest(_Body):
     """``POST /v1/embeddings`` (OpenAI-compatible). OpenAI's fields: ``input`` (strings only: token ids are refused
     with :data:`TOKEN_IDS_MESSAGE`), ``model`` (ignored), ``encoding_format``, ``dimensions`` (only the model's own
     dimension: embeddings are not truncated), ``user`` (ignored); finesim's ``condition``. Any other field is a 422."""
-
-    model_config = ConfigDict(extra="forbid")
 
     input: StrictStr | list[StrictStr]
     model: str | None = None
