@@ -53,7 +53,7 @@ from index_scaling import csts_sentences, distinct_corpus, sentence_pool, valida
 
 from finesim.index import ConditionalIndex, recall_at_k
 from finesim.index.topk import best_rows
-from finesim.index.two_stage import RerankCache, other_model_query
+from finesim.index.two_stage import FIRST_STAGE, RerankCache, other_model_query
 from finesim.paths import data_root
 from finesim.results import environment_record, portable, write_json_atomic
 
@@ -91,6 +91,45 @@ def reference_truth(reference: ConditionalIndex, size: int, query: str, conditio
     return [int(r) for r in found]
 
 
+def prefix_recall(
+    index: ConditionalIndex, pairs: list[tuple[str, str]], sizes: list[int], ns: list[int], k: int
+) -> list[dict[str, Any]]:
+    """Recall@k of two-stage search (exact first stage, ``conditioned`` query) against exact search over the first
+    ``size`` texts only, for each size and N, read from the stored arrays (the first-stage vectors and each
+    condition's corpus embeddings) with the arithmetic of ``ConditionalIndex._two_stage``: how recall at a fixed N
+    falls as the corpus grows."""
+    first = np.concatenate([np.asarray(index.store.array(part, FIRST_STAGE), dtype=np.float32)
+                            for part in index.store.parts])  # fmt: skip
+    by_condition = {
+        condition: np.concatenate(
+            [
+                np.asarray(index.store.condition_array(index.key(condition), part), dtype=np.float32)
+                for part in index.store.parts
+            ]
+        )
+        for condition in {condition for _, condition in pairs}
+    }
+    vectors = {
+        (query, condition): np.asarray(index.embedder.conditioned([query], condition)[0], dtype=np.float32)
+        for query, condition in pairs
+    }
+    out = []
+    for size in sizes:
+        rows = np.arange(size)
+        for n in ns:
+            per_query = []
+            for query, condition in pairs:
+                embedded, vector = by_condition[condition][:size], vectors[(query, condition)]
+                truth, _ = best_rows(embedded @ vector, rows, k)
+                found, _ = best_rows(first[:size] @ vector, rows, n)
+                got, _ = best_rows(embedded[found] @ vector, found, k)
+                per_query.append(recall_at_k(truth, got, k))
+            out.append({"size": size, "candidates": n, f"recall_at_{k}": round(float(np.mean(per_query)), 4),
+                        "min_recall": round(float(np.min(per_query)), 4)})  # fmt: skip
+            print(f"prefix {size} N={n}: recall@{k} {out[-1][f'recall_at_{k}']}", flush=True)
+    return out
+
+
 def percentiles(seconds: list[float]) -> dict[str, float]:
     s = np.asarray(seconds)
     return {
@@ -123,6 +162,12 @@ def main() -> None:
         help="with --reference: skip the measured model's own exact ranking (the corpus embedded under every "
         "condition, the costly part); recall is then against the reference alone and the candidates are embedded by "
         "the re-ranker as a search would",
+    )
+    parser.add_argument(
+        "--prefixes",
+        default=None,
+        help="also recall on the first S texts for each S in this list (e.g. 12500,25000) with the exact first stage "
+        "and the conditioned query, from the stored arrays (needs the own exact ranking): the trend with corpus size",
     )
     parser.add_argument("--data", default=None)
     parser.add_argument("--size", type=int, default=50000)
@@ -289,6 +334,9 @@ def main() -> None:
         if curve:
             result["recall"] = curve
         stage.query_mode = "tri" if tri else "conditioned"
+        if args.prefixes and exact and not tri:
+            sizes = [int(x) for x in args.prefixes.split(",")] + [len(corpus)]
+            result["recall_by_size"] = prefix_recall(index, pairs, sizes, ns, args.k)
 
         if args.latency:
             timing = []
