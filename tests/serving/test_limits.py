@@ -248,3 +248,59 @@ def test_an_app_that_fails_without_answering_is_still_a_500() -> None:
     text = metrics.exposition()[0].decode()
     assert 'finesim_requests_total{endpoint="/similarity",status="500"} 3.0' in text
     assert 'status="499"' not in text
+
+
+def _run(app, messages: list[dict]) -> tuple[list[dict], float]:
+    """Run ``app`` for a POST whose client sends ``messages`` and then stays connected (the next receive waits);
+    what the app sent and the seconds it took."""
+    incoming = iter(messages)
+    sent: list[dict] = []
+
+    async def receive():
+        message = next(incoming, None)
+        if message is None:
+            await asyncio.sleep(3600)
+        return message
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/similarity", "headers": [], "query_string": b""}
+    start = time.perf_counter()
+    asyncio.run(app(scope, receive, send))
+    return sent, time.perf_counter() - start
+
+
+def _slow_app(events: list[str], answer: bool):
+    async def app(scope, receive, send):
+        assert (await receive())["type"] == "http.request"  # the body, passed through
+        if answer:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+        try:
+            await asyncio.sleep(0.5)
+        except asyncio.CancelledError:
+            events.append("cancelled")
+            raise
+        await send({"type": "http.response.body", "body": b"{}"})
+        events.append("answered")
+
+    return app
+
+
+def test_a_request_is_cancelled_when_its_client_disconnects_after_the_body() -> None:
+    """uvicorn does not cancel a handler whose client has gone: the middleware does, at once, so the batcher's job
+    is abandoned (its future cancelled) rather than scored for nobody; nothing is sent."""
+    from finesim.serving.limits import CancelOnDisconnectMiddleware
+
+    body = {"type": "http.request", "body": b"{}", "more_body": False}
+    events: list[str] = []
+    sent, seconds = _run(
+        CancelOnDisconnectMiddleware(_slow_app(events, answer=False)), [body, {"type": "http.disconnect"}]
+    )
+    assert events == ["cancelled"] and sent == [] and seconds < 0.4
+    # a client that stays is answered; a disconnect once the answer has started (what a server reports after the
+    # response) cancels nothing
+    for messages, answer in (([body], False), ([body, {"type": "http.disconnect"}], True)):
+        events = []
+        sent, _ = _run(CancelOnDisconnectMiddleware(_slow_app(events, answer)), messages)
+        assert events == ["answered"] and sent[-1]["type"] == "http.response.body"

@@ -4,6 +4,7 @@ request in flight (the request is answered, new connections are refused, the pro
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import re
@@ -70,6 +71,7 @@ def test_real_server_process_answers_and_stops_gracefully_on_sigterm(saved_model
     env = {**os.environ, KEY_VAR: KEY, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     command = [sys.executable, str(launcher), "serve", "--model", str(saved_models["bi"]), "--host", "127.0.0.1"]
     command += ["--port", "0", "--api-key-env", KEY_VAR, "--max-request-bytes", "4096", "--batch-wait-ms", "2"]
+    command += ["--batch-size", "2"]  # one pair per micro-batch: a request of 4 pairs is scored in 4 pieces
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: queue.Queue = queue.Queue()
     seen: list[str] = []
@@ -121,6 +123,32 @@ def test_real_server_process_answers_and_stops_gracefully_on_sigterm(saved_model
                 assert time.monotonic() < deadline, exposition
                 time.sleep(0.05)
             assert 'endpoint="/similarity",status="5' not in exposition, exposition
+
+            # a client that disconnects while its request is being scored: the handler is cancelled (uvicorn does not
+            # cancel it), the request counts as 499 at once, and its pieces not yet scored are dropped
+            calls = re.compile(r"^finesim_model_calls_total ([0-9.e+]+)$", re.M)
+            before = float(calls.search(client.get("/metrics").text).group(1))  # type: ignore[union-attr]
+            body_bytes = json.dumps({"sentence1": ["slowdown " + s for s in S1[:4]], "sentence2": S2[:4],
+                                     "condition": C}).encode()  # fmt: skip
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+                raw.sendall(
+                    b"POST /similarity HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body_bytes)}\r\n\r\n".encode()
+                    + body_bytes
+                )
+                deadline = time.monotonic() + 30
+                while "finesim_requests_in_flight 1.0" not in client.get("/metrics").text:
+                    assert time.monotonic() < deadline, "the request never arrived"
+                    time.sleep(0.02)
+                time.sleep(0.3)  # its first piece is in the model (SLOW_S seconds)
+            left = time.monotonic()
+            closed = 'finesim_requests_total{endpoint="/similarity",status="499"} 2.0'
+            while closed not in (exposition := client.get("/metrics").text):
+                assert time.monotonic() < left + SLOW_S, exposition  # at once, not after its 4 pieces (4 x SLOW_S)
+                time.sleep(0.05)
+            time.sleep(SLOW_S + 1)  # the piece in the model when the client left ends; no other starts
+            after = float(calls.search(client.get("/metrics").text).group(1))  # type: ignore[union-attr]
+            assert after - before <= 1, (before, after)
 
             # SIGTERM while a request is in flight: it is still answered, then the process exits 0
             result: dict[str, object] = {}

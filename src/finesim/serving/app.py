@@ -40,6 +40,7 @@ from finesim.serving.errors import (
 from finesim.serving.limits import (
     AuthMiddleware,
     BodySizeLimitMiddleware,
+    CancelOnDisconnectMiddleware,
     ConcurrencyLimitMiddleware,
     MetricsMiddleware,
 )
@@ -287,6 +288,7 @@ def create_app(
     app.state.settings = settings
     install_error_handlers(app, body_fields(), missing_hints())
     # added innermost first: the last one added sees each request first
+    app.add_middleware(CancelOnDisconnectMiddleware)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(ConcurrencyLimitMiddleware, limit=settings.max_concurrent, public_paths=public, metrics=metrics)
     if settings.api_key is not None:

@@ -10,12 +10,17 @@ Outermost first (:func:`finesim.serving.app.create_app` installs them in this or
 3. :class:`ConcurrencyLimitMiddleware`: more than ``limit`` scoring requests in flight: 429 at once, not queued.
 4. :class:`BodySizeLimitMiddleware`: a body over the limit is answered 413 before anything parses it: at once
    when ``Content-Length`` says so, else while the chunks of a streamed (chunked) body are counted.
+5. :class:`CancelOnDisconnectMiddleware`: once a request's body is in, its handler is cancelled when the client
+   disconnects before the answer starts (an ASGI server such as uvicorn does not cancel it), so the batching worker
+   drops the request's pieces not yet scored (:mod:`finesim.serving.batching`) instead of scoring them for nobody.
 
 They are plain ASGI callables, so they work under any ASGI server and with FastAPI's test client.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import logging
 import time
@@ -218,3 +223,52 @@ class BodySizeLimitMiddleware:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+class CancelOnDisconnectMiddleware:
+    """Cancel the application's handling of a request whose client disconnects after sending its body and before
+    the answer starts (module docstring, 5). While the body is read, every message goes to the application as
+    usual; afterwards this middleware alone reads the connection, where the next message can only be the
+    disconnect (ASGI servers also send it once the answer is complete, which is then ignored)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body_in = asyncio.Event()
+        answering = False
+
+        async def receive_body() -> Message:
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                body_in.set()
+            return message
+
+        async def send_watch(message: Message) -> None:
+            nonlocal answering
+            answering = answering or message["type"] == "http.response.start"
+            await send(message)
+
+        async def client_left() -> None:
+            await body_in.wait()
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        handler = asyncio.ensure_future(self.app(scope, receive_body, send_watch))
+        watcher = asyncio.ensure_future(client_left())
+        try:
+            await asyncio.wait({handler, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            left = watcher.done() and not watcher.cancelled() and watcher.exception() is None
+            if left and not handler.done() and not answering:
+                handler.cancel()  # the client has gone: awaiting the batcher's future cancels (abandons) its job
+                logger.info("%s: the client disconnected; its request is abandoned", scope.get("path"))
+                with contextlib.suppress(asyncio.CancelledError):
+                    await handler
+                return
+            await handler
+        finally:
+            watcher.cancel()
+            handler.cancel()
