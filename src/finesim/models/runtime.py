@@ -105,6 +105,12 @@ def output_key(transformer: Any) -> str:
     return str(name)
 
 
+def _file_sha256(path: Path) -> str:
+    from finesim.results import file_sha256
+
+    return file_sha256(path)
+
+
 def runtime_file(folder: str | Path, spec: Mapping[str, Any]) -> Path:
     """The runtime file named by ``spec``, checked: inside the folder, present, of the recorded size and SHA-256."""
     from finesim.models.hub import MARKER_FILE
@@ -138,15 +144,19 @@ def apply_runtime(model: Any, folder: str | Path, spec: Mapping[str, Any]) -> An
     """
     fmt, quantize = check_runtime(str(spec.get("format")), str(spec.get("quantize", "none")))
     transformer = transformer_module(model)
+    digest = None
     if fmt == "onnx":
-        _use_onnx(transformer, runtime_file(folder, spec), spec)
+        path = runtime_file(folder, spec)
+        _use_onnx(transformer, path, spec)
+        # what identifies the weights (finesim.evaluation.fingerprint): the recorded hash, checked above, or the file's
+        digest = spec.get("sha256") or _file_sha256(path)
     elif quantize == "int8":
         _use_torch_int8(transformer)
     elif quantize == "bf16":
         _use_torch_bf16(transformer)
     model.finesim_runtime = {"format": fmt, "quantize": quantize}
-    if fmt == "onnx":  # the file's recorded hash: what identifies the weights (finesim.evaluation.fingerprint)
-        model.finesim_runtime["sha256"] = spec.get("sha256")
+    if digest is not None:
+        model.finesim_runtime["sha256"] = digest
     return model
 
 

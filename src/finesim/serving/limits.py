@@ -14,13 +14,13 @@ Outermost first (:func:`finesim.serving.app.create_app` installs them in this or
    disconnects before the answer starts (an ASGI server such as uvicorn does not cancel it), so the batching worker
    drops the request's pieces not yet scored (:mod:`finesim.serving.batching`) instead of scoring them for nobody.
 
-They are plain ASGI callables, so they work under any ASGI server and with FastAPI's test client.
+They are plain ASGI callables, so they work under any ASGI server and with FastAPI's test client; the last one
+runs the handler as an asyncio task, so it needs an asyncio server (uvicorn, as ``finesim serve`` runs).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import logging
 import time
@@ -265,10 +265,13 @@ class CancelOnDisconnectMiddleware:
             if left and not handler.done() and not answering:
                 handler.cancel()  # the client has gone: awaiting the batcher's future cancels (abandons) its job
                 logger.info("%s: the client disconnected; its request is abandoned", scope.get("path"))
-                with contextlib.suppress(asyncio.CancelledError):
-                    await handler
+                await asyncio.wait({handler})  # its end, without its CancelledError (our own cancellation passes)
                 return
             await handler
         finally:
             watcher.cancel()
-            handler.cancel()
+            if not handler.done():  # this middleware was cancelled (e.g. the server's shutdown timeout)
+                handler.cancel()
+                await asyncio.wait({handler})  # its clean-up ends before the outer middleware free its slot
+            if handler.done() and not handler.cancelled():
+                handler.exception()  # retrieved: raised above when it matters, never "never retrieved"
