@@ -83,9 +83,7 @@ def reference_truth(reference: ConditionalIndex, size: int, query: str, conditio
         array = reference.store.condition_array(key, part)
         assert array is not None
         stop = min(part.stop, size) - part.start
-        block = np.asarray(array[:stop], dtype=np.float32)
-        block = block / np.maximum(np.linalg.norm(block, axis=1, keepdims=True), 1e-12)
-        scores.append(block @ vector)
+        scores.append(np.asarray(array[:stop], dtype=np.float32) @ vector)  # stored rows as exact search reads them
         rows.append(np.arange(part.start, part.start + stop))
     found, _ = best_rows(np.concatenate(scores), np.concatenate(rows), k)
     return [int(r) for r in found]
@@ -121,7 +119,7 @@ def prefix_recall(
             for query, condition in pairs:
                 embedded, vector = by_condition[condition][:size], vectors[(query, condition)]
                 truth, _ = best_rows(embedded @ vector, rows, k)
-                found, _ = best_rows(first[:size] @ vector, rows, n)
+                found, _ = best_rows(first[:size] @ vector, rows, max(n, k))
                 got, _ = best_rows(embedded[found] @ vector, found, k)
                 per_query.append(recall_at_k(truth, got, k))
             out.append({"size": size, "candidates": n, f"recall_at_{k}": round(float(np.mean(per_query)), 4),
@@ -192,6 +190,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.no_own_exact and not args.reference:
         raise SystemExit("--no-own-exact needs --reference (the ranking recall is measured against)")
+    prefixes = sorted({int(x) for x in args.prefixes.split(",")}) if args.prefixes else []
+    if prefixes and (args.first_stage or args.no_own_exact or args.skip_recall):
+        raise SystemExit("--prefixes needs the bi-encoder's own first stage and its own exact ranking")
+    if prefixes and not 0 < prefixes[0] <= prefixes[-1] < args.size:
+        raise SystemExit(f"--prefixes: sizes between 1 and --size ({args.size}) exclusive, got {args.prefixes}")
     import torch
 
     if args.threads:
@@ -334,9 +337,8 @@ def main() -> None:
         if curve:
             result["recall"] = curve
         stage.query_mode = "tri" if tri else "conditioned"
-        if args.prefixes and exact and not tri:
-            sizes = [int(x) for x in args.prefixes.split(",")] + [len(corpus)]
-            result["recall_by_size"] = prefix_recall(index, pairs, sizes, ns, args.k)
+        if prefixes:
+            result["recall_by_size"] = prefix_recall(index, pairs, [*prefixes, len(corpus)], ns, args.k)
 
         if args.latency:
             timing = []
