@@ -1,10 +1,15 @@
-"""The figure of docs/search.md's two-stage section: recall@10 against the candidate count N (one line per first-stage
-query mode and search), and the latency of a cold and a warm re-ranking cache against N where measured.
+"""The figure of docs/search.md's two-stage section, from the committed results files:
 
-    python benchmarks/two_stage_plot.py [benchmarks/results/two_stage_search.json ...] [-o docs/img/two_stage.png]
+- left: recall@10 against the candidate count N, for the fp32 re-ranker (50k texts, exact and HNSW first stage), for
+  the int8 ONNX re-ranker measured against the fp32 exact ranking, and for 12.5k and 25k-text prefixes (the trend
+  with corpus size);
+- right: the trade-off, recall@10 against p50 latency of a never-seen condition (cold re-ranking cache), one point
+  per N: fp32 at 50k texts, and the int8 re-ranker at 1M texts (its recall is the 50k measurement: the exact ranking
+  of 1M texts per condition is not computed).
 
-Several results files may be given (e.g. a recall run and a latency run of the same index); their ``recall`` and
-``latency`` entries are drawn together.
+    python benchmarks/two_stage_plot.py [-o docs/img/two_stage.png]
+
+A missing results file leaves its curves out.
 """
 
 from __future__ import annotations
@@ -14,67 +19,86 @@ import json
 from pathlib import Path
 from typing import Any
 
+RESULTS = Path("benchmarks/results")
+
+
+def load(name: str) -> dict[str, Any] | None:
+    path = RESULTS / name
+    return json.loads(path.read_text(encoding="utf-8"))["results"] if path.is_file() else None
+
+
+def curve(recall: list[dict[str, Any]], search: str, key: str, mode: str = "conditioned") -> dict[int, float]:
+    """N -> recall of one query mode and first-stage search."""
+    return {
+        r["candidates"]: r[key]
+        for r in recall
+        if r["query_mode"] == mode and r["first_stage_search"] == search and key in r
+    }
+
+
+def p50(latency: list[dict[str, Any]], search: str) -> dict[int, float]:
+    """N -> p50 milliseconds with a cold re-ranking cache."""
+    return {r["candidates"]: r["cold"]["p50_seconds"] * 1000 for r in latency if r["first_stage_search"] == search}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", nargs="*", default=["benchmarks/results/two_stage_search.json"])
     parser.add_argument("-o", "--output", default="docs/img/two_stage.png")
     args = parser.parse_args()
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    recall: list[dict[str, Any]] = []
-    latency: list[dict[str, Any]] = []
-    title = ""
-    for path in args.results:
-        record = json.loads(Path(path).read_text(encoding="utf-8"))
-        recall += record["results"].get("recall", [])
-        latency += record["results"].get("latency", [])
-        settings = record["settings"]
-        title = f"{settings['size']:,} texts, {len(settings['conditions'])} never-seen conditions"
-    panels = 2 if latency else 1
-    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 3.6), squeeze=False)
-    ax = axes[0][0]
-    key = next((k for k in (recall[0] if recall else {}) if k.startswith("recall_at_")), "recall_at_10")
-    for mode in sorted({r["query_mode"] for r in recall}):
-        for search in sorted({r["first_stage_search"] for r in recall}):
-            rows = sorted(
-                (r for r in recall if r["query_mode"] == mode and r["first_stage_search"] == search),
-                key=lambda r: r["candidates"],
-            )
-            if rows:
-                style = "-" if search == "exact" else "--"
-                ax.plot([r["candidates"] for r in rows], [r[key] for r in rows], style, marker="o", ms=3,
-                        label=f"query {mode}, first stage {search}")  # fmt: skip
-    ax.axhline(0.9, color="grey", lw=0.8, ls=":")
-    ax.set_xscale("log")
-    ax.set_xlabel("candidates re-ranked (N)")
-    ax.set_ylabel(key.replace("_at_", "@").replace("_", " "))
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
-    if latency:
-        ax = axes[0][1]
-        for search in sorted({r["first_stage_search"] for r in latency}):
-            rows = sorted((r for r in latency if r["first_stage_search"] == search), key=lambda r: r["candidates"])
-            for cache in ("cold", "warm"):
-                ax.plot([r["candidates"] for r in rows], [r[cache]["p50_seconds"] * 1000 for r in rows],
-                        "-" if cache == "cold" else "--", marker="o", ms=3,
-                        label=f"p50, {cache} cache, first stage {search}")  # fmt: skip
-        ax.axhline(500, color="grey", lw=0.8, ls=":")
-        ax.set_xscale("log")
-        ax.set_xlabel("candidates re-ranked (N)")
-        ax.set_ylabel("latency (ms)")
-        ax.legend(fontsize=7)
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-    for row in axes:
-        for axis in row:
-            ticks = sorted({r["candidates"] for r in recall + latency})
-            axis.set_xticks(ticks)
-            axis.xaxis.set_major_formatter(ScalarFormatter())
-            axis.xaxis.set_minor_formatter(NullFormatter())
+    fp32, fp32_latency = load("two_stage_search.json"), load("two_stage_latency.json")
+    int8, int8_latency = load("two_stage_search_int8.json"), load("two_stage_latency_1m.json")
+    recall_lines: list[tuple[str, dict[int, float], str]] = []
+    trade: list[tuple[str, dict[int, float], dict[int, float], str]] = []
+    for search, style in (("exact", "-"), ("hnsw", "--")):
+        if fp32:
+            recall_lines.append((f"fp32 re-ranker, 50k texts, first stage {search}",
+                                 curve(fp32["recall"], search, "recall_at_10"), "C0" + style))  # fmt: skip
+        if int8:
+            recall_lines.append((f"int8 re-ranker vs fp32 exact, 50k, first stage {search}",
+                                 curve(int8["recall"], search, "recall_at_10_vs_reference"), "C3" + style))  # fmt: skip
+        if fp32 and fp32_latency:
+            trade.append((f"fp32, 50k texts, first stage {search}", p50(fp32_latency["latency"], search),
+                          curve(fp32["recall"], search, "recall_at_10"), "C0" + style))  # fmt: skip
+        if int8 and int8_latency:
+            trade.append((f"int8, 1M texts (recall at 50k), first stage {search}", p50(int8_latency["latency"], search),
+                          curve(int8["recall"], search, "recall_at_10_vs_reference"), "C3" + style))  # fmt: skip
+    for size, color in ((12500, "C2"), (25000, "C1")):
+        rows = [r for r in (fp32 or {}).get("recall_by_size", []) if r["size"] == size]
+        if rows:
+            recall_lines.append((f"fp32, first {size:,} texts, first stage exact",
+                                 {r["candidates"]: r["recall_at_10"] for r in rows}, color + ":"))  # fmt: skip
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for label, points, style in recall_lines:
+        ns = sorted(points)
+        left.plot(ns, [points[n] for n in ns], style, marker="o", ms=3, label=label)
+    left.axhline(0.9, color="grey", lw=0.8, ls=":")
+    left.set_xscale("log")
+    ticks = sorted({n for _, points, _ in recall_lines for n in points})
+    left.set_xticks(ticks)
+    left.xaxis.set_major_formatter(ScalarFormatter())
+    left.xaxis.set_minor_formatter(NullFormatter())
+    left.set_xlabel("candidates re-ranked (N)")
+    left.set_ylabel("recall@10 against the exact fp32 ranking")
+    left.set_title("recall@10 against N (6 never-seen conditions x 10 queries)", fontsize=9)
+    left.legend(fontsize=6.5)
+    for label, latency, recall, style in trade:
+        ns = sorted(set(latency) & set(recall))
+        right.plot([latency[n] for n in ns], [recall[n] for n in ns], style, marker="o", ms=3, label=label)
+        for n in ns:
+            right.annotate(f"N={n}", (latency[n], recall[n]), fontsize=6, xytext=(3, -8), textcoords="offset points")
+    right.axhline(0.9, color="grey", lw=0.8, ls=":")
+    right.axvline(500, color="grey", lw=0.8, ls=":")
+    right.set_xlabel("p50 latency of a never-seen condition (ms, idle 2-core CPU)")
+    right.set_ylabel("recall@10")
+    right.set_title("the trade-off: goal is up and left of the dotted lines", fontsize=9)
+    right.legend(fontsize=6.5)
     fig.tight_layout()
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.output, dpi=110)
