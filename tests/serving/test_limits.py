@@ -304,3 +304,44 @@ def test_a_request_is_cancelled_when_its_client_disconnects_after_the_body() -> 
         events = []
         sent, _ = _run(CancelOnDisconnectMiddleware(_slow_app(events, answer)), messages)
         assert events == ["answered"] and sent[-1]["type"] == "http.response.body"
+
+
+def test_a_cancelled_request_cancels_its_handler_and_waits_for_its_clean_up() -> None:
+    """The server cancels the request itself (e.g. its shutdown timeout) while the handler runs: the handler is
+    cancelled and its clean-up finishes before the cancellation leaves the middleware (the outer middleware free the
+    request's slot only then)."""
+    from finesim.serving.limits import CancelOnDisconnectMiddleware
+
+    events: list[str] = []
+
+    async def app(scope, receive, send):
+        await receive()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.05)  # a clean-up that awaits
+            events.append("cleaned")
+            raise
+
+    async def main() -> None:
+        body = iter([{"type": "http.request", "body": b"{}", "more_body": False}])
+
+        async def receive():
+            message = next(body, None)
+            if message is None:
+                await asyncio.sleep(3600)  # the client stays
+            return message
+
+        async def send(message):
+            pass
+
+        scope = {"type": "http", "method": "POST", "path": "/similarity", "headers": [], "query_string": b""}
+        task = asyncio.ensure_future(CancelOnDisconnectMiddleware(app)(scope, receive, send))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        events.append("middleware done")
+
+    asyncio.run(main())
+    assert events == ["cleaned", "middleware done"]

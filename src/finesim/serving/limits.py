@@ -259,19 +259,31 @@ class CancelOnDisconnectMiddleware:
 
         handler = asyncio.ensure_future(self.app(scope, receive_body, send_watch))
         watcher = asyncio.ensure_future(client_left())
+        for task in (handler, watcher):  # every outcome is read, whichever way the request ends
+            task.add_done_callback(_retrieve)
+        cancelled = False
         try:
             await asyncio.wait({handler, watcher}, return_when=asyncio.FIRST_COMPLETED)
             left = watcher.done() and not watcher.cancelled() and watcher.exception() is None
             if left and not handler.done() and not answering:
+                cancelled = True
                 handler.cancel()  # the client has gone: awaiting the batcher's future cancels (abandons) its job
                 logger.info("%s: the client disconnected; its request is abandoned", scope.get("path"))
                 await asyncio.wait({handler})  # its end, without its CancelledError (our own cancellation passes)
+                if not handler.cancelled() and handler.exception() is not None:
+                    logger.error("%s: the handler failed while being cancelled", scope.get("path"),
+                                 exc_info=handler.exception())  # fmt: skip
                 return
             await handler
         finally:
             watcher.cancel()
             if not handler.done():  # this middleware was cancelled (e.g. the server's shutdown timeout)
-                handler.cancel()
+                if not cancelled:
+                    handler.cancel()
                 await asyncio.wait({handler})  # its clean-up ends before the outer middleware free its slot
-            if handler.done() and not handler.cancelled():
-                handler.exception()  # retrieved: raised above when it matters, never "never retrieved"
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Read a finished task's outcome, so that no path leaves an exception "never retrieved"."""
+    if not task.cancelled():
+        task.exception()
