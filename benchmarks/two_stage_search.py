@@ -190,11 +190,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.no_own_exact and not args.reference:
         raise SystemExit("--no-own-exact needs --reference (the ranking recall is measured against)")
-    prefixes = sorted({int(x) for x in args.prefixes.split(",")}) if args.prefixes else []
+    try:
+        prefixes = sorted({int(x) for x in args.prefixes.split(",")}) if args.prefixes else []
+    except ValueError:
+        raise SystemExit(f"--prefixes: whole numbers separated by commas, got {args.prefixes!r}") from None
     if prefixes and (args.first_stage or args.no_own_exact or args.skip_recall):
         raise SystemExit("--prefixes needs the bi-encoder's own first stage and its own exact ranking")
     if prefixes and not 0 < prefixes[0] <= prefixes[-1] < args.size:
-        raise SystemExit(f"--prefixes: sizes between 1 and --size ({args.size}) exclusive, got {args.prefixes}")
+        raise SystemExit(f"--prefixes: each S must satisfy 1 <= S < --size ({args.size}), got {args.prefixes}")
     import torch
 
     if args.threads:
