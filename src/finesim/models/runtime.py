@@ -105,12 +105,6 @@ def output_key(transformer: Any) -> str:
     return str(name)
 
 
-def _file_sha256(path: Path) -> str:
-    from finesim.results import file_sha256
-
-    return file_sha256(path)
-
-
 def runtime_file(folder: str | Path, spec: Mapping[str, Any]) -> Path:
     """The runtime file named by ``spec``, checked: inside the folder, present, of the recorded size and SHA-256."""
     from finesim.models.hub import MARKER_FILE
@@ -146,10 +140,12 @@ def apply_runtime(model: Any, folder: str | Path, spec: Mapping[str, Any]) -> An
     transformer = transformer_module(model)
     digest = None
     if fmt == "onnx":
+        from finesim.results import file_sha256
+
         path = runtime_file(folder, spec)
         _use_onnx(transformer, path, spec)
         # what identifies the weights (finesim.evaluation.fingerprint): the recorded hash, checked above, or the file's
-        digest = spec.get("sha256") or _file_sha256(path)
+        digest = spec.get("sha256") or file_sha256(path)
     elif quantize == "int8":
         _use_torch_int8(transformer)
     elif quantize == "bf16":

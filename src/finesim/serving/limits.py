@@ -229,13 +229,14 @@ class CancelOnDisconnectMiddleware:
     """Cancel the application's handling of a request whose client disconnects after sending its body and before
     the answer starts (module docstring, 5). While the body is read, every message goes to the application as
     usual; afterwards this middleware alone reads the connection, where the next message can only be the
-    disconnect (ASGI servers also send it once the answer is complete, which is then ignored)."""
+    disconnect (ASGI servers also send it once the answer is complete, which is then ignored). GET and HEAD
+    requests (no body; health, info and metrics) pass straight through."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD"):  # no body, quick answers: no tasks
             await self.app(scope, receive, send)
             return
         body_in = asyncio.Event()
