@@ -114,12 +114,16 @@ def prefix_recall(
     out = []
     for size in sizes:
         rows = np.arange(size)
+        # per query, once per size: the exact top k and the first stage's scores (each N takes its top N of them)
+        scored = {}
+        for query, condition in pairs:
+            embedded, vector = by_condition[condition][:size], vectors[(query, condition)]
+            scored[(query, condition)] = (best_rows(embedded @ vector, rows, k)[0], first[:size] @ vector)
         for n in ns:
             per_query = []
-            for query, condition in pairs:
-                embedded, vector = by_condition[condition][:size], vectors[(query, condition)]
-                truth, _ = best_rows(embedded @ vector, rows, k)
-                found, _ = best_rows(first[:size] @ vector, rows, max(n, k))
+            for (query, condition), (truth, stage_scores) in scored.items():
+                embedded, vector = by_condition[condition], vectors[(query, condition)]
+                found, _ = best_rows(stage_scores, rows, max(n, k))
                 got, _ = best_rows(embedded[found] @ vector, found, k)
                 per_query.append(recall_at_k(truth, got, k))
             out.append({"size": size, "candidates": n, f"recall_at_{k}": round(float(np.mean(per_query)), 4),
