@@ -63,6 +63,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pairs-per-request", type=int, default=1, help="pairs in one /similarity request")
     p.add_argument("--batch-size", type=int, default=64, help="finesim serve --batch-size of the batched run")
     p.add_argument("--batch-wait-ms", type=int, default=5, help="finesim serve --batch-wait-ms of the batched run")
+    p.add_argument(
+        "--inference-batch-size",
+        type=int,
+        default=None,
+        help="finesim serve --inference-batch-size, and the in-process scorer's batch size (default: their own, 64)",
+    )
     p.add_argument("--in-process-repeats", type=int, default=3, help="in-process timings (the median is used)")
     p.add_argument("--device", default=None, help="torch device of the server and the in-process scorer")
     p.add_argument("--seed", type=int, default=0, help="shuffle seed of the pairs")
@@ -115,7 +121,8 @@ def in_process(args: argparse.Namespace, pairs: list[tuple[str, str, str]]) -> t
     from finesim.evaluation.scoring import ConditionalScorer
 
     start = time.perf_counter()
-    scorer = ConditionalScorer(args.model, encoder=args.encoder, device=args.device)
+    sized = {} if args.inference_batch_size is None else {"batch_size": args.inference_batch_size}
+    scorer = ConditionalScorer(args.model, encoder=args.encoder, device=args.device, **sized)
     load_s = time.perf_counter() - start
     s1, s2, c = ([p[i] for p in pairs] for i in range(3))
     scorer.similarity(s1[:64], s2[:64], c[:64])  # warm-up
@@ -149,6 +156,8 @@ class Server:
         sizes = ["4096", "--max-batch-requests", "1"] if batch_size == 1 else [str(batch_size)]
         self.command += ["--batch-size", *sizes, "--batch-wait-ms", str(batch_wait_ms)]
         self.command += ["--max-concurrent", str(max(64, 2 * args.clients)), "--max-items", "4096"]
+        if args.inference_batch_size is not None:
+            self.command += ["--inference-batch-size", str(args.inference_batch_size)]
         if args.encoder:
             self.command += ["--encoder", args.encoder]
         if args.device:

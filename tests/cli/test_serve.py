@@ -88,12 +88,16 @@ def test_the_token_budget_reaches_the_settings_and_the_help(monkeypatch, capsys)
             "256",
             "--max-batch-requests",
             "1",
+            "--inference-batch-size",
+            "16",
         ]
     )
     settings = given["settings"]
     assert (settings.max_batch_tokens, settings.batch_size, settings.max_batch_requests) == (16384, 256, 1)
+    assert settings.inference_batch_size == 16
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "--max-batch-tokens N also bound a micro-batch by tokens" in help_text
     assert "a request larger than what is left is split over several batches" in help_text
+    assert "--inference-batch-size N the model's forward batch inside one micro-batch" in help_text

@@ -336,6 +336,7 @@ def test_a_request_over_the_budget_is_split_and_answered_whole(scorers) -> None:
         assert metric(client, "finesim_items_scored_total", 'endpoint="/similarity"') == 4
         batching = client.get("/info").json()["batching"]
         assert batching["max_batch_tokens"] is None and batching["max_batch_requests"] is None
+        assert batching["inference_batch_size"] == 64  # the default forward batch
     np.testing.assert_allclose(answer.json()["scores"], scorers["bi"].similarity(S1, S2, C), rtol=1e-5, atol=1e-6)
 
 

@@ -100,6 +100,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "request larger than what is left is split over several batches (1: one input at a time)",
     )
     p.add_argument(
+        "--inference-batch-size",
+        metavar="N",
+        type=positive_int,
+        default=64,
+        help="the model's forward batch inside one micro-batch: its inputs are sorted by length and encoded N at a "
+        "time (less padding with smaller N)",
+    )
+    p.add_argument(
         "--max-batch-tokens",
         metavar="N",
         type=positive_int,
@@ -196,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
         max_concurrent=args.max_concurrent,
         max_text_chars=args.max_text_chars,
         batch_size=args.batch_size,
+        inference_batch_size=args.inference_batch_size,
         max_batch_tokens=args.max_batch_tokens,
         max_batch_requests=args.max_batch_requests,
         batch_wait_ms=float(args.batch_wait_ms),

@@ -330,6 +330,7 @@ def create_app(
             "limits": settings.limits(),
             "batching": {
                 "batch_size": settings.batch_size,
+                "inference_batch_size": settings.inference_batch_size,
                 "max_batch_tokens": settings.max_batch_tokens,
                 "max_batch_requests": settings.max_batch_requests,
                 "batch_wait_ms": settings.batch_wait_ms,
