@@ -58,6 +58,9 @@ def metric_value(result: dict[str, Any], metric: str) -> float | None:
         return None if value is None else float(value)
     if metric == "sts":
         return (report.get("averages") or {}).get("sts")
+    if metric == "iso":  # I_iso x 100 of the embeddings the run's configuration scores with (plan kind case-isotropy)
+        value = (report.get("isotropy") or {}).get("i_iso")
+        return None if value is None else 100.0 * float(value)
     if metric == "overestimated":
         return (report.get("overestimation") or {}).get("CSTS-validation", {}).get("overestimated")
     raise ValueError(f"unknown metric {metric!r}")
@@ -524,7 +527,9 @@ def header() -> list[str]:
         "runs that test them are in `benchmarks/claims/claims.yaml`. Every number is a score on data that chose",
         "nothing: C-STS validation Spearman (the C-STS runs keep the last epoch as the reference does; the CCL and",
         "CASE runs choose their epoch on a dev split carved from train), or the average Spearman over the seven STS",
-        "tasks (the STS runs choose their checkpoint on STS-B dev).",
+        "tasks (the STS runs choose their checkpoint on STS-B dev), or for the isotropy row the approximate isotropy",
+        "I_iso × 100 of the validation sentences' unsupervised CASE embeddings (each seed draws its own random",
+        "directions).",
         "",
         "**Verdicts** follow [claims-method.md](claims-method.md), fixed on 2026-11-26 before they were recomputed:",
         "the effect is `mean(a) − mean(b)` over seeds with its 95% Welch interval; `p` is Welch's one-sided p in the",

@@ -257,6 +257,26 @@ def run_case_embed(study: str, spec: dict[str, Any], seed: int, log: Path) -> di
     }
 
 
+def run_case_isotropy(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str, Any]:
+    """I_iso of the unsupervised CASE embeddings a configuration scores with (with "− c" unless the run's args say
+    ``--no-subtract-condition``) on both sentences of every C-STS validation row; the seed draws the random
+    directions of the approximation (the embeddings do not depend on it)."""
+    folder = WORK / study / spec["id"] / f"seed{seed}"
+    out = folder / "isotropy.json"
+    validation = os.environ.get("FINESIM_DATA", str(ROOT.parent / "shared" / "data")) + "/csts/validation.csv"
+    argv = ["case", "isotropy", "--recipe", spec["recipe"], validation, "--output-dir", str(folder), "--seed"]
+    argv += [str(seed), "--no-progress", *spec.get("args", [])]
+    seconds = 0.0 if out.is_file() else finesim(argv, log)
+    payload = json.loads(out.read_text(encoding="utf-8"))
+    minus_c = payload["subtract_condition"]  # the results hold both variants: "<formulation>" and "<formulation> - c"
+    (own,) = [name for name in payload["results"] if name.endswith(" - c") == minus_c]
+    return {
+        "commands": ["finesim " + " ".join(argv)],
+        "report": {"isotropy": {"i_iso": payload["results"][own]["i_iso"], "variant": own, **payload["results"]}},
+        "seconds": {"total": round(seconds, 1)},
+    }
+
+
 def run_ensemble(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str, Any]:
     """An ensemble of this seed's members (other runs of the study): its weights chosen on the members' dev split
     (carved from train with ``dev_fraction`` / ``dev_seed``, as in their recipes) over a grid, then reported on
@@ -302,6 +322,7 @@ KINDS = {
     "evaluate": run_evaluate,
     "case": run_case,
     "case-embed": run_case_embed,
+    "case-isotropy": run_case_isotropy,
     "ensemble": run_ensemble,
 }
 

@@ -117,3 +117,39 @@ def test_a_sitting_that_fails_still_records_its_time(run: ModuleType, tmp_path: 
     (sitting,) = json.loads(run.sittings_path(log).read_text(encoding="utf-8"))
     assert sitting["stage"] == 2 and sitting["seconds"] is not None and "estimated" not in sitting
     assert run.sittings_path(log).name == "seed2.sittings.json"
+
+
+@pytest.mark.parametrize(
+    ("args", "own", "value"), [([], "CONC(s+c) - c", 0.9030), (["--no-subtract-condition"], "CONC(s+c)", 0.8898)]
+)
+def test_an_isotropy_run_reports_the_i_iso_of_the_embeddings_it_scores_with(
+    run: ModuleType, tmp_path: Path, monkeypatch, args: list[str], own: str, value: float
+) -> None:
+    """Kind case-isotropy: `finesim case isotropy` with the seed of the random directions; the run's I_iso is that of
+    its own configuration's embeddings ("- c" unless --no-subtract-condition), both variants kept beside it; the
+    report's metric "iso" is I_iso x 100."""
+    import json
+
+    calls = []
+
+    def fake_finesim(argv: list[str], log_path: Path) -> float:
+        calls.append(argv)
+        folder = Path(argv[argv.index("--output-dir") + 1])
+        folder.mkdir(parents=True)
+        results = {"CONC(s+c)": {"i_iso": 0.8898}, "CONC(s+c) - c": {"i_iso": 0.9030}}
+        payload = {"subtract_condition": not args, "results": results}
+        (folder / "isotropy.json").write_text(json.dumps(payload), encoding="utf-8")
+        return 3.0
+
+    monkeypatch.setattr(run, "finesim", fake_finesim)
+    monkeypatch.setattr(run, "WORK", tmp_path)
+    spec = {"id": "iso", "kind": "case-isotropy", "recipe": "recipes/case/r.yaml", "args": args}
+    result = run.KINDS["case-isotropy"]("case", spec, 7, tmp_path / "seed7.log")
+    (argv,) = calls
+    assert argv[:3] == ["case", "isotropy", "--recipe"] and argv[argv.index("--seed") + 1] == "7"
+    assert argv[len(argv) - len(args) :] == args and argv[-len(args) - 1] == "--no-progress"
+    assert result["report"]["isotropy"]["i_iso"] == value and result["report"]["isotropy"]["variant"] == own
+    report = load_script("report.py")
+    assert report.metric_value(result, "iso") == pytest.approx(100 * value)
+    again = run.KINDS["case-isotropy"]("case", spec, 7, tmp_path / "seed7.log")  # done: read back, not run again
+    assert len(calls) == 1 and again["report"] == result["report"] and again["seconds"] == {"total": 0.0}

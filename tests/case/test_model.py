@@ -230,6 +230,12 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     assert main(["case", "isotropy", *common, str(held), "--output-dir", str(iso), "--num-directions", "50"]) == 0
     result = json.loads((iso / "isotropy.json").read_text())["results"]
     assert set(result) == {"conc_sc", "conc_sc - c"} and (iso / "cosine_to_mean.png").is_file()  # the default
+    reseeded = tmp_path / "iso-seed3"  # --seed draws other random directions: the same embeddings, another estimate
+    argv = ["case", "isotropy", *common, str(held), "--output-dir", str(reseeded), "--num-directions", "50"]
+    assert main([*argv, "--seed", "3"]) == 0
+    other = json.loads((reseeded / "isotropy.json").read_text())["results"]
+    assert other["conc_sc"]["i_iso"] != result["conc_sc"]["i_iso"]
+    assert other["conc_sc"]["cosine_to_mean_mean"] == pytest.approx(result["conc_sc"]["cosine_to_mean_mean"])
     embed_out = tmp_path / "embed.json"
     assert main(["case", "embed", *common, str(held), "--output", str(embed_out)]) == 0
     assert json.loads(embed_out.read_text())["results"][0]["texts_encoded"] == 0  # cached by isotropy
