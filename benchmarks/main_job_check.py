@@ -2,8 +2,10 @@
 
 Runs the main job exactly as ``scripts/main.sh`` does (``finesim train recipes/csts/minilm-bi-mse-tuned.yaml`` with
 the recipe's own seed, then ``finesim evaluate --tasks csts``) into ``--run-dir`` and writes a self-describing JSON
-with the validation Spearman before (read from ``--before``, a committed results file of the same recipe and seed)
-and after, and whether they agree to two decimals. Only the scores are compared: a busy machine changes the time.
+with the validation Spearman before (read from ``--before``, a committed results file of the same recipe and seed:
+``benchmarks/csts_train.py``'s or the claims study's) and after, whether they agree to two decimals, and the run's
+seconds (training, evaluation), dev Spearman and per-epoch selection scores. On an idle machine the seconds are the
+main job's time; on a busy one only the scores compare.
 
     flock /tmp/finesim-cpu.lock python benchmarks/main_job_check.py --run-dir runs/main-job-check \\
         --what "after the issue-39 refactor" --output benchmarks/results/refactor_main_job_after_issue39.json
@@ -15,6 +17,7 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,31 +45,56 @@ def main() -> None:
     finesim = [sys.executable, "-m", "finesim.cli.main"]
     commit = git_commit()
     run = Path(args.run_dir)
+    started = time.perf_counter()
     subprocess.run([*finesim, "train", RECIPE, "--output-dir", str(run), "--no-progress"], check=True)
+    train_seconds = time.perf_counter() - started
     evaluate = run / "evaluate.json"
+    started = time.perf_counter()
     subprocess.run(
         [*finesim, "evaluate", "--model", str(run / "model"), "--tasks", "csts", "--output", str(evaluate)], check=True
     )
+    evaluate_seconds = time.perf_counter() - started
     metrics: dict[str, Any] = json.loads((run / "metrics.json").read_text())
     scores = json.loads(evaluate.read_text())
-    before_doc = json.loads(Path(args.before).read_text())
-    before = [r["validation_spearman"] for r in before_doc["runs"].values() if "validation_spearman" in r]
-    if len(before) != 1:
-        raise SystemExit(f"{args.before}: expected one run with a validation_spearman, found {len(before)}")
+    before = before_validation(Path(args.before))
     after = float(metrics["validation"]["spearman"])
     payload = {
         "benchmark": "refactor_main_job",
         "what": f"the main job ({RECIPE}, its seed) {args.what}, against the committed result before it",
         "git_commit_after": commit,
         "before_file": args.before,
-        "before_validation_spearman": before[0],
-        "after": {"validation": metrics["validation"], "evaluate_by_group": scores.get("average_main_score_by_group")},
-        "same_to_two_decimals": f"{before[0]:.2f}" == f"{after:.2f}",
+        "before_validation_spearman": before,
+        "after": {
+            "validation": metrics["validation"],
+            "dev": metrics.get("dev"),
+            "evaluations": [  # the selection split's Spearman at each evaluation (the trainer's log)
+                {k: v for k, v in e.items() if k in ("epoch", "step") or k.endswith("_spearman")}
+                for e in metrics.get("log_history", [])
+                if any(k.endswith("_spearman") for k in e)
+            ],
+            "train_rows_per_second": metrics.get("train_rows_per_second"),
+            "evaluate_by_group": scores.get("average_main_score_by_group"),
+            "resumed_from": metrics.get("resumed_from"),
+        },
+        "same_to_two_decimals": f"{before:.2f}" == f"{after:.2f}",
+        "seconds": {"train": round(train_seconds, 1), "evaluate": round(evaluate_seconds, 1)},
         "environment": environment_record(),
         "note": args.note or "only the scores are compared, not the time",
     }
     write_json_atomic(args.output, portable(payload))
-    print(f"before {before[0]:.4f}, after {after:.4f}: same to two decimals: {payload['same_to_two_decimals']}")
+    print(f"before {before:.4f}, after {after:.4f}: same to two decimals: {payload['same_to_two_decimals']}")
+
+
+def before_validation(path: Path) -> float:
+    """The validation Spearman of a committed results file: ``benchmarks/csts_train.py``'s (one run) or the claims
+    study's (``train.validation``)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if doc.get("benchmark") == "claims":
+        return float(doc["train"]["validation"]["spearman"])
+    found = [r["validation_spearman"] for r in doc.get("runs", {}).values() if "validation_spearman" in r]
+    if len(found) != 1:
+        raise SystemExit(f"{path}: expected one run with a validation_spearman, found {len(found)}")
+    return float(found[0])
 
 
 if __name__ == "__main__":

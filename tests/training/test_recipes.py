@@ -1,6 +1,7 @@
 """The one recipe schema: every shipped recipe through the one loader and the dry-run checks, the trainer's arguments
 passed through ``train.trainer_args``, and the main job's training arguments as they were before the schema moved to
-pydantic."""
+pydantic (the recipe as it was then: tests/training/expected/minilm-bi-mse-tuned.yaml; issue 42 has since changed the
+shipped one on purpose)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml"))
 MAIN_JOB = REPO / "recipes" / "csts" / "minilm-bi-mse-tuned.yaml"
 FAST = {MAIN_JOB, *(REPO / "recipes" / "case").glob("*.yaml")}  # the rest read C-STS/SNLI each: slow
+# the main job's recipe as it was when the schema moved to pydantic (3 epochs, fp32, chosen on validation)
+MAIN_JOB_BEFORE = Path(__file__).parent / "expected" / "minilm-bi-mse-tuned.yaml"
 
 
 def _offline_or_stand_in(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -97,7 +100,7 @@ def test_main_job_training_arguments_are_unchanged(tmp_path: Path) -> None:
     """The main job's arguments, every field, equal those finesim built before the schema moved to pydantic
     (tests/training/expected/, written with that code): the same run, seeds and data order."""
     expected = json.loads((Path(__file__).parent / "expected" / "minilm-bi-mse-tuned.training-args.json").read_text())
-    args = _plain(training_arguments(load_recipe(MAIN_JOB), tmp_path, has_eval=True, cross=False))
+    args = _plain(training_arguments(load_recipe(MAIN_JOB_BEFORE), tmp_path, has_eval=True, cross=False))
     assert args.pop("output_dir") == str(tmp_path / "checkpoints")
     for key in ("use_cpu", "dataloader_pin_memory", "hub_token"):  # follow the machine, or a secret
         args.pop(key)
@@ -113,7 +116,7 @@ def test_main_job_fingerprint_keys_are_unchanged(shared_data: Path, tmp_path: Pa
 
     stored = json.loads((Path(__file__).parent / "expected" / "minilm-bi-mse-tuned.fingerprint.json").read_text())
     old = {"recipe": stored["recipe"], "data": stored["data"]}
-    recipe = load_recipe(MAIN_JOB)
+    recipe = load_recipe(MAIN_JOB_BEFORE)
     pre = preflight(recipe, output_dir=tmp_path / "out", data_root=str(shared_data))
     new = run_fingerprint(recipe, pre.train, pre.validation)
     assert sorted(set(new["recipe"]) - set(old["recipe"])) == ["method"]  # a renamed or dropped key shows here
@@ -121,6 +124,23 @@ def test_main_job_fingerprint_keys_are_unchanged(shared_data: Path, tmp_path: Pa
     assert new["recipe"]["method"] == "sentence-transformers" and new["data"] == old["data"]
     assert fingerprint_changes(old, new) == []  # what the resume check says
     assert not any(k.startswith("train.trainer_args") for k in new["recipe"])  # empty: no key
+
+
+def test_main_job_is_the_screened_run() -> None:
+    """The shipped main job is the learning-rate screen's chosen run (study levers-csts-minilm, run minilm-lr1e-4 of
+    benchmarks/claims/plan.yaml): its overrides change nothing in the recipe, so the figures README quotes from
+    that run's seeds belong to this recipe; and it selects on a dev split carved from train, never on validation."""
+    import yaml
+
+    plan = yaml.safe_load((REPO / "benchmarks" / "claims" / "plan.yaml").read_text(encoding="utf-8"))
+    chosen = next(run for run in plan["studies"]["levers-csts-minilm"] if run["id"] == "minilm-lr1e-4")
+    assert (REPO / chosen["recipe"]).resolve() == MAIN_JOB
+    shipped = load_recipe(MAIN_JOB)
+    assert load_recipe(MAIN_JOB, chosen["set"]).model_dump() == shipped.model_dump()
+    assert isinstance(shipped, Recipe)
+    assert (shipped.data.dev_fraction, shipped.data.dev_seed, shipped.train.keep) == (0.1, 42, "best")
+    before = load_recipe(MAIN_JOB_BEFORE)  # the old recipe differs: the test above would pass for it too otherwise
+    assert load_recipe(MAIN_JOB_BEFORE, chosen["set"]).model_dump() != before.model_dump()
 
 
 # ------------------------------------------------------------------ train.trainer_args
