@@ -317,6 +317,13 @@ def run_ensemble(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict
     }
 
 
+def headline(report: dict[str, Any]) -> dict[str, Any]:
+    """What the progress line shows of a run's report: its scores, or an isotropy run's I_iso."""
+    if "scores" in report:
+        return report["scores"]
+    return {"I_iso": report["isotropy"]["i_iso"]}
+
+
 KINDS = {
     "train": run_train,
     "evaluate": run_evaluate,
@@ -412,7 +419,7 @@ def main() -> int:
             "environment": environment_record(),
         }
         write_json_atomic(result_path(study, spec["id"], seed), portable(payload, roots))
-        print(f"[claims] done {study}/{spec['id']} seed {seed}: {body['report']['scores']}", flush=True)
+        print(f"[claims] done {study}/{spec['id']} seed {seed}: {headline(body['report'])}", flush=True)
     return 0
 
 

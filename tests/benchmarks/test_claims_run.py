@@ -149,6 +149,8 @@ def test_an_isotropy_run_reports_the_i_iso_of_the_embeddings_it_scores_with(
     assert argv[:3] == ["case", "isotropy", "--recipe"] and argv[argv.index("--seed") + 1] == "7"
     assert argv[len(argv) - len(args) :] == args and argv[-len(args) - 1] == "--no-progress"
     assert result["report"]["isotropy"]["i_iso"] == value and result["report"]["isotropy"]["variant"] == own
+    assert run.headline(result["report"]) == {"I_iso": value}  # the progress line (a run without scores)
+    assert run.headline({"scores": {"CSTS-validation": 1.0}}) == {"CSTS-validation": 1.0}
     report = load_script("report.py")
     assert report.metric_value(result, "iso") == pytest.approx(100 * value)
     again = run.KINDS["case-isotropy"]("case", spec, 7, tmp_path / "seed7.log")  # done: read back, not run again
