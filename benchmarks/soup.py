@@ -1,0 +1,135 @@
+"""A model soup lever (issue 42): the uniform average of the weights of several fine-tuned runs of one recipe (same
+backbone, different seeds), scored like its members.
+
+    python benchmarks/soup.py --models RUN/seed42/model RUN/seed1/model RUN/seed2/model \\
+        --output benchmarks/results/soup_minilm-lr1e-4.json
+
+Each member and the soup are scored on the dev split that the recipes carve from C-STS train (``--dev-fraction`` /
+``--dev-seed``, by sentence pair, as ``data.dev_fraction`` does: the members never trained on it) and on C-STS
+validation (reported, never chosen on). The decision rule, fixed before the first run: the soup is a lever worth
+shipping when its dev Spearman is higher than the best member's dev Spearman; validation only reports what that
+choice gives. The members must share one architecture (every parameter's name and shape): the script refuses
+otherwise, naming the first difference. Only floating-point parameters are averaged; integer buffers (position ids)
+must be equal and are kept.
+
+The results file records the members (paths relative to the repository), each one's dev and validation Spearman,
+the soup's, the rule's outcome, the data files' SHA-256 and the environment. The soup itself is not saved: this
+measures the lever; a command that writes soups comes if the lever wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def average_state(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """The uniform average of several state dicts of one architecture (floating-point tensors averaged in fp32 and
+    cast back; any other tensor must be equal in every member). ``ValueError`` names the first difference."""
+    import torch
+
+    first = states[0]
+    for i, state in enumerate(states[1:], start=1):
+        if state.keys() != first.keys():
+            lacks, extra = sorted(set(first) - set(state))[:3], sorted(set(state) - set(first))[:3]
+            raise ValueError(f"member {i} has other parameters than member 0: it lacks {lacks}, has {extra}")
+        for name, tensor in state.items():
+            if tensor.shape != first[name].shape:
+                raise ValueError(
+                    f"member {i}: {name} has shape {tuple(tensor.shape)}, member 0 {tuple(first[name].shape)}"
+                )
+    out = {}
+    for name, tensor in first.items():
+        if torch.is_floating_point(tensor):
+            total = sum(state[name].to(torch.float32) for state in states)
+            out[name] = (total / len(states)).to(tensor.dtype)
+        else:
+            for i, state in enumerate(states[1:], start=1):
+                if not torch.equal(state[name], tensor):
+                    raise ValueError(f"member {i}: the non-float tensor {name} differs from member 0's")
+            out[name] = tensor.clone()
+    return out
+
+
+def score(scorer: Any, split: dict[str, list[Any]]) -> float:
+    from finesim.evaluation.metrics import spearman
+
+    predictions = scorer.score(split["sentence1"], split["sentence2"], split["condition"])
+    return float(spearman(predictions, split["label"]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", required=True, help="the members' model folders (two or more)")
+    parser.add_argument("--data", default=None, help="data root (default: $FINESIM_DATA or ../shared/data)")
+    parser.add_argument("--dev-fraction", type=float, default=0.1, help="the members' data.dev_fraction")
+    parser.add_argument("--dev-seed", type=int, default=42, help="the members' data.dev_seed")
+    parser.add_argument("--output", required=True, help="results JSON")
+    args = parser.parse_args()
+    if len(args.models) < 2:
+        parser.error("a soup needs two or more --models")
+
+    from finesim.data.csts import read_csts
+    from finesim.data.splits import split_by_pair
+    from finesim.evaluation.scoring import ConditionalScorer
+    from finesim.results import environment_record, file_sha256, portable, write_json_atomic
+
+    data = Path(args.data or os.environ.get("FINESIM_DATA", ROOT.parent / "shared" / "data"))
+    train_file, validation_file = data / "csts" / "train.csv", data / "csts" / "validation.csv"
+    rows, _ = read_csts(train_file)
+    _, dev = split_by_pair(rows, args.dev_fraction, args.dev_seed)
+    validation, _ = read_csts(validation_file)  # rows labelled -1 are skipped by the reader
+    started = time.perf_counter()
+    members, states = [], []
+    for folder in args.models:
+        scorer = ConditionalScorer(folder, batch_size=64)
+        if scorer.encoder not in ("bi", "tri"):
+            raise SystemExit(f"{folder}: a {scorer.encoder} model; this script soups bi- and tri-encoders")
+        members.append({"model": folder, "dev": score(scorer, dev), "validation": score(scorer, validation)})
+        states.append({k: v.detach().cpu() for k, v in scorer.model.state_dict().items()})
+        print(f"{folder}: dev {members[-1]['dev']:.2f}, validation {members[-1]['validation']:.2f}", file=sys.stderr)
+        last = scorer
+    soup_model = copy.deepcopy(last.model)
+    soup_model.load_state_dict(average_state(states))
+    soup = ConditionalScorer(soup_model, encoder=last.encoder, batch_size=64)
+    result = {"dev": score(soup, dev), "validation": score(soup, validation)}
+    best = max(members, key=lambda m: m["dev"])
+    payload = {
+        "benchmark": "soup",
+        "what": "the uniform weight average of the members, against each member, on the carved dev split and "
+        "C-STS validation (Spearman x100); rule: ship the soup when its dev beats the best member's dev",
+        "members": members,
+        "soup": result,
+        "best_member_by_dev": best["model"],
+        "soup_wins_on_dev": result["dev"] > best["dev"],
+        "data": {
+            "train": str(train_file),
+            "train_sha256": file_sha256(train_file),
+            "validation": str(validation_file),
+            "validation_sha256": file_sha256(validation_file),
+            "dev_fraction": args.dev_fraction,
+            "dev_seed": args.dev_seed,
+            "dev_rows": len(dev["label"]),
+            "validation_rows": len(validation["label"]),
+        },
+        "seconds": round(time.perf_counter() - started, 1),
+        "environment": environment_record(),
+    }
+    write_json_atomic(args.output, portable(payload))
+    print(
+        f"soup: dev {result['dev']:.2f} (best member {best['dev']:.2f}), validation {result['validation']:.2f}; "
+        f"soup wins on dev: {payload['soup_wins_on_dev']} -> {args.output}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
