@@ -50,6 +50,14 @@ GOAL_VS_IN_PROCESS = 0.8
 GOAL_BATCHED_VS_SINGLE = 3.0
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="minilm", help="what finesim serve --model gets")
@@ -65,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-wait-ms", type=int, default=5, help="finesim serve --batch-wait-ms of the batched run")
     p.add_argument(
         "--inference-batch-size",
-        type=int,
+        type=positive_int,
         default=None,
         help="finesim serve --inference-batch-size, and the in-process scorer's batch size (default: their own, 64)",
     )

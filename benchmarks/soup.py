@@ -5,10 +5,11 @@ backbone, different seeds), scored like its members.
         --output benchmarks/results/soup_minilm-lr1e-4.json
 
 Each member and the soup are scored on the dev split that the recipes carve from C-STS train (``--dev-fraction`` /
-``--dev-seed``, by sentence pair, as ``data.dev_fraction`` does: the members never trained on it) and on C-STS
-validation (reported, never chosen on). The decision rule, fixed before the first run: the soup is a lever worth
-shipping when its dev Spearman is higher than the best member's dev Spearman; validation only reports what that
-choice gives. The members must share one architecture (every parameter's name and shape): the script refuses
+``--dev-seed``, by sentence pair, as ``data.dev_fraction`` does; each member's recorded recipe must hold the same
+values, checked as distillation checks its teacher, so no member trained on it) and on C-STS validation (reported,
+never chosen on). The decision rule, fixed before the first run: the soup is a lever worth shipping when its dev
+Spearman is higher than the best member's dev Spearman; validation only reports what that choice gives. The members
+must share one architecture (every parameter's name and shape): the script refuses
 otherwise, naming the first difference. Only floating-point parameters are averaged; integer buffers (position ids)
 must be equal and are kept.
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
 import sys
 import time
 from pathlib import Path
@@ -58,7 +58,8 @@ def average_state(states: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def score(scorer: Any, split: dict[str, list[Any]]) -> float:
+def score(scorer: Any, split: Any) -> float:
+    """Spearman x100 of a scorer's predictions on a C-STS split (columns sentence1, sentence2, condition, label)."""
     from finesim.evaluation.metrics import spearman
 
     predictions = scorer.score(split["sentence1"], split["sentence2"], split["condition"])
@@ -66,6 +67,7 @@ def score(scorer: Any, split: dict[str, list[Any]]) -> float:
 
 
 def main() -> int:
+    """Score each member and their soup; write the results file."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", required=True, help="the members' model folders (two or more)")
     parser.add_argument("--data", default=None, help="data root (default: $FINESIM_DATA or ../shared/data)")
@@ -79,9 +81,13 @@ def main() -> int:
     from finesim.data.csts import read_csts
     from finesim.data.splits import split_by_pair
     from finesim.evaluation.scoring import ConditionalScorer
+    from finesim.models.teacher import check_teacher_dev_split
+    from finesim.paths import data_root
     from finesim.results import environment_record, file_sha256, portable, write_json_atomic
 
-    data = Path(args.data or os.environ.get("FINESIM_DATA", ROOT.parent / "shared" / "data"))
+    for folder in args.models:  # a member that trained on the dev rows would inflate its own dev score
+        check_teacher_dev_split(folder, dev_fraction=args.dev_fraction, dev_seed=args.dev_seed)
+    data = data_root(args.data)
     train_file, validation_file = data / "csts" / "train.csv", data / "csts" / "validation.csv"
     rows, _ = read_csts(train_file)
     _, dev = split_by_pair(rows, args.dev_fraction, args.dev_seed)

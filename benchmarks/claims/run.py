@@ -258,9 +258,9 @@ def run_case_embed(study: str, spec: dict[str, Any], seed: int, log: Path) -> di
 
 
 def run_case_isotropy(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str, Any]:
-    """I_iso of the unsupervised CASE embeddings a configuration scores with (with "− c" unless the run's args say
-    ``--no-subtract-condition``) on both sentences of every C-STS validation row; the seed draws the random
-    directions of the approximation (the embeddings do not depend on it)."""
+    """I_iso of the unsupervised CASE embeddings with and without "− c" (both from one encoding, measured on the
+    same random directions, so the two are paired) on both sentences of every C-STS validation row; the seed draws
+    the directions of the approximation (the embeddings do not depend on it)."""
     folder = WORK / study / spec["id"] / f"seed{seed}"
     out = folder / "isotropy.json"
     validation = os.environ.get("FINESIM_DATA", str(ROOT.parent / "shared" / "data")) + "/csts/validation.csv"
@@ -268,11 +268,9 @@ def run_case_isotropy(study: str, spec: dict[str, Any], seed: int, log: Path) ->
     argv += [str(seed), "--no-progress", *spec.get("args", [])]
     seconds = 0.0 if out.is_file() else finesim(argv, log)
     payload = json.loads(out.read_text(encoding="utf-8"))
-    minus_c = payload["subtract_condition"]  # the results hold both variants: "<formulation>" and "<formulation> - c"
-    (own,) = [name for name in payload["results"] if name.endswith(" - c") == minus_c]
     return {
         "commands": ["finesim " + " ".join(argv)],
-        "report": {"isotropy": {"i_iso": payload["results"][own]["i_iso"], "variant": own, **payload["results"]}},
+        "report": {"isotropy": payload["results"]},  # "<formulation>" and "<formulation> - c": I_iso, cosines
         "seconds": {"total": round(seconds, 1)},
     }
 
@@ -321,7 +319,7 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
     """What the progress line shows of a run's report: its scores, or an isotropy run's I_iso."""
     if "scores" in report:
         return report["scores"]
-    return {"I_iso": report["isotropy"]["i_iso"]}
+    return {name: variant["i_iso"] for name, variant in report["isotropy"].items()}
 
 
 KINDS = {

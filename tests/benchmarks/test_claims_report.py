@@ -104,10 +104,13 @@ def test_the_ceiling_rows_use_the_measured_two_class_bound() -> None:
     fixed = [
         side["value"]
         for c in _claims_yaml("claims.yaml")["claims"]
+        if c["metric"] == "sts"  # the other fixed side is the isotropy row's 0 (no gain)
         for side in (c["a"], c["b"], *(c.get("mpnet") or {}).values())
         if isinstance(side, dict)
     ]
     assert fixed and all(v == bound["seven_task_average_x100"] for v in fixed)
+    gains = [c["b"]["value"] for c in _claims_yaml("claims.yaml")["claims"] if c["metric"] == "iso-gain"]
+    assert gains == [0.0]
 
 
 def test_an_mpnet_comparison_names_the_study_it_borrows(report: ModuleType) -> None:

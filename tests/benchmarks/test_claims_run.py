@@ -119,15 +119,11 @@ def test_a_sitting_that_fails_still_records_its_time(run: ModuleType, tmp_path: 
     assert run.sittings_path(log).name == "seed2.sittings.json"
 
 
-@pytest.mark.parametrize(
-    ("args", "own", "value"), [([], "CONC(s+c) - c", 0.9030), (["--no-subtract-condition"], "CONC(s+c)", 0.8898)]
-)
-def test_an_isotropy_run_reports_the_i_iso_of_the_embeddings_it_scores_with(
-    run: ModuleType, tmp_path: Path, monkeypatch, args: list[str], own: str, value: float
+def test_an_isotropy_run_reports_both_variants_and_their_paired_gain(
+    run: ModuleType, tmp_path: Path, monkeypatch
 ) -> None:
-    """Kind case-isotropy: `finesim case isotropy` with the seed of the random directions; the run's I_iso is that of
-    its own configuration's embeddings ("- c" unless --no-subtract-condition), both variants kept beside it; the
-    report's metric "iso" is I_iso x 100."""
+    """Kind case-isotropy: `finesim case isotropy` with the seed of the random directions; the report keeps I_iso with
+    and without "- c" (measured on the same directions), and the metric "iso-gain" is their difference x 100."""
     import json
 
     calls = []
@@ -136,22 +132,21 @@ def test_an_isotropy_run_reports_the_i_iso_of_the_embeddings_it_scores_with(
         calls.append(argv)
         folder = Path(argv[argv.index("--output-dir") + 1])
         folder.mkdir(parents=True)
-        results = {"CONC(s+c)": {"i_iso": 0.8898}, "CONC(s+c) - c": {"i_iso": 0.9030}}
-        payload = {"subtract_condition": not args, "results": results}
-        (folder / "isotropy.json").write_text(json.dumps(payload), encoding="utf-8")
+        results = {"conc_sc": {"i_iso": 0.8898}, "conc_sc - c": {"i_iso": 0.9030}}
+        (folder / "isotropy.json").write_text(json.dumps({"results": results}), encoding="utf-8")
         return 3.0
 
     monkeypatch.setattr(run, "finesim", fake_finesim)
     monkeypatch.setattr(run, "WORK", tmp_path)
-    spec = {"id": "iso", "kind": "case-isotropy", "recipe": "recipes/case/r.yaml", "args": args}
+    spec = {"id": "iso", "kind": "case-isotropy", "recipe": "recipes/case/r.yaml"}
     result = run.KINDS["case-isotropy"]("case", spec, 7, tmp_path / "seed7.log")
     (argv,) = calls
     assert argv[:3] == ["case", "isotropy", "--recipe"] and argv[argv.index("--seed") + 1] == "7"
-    assert argv[len(argv) - len(args) :] == args and argv[-len(args) - 1] == "--no-progress"
-    assert result["report"]["isotropy"]["i_iso"] == value and result["report"]["isotropy"]["variant"] == own
-    assert run.headline(result["report"]) == {"I_iso": value}  # the progress line (a run without scores)
+    assert result["report"]["isotropy"] == {"conc_sc": {"i_iso": 0.8898}, "conc_sc - c": {"i_iso": 0.9030}}
+    assert run.headline(result["report"]) == {"conc_sc": 0.8898, "conc_sc - c": 0.9030}  # the progress line
     assert run.headline({"scores": {"CSTS-validation": 1.0}}) == {"CSTS-validation": 1.0}
     report = load_script("report.py")
-    assert report.metric_value(result, "iso") == pytest.approx(100 * value)
+    assert report.metric_value(result, "iso-gain") == pytest.approx(100 * (0.9030 - 0.8898))  # 1.32
+    assert report.metric_value({"report": {"isotropy": {"conc_sc": {"i_iso": 0.9}}}}, "iso-gain") is None
     again = run.KINDS["case-isotropy"]("case", spec, 7, tmp_path / "seed7.log")  # done: read back, not run again
     assert len(calls) == 1 and again["report"] == result["report"] and again["seconds"] == {"total": 0.0}

@@ -16,12 +16,14 @@ def soup() -> ModuleType:
 
 def test_floats_are_averaged_and_integer_buffers_kept(soup: ModuleType) -> None:
     ids = torch.arange(3)
-    a = {"w": torch.tensor([1.0, 2.0]), "h": torch.tensor([0.5], dtype=torch.bfloat16), "ids": ids}
-    b = {"w": torch.tensor([3.0, 6.0]), "h": torch.tensor([1.5], dtype=torch.bfloat16), "ids": ids.clone()}
+    a = {"w": torch.tensor([1.0, 2.0]), "h": torch.tensor([256.0], dtype=torch.bfloat16), "ids": ids}
+    b = {"w": torch.tensor([3.0, 6.0]), "h": torch.tensor([1.0], dtype=torch.bfloat16), "ids": ids.clone()}
     c = {"w": torch.tensor([2.0, 1.0]), "h": torch.tensor([1.0], dtype=torch.bfloat16), "ids": ids.clone()}
     out = soup.average_state([a, b, c])
     assert torch.equal(out["w"], torch.tensor([2.0, 3.0]))  # (1 + 3 + 2) / 3, (2 + 6 + 1) / 3
-    assert out["h"].dtype == torch.bfloat16 and out["h"].item() == 1.0  # averaged in fp32, cast back
+    # averaged in fp32 (258 / 3 = 86.0, exact in bf16) and cast back; summing in bf16 gives 85.5 (256 + 1 rounds
+    # to 256 in bf16's 8-bit mantissa)
+    assert out["h"].dtype == torch.bfloat16 and out["h"].item() == 86.0
     assert torch.equal(out["ids"], ids)
 
 
