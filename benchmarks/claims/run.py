@@ -59,6 +59,12 @@ def finesim(args: list[str], log: Path) -> float:
     return seconds
 
 
+def data_folder() -> Path:
+    """The data root the runs read: ``$FINESIM_DATA``, else ``../shared/data`` beside the checkout (as the commands
+    resolve it)."""
+    return Path(os.environ.get("FINESIM_DATA", str(ROOT.parent / "shared" / "data")))
+
+
 def sittings_path(log: Path) -> Path:
     """Where the sittings of one (run, seed) are recorded: beside its log, ``<log stem>.sittings.json``."""
     return log.with_name(f"{log.stem}.sittings.json")
@@ -208,7 +214,7 @@ def run_evaluate(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict
 
 def run_case(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str, Any]:
     folder = WORK / study / spec["id"] / f"seed{seed}"
-    validation = os.environ.get("FINESIM_DATA", str(ROOT.parent / "shared" / "data")) + "/csts/validation.csv"
+    validation = str(data_folder() / "csts" / "validation.csv")
     argv = [
         "case",
         "train",
@@ -245,7 +251,7 @@ def run_case_embed(study: str, spec: dict[str, Any], seed: int, log: Path) -> di
     folder = WORK / study / spec["id"]
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / "embed.json"
-    validation = os.environ.get("FINESIM_DATA", str(ROOT.parent / "shared" / "data")) + "/csts/validation.csv"
+    validation = str(data_folder() / "csts" / "validation.csv")
     argv = ["case", "embed", "--recipe", spec["recipe"], validation, "--output", str(out), "--no-progress"]
     argv += spec.get("args", [])
     seconds = 0.0 if out.is_file() else finesim(argv, log)
@@ -263,7 +269,7 @@ def run_case_isotropy(study: str, spec: dict[str, Any], seed: int, log: Path) ->
     the directions of the approximation (the embeddings do not depend on it)."""
     folder = WORK / study / spec["id"] / f"seed{seed}"
     out = folder / "isotropy.json"
-    validation = os.environ.get("FINESIM_DATA", str(ROOT.parent / "shared" / "data")) + "/csts/validation.csv"
+    validation = str(data_folder() / "csts" / "validation.csv")
     argv = ["case", "isotropy", "--recipe", spec["recipe"], validation, "--output-dir", str(folder), "--seed"]
     argv += [str(seed), "--no-progress", *spec.get("args", [])]
     seconds = 0.0 if out.is_file() else finesim(argv, log)
@@ -291,7 +297,7 @@ def run_ensemble(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict
     missing = [str(m) for m in members if not m.is_dir()]
     if missing:
         raise RuntimeError(f"members not trained yet: {missing}")
-    data = Path(os.environ.get("FINESIM_DATA", str(ROOT.parent / "shared" / "data")))
+    data = data_folder()
     rows, _ = read_csts(data / "csts" / "train.csv")
     _, dev = split_by_pair(rows, float(spec.get("dev_fraction", 0.1)), int(spec.get("dev_seed", 42)))
     scores = [
@@ -386,7 +392,7 @@ def main() -> int:
     for note in notes:
         print(f"[claims] {note}", flush=True)
     # results files name paths relative to the repository, the data root and the run folder (moved or not)
-    roots = path_roots(os.environ.get("FINESIM_DATA", ROOT.parent / "shared" / "data"), {str(WORK): "runs/claims"})
+    roots = path_roots(data_folder(), {str(WORK): "runs/claims"})
     todo = [(study, spec, seed, result_path(study, spec["id"], seed).is_file()) for study, spec, seed in selected]
     if args.list:
         for study, spec, seed, done in todo:

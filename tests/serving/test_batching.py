@@ -394,3 +394,15 @@ def test_a_token_budget_needs_a_tokenizer() -> None:
         health = client.get("/health").json()
     assert "max_batch_tokens (--max-batch-tokens) counts tokens with the model's tokenizer" in health["error"]
     assert "Bare has no tokenizer" in health["error"]
+
+
+def test_the_forward_batch_reaches_the_loaded_scorer_and_info(saved_models) -> None:  # noqa: F811
+    """--inference-batch-size: the scorer the server loads encodes that many inputs at a time, and /info says so."""
+    from finesim.serving.app import default_loader
+    from finesim.serving.settings import ServeSettings
+
+    settings = ServeSettings(model=str(saved_models["bi"]), inference_batch_size=16)
+    scorer = default_loader(settings)()
+    assert scorer.batch_size == 16
+    with serving(scorer, inference_batch_size=16, cache_size=0) as client:
+        assert client.get("/info").json()["batching"]["inference_batch_size"] == 16
