@@ -14,8 +14,9 @@ otherwise, naming the first difference. Only floating-point parameters are avera
 must be equal and are kept.
 
 The results file records the members (paths relative to the repository), each one's dev and validation Spearman,
-the soup's, the rule's outcome, the data files' SHA-256 and the environment. The soup itself is not saved: this
-measures the lever; a command that writes soups comes if the lever wins.
+the soup's, the rule's outcome, the data files' SHA-256 and the environment. ``--save DIR`` also writes the soup
+as a finesim model folder (``finesim_model.json`` and model card: member 0's recipe and base model, the soup's members
+and scores), which every finesim loader and ``finesim serve`` open like a trained model.
 """
 
 from __future__ import annotations
@@ -58,6 +59,23 @@ def average_state(states: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def save_soup(model: Any, encoder: str, members: list[str], result: dict[str, float], folder: Path) -> str:
+    """Save the soup with finesim's marker and card: member 0's card (recipe, base model, data) with the soup's own
+    scores and its members named; refuses an existing folder. Returns the folder."""
+    from finesim.models.card import CardInfo
+    from finesim.models.io import read_marker, save_model
+
+    if folder.exists():
+        raise SystemExit(f"--save {folder}: the folder exists; choose a new one")
+    marker = read_marker(members[0]) or {}
+    card = CardInfo.from_dict(marker["card"]) if "card" in marker else CardInfo(encoder=encoder)
+    card.metrics = {"dev": {"spearman": result["dev"]}, "validation": {"spearman": result["validation"]}}
+    soup = f"uniform weight average of {len(members)} runs: {', '.join(members)}"
+    card.details = {**card.details, "model soup": soup}
+    save_model(model, folder, encoder=encoder, card=card)
+    return str(folder)
+
+
 def score(scorer: Any, split: Any) -> float:
     """Spearman x100 of a scorer's predictions on a C-STS split (columns sentence1, sentence2, condition, label)."""
     from finesim.evaluation.metrics import spearman
@@ -74,6 +92,7 @@ def main() -> int:
     parser.add_argument("--dev-fraction", type=float, default=0.1, help="the members' data.dev_fraction")
     parser.add_argument("--dev-seed", type=int, default=42, help="the members' data.dev_seed")
     parser.add_argument("--output", required=True, help="results JSON")
+    parser.add_argument("--save", default=None, metavar="DIR", help="also save the soup as a model folder here")
     args = parser.parse_args()
     if len(args.models) < 2:
         parser.error("a soup needs two or more --models")
@@ -128,6 +147,8 @@ def main() -> int:
         "seconds": round(time.perf_counter() - started, 1),
         "environment": environment_record(),
     }
+    if args.save:
+        payload["saved"] = save_soup(soup_model, last.encoder, args.models, result, Path(args.save))
     write_json_atomic(args.output, portable(payload))
     print(
         f"soup: dev {result['dev']:.2f} (best member {best['dev']:.2f}), validation {result['validation']:.2f}; "

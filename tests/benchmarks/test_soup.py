@@ -35,3 +35,22 @@ def test_members_of_another_architecture_are_refused_by_name(soup: ModuleType) -
         soup.average_state([a, {"v": torch.zeros(2), "ids": torch.arange(2)}])
     with pytest.raises(ValueError, match="member 2: the non-float tensor ids differs"):
         soup.average_state([a, dict(a), {"w": torch.zeros(2), "ids": torch.tensor([1, 0])}])
+
+
+def test_a_saved_soup_loads_as_a_finesim_model_with_its_card(soup: ModuleType, tiny_model, tmp_path) -> None:
+    """--save: the soup's folder opens through finesim's loader with the same embeddings, and its marker's card names
+    the members and the soup's scores; an existing folder is refused."""
+    from finesim.evaluation.scoring import ConditionalScorer
+    from finesim.models.io import read_marker
+
+    member = tmp_path / "member"
+    tiny_model.save(str(member))
+    folder = soup.save_soup(tiny_model, "bi", [str(member)], {"dev": 71.5, "validation": 69.0}, tmp_path / "soup")
+    card = read_marker(folder)["card"]
+    assert card["metrics"] == {"dev": {"spearman": 71.5}, "validation": {"spearman": 69.0}}
+    assert card["details"]["model soup"] == f"uniform weight average of 1 runs: {member}"
+    loaded = ConditionalScorer(folder)
+    expected = ConditionalScorer(tiny_model, encoder="bi").embed(["a cat sat"], ["the animal"])
+    assert torch.allclose(loaded.embed(["a cat sat"], ["the animal"])[0], expected[0], atol=1e-6)
+    with pytest.raises(SystemExit, match="the folder exists"):
+        soup.save_soup(tiny_model, "bi", [str(member)], {"dev": 1.0, "validation": 1.0}, tmp_path / "soup")
