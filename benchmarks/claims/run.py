@@ -6,6 +6,8 @@ Each (run, seed) goes through the ``finesim`` command exactly as a user would ru
   ``finesim evaluate --model OUT/model --tasks <report>`` (C-STS validation with the over-estimation count, or the
   seven STS tasks); a ``then`` list chains further stages (each stage's ``backbone`` may name ``{prev}``, the previous
   stage's model folder);
+  a C-STS run also keeps its model's score of every validation pair (``predictions``: row numbers and scores, for
+  a bootstrap over pairs);
 - ``kind: evaluate`` — ``finesim evaluate --model M --tasks ...`` (zero-shot rows);
 - ``kind: case`` — ``finesim case train --recipe RECIPE ... --seed N --eval <C-STS validation>``.
 
@@ -190,14 +192,34 @@ def run_train(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[st
         prev = out / "model"
     report, eval_seconds = _report(folder, str(prev), spec.get("report", "csts"), log, spec.get("evaluate_args", []))
     timing = train_seconds(log, metrics)
+    extra = {"predictions": validation_predictions(str(prev))} if spec.get("report", "csts") == "csts" else {}
     return {
         "commands": commands,
         "train": metrics if len(metrics) > 1 else metrics[0],
         "report": report,
+        **extra,
         # train: every sitting of finesim train summed (a resumed run included); wall_seconds (top level) is this
         # invocation of run.py only
         "seconds": {"train": timing.pop("seconds_train"), "evaluate": round(eval_seconds, 1)},
         **timing,
+    }
+
+
+def validation_predictions(model: str) -> dict[str, Any]:
+    """The model's score of every labelled C-STS validation pair (file order; ``row``: the CSV's data-row numbers),
+    kept in the results file so that the report can resample pairs as well as seeds (a paired bootstrap)."""
+    from finesim.data.csts import read_csts
+    from finesim.evaluation.scoring import ConditionalScorer
+    from finesim.results import file_sha256
+
+    path = data_folder() / "csts" / "validation.csv"
+    rows, _ = read_csts(path)
+    scores = ConditionalScorer(model, batch_size=64).score(rows["sentence1"], rows["sentence2"], rows["condition"])
+    return {
+        "file": str(path),
+        "sha256": file_sha256(path),
+        "row": [int(r) for r in rows["row"]],
+        "score": [round(float(x), 6) for x in scores],
     }
 
 

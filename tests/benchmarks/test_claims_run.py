@@ -150,3 +150,32 @@ def test_an_isotropy_run_reports_both_variants_and_their_paired_gain(
     assert report.metric_value({"report": {"isotropy": {"conc_sc": {"i_iso": 0.9}}}}, "iso-gain") is None
     again = run.KINDS["case-isotropy"]("case", spec, 7, tmp_path / "seed7.log")  # done: read back, not run again
     assert len(calls) == 1 and again["report"] == result["report"] and again["seconds"] == {"total": 0.0}
+
+
+def test_a_csts_run_keeps_its_score_of_every_labelled_validation_pair(
+    run: ModuleType, tiny_model, tmp_path: Path, monkeypatch
+) -> None:
+    """predictions: the model's scores in file order with the CSV's row numbers (an unlabelled row skipped), equal to
+    the scorer's own, and the file's hash, so the report can resample pairs."""
+    from finesim.evaluation.scoring import ConditionalScorer
+    from finesim.results import file_sha256
+
+    data = tmp_path / "data"
+    (data / "csts").mkdir(parents=True)
+    csv = data / "csts" / "validation.csv"
+    csv.write_text(
+        "sentence1,sentence2,condition,label\n"
+        "a cat sat,a dog ran,the animal,4\n"
+        "a red car,a blue car,the colour,-1\n"
+        "rain fell,snow fell,the weather,2.5\n",
+        encoding="utf-8",
+    )
+    model = tmp_path / "model"
+    tiny_model.save(str(model))
+    monkeypatch.setenv("FINESIM_DATA", str(data))
+    got = run.validation_predictions(str(model))
+    assert got["row"] == [1, 3] and got["sha256"] == file_sha256(csv) and got["file"] == str(csv)
+    expected = ConditionalScorer(str(model)).score(
+        ["a cat sat", "rain fell"], ["a dog ran", "snow fell"], ["the animal", "the weather"]
+    )
+    assert got["score"] == pytest.approx([float(x) for x in expected], abs=1e-6)
