@@ -15,6 +15,10 @@ each claim of ``claims.yaml`` (run ``a`` against run ``b`` on one metric) it tak
   / in the other direction / neither), **equivalent** / **not shown equivalent**; **no verdict** where a trained side
   has one seed or neither side has seed variance; **pending** while a side has no run.
 
+Where every seed of both sides of a C-STS claim stored its per-pair validation predictions (``predictions`` of
+run.py, same rows of the same file), the interval and p come instead from a paired bootstrap over pairs and seeds
+(:func:`paired_bootstrap`, ``BOOTSTRAP_RESAMPLES``), marked ``(bootstrap)``; Holm and the verdicts work as above.
+
 The mpnet column is descriptive: the effect, and where testable the Welch interval and two-sided p; no verdict.
 A claim may carry ``variant:`` (it is not the paper's own claim or baseline: how it differs) and
 ``budget_difference:`` (the sides differ in more than the claim's subject): both are printed in the row.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -44,6 +49,7 @@ SE_FLOOR = 0.5  # the old rule's floor (legacy_verdict), kept to show which verd
 MIN_SEEDS = 3  # best-models goals are judged once this many seeds are in (unless the entry says otherwise)
 DETERMINISTIC_KINDS = ("evaluate", "case-embed")  # plan kinds that train nothing, so no seed changes their score
 PLOT = "claims_effects.png"
+BOOTSTRAP_RESAMPLES = 2000  # resamples of the paired bootstrap (docs/claims-method.md)
 
 
 def metric_value(result: dict[str, Any], metric: str) -> float | None:
@@ -156,6 +162,97 @@ def evaluate_claim(a: dict[str, Any] | None, b: dict[str, Any] | None, expect: s
         return {"status": "tested", **w, "p": max(p_low, p_high), "p_other": None}
     sign = -1.0 if expect == "b" else 1.0
     return {"status": "tested", **w, "p": one_sided_p(sign * d / se, df), "p_other": one_sided_p(-sign * d / se, df)}
+
+
+# --- the paired bootstrap over validation pairs (docs/claims-method.md), where both sides store predictions -----
+
+
+def stored_predictions(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Every seed's per-pair validation scores of one side (``predictions`` of benchmarks/claims/run.py) as an array
+    ``seeds x pairs``, with the rows and the file's hash; None unless every seed stored them for the same rows."""
+    import numpy as np
+
+    stored = [r.get("predictions") for r in results]
+    if not stored or any(p is None for p in stored):
+        return None
+    first = stored[0]
+    if any(p["row"] != first["row"] or p["sha256"] != first["sha256"] for p in stored):
+        return None
+    return {"scores": np.asarray([p["score"] for p in stored], dtype=np.float64), "row": first["row"], **first}
+
+
+def paired_bootstrap(a: Any, b: Any, gold: Any, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Any:
+    """The resampled effects ``d*``: each resample draws the validation pairs with replacement (the same pairs for
+    both sides, so the comparison stays paired), then each side's seeds with replacement, and takes the mean
+    Spearman (x100) of the drawn seeds of ``a`` minus that of ``b``. ``a`` and ``b``: ``seeds x pairs`` scores."""
+    import numpy as np
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(seed)
+    n = gold.shape[0]
+    out = np.empty(resamples)
+
+    def spearman(scores: Any, ranked_gold: Any) -> float:
+        ranked = rankdata(scores)
+        return 100.0 * float(np.corrcoef(ranked, ranked_gold)[0, 1])
+
+    for i in range(resamples):
+        pairs = rng.integers(0, n, n)
+        ranked_gold = rankdata(gold[pairs])
+        sides = []
+        for scores in (a, b):
+            drawn = rng.integers(0, scores.shape[0], scores.shape[0])
+            sides.append(np.mean([spearman(scores[j, pairs], ranked_gold) for j in drawn]))
+        out[i] = sides[0] - sides[1]
+    return out
+
+
+def bootstrap_test(d: float, resampled: Any, expect: str) -> dict[str, Any]:
+    """The test of a claim from the resampled effects: the 95% percentile interval and, as :func:`evaluate_claim`,
+    ``p`` one-sided in the paper's direction (TOST against ``±MARGIN`` for ``expect: equal``) and ``p_other``; each p
+    is the share of resamples on the null side, counted as ``(k + 1) / (B + 1)``."""
+    import numpy as np
+
+    share = lambda k: (int(k) + 1) / (resampled.shape[0] + 1)  # noqa: E731
+    low, high = np.percentile(resampled, [2.5, 97.5])
+    out = {"status": "tested", "d": d, "ci": (float(low), float(high)), "reason": None, "method": "bootstrap"}
+    if expect == "equal":
+        p = max(share(np.sum(resampled <= -MARGIN)), share(np.sum(resampled >= MARGIN)))
+        return {**out, "p": p, "p_other": None}
+    sign = -1.0 if expect == "b" else 1.0
+    return {**out, "p": share(np.sum(sign * resampled <= 0)), "p_other": share(np.sum(sign * resampled >= 0))}
+
+
+def gold_labels(stored: dict[str, Any]) -> Any:
+    """The C-STS validation labels of the stored rows, from the data root's file (None when it is missing or its
+    hash differs from the one the predictions were made on)."""
+    import numpy as np
+
+    from finesim.data.csts import read_csts
+    from finesim.results import file_sha256
+
+    path = Path(os.environ.get("FINESIM_DATA", ROOT.parent / "shared" / "data")) / "csts" / "validation.csv"
+    if not path.is_file() or file_sha256(path) != stored["sha256"]:
+        return None
+    rows, _ = read_csts(path)
+    label = dict(zip(rows["row"], rows["label"]))
+    return np.asarray([label[r] for r in stored["row"]], dtype=np.float64)
+
+
+def bootstrapped(
+    runs: dict[str, list[dict[str, Any]]], claim: dict[str, Any], welch_test: dict[str, Any], expect: str
+) -> dict[str, Any]:
+    """The claim's test by the paired bootstrap when every seed of both sides (runs, not fixed values) stored its
+    per-pair predictions for the same rows of the same validation file; else the Welch test unchanged."""
+    if isinstance(claim["a"], dict) or isinstance(claim["b"], dict):
+        return welch_test
+    a, b = stored_predictions(runs.get(claim["a"], [])), stored_predictions(runs.get(claim["b"], []))
+    if a is None or b is None or a["row"] != b["row"] or a["sha256"] != b["sha256"]:
+        return welch_test
+    gold = gold_labels(a)
+    if gold is None:
+        return welch_test
+    return bootstrap_test(welch_test["d"], paired_bootstrap(a["scores"], b["scores"], gold), expect)
 
 
 def holm(pvalues: list[float]) -> list[float]:
@@ -291,6 +388,8 @@ def fmt_effect(test: dict[str, Any], metric: str) -> str:
     if "ci" in test:
         low, high = test["ci"]
         out += f" [{low:+.{digits}f}, {high:+.{digits}f}]"
+    if test.get("method") == "bootstrap":
+        out += " (bootstrap)"
     return out
 
 
@@ -424,6 +523,9 @@ def make_rows(
     for c in specs:
         metric, expect = c["metric"], c.get("expect", "a")
         a, b = side(runs, c["a"], metric), side(runs, c["b"], metric)
+        test = evaluate_claim(a, b, expect)
+        if metric == "csts" and test["status"] == "tested":  # both sides' pairs stored: the paired bootstrap instead
+            test = bootstrapped(runs, c, test, expect)
         mp = c.get("mpnet")
         rows.append(
             {
@@ -431,7 +533,7 @@ def make_rows(
                 "expect": expect,
                 "a_stats": a,
                 "b_stats": b,
-                "test": evaluate_claim(a, b, expect),
+                "test": test,
                 "legacy": legacy_verdict(a, b, expect)[0],
                 "mpnet_a": side(runs, mp["a"], metric) if mp else None,
                 "mpnet_b": side(runs, mp["b"], metric) if mp else None,
@@ -542,8 +644,9 @@ def header() -> list[str]:
         f"with a margin of ±{MARGIN:g} point: **equivalent** when its Holm p < {ALPHA}, else **not shown",
         "equivalent**. **no verdict** where a trained side has one seed or neither side has seed variance (a frozen",
         "model's score, a fixed value); **pending** while a run has not finished. The verdicts are conditional on the",
-        "validation pairs: the paired bootstrap over pairs is not done (C-STS training runs store per-pair",
-        "predictions from now on; none of the files so far has them).",
+        "validation pairs, except where both sides stored every seed's per-pair predictions (C-STS training runs do",
+        "from now on; none of the files so far has them): there the interval and p come from a paired bootstrap over",
+        f"pairs and seeds ({BOOTSTRAP_RESAMPLES:,} resamples), marked `(bootstrap)`.",
         "A **variant** row is not the paper's own claim or baseline (the note says how it differs; the faithful row",
         "is next to it where finesim has the data); a **budget difference** note names what else differs between",
         "the sides. The mpnet column (all-mpnet-base-v2, mostly one seed) gives the effect and, where testable, its",
