@@ -16,8 +16,9 @@ each claim of ``claims.yaml`` (run ``a`` against run ``b`` on one metric) it tak
   has one seed or neither side has seed variance; **pending** while a side has no run.
 
 Where every seed of both sides of a C-STS claim stored its per-pair validation predictions (``predictions`` of
-run.py, same rows of the same file), the interval and p come instead from a paired bootstrap over pairs and seeds
-(:func:`paired_bootstrap`, ``BOOTSTRAP_RESAMPLES``), marked ``(bootstrap)``; Holm and the verdicts work as above.
+run.py, same rows of the same file), Welch's squared standard error gains the effect's variance over paired
+resamples of the validation pairs (:func:`pair_variance`, ``BOOTSTRAP_RESAMPLES``), marked ``(+pairs)``; Welch's
+degrees of freedom, Holm and the verdicts work as above.
 
 The mpnet column is descriptive: the effect, and where testable the Welch interval and two-sided p; no verdict.
 A claim may carry ``variant:`` (it is not the paper's own claim or baseline: how it differs) and
@@ -49,7 +50,7 @@ SE_FLOOR = 0.5  # the old rule's floor (legacy_verdict), kept to show which verd
 MIN_SEEDS = 3  # best-models goals are judged once this many seeds are in (unless the entry says otherwise)
 DETERMINISTIC_KINDS = ("evaluate", "case-embed")  # plan kinds that train nothing, so no seed changes their score
 PLOT = "claims_effects.png"
-BOOTSTRAP_RESAMPLES = 2000  # resamples of the paired bootstrap (docs/claims-method.md)
+BOOTSTRAP_RESAMPLES = 2000  # paired resamples of the validation pairs (docs/claims-method.md)
 
 
 def metric_value(result: dict[str, Any], metric: str) -> float | None:
@@ -155,13 +156,22 @@ def evaluate_claim(a: dict[str, Any] | None, b: dict[str, Any] | None, expect: s
     w = welch(a, b)
     if w["reason"] is not None:
         return {"status": "untestable", **w}
-    d, se, df = w["d"], w["se"], w["df"]
+    return t_test(w["d"], w["se"], w["df"], expect)
+
+
+def t_test(d: float, se: float, df: float, expect: str) -> dict[str, Any]:
+    """Effect ``d`` with standard error ``se`` on ``df`` degrees of freedom: its 95% interval, ``p`` one-sided in the
+    paper's direction (TOST against ``±MARGIN`` for ``expect: equal``) and ``p_other`` (the other direction)."""
+    from scipy import stats as st
+
+    half = float(st.t.ppf(0.975, df)) * se
+    out = {"status": "tested", "d": d, "se": se, "df": df, "ci": (d - half, d + half), "reason": None}
     if expect == "equal":  # TOST: H0 d <= -margin and H0 d >= +margin; equivalence needs both rejected
         p_low = one_sided_p((d + MARGIN) / se, df)
         p_high = one_sided_p((MARGIN - d) / se, df)
-        return {"status": "tested", **w, "p": max(p_low, p_high), "p_other": None}
+        return {**out, "p": max(p_low, p_high), "p_other": None}
     sign = -1.0 if expect == "b" else 1.0
-    return {"status": "tested", **w, "p": one_sided_p(sign * d / se, df), "p_other": one_sided_p(-sign * d / se, df)}
+    return {**out, "p": one_sided_p(sign * d / se, df), "p_other": one_sided_p(-sign * d / se, df)}
 
 
 # --- the paired bootstrap over validation pairs (docs/claims-method.md), where both sides store predictions -----
@@ -181,46 +191,30 @@ def stored_predictions(results: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {"scores": np.asarray([p["score"] for p in stored], dtype=np.float64), "row": first["row"], **first}
 
 
-def paired_bootstrap(a: Any, b: Any, gold: Any, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Any:
-    """The resampled effects ``d*``: each resample draws the validation pairs with replacement (the same pairs for
-    both sides, so the comparison stays paired), then each side's seeds with replacement, and takes the mean
-    Spearman (x100) of the drawn seeds of ``a`` minus that of ``b``. ``a`` and ``b``: ``seeds x pairs`` scores."""
+def pair_variance(a: Any, b: Any, gold: Any, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> float | None:
+    """The pair-sampling variance of the effect: each resample draws the validation pairs with replacement (the same
+    pairs for both sides, so the comparison stays paired) and takes the mean Spearman (x100) over ``a``'s seeds minus
+    that over ``b``'s; the variance of those differences (None when a resample is not finite). ``a`` and ``b``:
+    ``seeds x pairs`` scores. The seeds are not resampled: Welch's term carries their noise."""
     import numpy as np
-    from scipy.stats import rankdata
+
+    from finesim.evaluation.metrics import spearman
 
     rng = np.random.default_rng(seed)
     n = gold.shape[0]
     out = np.empty(resamples)
-
-    def spearman(scores: Any, ranked_gold: Any) -> float:
-        ranked = rankdata(scores)
-        return 100.0 * float(np.corrcoef(ranked, ranked_gold)[0, 1])
-
     for i in range(resamples):
         pairs = rng.integers(0, n, n)
-        ranked_gold = rankdata(gold[pairs])
-        sides = []
-        for scores in (a, b):
-            drawn = rng.integers(0, scores.shape[0], scores.shape[0])
-            sides.append(np.mean([spearman(scores[j, pairs], ranked_gold) for j in drawn]))
-        out[i] = sides[0] - sides[1]
-    return out
+        g = gold[pairs]
+        out[i] = np.mean([spearman(x[pairs], g) for x in a]) - np.mean([spearman(x[pairs], g) for x in b])
+    return float(np.var(out, ddof=1)) if np.all(np.isfinite(out)) else None
 
 
-def bootstrap_test(d: float, resampled: Any, expect: str) -> dict[str, Any]:
-    """The test of a claim from the resampled effects: the 95% percentile interval and, as :func:`evaluate_claim`,
-    ``p`` one-sided in the paper's direction (TOST against ``±MARGIN`` for ``expect: equal``) and ``p_other``; each p
-    is the share of resamples on the null side, counted as ``(k + 1) / (B + 1)``."""
-    import numpy as np
-
-    share = lambda k: (int(k) + 1) / (resampled.shape[0] + 1)  # noqa: E731
-    low, high = np.percentile(resampled, [2.5, 97.5])
-    out = {"status": "tested", "d": d, "ci": (float(low), float(high)), "reason": None, "method": "bootstrap"}
-    if expect == "equal":
-        p = max(share(np.sum(resampled <= -MARGIN)), share(np.sum(resampled >= MARGIN)))
-        return {**out, "p": p, "p_other": None}
-    sign = -1.0 if expect == "b" else 1.0
-    return {**out, "p": share(np.sum(sign * resampled <= 0)), "p_other": share(np.sum(sign * resampled >= 0))}
+def with_pair_noise(welch_test: dict[str, Any], var_pair: float, expect: str) -> dict[str, Any]:
+    """The Welch test of :func:`evaluate_claim` with the pair-sampling variance added to its squared standard error
+    (Welch's degrees of freedom kept): interval and p values as there, marked ``method: welch+pairs``."""
+    se = math.sqrt(welch_test["se"] ** 2 + var_pair)
+    return {**t_test(welch_test["d"], se, welch_test["df"], expect), "method": "welch+pairs", "var_pair": var_pair}
 
 
 def gold_labels(stored: dict[str, Any]) -> Any:
@@ -242,8 +236,9 @@ def gold_labels(stored: dict[str, Any]) -> Any:
 def bootstrapped(
     runs: dict[str, list[dict[str, Any]]], claim: dict[str, Any], welch_test: dict[str, Any], expect: str
 ) -> dict[str, Any]:
-    """The claim's test by the paired bootstrap when every seed of both sides (runs, not fixed values) stored its
-    per-pair predictions for the same rows of the same validation file; else the Welch test unchanged."""
+    """The claim's Welch test widened by the pair-sampling variance (:func:`pair_variance`) when every seed of both
+    sides (runs, not fixed values) stored its per-pair predictions for the same rows of the same validation file
+    (and the data root holds that file); else the Welch test unchanged."""
     if isinstance(claim["a"], dict) or isinstance(claim["b"], dict):
         return welch_test
     a, b = stored_predictions(runs.get(claim["a"], [])), stored_predictions(runs.get(claim["b"], []))
@@ -252,7 +247,8 @@ def bootstrapped(
     gold = gold_labels(a)
     if gold is None:
         return welch_test
-    return bootstrap_test(welch_test["d"], paired_bootstrap(a["scores"], b["scores"], gold), expect)
+    var_pair = pair_variance(a["scores"], b["scores"], gold)
+    return welch_test if var_pair is None else with_pair_noise(welch_test, var_pair, expect)
 
 
 def holm(pvalues: list[float]) -> list[float]:
@@ -388,8 +384,8 @@ def fmt_effect(test: dict[str, Any], metric: str) -> str:
     if "ci" in test:
         low, high = test["ci"]
         out += f" [{low:+.{digits}f}, {high:+.{digits}f}]"
-    if test.get("method") == "bootstrap":
-        out += " (bootstrap)"
+    if test.get("method") == "welch+pairs":
+        out += " (+pairs)"
     return out
 
 
@@ -645,8 +641,8 @@ def header() -> list[str]:
         "equivalent**. **no verdict** where a trained side has one seed or neither side has seed variance (a frozen",
         "model's score, a fixed value); **pending** while a run has not finished. The verdicts are conditional on the",
         "validation pairs, except where both sides stored every seed's per-pair predictions (C-STS training runs do",
-        "from now on; none of the files so far has them): there the interval and p come from a paired bootstrap over",
-        f"pairs and seeds ({BOOTSTRAP_RESAMPLES:,} resamples), marked `(bootstrap)`.",
+        "from now on; none of the files so far has them): there the Welch standard error also carries the variance",
+        f"of the effect over {BOOTSTRAP_RESAMPLES:,} paired resamples of the pairs, marked `(+pairs)`.",
         "A **variant** row is not the paper's own claim or baseline (the note says how it differs; the faithful row",
         "is next to it where finesim has the data); a **budget difference** note names what else differs between",
         "the sides. The mpnet column (all-mpnet-base-v2, mostly one seed) gives the effect and, where testable, its",

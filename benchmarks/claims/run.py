@@ -6,8 +6,8 @@ Each (run, seed) goes through the ``finesim`` command exactly as a user would ru
   ``finesim evaluate --model OUT/model --tasks <report>`` (C-STS validation with the over-estimation count, or the
   seven STS tasks); a ``then`` list chains further stages (each stage's ``backbone`` may name ``{prev}``, the previous
   stage's model folder);
-  a C-STS run also keeps its model's score of every validation pair (``predictions``: row numbers and scores, for
-  a bootstrap over pairs);
+  a C-STS run also keeps its model's score of every validation pair (``predictions``: row numbers and scores, checked
+  against ``finesim evaluate``'s figure; the report adds their pair-sampling variance to Welch's test);
 - ``kind: evaluate`` — ``finesim evaluate --model M --tasks ...`` (zero-shot rows);
 - ``kind: case`` — ``finesim case train --recipe RECIPE ... --seed N --eval <C-STS validation>``.
 
@@ -192,7 +192,9 @@ def run_train(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[st
         prev = out / "model"
     report, eval_seconds = _report(folder, str(prev), spec.get("report", "csts"), log, spec.get("evaluate_args", []))
     timing = train_seconds(log, metrics)
-    extra = {"predictions": validation_predictions(str(prev))} if spec.get("report", "csts") == "csts" else {}
+    extra = {}
+    if spec.get("report", "csts") == "csts" and not spec.get("evaluate_args"):  # the scores finesim evaluate made
+        extra["predictions"] = validation_predictions(str(prev), report["scores"]["CSTS-validation"])
     return {
         "commands": commands,
         "train": metrics if len(metrics) > 1 else metrics[0],
@@ -205,16 +207,20 @@ def run_train(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[st
     }
 
 
-def validation_predictions(model: str) -> dict[str, Any]:
+def validation_predictions(model: str, reported: float | None = None) -> dict[str, Any]:
     """The model's score of every labelled C-STS validation pair (file order; ``row``: the CSV's data-row numbers),
-    kept in the results file so that the report can resample pairs as well as seeds (a paired bootstrap)."""
+    kept in the results file so that the report can resample the pairs. With ``reported`` (what ``finesim evaluate``
+    gave), their Spearman must agree with it to 0.001, or the scores are not the evaluated ones (``RuntimeError``)."""
     from finesim.data.csts import read_csts
+    from finesim.evaluation.metrics import spearman
     from finesim.evaluation.scoring import ConditionalScorer
     from finesim.results import file_sha256
 
     path = data_folder() / "csts" / "validation.csv"
     rows, _ = read_csts(path)
     scores = ConditionalScorer(model, batch_size=64).score(rows["sentence1"], rows["sentence2"], rows["condition"])
+    if reported is not None and abs((mine := spearman(scores, rows["label"])) - reported) > 1e-3:
+        raise RuntimeError(f"{model}: the stored predictions give Spearman {mine:.4f}, finesim evaluate {reported:.4f}")
     return {
         "file": str(path),
         "sha256": file_sha256(path),

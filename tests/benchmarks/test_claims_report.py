@@ -380,50 +380,66 @@ def test_the_effect_plot_is_small_and_linked(report: ModuleType, tmp_path: Path)
     assert committed.is_file() and committed.stat().st_size < 200_000
 
 
-# --- the paired bootstrap over validation pairs -------------------------------------------------------------------
+# --- the pair-sampling variance (docs/claims-method.md) -----------------------------------------------------------
 
 
-def test_the_paired_bootstrap_sees_no_effect_between_identical_sides_and_a_clear_one_otherwise(report) -> None:
-    """d* is 0 where nothing differs, centred near 0 where only the seeds' draws differ, and far from 0 for a real
-    effect; the p values count the resamples on the null side as (k + 1) / (B + 1)."""
+def test_the_pair_variance_is_zero_between_identical_sides_and_widens_the_welch_test(report) -> None:
     import numpy as np
 
     rng = np.random.default_rng(0)
     gold = rng.uniform(1, 5, 200)
-    good = np.stack([gold + rng.normal(0, 0.3, 200) for _ in range(3)])  # Spearman about 0.97
-    noise = np.stack([rng.normal(0, 1, 200) for _ in range(3)])  # about 0
-    one = np.stack([good[0]] * 3)  # three identical seeds: whatever seeds each side draws, d* is exactly 0
-    assert np.all(report.paired_bootstrap(one, one.copy(), gold, resamples=200, seed=1) == 0.0)
-    spread = report.paired_bootstrap(good, good.copy(), gold, resamples=200, seed=1)  # seeds drawn independently
-    assert abs(spread.mean()) < 0.5 and spread.std() > 0.0
-    clear = report.paired_bootstrap(good, noise, gold, resamples=200, seed=1)
-    assert clear.min() > 80.0
-    test = report.bootstrap_test(95.0, clear, "a")
-    assert test["p"] == pytest.approx(1 / 201) and test["p_other"] == 1.0 and test["method"] == "bootstrap"
-    assert report.bootstrap_test(-95.0, -clear, "b")["p"] == pytest.approx(1 / 201)
-    equal = report.bootstrap_test(0.0, np.full(200, 0.3), "equal")  # every d* inside +-1: equivalent
-    assert equal["p"] == pytest.approx(1 / 201) and equal["ci"] == pytest.approx((0.3, 0.3))
-    assert report.bootstrap_test(0.0, np.full(200, 1.5), "equal")["p"] == 1.0
+    good = np.stack([gold + rng.normal(0, 0.5, 200) for _ in range(3)])
+    noisy = np.stack([gold + rng.normal(0, 3.0, 200) for _ in range(3)])
+    assert report.pair_variance(good, good.copy(), gold, resamples=100) == 0.0  # paired: the same pairs both sides
+    var = report.pair_variance(good, noisy, gold, resamples=300)
+    assert 0.5 < var < 100.0  # Spearman about 96 against about 60 on 200 pairs: a few points of spread
+    # the seeds are not resampled: a side's seed order does not change the pairs' variance
+    assert report.pair_variance(good[::-1], noisy, gold, resamples=300) == pytest.approx(var)
+    welch = report.t_test(2.0, 0.5, 4.0, "a")
+    wider = report.with_pair_noise(welch, 0.75, "a")  # se sqrt(0.25 + 0.75) = 1, df kept
+    assert wider["se"] == pytest.approx(1.0) and wider["df"] == 4.0 and wider["method"] == "welch+pairs"
+    assert wider["ci"] == pytest.approx(report.t_test(2.0, 1.0, 4.0, "a")["ci"]) and wider["p"] > welch["p"]
+    assert report.with_pair_noise(welch, 0.0, "a")["p"] == pytest.approx(welch["p"])
+    equal = report.with_pair_noise(report.t_test(0.1, 0.2, 4.0, "equal"), 0.0, "equal")
+    assert equal["p_other"] is None and equal["p"] == pytest.approx(report.t_test(0.1, 0.2, 4.0, "equal")["p"])
 
 
-def test_a_claim_is_bootstrapped_only_when_both_sides_stored_their_pairs(report, tmp_path, monkeypatch) -> None:
-    """Both sides with predictions of the same rows of the validation file in the data root: the bootstrap replaces
-    Welch (same effect, its own interval); a side without them, or a changed file, keeps Welch."""
+def _validation_csv(folder: Path, labels: list[str]) -> Path:
+    data = folder / "data" / "csts"
+    data.mkdir(parents=True)
+    lines = ["sentence1,sentence2,condition,label"] + [f"s{i},t{i},c{i},{g}" for i, g in enumerate(labels)]
+    (data / "validation.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return data / "validation.csv"
+
+
+def test_gold_labels_follow_the_stored_row_numbers(report, tmp_path, monkeypatch) -> None:
+    """An unlabelled row is skipped by the reader and the stored rows may come in any order: labels go by row number;
+    another file (hash) gives None."""
+    from finesim.results import file_sha256
+
+    csv = _validation_csv(tmp_path, ["4", "-1", "2.5", "1"])
+    monkeypatch.setenv("FINESIM_DATA", str(tmp_path / "data"))
+    stored = {"row": [4, 1, 3], "sha256": file_sha256(csv)}
+    assert list(report.gold_labels(stored)) == [1.0, 4.0, 2.5]
+    assert report.gold_labels({**stored, "sha256": "0" * 64}) is None
+
+
+def test_a_claim_gets_the_pair_variance_only_when_both_sides_stored_their_pairs(report, tmp_path, monkeypatch) -> None:
+    """Both sides with predictions of the same rows of the validation file in the data root: Welch widened by the
+    pairs' variance (same effect); a side without them, other rows, a fixed side or a changed file keep Welch."""
     import numpy as np
 
     from finesim.results import file_sha256
 
-    data = tmp_path / "data" / "csts"
-    data.mkdir(parents=True)
     rng = np.random.default_rng(3)
     gold = np.round(rng.uniform(1, 5, 60), 1)
-    lines = ["sentence1,sentence2,condition,label"] + [f"s{i},t{i},c{i},{g}" for i, g in enumerate(gold)]
-    csv = data / "validation.csv"
-    csv.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    csv = _validation_csv(tmp_path, [str(g) for g in gold])
     monkeypatch.setenv("FINESIM_DATA", str(tmp_path / "data"))
 
     def seeded(run: str, seed: int, scores) -> dict:
-        result = _result(run, seed, 100 * float(np.corrcoef(np.argsort(np.argsort(scores)), gold)[0, 1]))
+        from finesim.evaluation.metrics import spearman
+
+        result = _result(run, seed, spearman(scores, gold))
         stored = {"file": "$FINESIM_DATA/csts/validation.csv", "sha256": file_sha256(csv), "row": list(range(1, 61))}
         return {**result, "predictions": {**stored, "score": [float(x) for x in scores]}}
 
@@ -434,11 +450,16 @@ def test_a_claim_is_bootstrapped_only_when_both_sides_stored_their_pairs(report,
     claim = {"a": "s/a", "b": "s/b"}
     welch_test = report.evaluate_claim(report.side(runs, "s/a", "csts"), report.side(runs, "s/b", "csts"), "a")
     test = report.bootstrapped(runs, claim, welch_test, "a")
-    assert test["method"] == "bootstrap" and test["d"] == welch_test["d"] and test["ci"] != welch_test["ci"]
-    assert test["ci"][0] < test["d"] < test["ci"][1] and 0.0 < test["p"] < 0.05
-    assert report.fmt_effect(test, "csts").endswith("(bootstrap)")
+    assert test["method"] == "welch+pairs" and test["d"] == welch_test["d"] and test["se"] > welch_test["se"]
+    assert test["ci"][0] < welch_test["ci"][0] and test["ci"][1] > welch_test["ci"][1]
+    assert report.fmt_effect(test, "csts").endswith("(+pairs)")
     without = {**runs, "s/b": [{k: v for k, v in r.items() if k != "predictions"} for r in runs["s/b"]]}
     assert report.bootstrapped(without, claim, welch_test, "a") is welch_test
+    other_rows = {
+        **runs,
+        "s/b": [{**r, "predictions": {**r["predictions"], "row": list(range(2, 62))}} for r in runs["s/b"]],
+    }
+    assert report.bootstrapped(other_rows, claim, welch_test, "a") is welch_test
     assert report.bootstrapped(runs, {"a": "s/a", "b": {"value": 0.0}}, welch_test, "a") is welch_test
     csv.write_text(csv.read_text(encoding="utf-8") + "s,t,c,3\n", encoding="utf-8")  # not the file they scored
     assert report.bootstrapped(runs, claim, welch_test, "a") is welch_test

@@ -179,3 +179,10 @@ def test_a_csts_run_keeps_its_score_of_every_labelled_validation_pair(
         ["a cat sat", "rain fell"], ["a dog ran", "snow fell"], ["the animal", "the weather"]
     )
     assert got["score"] == pytest.approx([float(x) for x in expected], abs=1e-6)
+    # what finesim evaluate reported must be what the stored scores give (two pairs: Spearman is +-100)
+    from finesim.evaluation.metrics import spearman
+
+    own = spearman(got["score"], [4.0, 2.5])
+    assert run.validation_predictions(str(model), own)["score"] == got["score"]
+    with pytest.raises(RuntimeError, match="the stored predictions give Spearman"):
+        run.validation_predictions(str(model), own + 1.0)
