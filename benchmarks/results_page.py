@@ -322,7 +322,9 @@ def main_job_time(timing: dict[str, Any] | None) -> str:
     if timing is None:
         return "—"
     seconds = timing["seconds"]
-    return f"{seconds['train'] / 60:.1f} + {seconds['evaluate'] / 60:.1f} min (`{MAIN_JOB_TIMING}`)"
+    total = (seconds["train"] + seconds["evaluate"]) / 60
+    parts = f"training {seconds['train'] / 60:.1f}, evaluation {seconds['evaluate'] / 60:.1f}"
+    return f"{total:.1f} min: {parts} (`{MAIN_JOB_TIMING}`)"
 
 
 def kept_epoch(evaluations: list[dict[str, Any]]) -> str:

@@ -17,7 +17,7 @@ each claim of ``claims.yaml`` (run ``a`` against run ``b`` on one metric) it tak
 
 Where every seed of both sides of a C-STS claim stored its per-pair validation predictions (``predictions`` of
 run.py, same rows of the same file), Welch's squared standard error gains the effect's variance over paired
-resamples of the validation pairs (:func:`pair_variance`, ``BOOTSTRAP_RESAMPLES``), marked ``(+pairs)``; Welch's
+resamples of the validation pairs (:func:`pair_variance`, ``PAIR_RESAMPLES``), marked ``(+pairs)``; Welch's
 degrees of freedom, Holm and the verdicts work as above.
 
 The mpnet column is descriptive: the effect, and where testable the Welch interval and two-sided p; no verdict.
@@ -50,7 +50,7 @@ SE_FLOOR = 0.5  # the old rule's floor (legacy_verdict), kept to show which verd
 MIN_SEEDS = 3  # best-models goals are judged once this many seeds are in (unless the entry says otherwise)
 DETERMINISTIC_KINDS = ("evaluate", "case-embed")  # plan kinds that train nothing, so no seed changes their score
 PLOT = "claims_effects.png"
-BOOTSTRAP_RESAMPLES = 2000  # paired resamples of the validation pairs (docs/claims-method.md)
+PAIR_RESAMPLES = 2000  # paired resamples of the validation pairs (docs/claims-method.md)
 
 
 def metric_value(result: dict[str, Any], metric: str) -> float | None:
@@ -174,7 +174,7 @@ def t_test(d: float, se: float, df: float, expect: str) -> dict[str, Any]:
     return {**out, "p": one_sided_p(sign * d / se, df), "p_other": one_sided_p(-sign * d / se, df)}
 
 
-# --- the paired bootstrap over validation pairs (docs/claims-method.md), where both sides store predictions -----
+# --- the pair-sampling variance (docs/claims-method.md), where both sides stored per-pair predictions ----------
 
 
 def stored_predictions(results: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -188,10 +188,10 @@ def stored_predictions(results: list[dict[str, Any]]) -> dict[str, Any] | None:
     first = stored[0]
     if any(p["row"] != first["row"] or p["sha256"] != first["sha256"] for p in stored):
         return None
-    return {"scores": np.asarray([p["score"] for p in stored], dtype=np.float64), "row": first["row"], **first}
+    return {**first, "scores": np.asarray([p["score"] for p in stored], dtype=np.float64)}
 
 
-def pair_variance(a: Any, b: Any, gold: Any, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> float | None:
+def pair_variance(a: Any, b: Any, gold: Any, *, resamples: int = PAIR_RESAMPLES, seed: int = 0) -> float | None:
     """The pair-sampling variance of the effect: each resample draws the validation pairs with replacement (the same
     pairs for both sides, so the comparison stays paired) and takes the mean Spearman (x100) over ``a``'s seeds minus
     that over ``b``'s; the variance of those differences (None when a resample is not finite). ``a`` and ``b``:
@@ -233,7 +233,7 @@ def gold_labels(stored: dict[str, Any]) -> Any:
     return np.asarray([label[r] for r in stored["row"]], dtype=np.float64)
 
 
-def bootstrapped(
+def with_stored_pairs(
     runs: dict[str, list[dict[str, Any]]], claim: dict[str, Any], welch_test: dict[str, Any], expect: str
 ) -> dict[str, Any]:
     """The claim's Welch test widened by the pair-sampling variance (:func:`pair_variance`) when every seed of both
@@ -520,8 +520,8 @@ def make_rows(
         metric, expect = c["metric"], c.get("expect", "a")
         a, b = side(runs, c["a"], metric), side(runs, c["b"], metric)
         test = evaluate_claim(a, b, expect)
-        if metric == "csts" and test["status"] == "tested":  # both sides' pairs stored: the paired bootstrap instead
-            test = bootstrapped(runs, c, test, expect)
+        if metric == "csts" and test["status"] == "tested":  # both sides' pairs stored: Welch + pair variance
+            test = with_stored_pairs(runs, c, test, expect)
         mp = c.get("mpnet")
         rows.append(
             {
@@ -642,7 +642,7 @@ def header() -> list[str]:
         "model's score, a fixed value); **pending** while a run has not finished. The verdicts are conditional on the",
         "validation pairs, except where both sides stored every seed's per-pair predictions (C-STS training runs do",
         "from now on; none of the files so far has them): there the Welch standard error also carries the variance",
-        f"of the effect over {BOOTSTRAP_RESAMPLES:,} paired resamples of the pairs, marked `(+pairs)`.",
+        f"of the effect over {PAIR_RESAMPLES:,} paired resamples of the pairs, marked `(+pairs)`.",
         "A **variant** row is not the paper's own claim or baseline (the note says how it differs; the faithful row",
         "is next to it where finesim has the data); a **budget difference** note names what else differs between",
         "the sides. The mpnet column (all-mpnet-base-v2, mostly one seed) gives the effect and, where testable, its",

@@ -449,17 +449,17 @@ def test_a_claim_gets_the_pair_variance_only_when_both_sides_stored_their_pairs(
     }
     claim = {"a": "s/a", "b": "s/b"}
     welch_test = report.evaluate_claim(report.side(runs, "s/a", "csts"), report.side(runs, "s/b", "csts"), "a")
-    test = report.bootstrapped(runs, claim, welch_test, "a")
+    test = report.with_stored_pairs(runs, claim, welch_test, "a")
     assert test["method"] == "welch+pairs" and test["d"] == welch_test["d"] and test["se"] > welch_test["se"]
     assert test["ci"][0] < welch_test["ci"][0] and test["ci"][1] > welch_test["ci"][1]
     assert report.fmt_effect(test, "csts").endswith("(+pairs)")
     without = {**runs, "s/b": [{k: v for k, v in r.items() if k != "predictions"} for r in runs["s/b"]]}
-    assert report.bootstrapped(without, claim, welch_test, "a") is welch_test
+    assert report.with_stored_pairs(without, claim, welch_test, "a") is welch_test
     other_rows = {
         **runs,
         "s/b": [{**r, "predictions": {**r["predictions"], "row": list(range(2, 62))}} for r in runs["s/b"]],
     }
-    assert report.bootstrapped(other_rows, claim, welch_test, "a") is welch_test
-    assert report.bootstrapped(runs, {"a": "s/a", "b": {"value": 0.0}}, welch_test, "a") is welch_test
+    assert report.with_stored_pairs(other_rows, claim, welch_test, "a") is welch_test
+    assert report.with_stored_pairs(runs, {"a": "s/a", "b": {"value": 0.0}}, welch_test, "a") is welch_test
     csv.write_text(csv.read_text(encoding="utf-8") + "s,t,c,3\n", encoding="utf-8")  # not the file they scored
-    assert report.bootstrapped(runs, claim, welch_test, "a") is welch_test
+    assert report.with_stored_pairs(runs, claim, welch_test, "a") is welch_test
