@@ -221,3 +221,43 @@ def test_the_soup_line_recomputes(page_script: ModuleType) -> None:
     assert f"scores {d['soup']['dev']:.2f} on dev against the best seed's {best:.2f}" in line
     assert ("it beats its best member" in line) == (d["soup"]["dev"] > best) == d["soup_wins_on_dev"]
     assert f"validation {d['soup']['validation']:.2f}" in line
+
+
+def test_the_second_lever_screen_applies_the_plans_rule(page_script: ModuleType, tmp_path: Path) -> None:
+    folder = _copy_results(tmp_path)
+    study = page_script.LEVERS2
+    planned = {spec["id"]: spec for spec in page_script.planned_levers(study)}
+    control, llrd, batch = "minilm-fp32-control", "minilm-llrd0.95", "minilm-batch64"
+    assert set(planned) == {control, llrd, batch}
+    assert all("train.bf16=false" in spec["set"] for spec in planned.values())
+
+    def rows() -> dict[str, list[str]]:
+        lines = page_script.levers2_lines(folder)
+        return {
+            cells[0].strip("`"): cells
+            for line in lines
+            if line.startswith("| `")
+            for cells in [[c.strip() for c in line.strip().strip("|").split("|")]]
+        }
+
+    before = rows()
+    assert before[control][6] == "control" and before[llrd][6] == "to run" and before[llrd][2] == "0 of 3"
+    assert before[batch][1] == "`train.batch_size=64`, `train.learning_rate=1.4e-4`"
+    template = json.loads((RESULTS / "claims" / "best-csts" / "mpnet-bi-mse__seed42.json").read_text(encoding="utf-8"))
+    (folder / "claims" / study).mkdir()
+
+    def write(run: str, dev: float) -> None:
+        result = json.loads(json.dumps(template))
+        result.update(study=study, run=run, seed=42, spec=planned[run])
+        result["train"]["dev"] = {"spearman": dev}
+        (folder / "claims" / study / f"{run}__seed42.json").write_text(json.dumps(result), encoding="utf-8")
+
+    write(llrd, 72.00)
+    assert rows()[llrd][6] == "waits for the control"
+    write(control, 71.50)
+    write(batch, 71.95)  # +0.45 > 0.40 passes; llrd +0.50 passes; a lever at +0.40 exactly would not
+    after = rows()
+    assert after[llrd][6] == "+0.50: passes" and after[llrd][3] == "72.00" and after[llrd][2] == "1 of 3 (42)"
+    assert after[batch][6] == "+0.45: passes"
+    write(batch, 71.90)
+    assert rows()[batch][6] == "+0.40: does not pass"
