@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import queue
 import re
@@ -48,6 +49,13 @@ from finesim.results import environment_record, file_sha256, path_roots, portabl
 RESULTS = Path(__file__).parent / "results"
 GOAL_VS_IN_PROCESS = 0.8
 GOAL_BATCHED_VS_SINGLE = 3.0
+# what uvicorn's "auto" loop and HTTP parser pick in the server's environment: uvloop and httptools when importable
+HTTP_STACK_PROBE = (
+    "import importlib.metadata as m, importlib.util as u, json; "
+    "v = {n: m.version(n) if u.find_spec(n) else None for n in ('uvicorn', 'uvloop', 'httptools', 'h11')}; "
+    "print(json.dumps({'loop': 'uvloop' if v['uvloop'] else 'asyncio', "
+    "'http': 'httptools' if v['httptools'] else 'h11', 'versions': v}))"
+)
 
 
 def positive_int(text: str) -> int:
@@ -173,11 +181,23 @@ class Server:
         self.lines: queue.Queue = queue.Queue()
         self.output: list[str] = []
 
+    @staticmethod
+    def environment() -> dict[str, str]:
+        """The server process's environment."""
+        return {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+
+    def http_stack(self) -> dict[str, Any]:
+        """The event loop and HTTP parser uvicorn picks in the server's environment, with the versions."""
+        out = subprocess.run(
+            [sys.executable, "-c", HTTP_STACK_PROBE], env=self.environment(), capture_output=True, text=True, check=True
+        )
+        return json.loads(out.stdout)
+
     def start(self, timeout: float = 600.0) -> str:
         """Start the process; return its base URL once ``/health`` answers 200."""
         import httpx
 
-        env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+        env = self.environment()
         self.proc = subprocess.Popen(
             self.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
         )  # its own process group: a multi-worker server's workers are stopped with it
@@ -388,6 +408,7 @@ def server_run(
     batches = delta["finesim_batch_requests_count"]
     return {
         "server_command": server.command,
+        "http_stack": server.http_stack(),
         "startup_to_ready_s": round(startup_s, 2),
         "requests_sent": run["sent"],
         "requests_ok": run["ok"],
