@@ -9,7 +9,8 @@ Each (run, seed) goes through the ``finesim`` command exactly as a user would ru
   a C-STS run also keeps its model's score of every validation pair (``predictions``: row numbers and scores, checked
   against ``finesim evaluate``'s figure; the report adds their pair-sampling variance to Welch's test);
 - ``kind: evaluate`` — ``finesim evaluate --model M --tasks ...`` (zero-shot rows);
-- ``kind: case`` — ``finesim case train --recipe RECIPE ... --seed N --eval <C-STS validation>``.
+- ``kind: case`` — ``finesim case train --recipe RECIPE ... --seed N --eval <C-STS validation>``, with the trained
+  model's ``predictions`` as for a C-STS training run.
 
 The results file ``benchmarks/results/claims/<study>/<run>__seed<N>.json`` is written atomically when the run is
 complete and holds the command lines, the recipe as it ran, the training metrics that matter (validation, dev,
@@ -25,6 +26,7 @@ checkpoint). Run it under the CPU lock, in the background::
 
     flock /tmp/finesim-cpu.lock python benchmarks/claims/run.py --only csts       # one study
     python benchmarks/claims/run.py --list                                         # what is done, what is left
+    python benchmarks/claims/run.py --only case --add-predictions   # predictions for finished runs whose models remain
 
 ``FINESIM_CLAIMS_RESULTS`` and ``FINESIM_CLAIMS_WORK`` move the results and run folders, so a long study can run from
 a frozen copy of the code (a git worktree) while the code changes.
@@ -261,15 +263,17 @@ def run_case(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str
     if not (folder / "training.json").is_file():
         seconds = finesim(argv, log)
     t = json.loads((folder / "training.json").read_text(encoding="utf-8"))
+    reported = next(iter(t["eval_spearman"].values()))
     return {
         "commands": ["finesim " + " ".join(argv)],
+        "predictions": validation_predictions(str(folder), reported),  # the folder is the CASE model
         "train": {
             "best_epoch": t["training"]["best_epoch"],
             "dev": {"spearman": t["training"]["best_dev_spearman"]},
             "projection": t["training"]["projection"],
             "options": t.get("options"),
         },
-        "report": {"scores": {"CSTS-validation": next(iter(t["eval_spearman"].values()))}},
+        "report": {"scores": {"CSTS-validation": reported}},
         "seconds": {"total": round(seconds, 1)},
     }
 
@@ -397,6 +401,45 @@ def select(
     return picked, notes
 
 
+def trained_model(study: str, spec: dict[str, Any], seed: int) -> Path | None:
+    """The model folder a finished (run, seed) of a kind that trains left in the run folder; None for the other
+    kinds."""
+    folder = WORK / study / spec["id"] / f"seed{seed}"
+    kind = spec.get("kind", "train")
+    if kind == "train":
+        stages = 1 + len(spec.get("then", []))
+        return (folder if stages == 1 else folder / f"stage{stages}") / "model"
+    if kind == "case":
+        return folder
+    if kind == "ensemble":
+        return folder / "model"
+    return None
+
+
+def add_predictions(study: str, spec: dict[str, Any], seed: int, roots: dict[str, str]) -> str:
+    """Add ``predictions`` to a finished C-STS run's results file that has none, from the model still in its run
+    folder (checked against the file's reported Spearman like a new run's); the file is rewritten atomically with
+    ``predictions_added`` (when, and the code's commit). Returns what was done, for the progress line."""
+    from finesim.results import portable, write_json_atomic
+
+    path = result_path(study, spec["id"], seed)
+    result = json.loads(path.read_text(encoding="utf-8"))
+    reported = (result.get("report") or {}).get("scores", {}).get("CSTS-validation")
+    if "predictions" in result:
+        return "has predictions"
+    if reported is None or spec.get("evaluate_args") or (model := trained_model(study, spec, seed)) is None:
+        return "not a C-STS run with a model of its own: nothing to add"
+    if not model.is_dir():
+        return f"its model is not on disk ({model}): skipped"
+    result["predictions"] = validation_predictions(str(model), reported)
+    result["predictions_added"] = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "git_commit": git_commit(),
+    }
+    write_json_atomic(path, portable(result, roots))
+    return "predictions added"
+
+
 def git_commit() -> str:
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
@@ -407,6 +450,12 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None, help="studies or study/run ids to run")
     parser.add_argument("--seeds", nargs="*", type=int, default=None, help="only these seeds")
     parser.add_argument("--list", action="store_true", help="show what is done and what is left, run nothing")
+    parser.add_argument(
+        "--add-predictions",
+        action="store_true",
+        help="run nothing; add the per-pair validation scores to the selected finished C-STS runs that have none, "
+        "from the models still in their run folders",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     from finesim.results import environment_record, path_roots, portable, write_json_atomic
@@ -425,6 +474,15 @@ def main() -> int:
     if args.list:
         for study, spec, seed, done in todo:
             print(f"{'done' if done else 'todo'}  {study}/{spec['id']} seed {seed}")
+        return 0
+    if args.add_predictions:
+        for study, spec, seed, done in todo:
+            if done:
+                try:
+                    outcome = add_predictions(study, spec, seed, roots)
+                except RuntimeError as err:
+                    outcome = f"FAILED: {err}"
+                print(f"[claims] {study}/{spec['id']} seed {seed}: {outcome}", flush=True)
         return 0
     for study, spec, seed, done in todo:
         if done:

@@ -186,3 +186,58 @@ def test_a_csts_run_keeps_its_score_of_every_labelled_validation_pair(
     assert run.validation_predictions(str(model), own)["score"] == got["score"]
     with pytest.raises(RuntimeError, match="the stored predictions give Spearman"):
         run.validation_predictions(str(model), own + 1.0)
+
+
+def test_predictions_are_added_to_a_finished_run_from_its_model(
+    run: ModuleType, tiny_model, tmp_path: Path, monkeypatch
+) -> None:
+    """--add-predictions: a finished C-STS run without predictions gets the scores of the model in its run folder
+    (checked against its reported Spearman), once; other kinds, a missing model and a wrong figure change nothing."""
+    import json
+
+    from finesim.evaluation.metrics import spearman
+
+    data = tmp_path / "data"
+    (data / "csts").mkdir(parents=True)
+    (data / "csts" / "validation.csv").write_text(
+        "sentence1,sentence2,condition,label\na cat sat,a dog ran,the animal,4\nrain fell,snow fell,the weather,2.5\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("FINESIM_DATA", str(data))
+    monkeypatch.setattr(run, "WORK", tmp_path / "work")
+    monkeypatch.setattr(run, "RESULTS", tmp_path / "results")
+    spec, seed = {"id": "bi", "seeds": [1]}, 1
+    model = tmp_path / "work" / "csts" / "bi" / f"seed{seed}" / "model"
+    assert run.trained_model("csts", spec, seed) == model
+    assert (
+        run.trained_model("csts", {"id": "x", "then": [{}]}, 2)
+        == tmp_path / "work" / "csts" / "x" / "seed2" / "stage2" / "model"
+    )
+    assert run.trained_model("csts", {"id": "z", "kind": "case"}, 3) == tmp_path / "work" / "csts" / "z" / "seed3"
+    assert run.trained_model("csts", {"id": "e", "kind": "evaluate"}, 42) is None
+
+    path = run.result_path("csts", "bi", seed)
+    path.parent.mkdir(parents=True)
+    record = {"run": "bi", "seed": seed, "report": {"scores": {"CSTS-validation": 0.0}}}
+    path.write_text(json.dumps(record), encoding="utf-8")
+    roots: dict[str, str] = {}
+    assert "not on disk" in run.add_predictions("csts", spec, seed, roots)
+    assert json.loads(path.read_text(encoding="utf-8")) == record
+    tiny_model.save(str(model))
+    own = spearman(run.validation_predictions(str(model))["score"], [4.0, 2.5])
+    record["report"]["scores"]["CSTS-validation"] = own + 1.0  # not what the model gives: refused, file unchanged
+    path.write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(RuntimeError, match="the stored predictions give Spearman"):
+        run.add_predictions("csts", spec, seed, roots)
+    assert "predictions" not in json.loads(path.read_text(encoding="utf-8"))
+    record["report"]["scores"]["CSTS-validation"] = own
+    path.write_text(json.dumps(record), encoding="utf-8")
+    assert run.add_predictions("csts", spec, seed, roots) == "predictions added"
+    added = json.loads(path.read_text(encoding="utf-8"))
+    assert added["predictions"]["row"] == [1, 2] and set(added["predictions_added"]) == {"date", "git_commit"}
+    assert {k: v for k, v in added.items() if not k.startswith("predictions")} == record
+    assert run.add_predictions("csts", spec, seed, roots) == "has predictions"
+    other = run.result_path("csts", "ev", seed)
+    other.write_text(json.dumps({**record, "run": "ev"}), encoding="utf-8")
+    assert "nothing to add" in run.add_predictions("csts", {"id": "ev", "evaluate_args": ["--x"]}, seed, roots)
+    assert "predictions" not in json.loads(other.read_text(encoding="utf-8"))
