@@ -49,13 +49,26 @@ from finesim.results import environment_record, file_sha256, path_roots, portabl
 RESULTS = Path(__file__).parent / "results"
 GOAL_VS_IN_PROCESS = 0.8
 GOAL_BATCHED_VS_SINGLE = 3.0
-# what uvicorn's "auto" loop and HTTP parser pick in the server's environment: uvloop and httptools when importable
-HTTP_STACK_PROBE = (
-    "import importlib.metadata as m, importlib.util as u, json; "
-    "v = {n: m.version(n) if u.find_spec(n) else None for n in ('uvicorn', 'uvloop', 'httptools', 'h11')}; "
-    "print(json.dumps({'loop': 'uvloop' if v['uvloop'] else 'asyncio', "
-    "'http': 'httptools' if v['httptools'] else 'h11', 'versions': v}))"
-)
+# what uvicorn's "auto" loop and HTTP parser pick in the server's environment: uvloop and httptools when they import
+HTTP_STACK_PROBE = """
+import importlib, importlib.metadata as m, json
+def imports(name):
+    try:
+        importlib.import_module(name)
+        return True
+    except Exception:
+        return False
+def version(name):
+    try:
+        return m.version(name)
+    except Exception:
+        return None
+print(json.dumps({
+    "loop": "uvloop" if imports("uvloop") else "asyncio",
+    "http": "httptools" if imports("httptools") else "h11",
+    "versions": {name: version(name) for name in ("uvicorn", "uvloop", "httptools", "h11")},
+}))
+"""
 
 
 def positive_int(text: str) -> int:
@@ -185,13 +198,6 @@ class Server:
     def environment() -> dict[str, str]:
         """The server process's environment."""
         return {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-
-    def http_stack(self) -> dict[str, Any]:
-        """The event loop and HTTP parser uvicorn picks in the server's environment, with the versions."""
-        out = subprocess.run(
-            [sys.executable, "-c", HTTP_STACK_PROBE], env=self.environment(), capture_output=True, text=True, check=True
-        )
-        return json.loads(out.stdout)
 
     def start(self, timeout: float = 600.0) -> str:
         """Start the process; return its base URL once ``/health`` answers 200."""
@@ -408,7 +414,6 @@ def server_run(
     batches = delta["finesim_batch_requests_count"]
     return {
         "server_command": server.command,
-        "http_stack": server.http_stack(),
         "startup_to_ready_s": round(startup_s, 2),
         "requests_sent": run["sent"],
         "requests_ok": run["ok"],
@@ -435,8 +440,19 @@ def server_run(
     }
 
 
+def http_stack() -> dict[str, Any]:
+    """The event loop and HTTP parser uvicorn picks in the server's environment, with the versions (asked once,
+    before any load, in a fresh interpreter with the server's environment)."""
+    out = subprocess.run(
+        [sys.executable, "-c", HTTP_STACK_PROBE], env=Server.environment(), capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    stack = http_stack()
+    print(f"server HTTP stack: {stack['loop']} + {stack['http']}", flush=True)
     root = data_root(args.data)
     pairs, data = load_pairs(root, args.pairs, args.seed)
     bodies = request_bodies(pairs, args.pairs_per_request)
@@ -474,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "data": {**data, "pairs_used": len(pairs), "timed_pairs": len(used_pairs)},
         "settings": {k: v for k, v in vars(args).items() if k != "output"},
+        "http_stack": stack,
         "results": {"in_process": baseline, "server_batched": batched, "server_one_at_a_time": single},
         "goals": goals,
     }

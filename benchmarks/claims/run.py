@@ -10,7 +10,8 @@ Each (run, seed) goes through the ``finesim`` command exactly as a user would ru
   against ``finesim evaluate``'s figure; the report adds their pair-sampling variance to Welch's test);
 - ``kind: evaluate`` — ``finesim evaluate --model M --tasks ...`` (zero-shot rows);
 - ``kind: case`` — ``finesim case train --recipe RECIPE ... --seed N --eval <C-STS validation>``, with the trained
-  model's ``predictions`` as for a C-STS training run.
+  model's ``predictions`` as for a C-STS training run (an ``ensemble`` too; where they cannot be made or disagree,
+  ``predictions_error`` says why and the run is still recorded).
 
 The results file ``benchmarks/results/claims/<study>/<run>__seed<N>.json`` is written atomically when the run is
 complete and holds the command lines, the recipe as it ran, the training metrics that matter (validation, dev,
@@ -26,7 +27,8 @@ checkpoint). Run it under the CPU lock, in the background::
 
     flock /tmp/finesim-cpu.lock python benchmarks/claims/run.py --only csts       # one study
     python benchmarks/claims/run.py --list                                         # what is done, what is left
-    python benchmarks/claims/run.py --only case --add-predictions   # predictions for finished runs whose models remain
+    flock /tmp/finesim-cpu.lock python benchmarks/claims/run.py --add-predictions   # for finished runs whose models
+                                                                                   # remain (every study at once)
 
 ``FINESIM_CLAIMS_RESULTS`` and ``FINESIM_CLAIMS_WORK`` move the results and run folders, so a long study can run from
 a frozen copy of the code (a git worktree) while the code changes.
@@ -40,6 +42,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +234,16 @@ def validation_predictions(model: str, reported: float | None = None) -> dict[st
     }
 
 
+def stored_predictions(model: Path, reported: float) -> dict[str, Any]:
+    """``{"predictions": ...}`` for a finished run, or ``{"predictions_error": why}`` when they cannot be made or
+    disagree with ``reported``: the run's own result is still written (the report then uses Welch's test alone)."""
+    try:
+        return {"predictions": validation_predictions(str(model), reported)}
+    except Exception as err:  # any failure here must not lose the finished run
+        print(f"[claims] predictions of {model} not stored: {err}", flush=True)
+        return {"predictions_error": f"{type(err).__name__}: {err}"}
+
+
 def run_evaluate(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str, Any]:
     folder = WORK / study / spec["id"]
     folder.mkdir(parents=True, exist_ok=True)
@@ -266,7 +279,7 @@ def run_case(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str
     reported = next(iter(t["eval_spearman"].values()))
     return {
         "commands": ["finesim " + " ".join(argv)],
-        "predictions": validation_predictions(str(folder), reported),  # the folder is the CASE model
+        **stored_predictions(folder, reported),  # the folder is the CASE model
         "train": {
             "best_epoch": t["training"]["best_epoch"],
             "dev": {"spearman": t["training"]["best_dev_spearman"]},
@@ -347,6 +360,7 @@ def run_ensemble(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict
     report, seconds = _report(folder, str(folder / "model"), "csts", log, [])
     return {
         "commands": [f"ensemble of {[str(m) for m in members]} with weights {weights}"],
+        **stored_predictions(folder / "model", report["scores"]["CSTS-validation"]),
         "train": {"dev": {"spearman": dev_scores[best]}, "dev_by_weight": dev_scores, "weights": weights},
         "report": report,
         "seconds": {"evaluate": round(seconds, 1)},
@@ -416,14 +430,16 @@ def trained_model(study: str, spec: dict[str, Any], seed: int) -> Path | None:
     return None
 
 
-def add_predictions(study: str, spec: dict[str, Any], seed: int, roots: dict[str, str]) -> str:
+def add_predictions(study: str, spec: dict[str, Any], seed: int, roots: Sequence[tuple[str, str]]) -> str:
     """Add ``predictions`` to a finished C-STS run's results file that has none, from the model still in its run
-    folder (checked against the file's reported Spearman like a new run's); the file is rewritten atomically with
-    ``predictions_added`` (when, and the code's commit). Returns what was done, for the progress line."""
+    folder under ``WORK`` (``FINESIM_CLAIMS_WORK``: the one the run used; the run's spec as stored in the file
+    says where), checked against the file's reported Spearman like a new run's; the file is rewritten atomically
+    with ``predictions_added`` (when, and the code's commit). Returns what was done, for the progress line."""
     from finesim.results import portable, write_json_atomic
 
     path = result_path(study, spec["id"], seed)
     result = json.loads(path.read_text(encoding="utf-8"))
+    spec = result.get("spec") or spec
     reported = (result.get("report") or {}).get("scores", {}).get("CSTS-validation")
     if "predictions" in result:
         return "has predictions"
@@ -480,8 +496,8 @@ def main() -> int:
             if done:
                 try:
                     outcome = add_predictions(study, spec, seed, roots)
-                except RuntimeError as err:
-                    outcome = f"FAILED: {err}"
+                except Exception as err:  # one run's failure is reported, the others still go
+                    outcome = f"FAILED: {type(err).__name__}: {err}"
                 print(f"[claims] {study}/{spec['id']} seed {seed}: {outcome}", flush=True)
         return 0
     for study, spec, seed, done in todo:

@@ -214,13 +214,19 @@ def test_predictions_are_added_to_a_finished_run_from_its_model(
         == tmp_path / "work" / "csts" / "x" / "seed2" / "stage2" / "model"
     )
     assert run.trained_model("csts", {"id": "z", "kind": "case"}, 3) == tmp_path / "work" / "csts" / "z" / "seed3"
+    assert (
+        run.trained_model("csts", {"id": "e", "kind": "ensemble"}, 4)
+        == tmp_path / "work" / "csts" / "e" / "seed4" / "model"
+    )
     assert run.trained_model("csts", {"id": "e", "kind": "evaluate"}, 42) is None
 
     path = run.result_path("csts", "bi", seed)
     path.parent.mkdir(parents=True)
     record = {"run": "bi", "seed": seed, "report": {"scores": {"CSTS-validation": 0.0}}}
     path.write_text(json.dumps(record), encoding="utf-8")
-    roots: dict[str, str] = {}
+    from finesim.results import path_roots
+
+    roots = path_roots(data, {str(tmp_path / "work"): "runs/claims"})
     assert "not on disk" in run.add_predictions("csts", spec, seed, roots)
     assert json.loads(path.read_text(encoding="utf-8")) == record
     tiny_model.save(str(model))
@@ -235,9 +241,27 @@ def test_predictions_are_added_to_a_finished_run_from_its_model(
     assert run.add_predictions("csts", spec, seed, roots) == "predictions added"
     added = json.loads(path.read_text(encoding="utf-8"))
     assert added["predictions"]["row"] == [1, 2] and set(added["predictions_added"]) == {"date", "git_commit"}
+    assert added["predictions"]["file"] == "$FINESIM_DATA/csts/validation.csv"  # written relative, as new runs do
     assert {k: v for k, v in added.items() if not k.startswith("predictions")} == record
     assert run.add_predictions("csts", spec, seed, roots) == "has predictions"
+    # the spec stored in the file says where the model is, not the plan's current one
+    moved = run.result_path("csts", "renamed", seed)
+    moved.write_text(json.dumps({**record, "run": "renamed", "spec": {"id": "bi"}}), encoding="utf-8")
+    assert run.add_predictions("csts", {"id": "renamed"}, seed, roots) == "predictions added"
     other = run.result_path("csts", "ev", seed)
     other.write_text(json.dumps({**record, "run": "ev"}), encoding="utf-8")
     assert "nothing to add" in run.add_predictions("csts", {"id": "ev", "evaluate_args": ["--x"]}, seed, roots)
     assert "predictions" not in json.loads(other.read_text(encoding="utf-8"))
+
+
+def test_a_run_whose_predictions_fail_is_still_recorded(run: ModuleType, tmp_path: Path, monkeypatch) -> None:
+    """stored_predictions: a model that cannot be scored gives predictions_error, not an exception that would lose
+    the finished training (every retry would fail the same way)."""
+    data = tmp_path / "data"
+    (data / "csts").mkdir(parents=True)
+    (data / "csts" / "validation.csv").write_text(
+        "sentence1,sentence2,condition,label\na,b,c,4\nd,e,f,2\n", encoding="utf-8"
+    )
+    monkeypatch.setenv("FINESIM_DATA", str(data))
+    got = run.stored_predictions(tmp_path / "no-such-model", 50.0)
+    assert set(got) == {"predictions_error"} and got["predictions_error"]
