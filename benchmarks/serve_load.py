@@ -11,6 +11,10 @@ For one model, on the same C-STS validation pairs (shuffled with ``--seed``, cut
 3. **server, one request at a time**: the same with ``--max-batch-requests 1`` (and ``--batch-size 4096``, so that
    no request is split).
 
+``--in-process-chunks 15,27`` also times the in-process scorer called on consecutive chunks of that many pairs (the
+micro-batch sizes a server forms: each call sorts and pads only its own inputs), the upper bound for a server whose
+batches are that small; ``--skip-server`` stops after the in-process figures.
+
 Both servers run with ``--cache-size 0`` (the LRU cache would answer repeated inputs without the model and flatter
 the server) and are stopped with SIGTERM (their exit code is recorded). Each run starts with ``--warmup``
 untimed requests. Reported per run: pairs/s, requests/s, latency p50/p95/p99, errors (must be 0), the largest
@@ -112,6 +116,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "are then checked on a few requests with httpx",
     )
     p.add_argument("--skip-single", action="store_true", help="skip the one-request-at-a-time server run")
+    p.add_argument(
+        "--in-process-chunks",
+        default=None,
+        help="also time the in-process scorer called on consecutive chunks of K pairs (comma-separated Ks: the "
+        "micro-batch sizes a server forms), the pairs in the same order",
+    )
+    p.add_argument("--skip-server", action="store_true", help="in-process figures only (no server run)")
     p.add_argument("--output", default=None, metavar="FILE", help="results JSON (default: results/serve_load_*.json)")
     args = p.parse_args(argv)
     if min(args.clients, args.requests, args.pairs_per_request, args.in_process_repeats) < 1 or args.duration <= 0:
@@ -171,6 +182,32 @@ def in_process(args: argparse.Namespace, pairs: list[tuple[str, str, str]]) -> t
         "scorer_batch_size": scorer.batch_size,
     }
     return result, np.asarray(scores, dtype=np.float64)
+
+
+def in_process_chunked(args: argparse.Namespace, pairs: list[tuple[str, str, str]], size: int) -> dict[str, Any]:
+    """Throughput of ``ConditionalScorer.similarity`` called on consecutive chunks of ``size`` pairs (each call
+    sorts and pads only its own inputs, as a server's micro-batch does): the in-process figure for batches of that
+    size. Median of ``--in-process-repeats``."""
+    from finesim.evaluation.scoring import ConditionalScorer
+
+    sized = {} if args.inference_batch_size is None else {"batch_size": args.inference_batch_size}
+    scorer = ConditionalScorer(args.model, encoder=args.encoder, device=args.device, **sized)
+    chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
+    scorer.similarity(*([p[i] for p in chunks[0]] for i in range(3)))  # warm-up
+    times = []
+    for _ in range(args.in_process_repeats):
+        start = time.perf_counter()
+        for chunk in chunks:
+            scorer.similarity(*([p[i] for p in chunk] for i in range(3)))
+        times.append(time.perf_counter() - start)
+    seconds = float(np.median(times))
+    return {
+        "chunk_pairs": size,
+        "calls": len(chunks),
+        "seconds": round(seconds, 3),
+        "seconds_each_repeat": [round(x, 3) for x in times],
+        "pairs_per_s": round(len(pairs) / seconds, 2),
+    }
 
 
 class Server:
@@ -462,9 +499,17 @@ def main(argv: list[str] | None = None) -> int:
 
     baseline, reference = in_process(args, used_pairs)
     print(f"in-process: {baseline['pairs_per_s']} pairs/s", flush=True)
-    batched = server_run(args, bodies, reference, args.batch_size, args.batch_wait_ms, args.workers)
+    chunked = {}
+    for size in [int(x) for x in args.in_process_chunks.split(",")] if args.in_process_chunks else []:
+        chunked[str(size)] = in_process_chunked(args, used_pairs, size)
+        print(f"in-process in chunks of {size} pairs: {chunked[str(size)]['pairs_per_s']} pairs/s", flush=True)
+    if args.skip_server:
+        batched: dict[str, Any] = {"pairs_per_s": None, "errors": 0}
+    else:
+        batched = server_run(args, bodies, reference, args.batch_size, args.batch_wait_ms, args.workers)
     print(f"server, micro-batching: {batched['pairs_per_s']} pairs/s, {batched['errors']} errors", flush=True)
-    single = {"pairs_per_s": None, "errors": 0} if args.skip_single else server_run(args, bodies, reference, 1, 0)
+    skip_single = args.skip_single or args.skip_server
+    single = {"pairs_per_s": None, "errors": 0} if skip_single else server_run(args, bodies, reference, 1, 0)
     print(f"server, one request at a time: {single['pairs_per_s']} pairs/s, {single['errors']} errors", flush=True)
 
     vs_in_process = batched["pairs_per_s"] / baseline["pairs_per_s"] if batched["pairs_per_s"] else None
@@ -491,7 +536,12 @@ def main(argv: list[str] | None = None) -> int:
         "data": {**data, "pairs_used": len(pairs), "timed_pairs": len(used_pairs)},
         "settings": {k: v for k, v in vars(args).items() if k != "output"},
         "http_stack": stack,
-        "results": {"in_process": baseline, "server_batched": batched, "server_one_at_a_time": single},
+        "results": {
+            "in_process": baseline,
+            **({"in_process_chunked": chunked} if chunked else {}),
+            "server_batched": batched,
+            "server_one_at_a_time": single,
+        },
         "goals": goals,
     }
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(args.model).name or args.model)
