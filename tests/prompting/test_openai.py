@@ -49,7 +49,16 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: object) -> None:  # keep test output quiet
             pass
 
+        def _finish(self) -> None:
+            """The request stops counting as in flight before its reply is written: a client that has the reply may
+            send its next request before this handler's thread runs again, which must not count twice."""
+            if getattr(self, "counted", False):
+                self.counted = False
+                with state.lock:
+                    state.in_flight -= 1
+
         def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+            self._finish()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -65,6 +74,7 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             with state.lock:
                 state.in_flight += 1
                 state.max_in_flight = max(state.max_in_flight, state.in_flight)
+                self.counted = True
                 state.auth.append(self.headers.get("Authorization"))
                 state.paths.append(self.path)
                 state.bodies.append(body)
@@ -79,6 +89,7 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                     choice = {"message": {"role": "assistant", "content": arg}} if chat else {"text": arg}
                     self._send(200, json.dumps({"choices": [choice]}).encode())
                 elif kind == "truncated":  # promises 1000 bytes, sends 10, hangs up
+                    self._finish()
                     self.send_response(200)
                     self.send_header("Content-Length", "1000")
                     self.end_headers()
@@ -98,8 +109,7 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                     headers = {"Retry-After": "0"} if kind == "429" else {}
                     self._send(int(kind), json.dumps({"error": {"message": f"stub {kind}"}}).encode(), headers)
             finally:
-                with state.lock:
-                    state.in_flight -= 1
+                self._finish()
 
     return Handler
 
