@@ -166,7 +166,11 @@ def _copy_results(tmp_path: Path) -> Path:
         shutil.copy(RESULTS / name, folder / name)
     for path in RESULTS.glob("csts_train_3ep*.json"):
         shutil.copy(path, folder / path.name)
-    shutil.copytree(RESULTS / "claims", folder / "claims", ignore=shutil.ignore_patterns("levers-csts-minilm"))
+    shutil.copytree(
+        RESULTS / "claims",
+        folder / "claims",
+        ignore=shutil.ignore_patterns("levers-csts-minilm", "levers2-csts-minilm"),
+    )
     return folder
 
 
