@@ -377,6 +377,84 @@ def lua_string(text: str) -> str:
     return f"[{'=' * level}[{text}]{'=' * level}]"
 
 
+def _ticks(stat: str) -> float:
+    """utime + stime, in seconds, from a /proc .../stat line (the fields after the parenthesised name)."""
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (a multi-worker server's workers)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def server_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds used so far by a server process tree (Linux /proc), split into each process's main thread (the
+    event loop: HTTP parsing, validation, JSON) and its other threads (the batcher thread running the model, torch's
+    intra-op threads, the tokenizer); empty where /proc is missing."""
+    main_s = other_s = 0.0
+    for proc in [pid, *_children(pid)]:
+        try:
+            for task in Path(f"/proc/{proc}/task").iterdir():
+                seconds = _ticks((task / "stat").read_text())
+                if int(task.name) == proc:
+                    main_s += seconds
+                else:
+                    other_s += seconds
+        except OSError:
+            continue
+    return {"main_threads": main_s, "other_threads": other_s} if main_s or other_s else {}
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's finished (waited-for) children: the load generator once it has exited."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat; (0, 0) where it is missing."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except OSError:
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return (sum(values[:8]) - idle) / tick, sum(values[:8]) / tick
+
+
+def cpu_split(
+    server_before: dict[str, float],
+    server_after: dict[str, float],
+    children_s: float,
+    machine: tuple[float, float],
+) -> dict[str, Any]:
+    """Where the CPU went during the timed load: the server's main threads and other threads, the load generator
+    (wrk, a child of this process; 0 for the Python clients, which are this process's threads and not counted), and
+    the whole machine's busy and total CPU seconds (total: wall time x cores)."""
+    if not server_before or not server_after:
+        return {}
+    out = {k: round(server_after[k] - server_before[k], 2) for k in server_after}
+    return {
+        "server_main_threads_s": out["main_threads"],
+        "server_other_threads_s": out["other_threads"],
+        "load_generator_s": round(children_s, 2),
+        "machine_busy_s": round(machine[0], 2),
+        "machine_total_s": round(machine[1], 2),
+    }
+
+
 def drive_wrk(url: str, bodies: list[dict[str, Any]], *, clients: int, duration: float, work: Path) -> dict[str, Any]:
     """``wrk`` with ``clients`` connections for ``duration`` seconds, cycling through ``bodies``."""
     import json
@@ -421,15 +499,18 @@ def server_run(
             asyncio.run(drive(url, bodies, clients=args.clients, count=args.warmup, duration=args.duration))
         before = server.metrics()
         count = min(args.requests, len(bodies))
+        cpu_before, kids_before, machine_before = server_cpu(server.proc.pid), children_cpu(), machine_cpu()
         if args.load_generator == "wrk":
             import tempfile
 
             with tempfile.TemporaryDirectory() as work:
                 wrk_summary = drive_wrk(url, bodies, clients=args.clients, duration=args.duration, work=Path(work))
+            timed_end = (server_cpu(server.proc.pid), children_cpu(), machine_cpu())
             # the scores, checked on the first requests (one client, after the timed part)
             run = asyncio.run(drive(url, bodies, clients=1, count=min(count, 16), duration=args.duration))
         else:
             run = asyncio.run(drive(url, bodies, clients=args.clients, count=count, duration=args.duration))
+            timed_end = (server_cpu(server.proc.pid), children_cpu(), machine_cpu())
         after = server.metrics()
     finally:
         exit_code = server.stop()
@@ -454,6 +535,8 @@ def server_run(
         abs(float(s) - float(reference[i * per + j])) for i, got in run["scores"].items() for j, s in enumerate(got)
     ]
     delta = {k: after[k] - before[k] for k in after}
+    machine = (timed_end[2][0] - machine_before[0], timed_end[2][1] - machine_before[1])
+    cpu = cpu_split(cpu_before, timed_end[0], timed_end[1] - kids_before, machine)
     batches = delta["finesim_batch_requests_count"]
     return {
         "server_command": server.command,
@@ -480,6 +563,8 @@ def server_run(
         "server_mean_pairs_per_batch": round(delta["finesim_batch_items_sum"] / batches, 2) if batches else None,
         "server_model_calls": int(delta["finesim_model_calls_total"]),
         "exit_code_after_sigterm": exit_code,
+        # CPU seconds during the timed load (Linux; {} elsewhere); with wrk the window includes wrk's start and exit
+        "cpu_seconds": cpu,
     }
 
 
@@ -548,6 +633,8 @@ def main(argv: list[str] | None = None) -> int:
         "data": {**data, "pairs_used": len(pairs), "timed_pairs": len(used_pairs)},
         "settings": {k: v for k, v in vars(args).items() if k != "output"},
         "http_stack": stack,
+        # the thread settings the server inherits (torch reads them at start)
+        "thread_environment": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")},
         "results": {
             "in_process": baseline,
             **({"in_process_chunked": chunked} if chunked else {}),
