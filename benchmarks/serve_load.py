@@ -400,19 +400,19 @@ def _children(pid: int) -> list[int]:
 def server_cpu(pid: int) -> dict[str, float]:
     """CPU seconds used so far by a server process tree (Linux /proc), split into each process's main thread (the
     event loop: HTTP parsing, validation, JSON) and its other threads (the batcher thread running the model, torch's
-    intra-op threads, the tokenizer); empty where /proc is missing."""
-    main_s = other_s = 0.0
+    intra-op threads, the tokenizer), with each thread's own seconds under ``"<role> <tid>"``; empty where /proc is
+    missing."""
+    out = {"main_threads": 0.0, "other_threads": 0.0}
     for proc in [pid, *_children(pid)]:
         try:
             for task in Path(f"/proc/{proc}/task").iterdir():
                 seconds = _ticks((task / "stat").read_text())
-                if int(task.name) == proc:
-                    main_s += seconds
-                else:
-                    other_s += seconds
+                role = "main" if int(task.name) == proc else "other"
+                out[f"{role}_threads"] += seconds
+                out[f"{role} {task.name}"] = seconds
         except OSError:
             continue
-    return {"main_threads": main_s, "other_threads": other_s} if main_s or other_s else {}
+    return out if out["main_threads"] or out["other_threads"] else {}
 
 
 def children_cpu() -> float:
@@ -440,15 +440,18 @@ def cpu_split(
     children_s: float,
     machine: tuple[float, float],
 ) -> dict[str, Any]:
-    """Where the CPU went during the timed load: the server's main threads and other threads, the load generator
-    (wrk, a child of this process; 0 for the Python clients, which are this process's threads and not counted), and
-    the whole machine's busy and total CPU seconds (total: wall time x cores)."""
+    """Where the CPU went during the timed load: the server's main threads and other threads, its four busiest
+    threads (role and seconds), the load generator (wrk, a child of this process; 0 for the Python clients, which are
+    this process's threads and not counted), and the whole machine's busy and total CPU seconds (total: wall time x
+    cores)."""
     if not server_before or not server_after:
         return {}
-    out = {k: round(server_after[k] - server_before[k], 2) for k in server_after}
+    out = {k: round(server_after[k] - server_before.get(k, 0.0), 2) for k in server_after}
+    threads = sorted(((v, k.split()[0]) for k, v in out.items() if " " in k), reverse=True)[:4]
     return {
         "server_main_threads_s": out["main_threads"],
         "server_other_threads_s": out["other_threads"],
+        "server_busiest_threads_s": [[role, seconds] for seconds, role in threads],
         "load_generator_s": round(children_s, 2),
         "machine_busy_s": round(machine[0], 2),
         "machine_total_s": round(machine[1], 2),

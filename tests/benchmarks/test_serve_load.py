@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from tests.benchmarks.claims_scripts import load_benchmark
 
 serve_load = load_benchmark("serve_load.py")
@@ -23,12 +22,14 @@ def test_ticks_reads_utime_and_stime_after_a_name_with_spaces_and_parentheses() 
 
 
 def test_cpu_split_subtracts_each_counter() -> None:
-    before = {"main_threads": 1.0, "other_threads": 10.0}
-    after = {"main_threads": 4.5, "other_threads": 30.25}
+    before = {"main_threads": 1.0, "other_threads": 10.0, "main 7": 1.0, "other 8": 6.0, "other 9": 4.0}
+    after = {"main_threads": 4.5, "other_threads": 30.25, "main 7": 4.5, "other 8": 16.0, "other 9": 12.0}
+    after["other 10"] = 2.25  # a thread started during the load
     split = serve_load.cpu_split(before, after, 2.0, (35.0, 40.0))
     assert split == {
         "server_main_threads_s": 3.5,
         "server_other_threads_s": 20.25,
+        "server_busiest_threads_s": [["other", 10.0], ["other", 8.0], ["main", 3.5], ["other", 2.25]],
         "load_generator_s": 2.0,
         "machine_busy_s": 35.0,
         "machine_total_s": 40.0,
