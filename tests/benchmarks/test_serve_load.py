@@ -43,10 +43,12 @@ def test_server_cpu_counts_a_busy_child_and_children_cpu_counts_it_once_waited()
     child = subprocess.Popen([sys.executable, "-c", spin])
     try:
         deadline = time.monotonic() + 20
-        while sum(serve_load.server_cpu(child.pid).values()) < 0.25 and time.monotonic() < deadline:
+        while serve_load.server_cpu(child.pid).get("main_threads", 0.0) < 0.25 and time.monotonic() < deadline:
             time.sleep(0.05)
         used = serve_load.server_cpu(child.pid)
         assert used["main_threads"] >= 0.25  # the spin runs on the interpreter's main thread
+        assert used[f"main {child.pid}"] == used["main_threads"]
+        assert used["other_threads"] == sum(v for k, v in used.items() if k.startswith("other "))
         assert child.pid in serve_load._children(os.getpid())
         waited_before = serve_load.children_cpu()
     finally:
