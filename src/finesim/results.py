@@ -241,29 +241,35 @@ def atomic_commit(tmp: str | Path, path: str | Path) -> Path:
     return Path(path)
 
 
-def atomic_write(path: str | Path, writer: Callable[[IO[Any]], object], mode: str = "wb") -> Path:
+def atomic_write(
+    path: str | Path, writer: Callable[[IO[Any]], object], mode: str = "wb", *, fsync: bool = False
+) -> Path:
     """Write a file through a temporary file in the same folder, then rename it over ``path``: a reader never
     sees a half-written file, and a failure (or Ctrl-C) leaves the old file, if any, in place.
 
     ``writer(fh)`` writes the content into the open temporary file (``mode`` ``"wb"`` or ``"w"``, UTF-8). The file
-    gets the mode a plain ``open(path, "w")`` would give it (:func:`atomic_commit`). A file written piece by piece
-    over time uses :func:`atomic_temp_file` and :func:`atomic_commit` itself (``finesim.data.writers``).
+    gets the mode a plain ``open(path, "w")`` would give it (:func:`atomic_commit`). ``fsync``: the content reaches
+    the disk before the rename (an index's manifest and checksums). A file written piece by piece over time uses
+    :func:`atomic_temp_file` and :func:`atomic_commit` itself (``finesim.data.writers``).
     """
     tmp = atomic_temp_file(path)
     try:
         with open(tmp, mode, encoding=None if "b" in mode else "utf-8") as fh:
             writer(fh)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
         return atomic_commit(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def write_json_atomic(path: str | Path, payload: Any) -> Path:
-    """Write ``payload`` as indented UTF-8 JSON, atomically (:func:`atomic_write`)."""
+def write_json_atomic(path: str | Path, payload: Any, *, fsync: bool = False) -> Path:
+    """Write ``payload`` as indented UTF-8 JSON, atomically (:func:`atomic_write`, ``fsync`` as there)."""
 
     def write(fh: IO[Any]) -> None:
         json.dump(payload, fh, indent=2, ensure_ascii=False, default=str)
         fh.write("\n")
 
-    return atomic_write(path, write, mode="w")
+    return atomic_write(path, write, mode="w", fsync=fsync)

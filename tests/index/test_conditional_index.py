@@ -12,9 +12,9 @@ from index_helpers import assert_matches_brute_force, brute_force, build_model_d
 
 from conftest import import_or_skip
 from finesim import ConditionalIndex
+from finesim.evaluation.fingerprint import model_fingerprint
 from finesim.index import IndexFormatError, ModelMismatchError, recall_at_k
 from finesim.index import conditional_index as ci
-from finesim.index.fingerprint import model_fingerprint
 
 QUERIES = [("a man plays guitar", "the sport"), ("the dog runs in the park", "the animal"), ("a red car", "color")]
 ALL_MODELS = ["bi", "tri-hadamard", "tri-concat", "tri-hypernet", "case"]

@@ -13,8 +13,8 @@ from index_helpers import assert_matches_brute_force, brute_force, build_model_d
 
 from conftest import import_or_skip
 from finesim import ConditionalIndex
+from finesim.evaluation.fingerprint import model_fingerprint
 from finesim.index.errors import ModelMismatchError
-from finesim.index.fingerprint import model_fingerprint
 from finesim.index.store import SENTENCES
 from finesim.index.two_stage import FIRST_STAGE, FirstStageSpec, resolve_first_stage
 

@@ -17,13 +17,12 @@ Proof sketch of the exact optimum: with ``m`` predicted positives the predictor'
 function of the 0/1 indicator ``b``, so ``rho = cov(R, b) / (sd(R) sd(b))`` where ``R`` are the gold
 average ranks. For fixed ``m``, ``sd(b)`` is fixed and ``cov(R, b)`` is maximised by the ``m`` largest
 ``R`` (any choice within a gold tie group gives the same value). Hence the optimum is the maximum over
-``m = 1..n-1`` of the top-``m`` split, an ``O(n log n)`` computation; :func:`brute_force_bound` checks
+``m = 1..n-1`` of the top-``m`` split, an ``O(n log n)`` computation; tests/analysis/test_bound.py checks
 it by enumerating all assignments on small inputs.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,30 +100,3 @@ def exact_bound(gold: Sequence[float] | np.ndarray) -> Bound:
     rho = prefix / (sd_r * sd_b)
     best = int(np.argmax(rho))
     return Bound(spearman=float(rho[best]), positives=int(m[best]), n=n, method="exact (average ranks, scipy)")
-
-
-def brute_force_bound(gold: Sequence[float] | np.ndarray, *, max_n: int = 16) -> Bound:
-    """Enumerate every 0/1 prediction and take the best scipy Spearman (for checking; exponential in
-    ``n``)."""
-    g = _gold(gold)
-    n = g.size
-    if n > max_n:
-        raise ValueError(f"brute force over 2^{n} predictions is too slow; max_n={max_n}")
-    best, best_m = -2.0, 0
-    for bits in itertools.product((0.0, 1.0), repeat=n):
-        b = np.asarray(bits)
-        m = int(b.sum())
-        if m in (0, n):
-            continue
-        rho = float(stats.spearmanr(b, g).statistic)
-        if rho > best + 1e-12:
-            best, best_m = rho, m
-    return Bound(spearman=best, positives=best_m, n=n, method="brute force (scipy spearmanr)")
-
-
-def brute_force_paper_sum_d2(n: int, k: int) -> float:
-    """``sum d_i^2`` computed directly from ranks (mean ranks for the two predicted groups), distinct gold."""
-    gold_rank = np.arange(1, n + 1, dtype=np.float64)  # rank 1 = most similar, as in the paper
-    pred = np.where(gold_rank <= k, 1.0, 0.0)
-    pred_rank = stats.rankdata(-pred)  # descending, ties averaged
-    return float(np.sum((gold_rank - pred_rank) ** 2))

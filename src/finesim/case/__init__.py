@@ -14,7 +14,7 @@ from finesim.case.cache import EmbeddingCache, text_key
 from finesim.case.data import embed_pairs, split_by_pair
 from finesim.case.encoding import ConditionAwareEncoder, describe_model
 from finesim.case.isotropy import approximate_isotropy, cosine_to_mean, isotropy_summary, save_histograms
-from finesim.case.model import CaseModel, is_case_model_dir
+from finesim.case.model import CaseModel
 from finesim.case.pipeline import (
     build_encoder,
     embed_files,
@@ -53,7 +53,6 @@ __all__ = [
     "embed_files",
     "embed_pairs",
     "evaluate_pairs",
-    "is_case_model_dir",
     "isotropy_summary",
     "load_prompt_families",
     "measure_isotropy",

@@ -51,11 +51,6 @@ CITATION = Citation(
 )
 
 
-def is_case_model_dir(path: str | Path) -> bool:
-    """Whether ``path`` is a folder saved by :meth:`CaseModel.save`."""
-    return (Path(path) / CONFIG_NAME).is_file()
-
-
 class CaseModel(ScorerBase):
     """CASE(s, c) = g(f(c; I(s)) - f(c; I(∅)); θ) and its cosine score; implements ``PairScorer``.
 

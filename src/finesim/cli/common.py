@@ -146,11 +146,7 @@ def check_output_file(path: str | None, option: str = "--output") -> None:
     target = Path(path)
     if target.is_dir():
         raise UsageError(f"{option} {path}: is a folder; {option} takes a file name (e.g. {target / 'results.json'})")
-    folder = _existing_parent(target)
-    if not folder.is_dir():
-        raise UsageError(f"{option} {path}: {folder} is a file, not a folder")
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"{option} {path}: the folder {folder} is not writable")
+    _check_writable(option, path, target.absolute().parent)
 
 
 def check_output_dir(path: str | None, option: str = "--output-dir") -> None:
@@ -160,18 +156,17 @@ def check_output_dir(path: str | None, option: str = "--output-dir") -> None:
     target = Path(path)
     if target.exists() and not target.is_dir():
         raise UsageError(f"{option} {path}: is a file; {option} takes a folder")
-    folder = target if target.is_dir() else _existing_parent(target)
+    _check_writable(option, path, target if target.is_dir() else target.absolute().parent)
+
+
+def _check_writable(option: str, path: str, folder: Path) -> None:
+    """``folder``, or its nearest existing parent, is a folder this process can write to."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
     if not folder.is_dir():
         raise UsageError(f"{option} {path}: {folder} is a file, not a folder")
     if not os.access(folder, os.W_OK):
         raise UsageError(f"{option} {path}: the folder {folder} is not writable")
-
-
-def _existing_parent(path: Path) -> Path:
-    parent = path.absolute().parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    return parent
 
 
 # ---------------------------------------------------------------- logging, progress bars, the error boundary

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from finesim.index.errors import IndexFormatError
-from finesim.index.store import file_sha256, temp_path, write_json_file
+from finesim.index.store import temp_path
+from finesim.results import file_sha256, write_json_atomic
 
 ANN_KINDS = ("hnsw", "ivf")
 DEFAULT_PARAMS: dict[str, dict[str, int | None]] = {
@@ -168,9 +169,10 @@ class AnnFile:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        write_json_file(
+        write_json_atomic(
             self.meta_file,
             {"kind": self.kind, "params": self.params, "count": self.count, "sha256": digest, **(extra or {})},
+            fsync=True,
         )
 
     def search(self, vector: np.ndarray, n: int) -> np.ndarray:

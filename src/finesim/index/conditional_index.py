@@ -34,11 +34,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from finesim.evaluation.fingerprint import model_fingerprint
 from finesim.index.approximate import ANN_KINDS, AnnFile, ann_params, normalized, recall_at_k
 from finesim.index.corpus import meta_rows
 from finesim.index.encoders import IndexEncoder, load_index_model
 from finesim.index.errors import IndexFormatError, ModelMismatchError
-from finesim.index.fingerprint import model_fingerprint
 from finesim.index.store import (
     ANN,
     CONDITIONS,
@@ -663,14 +663,13 @@ class ConditionalIndex:
             refusal = self.plain_search_refusal()
             if refusal is not None:
                 raise ValueError(f"{self.store.root}: {refusal}")
-            mask = self._where_mask(where)
-            if mask is not None and not mask.any():
-                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-            return self._plain_rows(query, k, kind, candidates, mask)
-        strategy = self._strategy(strategy, condition)
+        else:
+            strategy = self._strategy(strategy, condition)
         mask = self._where_mask(where)
         if mask is not None and not mask.any():
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if condition is None:
+            return self._plain_rows(query, k, kind, candidates, mask)
         if self.encoder == "tri":
             return self._tri_rows(self.embedder.tri_query(query, condition), None, k, kind, candidates, mask)
         if strategy == "two-stage":

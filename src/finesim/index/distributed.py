@@ -156,8 +156,8 @@ class EncodeActor:
             self.error = describe_error(err)
 
     def setup(self) -> None:
+        from finesim.evaluation.fingerprint import model_fingerprint
         from finesim.index.encoders import IndexEncoder
-        from finesim.index.fingerprint import model_fingerprint
 
         loaded = load_index_model(self.model, self.encoder, self.device)
         if model_fingerprint(loaded.model) != self.fingerprint:
@@ -292,8 +292,8 @@ def build_index_ray(
         workers: encoder actors (default: the cluster's CPU count). num_cpus: CPUs of a local instance.
         The other arguments are those of :meth:`ConditionalIndex.build`.
     """
+    from finesim.evaluation.fingerprint import model_fingerprint
     from finesim.index.encoders import IndexEncoder
-    from finesim.index.fingerprint import model_fingerprint
 
     if not isinstance(model, (str, Path)):
         raise ValueError("Ray workers load the model by name: pass a folder or Hub id, not a model object")

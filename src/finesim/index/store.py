@@ -37,7 +37,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from finesim.index.errors import IndexFormatError
-from finesim.results import TEMP_NAME, pid_alive
+from finesim.results import TEMP_NAME, atomic_write, file_sha256, pid_alive, write_json_atomic
 
 FORMAT = "finesim-index"
 FORMAT_VERSION = 1
@@ -131,41 +131,11 @@ def _fsync(path: Path) -> None:
         os.fsync(fh.fileno())
 
 
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes."""
-    from finesim.results import file_sha256 as sha256
-
-    return sha256(path)
-
-
 def temp_path(path: Path) -> Path:
     """A temporary name next to ``path`` that carries this process's pid: ``.<name>.<pid>-<random>.tmp`` (so a
     later writer can tell that the process which left it is gone, :func:`remove_leftovers`)."""
     path = Path(path)
     return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-
-
-def atomic_write_file(path: Path, write: Callable[[Any], object]) -> Path:
-    """Write ``path`` through a temporary file (:func:`temp_path`), fsynced, and a rename: never half-written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(path)
-    try:
-        with open(tmp, "xb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
-def write_json_file(path: Path, payload: Any) -> Path:
-    """Write ``payload`` as indented UTF-8 JSON, atomically (:func:`atomic_write_file`)."""
-    data = (json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-    return atomic_write_file(path, lambda fh: fh.write(data))
 
 
 def checksum_file(array_file: Path) -> Path:
@@ -175,7 +145,7 @@ def checksum_file(array_file: Path) -> Path:
 
 def write_checksum(array_file: Path, digest: str) -> None:
     """Record ``digest`` for ``array_file`` in its sidecar (``sha256sum`` format, so ``sha256sum -c`` reads it)."""
-    atomic_write_file(checksum_file(array_file), lambda fh: fh.write(f"{digest}  {array_file.name}\n".encode()))
+    atomic_write(checksum_file(array_file), lambda fh: fh.write(f"{digest}  {array_file.name}\n".encode()), fsync=True)
 
 
 def read_checksum(array_file: Path) -> str | None:
@@ -377,7 +347,6 @@ class IndexStore:
             self.parts.append(Part(str(entry["id"]), start, int(entry["count"])))
             start += int(entry["count"])
         self._maps: dict[tuple[str, str], np.ndarray] = {}
-        self._offsets: dict[str, np.ndarray] = {}
 
     # -------------------------------------------------------- opening and checking
 
@@ -515,16 +484,14 @@ class IndexStore:
 
     def array(self, part: Part, name: str = SENTENCES) -> np.ndarray:
         """The (validated at open) memory-mapped array ``name`` of a part."""
-        key = (part.id, name)
-        if key not in self._maps:
-            self._maps[key] = np.load(self.part_dir(part) / f"{name}.npy", mmap_mode="r")
-        return self._maps[key]
+        return self._mmap(part, f"{name}.npy")
 
-    def _part_offsets(self, part: Part, name: str = OFFSETS) -> np.ndarray:
-        key = f"{part.id}/{name}"
-        if key not in self._offsets:
-            self._offsets[key] = np.load(self.part_dir(part) / name, mmap_mode="r")
-        return self._offsets[key]
+    def _mmap(self, part: Part, file: str) -> np.ndarray:
+        """A part's ``.npy`` file memory-mapped (once per store)."""
+        key = (part.id, file)
+        if key not in self._maps:
+            self._maps[key] = np.load(self.part_dir(part) / file, mmap_mode="r")
+        return self._maps[key]
 
     def locate(self, row: int) -> tuple[Part, int]:
         """The part holding global row ``row`` and the row within it."""
@@ -542,7 +509,7 @@ class IndexStore:
         try:
             for row in rows:
                 part, local = self.locate(int(row))
-                offsets = self._part_offsets(part, offsets_name)
+                offsets = self._mmap(part, offsets_name)
                 fh = handles.get(part.id)
                 if fh is None:
                     fh = handles[part.id] = open(self.part_dir(part) / name, "rb")
@@ -628,7 +595,7 @@ class IndexStore:
     def write_condition_meta(self, key: str, meta: dict[str, Any]) -> None:
         path = self.condition_dir(key) / "condition.json"
         if not path.is_file():
-            write_json_file(path, meta)
+            write_json_atomic(path, meta, fsync=True)
 
     def stored_conditions(self) -> list[dict[str, Any]]:
         """The condition caches present: condition text, key, and how many of the parts they cover."""
@@ -675,7 +642,7 @@ class IndexStore:
 
     def commit(self, manifest: dict[str, Any]) -> None:
         """Replace the manifest atomically (the commit point of build and add)."""
-        write_json_file(self.root / MANIFEST, manifest)
+        write_json_atomic(self.root / MANIFEST, manifest, fsync=True)
         with contextlib.suppress(OSError):
             fd = os.open(self.root, os.O_RDONLY)
             try:

@@ -233,7 +233,7 @@ class FirstStageEncoder:
                 raise ValueError("first-stage query 'tri' needs a tri-encoder first-stage model, not 'self'")
             self.embedder = index_encoder
         else:
-            from finesim.index.fingerprint import model_fingerprint
+            from finesim.evaluation.fingerprint import model_fingerprint
 
             stage_encoder = TRI if query == TRI else "bi"
             if query == TRI and not is_tri_encoder(spec_model):

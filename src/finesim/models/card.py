@@ -470,22 +470,22 @@ def _load_line(cls: str, path: str, plain: PlainLoading) -> str:
     return f"model = {cls}({path!r}{remote})"
 
 
+def _python(*lines: str) -> str:
+    return "\n".join(["```python", *lines, "```"])
+
+
 def _bi_code(path: str, plain: PlainLoading) -> str:
-    code = "\n".join(
-        [
-            "```python",
-            "from sentence_transformers import SentenceTransformer",
-            "",
-            _load_line("SentenceTransformer", path, plain),
-            *_examples(),
-            "# each input is a (sentence, condition) text pair: one input, the tokenizer's separator between the two",
-            "a = model.encode([(sentence1, c) for c in conditions], normalize_embeddings=True)",
-            "b = model.encode([(sentence2, c) for c in conditions], normalize_embeddings=True)",
-            "scores = (a * b).sum(axis=1)  # cosine similarity under each condition",
-            "for condition, score in zip(conditions, scores):",
-            '    print(f"{condition}: {score:.4f}")',
-            "```",
-        ]
+    code = _python(
+        "from sentence_transformers import SentenceTransformer",
+        "",
+        _load_line("SentenceTransformer", path, plain),
+        *_examples(),
+        "# each input is a (sentence, condition) text pair: one input, the tokenizer's separator between the two",
+        "a = model.encode([(sentence1, c) for c in conditions], normalize_embeddings=True)",
+        "b = model.encode([(sentence2, c) for c in conditions], normalize_embeddings=True)",
+        "scores = (a * b).sum(axis=1)  # cosine similarity under each condition",
+        "for condition, score in zip(conditions, scores):",
+        '    print(f"{condition}: {score:.4f}")',
     )
     return (
         "Each sentence is encoded **together with the condition**, as a text pair; the score is the cosine of the "
@@ -499,20 +499,16 @@ def _tri_code(path: str, plain: PlainLoading) -> str:
         if plain.head_index is not None
         else 'next(m for m in model if type(m).__name__ == "ConditionHead")'
     )
-    code = "\n".join(
-        [
-            "```python",
-            "from sentence_transformers import SentenceTransformer",
-            "",
-            _load_line("SentenceTransformer", path, plain),
-            f"head = {head}",
-            *_examples(),
-            "# each sentence and the condition are encoded alone, then the head fuses them; the score is the cosine",
-            "scores = head.similarity(model, [sentence1] * 2, [sentence2] * 2, conditions)",
-            "for condition, score in zip(conditions, scores.tolist()):",
-            '    print(f"{condition}: {score:.4f}")',
-            "```",
-        ]
+    code = _python(
+        "from sentence_transformers import SentenceTransformer",
+        "",
+        _load_line("SentenceTransformer", path, plain),
+        f"head = {head}",
+        *_examples(),
+        "# each sentence and the condition are encoded alone, then the head fuses them; the score is the cosine",
+        "scores = head.similarity(model, [sentence1] * 2, [sentence2] * 2, conditions)",
+        "for condition, score in zip(conditions, scores.tolist()):",
+        '    print(f"{condition}: {score:.4f}")',
     )
     return (
         "The sentences and the condition are encoded separately and the condition head fuses them; "
@@ -525,37 +521,29 @@ def _tri_code(path: str, plain: PlainLoading) -> str:
 
 
 def _cross_code(path: str, plain: PlainLoading) -> str:
-    code = "\n".join(
-        [
-            "```python",
-            "from sentence_transformers import CrossEncoder",
-            "",
-            _load_line("CrossEncoder", path, plain),
-            *_examples(),
-            "sep = model.tokenizer.sep_token",
-            "# the pair (sentence1, sentence2 [SEP] condition), read in one pass; the score is the raw output",
-            'scores = model.predict([(sentence1, f"{sentence2} {sep} {c}") for c in conditions])',
-            "for condition, score in zip(conditions, scores):",
-            '    print(f"{condition}: {score:.4f}")',
-            "```",
-        ]
+    code = _python(
+        "from sentence_transformers import CrossEncoder",
+        "",
+        _load_line("CrossEncoder", path, plain),
+        *_examples(),
+        "sep = model.tokenizer.sep_token",
+        "# the pair (sentence1, sentence2 [SEP] condition), read in one pass; the score is the raw output",
+        'scores = model.predict([(sentence1, f"{sentence2} {sep} {c}") for c in conditions])',
+        "for condition, score in zip(conditions, scores):",
+        '    print(f"{condition}: {score:.4f}")',
     )
     return "The cross-encoder reads the pair `(sentence1, sentence2 [SEP] condition)` in one pass:\n\n" + code
 
 
 def _finesim_code(path: str) -> str:
-    return "\n".join(
-        [
-            "```python",
-            "import finesim",
-            "",
-            f"scorer = finesim.ConditionalScorer({path!r})",
-            f"conditions = {list(EXAMPLE_CONDITIONS)!r}",
-            f"scores = scorer.similarity([{EXAMPLE_S1!r}] * 2, [{EXAMPLE_S2!r}] * 2, conditions)",
-            "for condition, score in zip(conditions, scores):",
-            '    print(f"{condition}: {score:.4f}")',
-            "```",
-        ]
+    return _python(
+        "import finesim",
+        "",
+        f"scorer = finesim.ConditionalScorer({path!r})",
+        f"conditions = {list(EXAMPLE_CONDITIONS)!r}",
+        f"scores = scorer.similarity([{EXAMPLE_S1!r}] * 2, [{EXAMPLE_S2!r}] * 2, conditions)",
+        "for condition, score in zip(conditions, scores):",
+        '    print(f"{condition}: {score:.4f}")',
     )
 
 

@@ -48,11 +48,6 @@ class ProjectionHead(HeadModule):
         return None
 
 
-def has_projection_head(model: Any) -> bool:
-    """Whether ``model`` (a SentenceTransformer) contains a :class:`ProjectionHead`."""
-    return any(isinstance(m, ProjectionHead) for m in model.children())
-
-
 def add_projection_head(
     model: Any, *, out_features: int | None = None, activation: str = "tanh", seed: int | None = None
 ) -> ProjectionHead:

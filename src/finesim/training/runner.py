@@ -311,27 +311,11 @@ def card_info(
 
     resolved = recipe.to_dict()
     resolved["objective"]["options"] = options
-    rows = [
-        {
-            "split": "train",
-            "file": recipe.data.train,
-            "format": recipe.data.format,
-            "rows": _rows_read(data.train_report, data.train_rows),
-            "rows_used": data.train_rows_used,
-            "skipped": _rows_skipped(data.train_report),
-        }
-    ]
+    d = recipe.data
+    rows = [_data_row("train", d.train, d.format, data.train_report, data.train_rows, data.train_rows_used)]
     if data.validation_path is not None:
-        rows.append(
-            {
-                "split": "validation",
-                "file": recipe.data.validation,
-                "format": recipe.data.validation_format or recipe.data.format,
-                "rows": _rows_read(data.validation_report, data.validation_rows),
-                "rows_used": data.validation_rows,
-                "skipped": _rows_skipped(data.validation_report),
-            }
-        )
+        fmt, count = d.validation_format or d.format, data.validation_rows
+        rows.append(_data_row("validation", d.validation, fmt, data.validation_report, count, count))
     details = {
         "Training": f"{metrics.get('global_steps')} steps, {metrics.get('epochs', 0):.2f} epochs, "
         f"{metrics.get('train_rows_seen', 0):,} training rows seen (seed {recipe.seed})"
@@ -350,14 +334,18 @@ def card_info(
     )
 
 
-def _rows_read(report: Any, fallback: int | None) -> int | None:
-    value = report.get("rows_read") if isinstance(report, dict) else None
-    return int(value) if isinstance(value, int) else fallback
-
-
-def _rows_skipped(report: Any) -> int | None:
-    skipped = report.get("skipped") if isinstance(report, dict) else None
-    return sum(int(v) for v in skipped.values()) if isinstance(skipped, dict) else None
+def _data_row(split: str, file: Any, fmt: str, report: Any, rows: int | None, rows_used: int | None) -> dict[str, Any]:
+    """One data file of the model card: rows read (the report's, else ``rows``), used and skipped."""
+    report = report if isinstance(report, dict) else {}
+    read, skipped = report.get("rows_read"), report.get("skipped")
+    return {
+        "split": split,
+        "file": file,
+        "format": fmt,
+        "rows": int(read) if isinstance(read, int) else rows,
+        "rows_used": rows_used,
+        "skipped": sum(int(v) for v in skipped.values()) if isinstance(skipped, dict) else None,
+    }
 
 
 def _resolved_config(recipe: Recipe, out: Path, options: dict[str, Any], data: PreparedData) -> dict[str, Any]:
