@@ -384,8 +384,10 @@ def _ticks(stat: str) -> float:
 
 
 def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (a multi-worker server's workers)."""
-    out = []
+    """The processes whose parent is ``pid`` (a multi-worker server's workers); none where /proc is missing."""
+    out: list[int] = []
+    if not Path("/proc/self/task").is_dir():
+        return out
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
@@ -446,11 +448,13 @@ def cpu_split(
     cores)."""
     if not server_before or not server_after:
         return {}
-    out = {k: round(server_after[k] - server_before.get(k, 0.0), 2) for k in server_after}
-    threads = sorted(((v, k.split()[0]) for k, v in out.items() if " " in k), reverse=True)[:4]
+    # per thread: a thread that ended during the load is left out (its seconds are gone from the second reading),
+    # one that started during it counts from 0
+    out = {k: server_after[k] - server_before.get(k, 0.0) for k in server_after if " " in k}
+    threads = sorted(((round(v, 2), k.split()[0]) for k, v in out.items()), reverse=True)[:4]
     return {
-        "server_main_threads_s": out["main_threads"],
-        "server_other_threads_s": out["other_threads"],
+        "server_main_threads_s": round(sum(v for k, v in out.items() if k.startswith("main ")), 2),
+        "server_other_threads_s": round(sum(v for k, v in out.items() if k.startswith("other ")), 2),
         "server_busiest_threads_s": [[role, seconds] for seconds, role in threads],
         "load_generator_s": round(children_s, 2),
         "machine_busy_s": round(machine[0], 2),
@@ -636,8 +640,10 @@ def main(argv: list[str] | None = None) -> int:
         "data": {**data, "pairs_used": len(pairs), "timed_pairs": len(used_pairs)},
         "settings": {k: v for k, v in vars(args).items() if k != "output"},
         "http_stack": stack,
-        # the thread settings the server inherits (torch reads them at start)
-        "thread_environment": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")},
+        # the thread settings the server inherits (torch reads them at start), and this process's interpreter switch
+        # interval (a site-wide setting reaches the server too)
+        "thread_environment": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")}
+        | {"python_switch_interval_s": sys.getswitchinterval()},
         "results": {
             "in_process": baseline,
             **({"in_process_chunked": chunked} if chunked else {}),

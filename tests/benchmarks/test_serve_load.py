@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from tests.benchmarks.claims_scripts import load_benchmark
+from claims_scripts import load_benchmark
 
 serve_load = load_benchmark("serve_load.py")
 linux = pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
@@ -22,9 +22,10 @@ def test_ticks_reads_utime_and_stime_after_a_name_with_spaces_and_parentheses() 
 
 
 def test_cpu_split_subtracts_each_counter() -> None:
-    before = {"main_threads": 1.0, "other_threads": 10.0, "main 7": 1.0, "other 8": 6.0, "other 9": 4.0}
+    before = {"main_threads": 1.5, "other_threads": 12.0, "main 7": 1.0, "other 8": 6.0, "other 9": 4.0}
+    before.update({"main 5": 0.5, "other 11": 2.0})  # threads that end during the load: left out on both sides
     after = {"main_threads": 4.5, "other_threads": 30.25, "main 7": 4.5, "other 8": 16.0, "other 9": 12.0}
-    after["other 10"] = 2.25  # a thread started during the load
+    after["other 10"] = 2.25  # a thread started during the load: counted from 0
     split = serve_load.cpu_split(before, after, 2.0, (35.0, 40.0))
     assert split == {
         "server_main_threads_s": 3.5,
