@@ -144,6 +144,74 @@ def test_every_number_of_the_main_job_before_issue_42_recomputes() -> None:
     assert rows[0][6].startswith("68.45")
 
 
+def _chose_and_reported(result: dict) -> tuple[float | None, float]:
+    """The score that chose (C-STS: the dev split only; STS: STS-B dev, a two-stage run's last stage) and the reported
+    one, read straight from a claims results file."""
+    train = result["train"][-1] if isinstance(result["train"], list) else result["train"]
+    if "CSTS-validation" in result["report"].get("scores", {}):
+        return (train.get("dev") or {}).get("spearman"), result["report"]["scores"]["CSTS-validation"]
+    return train["validation"]["spearman"], result["report"]["averages"]["sts"]
+
+
+def test_every_lever_row_recomputes_from_its_files() -> None:
+    """Issue 42's table: the lever side's dev and reported means come from the files the row names, the Δ is the
+    difference of the two sides as printed, and "dev favours" follows the sign."""
+    rows = table(PAGE.read_text(encoding="utf-8"), "## Every lever tried")
+    assert len(rows) >= 12
+    for cells in rows:
+        names = re.findall(r"`([^`]+\.json)`", cells[-1])
+        if names == ["soup_minilm-lr1e-4.json"]:
+            soup = json.loads((RESULTS / names[0]).read_text(encoding="utf-8"))
+            best = max(soup["members"], key=lambda m: m["dev"])
+            assert cells[3].startswith(f"{soup['soup']['dev']:.2f} vs {best['dev']:.2f}")
+            assert cells[4].startswith(f"{soup['soup']['validation']:.2f} vs {best['validation']:.2f}")
+            continue
+        results = [json.loads((RESULTS / n).read_text(encoding="utf-8")) for n in names]
+        assert cells[2] == ", ".join(str(r["seed"]) for r in results)
+        chose = [c for r in results if (c := _chose_and_reported(r)[0]) is not None]
+        values = [_chose_and_reported(r)[1] for r in results]
+        assert cells[4].startswith(mean_sd(values) + " vs ")
+        if not chose:
+            assert cells[3] == "—" and cells[5] == "— (no dev)"
+            continue
+        assert cells[3].startswith(mean_sd(chose) + " vs ")
+        lever, base = (float(x) for x in re.findall(r"(\d+\.\d+)(?: ± \d+\.\d+)?", cells[3])[:2])
+        delta = float(re.search(r"\(([-+]\d+\.\d+)\)", cells[3]).group(1))
+        assert abs(delta - (lever - base)) <= 0.011
+        assert cells[5] == ("the lever" if delta > 0 else "the baseline")
+
+
+def test_the_sts_headline_rule(page_script: ModuleType, tmp_path: Path) -> None:
+    """The STS headline waits for a challenger whose seed 42 beats the leader's STS-B dev, drops one that does not, and
+    picks the highest 3-seed mean once every challenger has its seeds."""
+    folder = tmp_path / "results"
+    leader = page_script.STS_LEADER
+    template = json.loads((RESULTS / "claims" / "best-sts" / "mpnet-mse-cosine__seed42.json").read_text("utf-8"))
+
+    def write(run: str, seed: int, dev: float) -> None:
+        study, name = run.split("/")
+        result = json.loads(json.dumps(template))
+        result.update(study=study, run=name, seed=seed)
+        result["train"]["validation"]["spearman"] = dev
+        (folder / "claims" / study).mkdir(parents=True, exist_ok=True)
+        (folder / "claims" / study / f"{name}__seed{seed}.json").write_text(json.dumps(result), encoding="utf-8")
+
+    challenger, loser = page_script.STS_CANDIDATES[1], page_script.STS_CANDIDATES[2]
+    for seed, dev in ((42, 89.0), (1, 89.2), (2, 89.4)):
+        write(leader, seed, dev)
+    write(challenger, 42, 89.5)
+    write(loser, 42, 88.0)
+    choice = page_script.sts_choice(folder)
+    assert choice["chosen"] is None
+    assert choice["pending"] == [challenger] and choice["dropped"] == [loser]
+    assert "Waiting for seeds 1 and 2" in " ".join(page_script.sts_choice_lines(folder))
+    write(challenger, 1, 89.0)
+    write(challenger, 2, 89.0)  # mean 89.17 < the leader's 89.2
+    assert page_script.sts_choice(folder)["chosen"] == leader
+    write(challenger, 2, 89.2)  # mean 89.23 > 89.2
+    assert page_script.sts_choice(folder)["chosen"] == challenger
+
+
 def test_the_correctness_bar_recomputes() -> None:
     rows = table(PAGE.read_text(encoding="utf-8"), "## The evaluation harness")
     tasks = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICK-R")
