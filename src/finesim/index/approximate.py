@@ -79,14 +79,6 @@ def new_ann(kind: str, dim: int, n: int, params: dict[str, Any], sample: Callabl
     return index
 
 
-def set_search_params(index: Any, kind: str, params: dict[str, Any]) -> None:
-    """Search-time parameters (HNSW ``efSearch``, IVF ``nprobe``)."""
-    if kind == "hnsw":
-        index.hnsw.efSearch = int(params["ef_search"])
-    else:
-        index.nprobe = min(int(params["nprobe"]), int(index.nlist))
-
-
 class AnnFile:
     """One faiss index in ``ann/`` and its description.
 
@@ -176,8 +168,12 @@ class AnnFile:
         )
 
     def search(self, vector: np.ndarray, n: int) -> np.ndarray:
-        """Row ids of the (up to) ``n`` best inner products with ``vector``."""
-        set_search_params(self.index, self.kind, self.params)
+        """Row ids of the (up to) ``n`` best inner products with ``vector`` (with the search-time parameters: HNSW
+        ``efSearch``, IVF ``nprobe``)."""
+        if self.kind == "hnsw":
+            self.index.hnsw.efSearch = int(self.params["ef_search"])
+        else:
+            self.index.nprobe = min(int(self.params["nprobe"]), int(self.index.nlist))
         query = np.ascontiguousarray(np.asarray(vector, dtype=np.float32).reshape(1, -1))
         _, ids = self.index.search(query, min(n, self.count))
         return ids[0][ids[0] >= 0].astype(np.int64)

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from finesim.data.errors import DataFormatError
 from finesim.evaluation.fingerprint import model_fingerprint
 from finesim.index.approximate import ANN_KINDS, AnnFile, ann_params, normalized, recall_at_k
 from finesim.index.corpus import meta_rows
@@ -60,7 +61,7 @@ from finesim.index.store import (
     remove_leftovers,
     writer_lock,
 )
-from finesim.index.topk import TopK, best_rows
+from finesim.index.topk import best_rows
 from finesim.index.tri import as_float_tensor
 from finesim.index.two_stage import (
     DEFAULT_CANDIDATES,
@@ -152,8 +153,6 @@ def check_fields(store: IndexStore, given: dict[str, bool]) -> None:
 def check_new_ids(existing: dict[str, int], meta: list[dict[str, Any]], corpus: Sequence[dict[str, Any]]) -> None:
     """No added ID is already in the index (``existing``: ID -> row); the error names the corpus file, row and ID
     column when there is one file."""
-    from finesim.data.errors import DataFormatError
-
     record = corpus[0] if len(corpus) == 1 else {}
     for i, row in enumerate(meta):
         found = existing.get(str(row["id"]))
@@ -351,9 +350,9 @@ class ConditionalIndex:
             manifest["parts"] = [entry]
             manifest["count"] = count
             manifest["corpus"] = [{**c, "part": entry["id"]} for c in corpus]
-            for key, condition in keys.items():
-                _condition_meta(folder, manifest, key, condition)
             store = IndexStore(folder, manifest)
+            for key, condition in keys.items():
+                store.write_condition_meta(key, condition)
             store.commit(manifest)
         index = cls(
             IndexStore.open(folder), loaded, encoder, batch_size=batch_size, show_progress=show_progress, device=device
@@ -488,7 +487,7 @@ class ConditionalIndex:
             manifest["corpus"] = [*manifest.get("corpus", []), *({**c, "part": entry["id"]} for c in corpus)]
             manifest["updated"] = _now()
             for key, condition in keys.items():
-                _condition_meta(root, manifest, key, condition)
+                current.write_condition_meta(key, condition)
             current.commit(manifest)
             self.store = IndexStore.open(root)
             self._masks.clear()
@@ -517,7 +516,7 @@ class ConditionalIndex:
             missing = [p for p in self.store.parts if self.store.condition_array(key, p) is None]
             if not missing:
                 return key
-            _condition_meta(self.store.root, self.store.manifest, key, condition)
+            self.store.write_condition_meta(key, condition)
             total = sum(p.count for p in missing)
             logger.info("embedding %d texts for the condition %r (stored for later queries)", total, condition)
             with _progress(total, f"corpus for condition {condition[:40]!r}", self.show_progress) as bar:
@@ -624,11 +623,9 @@ class ConditionalIndex:
             query, condition, k, approximate=approximate, candidates=candidates, strategy=strategy, where=where
         )
         plain = condition is None
-        texts = self.store.texts(rows)
-        metas = self.store.row_meta(rows)
         fields = self.store.fields
         out = []
-        for row, text, score, meta in zip(rows, texts, scores, metas):
+        for row, text, score, meta in zip(rows, self.store.texts(rows), scores, self.store.row_meta(rows)):
             item: dict[str, Any] = {"index": int(row), "text": text, "score": float(score)}
             if fields["id"]:
                 item["id"] = meta.get("id")
@@ -658,13 +655,10 @@ class ConditionalIndex:
             raise ValueError(f"k must be a whole number >= 1, got {k!r}")
         k = min(int(k), len(self))
         kind = self._approximate_kind(approximate)
-        if condition is None:
-            self._plain_strategy(strategy)
-            refusal = self.plain_search_refusal()
-            if refusal is not None:
-                raise ValueError(f"{self.store.root}: {refusal}")
-        else:
-            strategy = self._strategy(strategy, condition)
+        strategy = self._strategy(strategy, condition)
+        refusal = self.plain_search_refusal() if condition is None else None
+        if refusal is not None:
+            raise ValueError(f"{self.store.root}: {refusal}")
         mask = self._where_mask(where)
         if mask is not None and not mask.any():
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
@@ -690,16 +684,6 @@ class ConditionalIndex:
         """Why this index cannot search without a condition, with what to do (None: it can); see
         :func:`~finesim.index.two_stage.plain_search_refusal`."""
         return plain_search_refusal(self.store.manifest)
-
-    def _plain_strategy(self, strategy: str) -> None:
-        """A search without a condition ranks the stored vectors directly: ``auto`` or ``exact``."""
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
-        if strategy == "two-stage":
-            raise ValueError(
-                "a search without a condition has no two-stage search: it ranks the stored embeddings of the texts "
-                "alone directly (search it with strategy 'exact' or 'auto')"
-            )
 
     def _plain_rows(
         self, query: str, k: int, kind: str | None, candidates: int | None, mask: np.ndarray | None
@@ -765,26 +749,30 @@ class ConditionalIndex:
             if cache_key in self._masks:
                 self._masks.move_to_end(cache_key)
                 return self._masks[cache_key]
-        masks = []
+        found = []
         for part in self.store.parts:
-            found = []
             for batch in self.store.iter_meta(part, 65536):
                 for item in batch:
                     data = item.get("metadata") or {}
                     found.append(all(k in data and metadata_matches(data[k], v) for k, v in where.items()))
-            masks.append(np.asarray(found, dtype=bool).reshape(-1))
-        mask = np.concatenate(masks)
+        mask = np.asarray(found, dtype=bool)
         with self._lock:
             self._masks[cache_key] = mask
             while len(self._masks) > MASKS:
                 self._masks.popitem(last=False)
         return mask
 
-    def _strategy(self, strategy: str, condition: str) -> str:
-        """The strategy ``strategy`` resolves to for ``condition`` (``exact`` or ``two-stage``), checked."""
+    def _strategy(self, strategy: str, condition: str | None) -> str:
+        """The strategy ``strategy`` resolves to for ``condition`` (``exact`` or ``two-stage``), checked. A search
+        without a condition (None) ranks the stored vectors directly: always ``exact``."""
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
-        if self.encoder == "tri":
+        if condition is None and strategy == "two-stage":
+            raise ValueError(
+                "a search without a condition has no two-stage search: it ranks the stored embeddings of the texts "
+                "alone directly (search it with strategy 'exact' or 'auto')"
+            )
+        if self.encoder == "tri" or condition is None:
             if strategy == "two-stage":
                 raise ValueError("a tri-encoder index has no two-stage search: its corpus vectors already serve any "
                                  "condition (search it with strategy 'exact' or 'auto')")  # fmt: skip
@@ -836,7 +824,7 @@ class ConditionalIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The top ``k`` of ``score(block)`` over the stored array ``key`` (:meth:`_array`), chunk by chunk; only the
         rows ``mask`` keeps compete. A non-finite score is a damaged file (:meth:`_damaged`)."""
-        top = TopK(k)
+        best = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)  # (rows, scores) of the top k so far
         for part in self.store.parts:
             array = self._array(part, key)
             for start in range(0, part.count, SCORE_CHUNK):
@@ -854,15 +842,13 @@ class ConditionalIndex:
                 if mask is not None:
                     keep = mask[part.start + start : part.start + stop]
                     scores, rows = scores[keep], rows[keep]
-                top.push(scores, rows)
-        return top.result()
+                best = best_rows(np.concatenate([best[1], scores]), np.concatenate([best[0], rows]), k)
+        return best
 
     def _file(self, part: Part, key: str | None) -> Path:
         """The file of the stored array ``key`` (see :meth:`_array`) of a part."""
-        if key is None:
-            return self.store.part_dir(part) / f"{SENTENCES}.npy"
-        if key == FIRST_STAGE:
-            return self.store.part_dir(part) / f"{FIRST_STAGE}.npy"
+        if key is None or key == FIRST_STAGE:
+            return self.store.part_dir(part) / f"{key or SENTENCES}.npy"
         return self.store.condition_file(key, part)
 
     def _damaged(self, part: Part, key: str | None, row: int) -> IndexFormatError:
@@ -877,11 +863,11 @@ class ConditionalIndex:
             f"row {row} holds NaN or infinite values ({fix}; `finesim index info --verify` checks every file)",
         )
 
-    def _check_finite(self, block: np.ndarray, part: Part, key: str | None, start: int) -> np.ndarray:
-        """``block`` (rows ``start ..`` of a part's stored array ``key``) when every value is finite."""
-        finite = np.isfinite(block)
+    def _check_finite(self, block: np.ndarray, part: Part, key: str | None, rows: np.ndarray) -> np.ndarray:
+        """``block`` (the rows ``rows`` of a part's stored array ``key``) when every value is finite."""
+        finite = np.isfinite(block).all(axis=-1)
         if not finite.all():
-            raise self._damaged(part, key, start + int(np.flatnonzero(~finite.all(axis=-1))[0]))
+            raise self._damaged(part, key, int(rows[np.flatnonzero(~finite)[0]]))
         return block
 
     # ------------------------------------------------------------------ approximate search
@@ -919,10 +905,8 @@ class ConditionalIndex:
         return ann
 
     def _array(self, part: Part, key: str | None) -> np.ndarray:
-        if key is None:
-            return self.store.array(part, SENTENCES)
-        if key == FIRST_STAGE:
-            return self.store.array(part, FIRST_STAGE)
+        if key is None or key == FIRST_STAGE:
+            return self.store.array(part, key or SENTENCES)
         array = self.store.condition_array(key, part)
         assert array is not None
         return array
@@ -934,7 +918,7 @@ class ConditionalIndex:
             for a in range(lo, hi, SCORE_CHUNK):
                 b = min(a + SCORE_CHUNK, hi)
                 block = np.asarray(self._array(part, key)[a - part.start : b - part.start], dtype=np.float32)
-                yield normalized(self._check_finite(block, part, key, a - part.start))
+                yield normalized(self._check_finite(block, part, key, np.arange(a, b) - part.start))
 
     def _sampler(self, key: str | None) -> Any:
         def sample(m: int) -> np.ndarray:
@@ -955,9 +939,7 @@ class ConditionalIndex:
                 local = rows[mask] - part.start
                 order = np.argsort(local, kind="stable")
                 block = np.asarray(self._array(part, key)[local[order]], dtype=np.float32)
-                finite = np.isfinite(block).all(axis=-1)
-                if not finite.all():
-                    raise self._damaged(part, key, int(local[order][np.flatnonzero(~finite)[0]]))
+                self._check_finite(block, part, key, local[order])
                 placed = np.empty_like(block)
                 placed[order] = block
                 out[mask] = placed
@@ -987,10 +969,7 @@ class ConditionalIndex:
         for query, condition in zip(queries, conds):
             # resolved before the exact reference, which stores the condition's embeddings (so "auto" would then
             # resolve to exact search and measure exact against exact)
-            if self.encoder == "tri" or condition is None:
-                resolved = "exact"
-            else:
-                resolved = self._strategy(strategy, condition)
+            resolved = "exact" if self.encoder == "tri" or condition is None else self._strategy(strategy, condition)
             measured.add(resolved)
             exact, _ = self.search_rows(query, condition, k, strategy="exact")
             found, _ = self.search_rows(
@@ -1122,14 +1101,3 @@ def part_array_shapes(manifest: dict[str, Any]) -> dict[str, tuple[int, str]]:
     if manifest.get("first_stage"):
         out[FIRST_STAGE] = (int(manifest["first_stage"]["dim"]), dtype)
     return out
-
-
-def _condition_meta(root: Path, manifest: dict[str, Any], key: str, condition: str) -> None:
-    IndexStore(root, manifest).write_condition_meta(
-        key,
-        {
-            "condition": condition,
-            "model_sha256": manifest["model"]["sha256"],
-            "encoder": manifest["encoder"]["type"],
-        },
-    )

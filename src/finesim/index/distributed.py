@@ -31,6 +31,7 @@ import numpy as np
 
 from finesim.data.errors import DataFormatError
 from finesim.data.table import detect_format
+from finesim.evaluation.fingerprint import model_fingerprint
 from finesim.evaluation.ray_scoring import (
     ModelMismatchError,
     WorkerError,
@@ -46,7 +47,9 @@ from finesim.index.conditional_index import (
     prepare_new_folder,
 )
 from finesim.index.corpus import file_record, missing_column
-from finesim.index.two_stage import SELF, resolve_first_stage
+from finesim.index.encoders import IndexEncoder
+from finesim.index.store import SENTENCES
+from finesim.index.two_stage import FIRST_STAGE, SELF, resolve_first_stage
 
 BAD = "_finesim_bad"  # per mapped row: its text is empty or not a string
 ERROR = "_finesim_error"  # per mapped row: the error a worker met on its batch ("" when none)
@@ -156,9 +159,6 @@ class EncodeActor:
             self.error = describe_error(err)
 
     def setup(self) -> None:
-        from finesim.evaluation.fingerprint import model_fingerprint
-        from finesim.index.encoders import IndexEncoder
-
         loaded = load_index_model(self.model, self.encoder, self.device)
         if model_fingerprint(loaded.model) != self.fingerprint:
             raise ModelMismatchError(
@@ -177,9 +177,6 @@ class EncodeActor:
         return {**self.placeholder(n), ERROR: np.full(n, self.error, dtype=object)}
 
     def _arrays(self) -> list[str]:
-        from finesim.index.store import SENTENCES
-        from finesim.index.two_stage import FIRST_STAGE
-
         stored = [SENTENCES] if self.encoder == "tri" else list(self.keys)
         return stored + ([FIRST_STAGE] if self.first_stage else [])
 
@@ -189,25 +186,15 @@ class EncodeActor:
         return {**out, "text": np.full(n, "", dtype=object), BAD: np.zeros(n, bool)}
 
     def process(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from finesim.index.store import SENTENCES
-
         texts, bad = _texts(batch, self.column)
         out: dict[str, np.ndarray] = {"text": np.asarray(texts, dtype=object), BAD: bad}
         if self.encoder == "tri":
             out[SENTENCES] = self.embedder.stage(texts)
         if self.first_stage:
-            from finesim.index.two_stage import FIRST_STAGE
-
             out[FIRST_STAGE] = self.embedder.plain(texts)
         for key, condition in self.keys.items():
             out[key] = self.embedder.conditioned(texts, condition)
         return out
-
-
-def _workers(ray: Any, workers: int | None) -> int:
-    if workers is not None:
-        return workers
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
 @contextlib.contextmanager
@@ -228,9 +215,6 @@ def _ordered(show_progress: bool) -> Iterator[None]:
 def _index_batches(mapped: Any, keys: dict[str, str], path: str, column: str) -> Iterator[Batch]:
     """The mapped batches in file order (``preserve_order``), each checked for failed or bad rows, as index
     batches."""
-    from finesim.index.store import SENTENCES
-    from finesim.index.two_stage import FIRST_STAGE
-
     start = 0
     for batch in mapped.iter_batches(batch_size=None, batch_format="numpy"):
         _check_rows(batch, start, path, column)
@@ -240,26 +224,16 @@ def _index_batches(mapped: Any, keys: dict[str, str], path: str, column: str) ->
         yield Batch([str(t) for t in batch["text"]], arrays)
 
 
-def _map_encoder(
-    ds: Any, ray: Any, *, model: str, encoder: str, fingerprint: str, dim: int, keys: dict[str, str], column: str,
-    workers: int | None, batch_size: int, device: str | None, first_stage: bool = False,
-) -> Any:  # fmt: skip
+def _map_encoder(ds: Any, ray: Any, workers: int | None, **actor: Any) -> Any:
+    """``ds`` mapped by a pool of :class:`EncodeActor` (``actor``: its arguments), one per worker (default: one per
+    CPU of the cluster)."""
+    size = workers if workers is not None else max(1, int(ray.cluster_resources().get("CPU", 1)))
     return ds.map_batches(
         EncodeActor,
-        fn_constructor_kwargs={
-            "model": model,
-            "encoder": encoder,
-            "fingerprint": fingerprint,
-            "dim": dim,
-            "keys": keys,
-            "column": column,
-            "batch_size": batch_size,
-            "device": device,
-            "first_stage": first_stage,
-        },
+        fn_constructor_kwargs=actor,
         batch_size=RAY_CHUNK,
         batch_format="numpy",
-        compute=ray.data.ActorPoolStrategy(size=_workers(ray, workers)),
+        compute=ray.data.ActorPoolStrategy(size=size),
         num_cpus=1,
     )
 
@@ -292,9 +266,6 @@ def build_index_ray(
         workers: encoder actors (default: the cluster's CPU count). num_cpus: CPUs of a local instance.
         The other arguments are those of :meth:`ConditionalIndex.build`.
     """
-    from finesim.evaluation.fingerprint import model_fingerprint
-    from finesim.index.encoders import IndexEncoder
-
     if not isinstance(model, (str, Path)):
         raise ValueError("Ray workers load the model by name: pass a folder or Hub id, not a model object")
     prepare_new_folder(Path(path))  # refuse a used folder before any work
@@ -308,8 +279,8 @@ def build_index_ray(
         if stage not in (None, SELF):
             raise ValueError("--ray builds the bi-encoder's own first stage only: use first_stage='self' or none")
         mapped = _map_encoder(
-            ds, ray, model=str(model), encoder=loaded.encoder, fingerprint=fingerprint, dim=dim, keys=keys,
-            column=text_column, workers=workers, batch_size=batch_size, device=device, first_stage=stage == SELF,
+            ds, ray, workers, model=str(model), encoder=loaded.encoder, fingerprint=fingerprint, dim=dim, keys=keys,
+            column=text_column, batch_size=batch_size, device=device, first_stage=stage == SELF,
         )  # fmt: skip
         return ConditionalIndex._create(
             loaded,
@@ -357,9 +328,9 @@ def add_index_ray(
     with ray_session(address, num_cpus=num_cpus) as ray, _ordered(index.show_progress):
         ds, count = read_table(corpus, [text_column], format)
         mapped = _map_encoder(
-            ds, ray, model=str(name), encoder=index.encoder, fingerprint=index.store.manifest["model"]["sha256"],
-            dim=index.store.dim, keys=keys, column=text_column, workers=workers, batch_size=batch_size, device=device,
-            first_stage=spec is not None,
+            ds, ray, workers, model=str(name), encoder=index.encoder,
+            fingerprint=index.store.manifest["model"]["sha256"], dim=index.store.dim, keys=keys, column=text_column,
+            batch_size=batch_size, device=device, first_stage=spec is not None,
         )  # fmt: skip
         return index._append(
             count,

@@ -77,7 +77,7 @@ class IndexEncoder:
         """The width of the stored vectors."""
         if self.head is not None:  # a tri-encoder's
             return int(self.head.dimension)
-        probe = self._conditioned(["a"], "a")
+        probe = self.conditioned(["a"], "a")
         self.encoded -= 1
         return int(probe.shape[1])
 
@@ -126,14 +126,29 @@ class IndexEncoder:
 
     # -------------------------------------------------------- bi-encoder and CASE
 
-    def _conditioned(self, texts: Sequence[str], condition: str) -> np.ndarray:
-        texts = list(texts)
+    def _bi(self, items: list[Any]) -> np.ndarray:
+        """A bi-encoder's L2-normalised embeddings of ``items`` (texts or (text, condition) pairs), each distinct
+        item once."""
         with self._lock:
-            if self.encoder == "bi":
-                items = [(t, condition) for t in texts]
-                embeddings, position = encode_distinct(self.model, items, batch_size=self.batch_size)
-                self.encoded += len(position)
-                return l2_rows(rows(embeddings, position, items)).numpy()
+            embeddings, position = encode_distinct(self.model, items, batch_size=self.batch_size)
+            self.encoded += len(position)
+        return l2_rows(rows(embeddings, position, items)).numpy()
+
+    def plain(self, texts: Sequence[str]) -> np.ndarray:
+        """Bi-encoder: L2-normalised embeddings of ``texts`` alone, without a condition (a two-stage search's first
+        stage, :mod:`finesim.index.two_stage`)."""
+        if self.encoder != "bi":
+            raise ValueError(f"a {self.encoder} model has no embedding of a text alone; only a bi-encoder has")
+        return self._bi(list(texts))
+
+    def conditioned(self, texts: Sequence[str], condition: str) -> np.ndarray:
+        """Bi-encoder / CASE: L2-normalised embeddings of ``texts`` under ``condition`` (float32, one row each)."""
+        if self.encoder == "tri":
+            raise ValueError("a tri-encoder's corpus vectors do not depend on the condition: use stage()")
+        texts = list(texts)
+        if self.encoder == "bi":
+            return self._bi([(t, condition) for t in texts])
+        with self._lock:
             encoder = self.model.encoder
             before = encoder.encoded
             x = self.model.embed(texts, [condition] * len(texts))
@@ -143,23 +158,6 @@ class IndexEncoder:
             if forget is not None and encoder.encoded != before:
                 forget()
         return l2_rows(torch.as_tensor(np.asarray(x, dtype=np.float32))).numpy()
-
-    def plain(self, texts: Sequence[str]) -> np.ndarray:
-        """Bi-encoder: L2-normalised embeddings of ``texts`` alone, without a condition (a two-stage search's first
-        stage, :mod:`finesim.index.two_stage`)."""
-        if self.encoder != "bi":
-            raise ValueError(f"a {self.encoder} model has no embedding of a text alone; only a bi-encoder has")
-        texts = list(texts)
-        with self._lock:
-            embeddings, position = encode_distinct(self.model, texts, batch_size=self.batch_size)
-            self.encoded += len(position)
-        return l2_rows(rows(embeddings, position, texts)).numpy()
-
-    def conditioned(self, texts: Sequence[str], condition: str) -> np.ndarray:
-        """Bi-encoder / CASE: L2-normalised embeddings of ``texts`` under ``condition`` (float32, one row each)."""
-        if self.encoder == "tri":
-            raise ValueError("a tri-encoder's corpus vectors do not depend on the condition: use stage()")
-        return self._conditioned(texts, condition)
 
 
 class LoadedModel(NamedTuple):

@@ -592,10 +592,12 @@ class IndexStore:
                 raise IndexFormatError(path, f"{err.problem}; delete the file to compute it again") from None
         return self._maps[cache_key]
 
-    def write_condition_meta(self, key: str, meta: dict[str, Any]) -> None:
+    def write_condition_meta(self, key: str, condition: str) -> None:
+        """Record (once) the condition and the model of the embeddings in ``conditions/<key>/``."""
         path = self.condition_dir(key) / "condition.json"
         if not path.is_file():
-            write_json_atomic(path, meta, fsync=True)
+            model, encoder = self.manifest["model"]["sha256"], self.manifest["encoder"]["type"]
+            write_json_atomic(path, {"condition": condition, "model_sha256": model, "encoder": encoder}, fsync=True)
 
     def stored_conditions(self) -> list[dict[str, Any]]:
         """The condition caches present: condition text, key, and how many of the parts they cover."""

@@ -1,4 +1,4 @@
-"""Exact top-k over score chunks: best first, ties broken by the lower row (deterministic)."""
+"""Exact top-k: best first, ties broken by the lower row (deterministic)."""
 
 from __future__ import annotations
 
@@ -16,27 +16,3 @@ def best_rows(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray,
         scores, rows = scores[keep], rows[keep]
     order = np.lexsort((rows, -scores))[:k]
     return rows[order], scores[order]
-
-
-class TopK:
-    """Collect the ``k`` best rows over chunks of scores."""
-
-    def __init__(self, k: int) -> None:
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        self.k = k
-        self._rows: list[np.ndarray] = []
-        self._scores: list[np.ndarray] = []
-
-    def push(self, scores: np.ndarray, rows: np.ndarray) -> None:
-        """Add a chunk's scores for ``rows``."""
-        if len(scores):
-            r, s = best_rows(scores, rows, self.k)
-            self._rows.append(r)
-            self._scores.append(s)
-
-    def result(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(rows, scores)`` of the best ``k`` seen, best first."""
-        if not self._rows:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        return best_rows(np.concatenate(self._scores), np.concatenate(self._rows), self.k)

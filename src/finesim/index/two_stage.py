@@ -321,8 +321,3 @@ class RerankCache:
                 else:  # one condition alone over the limit: its oldest rows
                     del held[next(iter(held))]
                     self._held -= 1
-
-    def clear(self) -> None:
-        with self._lock:
-            self._rows.clear()
-            self._held = 0

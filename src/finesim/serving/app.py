@@ -59,7 +59,6 @@ from finesim.serving.schemas import (
     missing_hints,
     require_condition,
     row_conditions,
-    search_condition,
 )
 from finesim.serving.search import NO_INDEX_MESSAGE, checked_plain, checked_where, describe_index, open_served_index
 from finesim.serving.settings import ServeSettings
@@ -140,21 +139,11 @@ def describe_model(scorer: Any, settings: ServeSettings) -> dict[str, Any]:
         info["resolved_model"] = str(resolve_model_path(settings.model))
     except Exception:  # a model object given by the caller has no name to resolve
         pass
+    model: Any = getattr(scorer, "model", None)  # an ensemble has members instead
+    embedding = sentence = max_length = None
     if scorer.encoder == ENSEMBLE:
         info.update(scorer.describe())
-        info.update(
-            {
-                "embedding_dimension": None,
-                "sentence_embedding_dimension": None,
-                "max_sequence_length": None,
-                "embeddings_endpoint": False,
-                "condition_required": condition_required(scorer),
-            }
-        )
-        return info
-    model = scorer.model
-    embedding = sentence = max_length = None
-    if scorer.encoder == "case":
+    elif scorer.encoder == "case":
         pipeline = model.encoder.pipeline
         sentence = model.encoder.description.get("dimension")
         embedding = model.projection.out_dim if model.projection is not None else sentence
@@ -401,7 +390,8 @@ def create_app(
             raise ApiError(404, NO_INDEX_MESSAGE, NO_INDEX)
         _, batcher = state.ready()
         query = checked_texts([body.query], "query", max_items=1, max_chars=settings.max_text_chars)[0]
-        condition = search_condition(body, max_chars=settings.max_text_chars)
+        # a string, or None when the body says "condition": null (a body without the field fails its parsing)
+        condition = checked_condition(body.condition, "condition", max_chars=settings.max_text_chars)
         if condition is None:
             checked_plain(state.index)
         if body.k > settings.max_items:

@@ -145,11 +145,6 @@ class MicroBatcher:
         max_requests: int | None = None,
         on_batch: Callable[[BatchStats], None] | None = None,
     ) -> None:
-        if max_items < 1 or max_wait_s < 0:
-            raise ValueError("max_items must be >= 1 and max_wait_s >= 0")
-        for name, value in (("max_tokens", max_tokens), ("max_requests", max_requests)):
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1 or None, got {value}")
         self.engine = engine
         self.max_items = max_items
         self.max_tokens = max_tokens

@@ -111,9 +111,8 @@ class ScoringEngine:
         the batch's stats."""
         counts = _Counts()
         results: list[Any] = [None] * len(jobs)
-        combined = [i for i, job in enumerate(jobs) if not isinstance(job, SearchJob)]
-        model_jobs: list[ModelJob] = [job for job in jobs if not isinstance(job, SearchJob)]
-        for i, result in zip(combined, self._run_combined(model_jobs, counts)):
+        model_jobs: dict[int, ModelJob] = {i: job for i, job in enumerate(jobs) if not isinstance(job, SearchJob)}
+        for i, result in zip(model_jobs, self._run_combined(list(model_jobs.values()), counts)):
             results[i] = result
         for i, job in enumerate(jobs):
             if isinstance(job, SearchJob):

@@ -126,11 +126,7 @@ class AuthMiddleware:
 class ConcurrencyLimitMiddleware:
     """429 at once when ``limit`` requests (public paths excepted) are already in flight."""
 
-    def __init__(
-        self, app: ASGIApp, limit: int, public_paths: Collection[str], metrics: ServerMetrics | None = None
-    ) -> None:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
+    def __init__(self, app: ASGIApp, limit: int, public_paths: Collection[str], metrics: ServerMetrics) -> None:
         self.app = app
         self.limit = limit
         self.public_paths = frozenset(public_paths)
@@ -151,14 +147,12 @@ class ConcurrencyLimitMiddleware:
             await response(scope, receive, send)
             return
         self.active += 1
-        if self.metrics is not None:
-            self.metrics.in_flight.inc()
+        self.metrics.in_flight.inc()
         try:
             await self.app(scope, receive, send)
         finally:
             self.active -= 1
-            if self.metrics is not None:
-                self.metrics.in_flight.dec()
+            self.metrics.in_flight.dec()
 
 
 class BodySizeLimitMiddleware:
@@ -170,8 +164,6 @@ class BodySizeLimitMiddleware:
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        if max_bytes < 1:
-            raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
         self.app = app
         self.max_bytes = max_bytes
 

@@ -165,12 +165,6 @@ def checked_condition(condition: str | None, field: str, *, max_chars: int) -> s
     return checked_texts([condition], field, max_items=1, max_chars=max_chars)[0]
 
 
-def search_condition(body: SearchRequest, *, max_chars: int) -> str | None:
-    """The condition of a ``/search`` body, checked: a string, or None when the body says ``"condition": null``
-    (a body without the field is refused by its parsing: the field is required)."""
-    return checked_condition(body.condition, "condition", max_chars=max_chars)
-
-
 def row_conditions(condition: str | list[str] | None, rows: int, *, max_items: int, max_chars: int) -> list[str | None]:
     """One condition per row: a single string applies to every row; a list must have one per row."""
     if condition is None or isinstance(condition, str):
