@@ -15,14 +15,6 @@ from finesim.case.data import embed_pairs, split_by_pair
 from finesim.case.encoding import ConditionAwareEncoder, describe_model
 from finesim.case.isotropy import approximate_isotropy, cosine_to_mean, isotropy_summary, save_histograms
 from finesim.case.model import CaseModel
-from finesim.case.pipeline import (
-    build_encoder,
-    embed_files,
-    measure_isotropy,
-    score_files,
-    sweep_dims,
-    train_model,
-)
 from finesim.case.projection import CaseProjection
 from finesim.case.prompts import FORMULATIONS, PromptFormat, load_prompt_families
 from finesim.case.training import (
@@ -47,23 +39,17 @@ __all__ = [
     "PromptFormat",
     "TrainConfig",
     "approximate_isotropy",
-    "build_encoder",
     "cosine_to_mean",
     "describe_model",
-    "embed_files",
     "embed_pairs",
     "evaluate_pairs",
     "isotropy_summary",
     "load_prompt_families",
-    "measure_isotropy",
     "projected_cosine",
     "save_histograms",
     "scale_targets",
-    "score_files",
     "split_by_pair",
     "sweep_dimensions",
-    "sweep_dims",
     "text_key",
-    "train_model",
     "train_projection",
 ]

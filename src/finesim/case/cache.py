@@ -81,20 +81,15 @@ class EmbeddingCache:
         self.misses = 0
         self._load_index()
 
-    def _part_paths(self) -> list[tuple[str, Path, Path]]:
-        out = []
-        for keys_file in sorted(self.folder.glob("part-*.keys.json")):
-            part = keys_file.name[len("part-") : -len(".keys.json")]
-            out.append((part, self.folder / f"part-{part}.npy", keys_file))
-        return out
-
     def _load_index(self) -> None:
         """Index the shards not indexed yet (including those written since by other objects or processes)."""
-        for number, matrix_file, keys_file in self._part_paths():
+        for keys_file in sorted(self.folder.glob("part-*.keys.json")):
+            number = keys_file.name[len("part-") : -len(".keys.json")]
             if number in self._loaded_parts:
                 continue
             self._loaded_parts.add(number)
             keys = json.loads(keys_file.read_text(encoding="utf-8"))
+            matrix_file = self.folder / f"part-{number}.npy"
             if not matrix_file.is_file():
                 raise ValueError(f"{keys_file}: its matrix {matrix_file.name} is missing; delete the keys file")
             for row, key in enumerate(keys):

@@ -83,12 +83,6 @@ def without_final_normalize(model: Any) -> tuple[Any, bool]:
     return pipeline, True
 
 
-def l2_normalize(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (a zero row stays zero)."""
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.maximum(norms, 1e-12)
-
-
 class ConditionAwareEncoder:
     """Turn (sentence, condition) pairs into condition-aware embeddings with a frozen encoder.
 
@@ -162,7 +156,9 @@ class ConditionAwareEncoder:
         return [self.prompt.conditional(s, c) for s, c in zip(sentences, conditions)]
 
     def _finish(self, x: np.ndarray) -> np.ndarray:
-        return l2_normalize(x) if self.normalize_before_subtract and x.size else x
+        if not (self.normalize_before_subtract and x.size):
+            return x
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)  # rows to unit length; zero stays zero
 
     def embed_parts(self, sentences: Sequence[str], conditions: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The conditional embeddings and the unconditional condition embeddings f(c; I(∅)), row-aligned

@@ -151,20 +151,12 @@ class CaseModel(ScorerBase):
             metrics["dev (epoch selection)"] = {"spearman": float(training["best_dev_spearman"])}
         for name, value in (self.metadata.get("eval_spearman") or {}).items():
             metrics[str(name)] = {"spearman": float(value)}
-        data = []
-        for split, entry in (self.metadata.get("data") or {}).items():
-            entries = entry.values() if split == "eval" and isinstance(entry, dict) else [entry]
-            for d in entries:
-                if isinstance(d, dict) and "rows" in d:
-                    data.append(
-                        {
-                            "split": split,
-                            "file": d.get("source"),
-                            "format": "csts",
-                            "rows": d.get("rows"),
-                            "rows_used": d.get("rows"),
-                        }
-                    )
+        data = [
+            {"split": split, "file": d.get("source"), "format": "csts", "rows": d["rows"], "rows_used": d["rows"]}
+            for split, entry in (self.metadata.get("data") or {}).items()
+            for d in (entry.values() if split == "eval" and isinstance(entry, dict) else [entry])
+            if isinstance(d, dict) and "rows" in d
+        ]
         return CardInfo(
             encoder=ENCODER,
             base_model=described.get("model"),

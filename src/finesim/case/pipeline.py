@@ -22,6 +22,7 @@ from finesim.case.encoding import DEFAULT_FAMILY_FOR, ConditionAwareEncoder
 from finesim.case.options import DEFAULTS, default_cache_dir, parse_dims, recipe_options
 from finesim.case.prompts import PromptFormat
 from finesim.case.training import TrainConfig, evaluate_pairs, sweep_dimensions, train_projection
+from finesim.data import read_csts
 from finesim.options import RecipeError
 from finesim.results import environment_record, write_json_atomic
 from finesim.training import preflight
@@ -35,12 +36,6 @@ class Splits(NamedTuple):
     dev: Dataset
     evals: dict[str, Dataset]
     description: dict[str, Any]
-
-
-def _read(path: str | Path) -> tuple[Dataset, Any]:
-    from finesim.data import read_csts
-
-    return read_csts(path)
 
 
 def _with_model_resolved(options: dict[str, Any]) -> dict[str, Any]:
@@ -81,11 +76,11 @@ def build_encoder(options: dict[str, Any], show_progress: bool = True) -> Condit
     )
 
 
-def train_config(options: dict[str, Any], dim: int | None = None) -> TrainConfig:
-    """The projection training settings of ``options`` (``dim`` replaces ``options["dim"]``)."""
+def train_config(options: dict[str, Any]) -> TrainConfig:
+    """The projection training settings of ``options``."""
     return TrainConfig(
         kind=options["kind"],
-        dim=int(dim if dim is not None else options["dim"]),
+        dim=int(options["dim"]),
         lr=float(options["lr"]),
         batch_size=int(options["train_batch_size"]),
         epochs=int(options["epochs"]),
@@ -147,7 +142,7 @@ def check_case(
     lines = [f"CASE encoder {options['model']}: found ({found}); prompt family {family}, {options['formulation']}"]
     for role, path in (("train", options["train"]), ("dev", options["dev"]), *(("eval", p) for p in options["eval"])):
         if path:
-            lines.append(f"{role} data {path} (csts): {len(_read(path)[0])} rows")
+            lines.append(f"{role} data {path} (csts): {len(read_csts(path)[0])} rows")
     if not options["dev"]:
         lines.append(f"dev: {options['dev_fraction']} of the training sentence pairs (seed {options['seed']})")
     if "dims" in recipe.case.model_fields_set:
@@ -298,17 +293,18 @@ def train_recipe(
     return train_model(options, output_dir=str(out), argv=argv, show_progress=show_progress)
 
 
-def carve_splits(options: dict[str, Any], train_file: str | Path) -> Splits:
-    """Read ``train_file``, the dev file (``options["dev"]``) or a dev split carved from train by sentence pair
+def carve_splits(options: dict[str, Any]) -> Splits:
+    """Read the ``train`` file, the dev file (``options["dev"]``) or a dev split carved from train by sentence pair
     (``dev_fraction``, ``seed``), and the ``eval`` files (named by their stem)."""
-    train, _ = _read(train_file)
+    train_file = options["train"]
+    train, _ = read_csts(train_file)
     if options["dev"]:
-        dev, _ = _read(options["dev"])
+        dev, _ = read_csts(options["dev"])
         dev_source = options["dev"]
     else:
         train, dev = split_by_pair(train, float(options["dev_fraction"]), int(options["seed"]))
         dev_source = f"{train_file} (carved: {options['dev_fraction']} of sentence pairs, seed {options['seed']})"
-    evals = {Path(path).stem: _read(path)[0] for path in options["eval"] or []}
+    evals = {Path(path).stem: read_csts(path)[0] for path in options["eval"] or []}
     description = {
         "train": split_summary("train", train, str(train_file)),
         "dev": split_summary("dev", dev, dev_source),
@@ -328,7 +324,7 @@ def embed_files(options: dict[str, Any], data_files: Sequence[str], *, show_prog
     encoder = build_encoder(options, show_progress=show_progress)
     rows = []
     for path in data_files:
-        ds, report = _read(path)
+        ds, report = read_csts(path)
         start = time.perf_counter()
         before = encoder.encoded
         data = embed_pairs(encoder, ds)
@@ -354,7 +350,6 @@ def embed_files(options: dict[str, Any], data_files: Sequence[str], *, show_prog
 def train_model(
     options: dict[str, Any],
     *,
-    train_file: str | Path | None = None,
     output_dir: str | Path,
     argv: Sequence[str] | None = None,
     show_progress: bool = True,
@@ -362,9 +357,8 @@ def train_model(
     """Train a projection on cached embeddings, save the CASE model to ``output_dir`` with ``training.json``.
 
     Args:
-        options: resolved CASE options.
-        train_file: C-STS CSV to train on (dev is carved from it unless ``options["dev"]`` names a file); None:
-            ``options["train"]``.
+        options: resolved CASE options (``train``: the C-STS CSV to train on; dev is carved from it unless
+            ``dev`` names a file).
         output_dir: folder for the model and ``training.json``.
         argv: the command line, recorded in the payload (None from Python).
         show_progress: show progress bars.
@@ -376,7 +370,7 @@ def train_model(
 
     options = _with_model_resolved(options)
     encoder = build_encoder(options, show_progress=show_progress)
-    splits = carve_splits(options, train_file or options["train"])
+    splits = carve_splits(options)
     start = time.perf_counter()
     train_x, dev_x = embed_pairs(encoder, splits.train), embed_pairs(encoder, splits.dev)
     eval_x = {name: embed_pairs(encoder, ds) for name, ds in splits.evals.items()}
@@ -402,9 +396,7 @@ def train_model(
     return payload
 
 
-def sweep_dims(
-    options: dict[str, Any], *, train_file: str | Path | None = None, show_progress: bool = True
-) -> dict[str, Any]:
+def sweep_dims(options: dict[str, Any], *, show_progress: bool = True) -> dict[str, Any]:
     """Train one projection per output dimension of ``options["dims"]`` (``full`` = the encoder's width).
 
     Returns:
@@ -413,11 +405,11 @@ def sweep_dims(
     parse_dims(options["dims"], width=1)  # syntax errors before any encoding
     options = _with_model_resolved(options)
     encoder = build_encoder(options, show_progress=show_progress)
-    splits = carve_splits(options, train_file or options["train"])
+    splits = carve_splits(options)
     train_x, dev_x = embed_pairs(encoder, splits.train), embed_pairs(encoder, splits.dev)
     dims = parse_dims(options["dims"], width=train_x.dim)
     eval_x = {name: embed_pairs(encoder, ds) for name, ds in splits.evals.items()}
-    rows = sweep_dimensions(train_x, dev_x, dims, train_config(options, dims[0]), report=eval_x)
+    rows = sweep_dimensions(train_x, dev_x, dims, train_config(options), report=eval_x)
     return {
         "command": "finesim case sweep",
         **encoder.config(),
@@ -443,7 +435,7 @@ def measure_isotropy(
     encoder = build_encoder(options, show_progress=show_progress)
     sentences, conditions = [], []
     for path in data_files:
-        ds, _ = _read(path)
+        ds, _ = read_csts(path)
         sentences += list(ds["sentence1"]) + list(ds["sentence2"])
         conditions += list(ds["condition"]) * 2
     conditional, unconditional = encoder.embed_parts(sentences, conditions)
@@ -503,7 +495,7 @@ def score_files(
     model = CaseModel.load(model_dir, cache_dir=cache_dir or str(default_cache_dir()), device=device)
     rows = []
     for path in data_files:
-        ds, _ = _read(path)
+        ds, _ = read_csts(path)
         pred = model.score(ds["sentence1"], ds["sentence2"], ds["condition"])
         rows.append(
             {

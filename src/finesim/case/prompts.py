@@ -24,8 +24,6 @@ from pathlib import Path
 import yaml
 
 FORMULATIONS: tuple[str, ...] = ("cond", "sent", "conc_sc", "conc_cs")
-INSTRUCTION_FORMULATIONS = ("cond", "sent")
-CONCAT_FORMULATIONS = ("conc_sc", "conc_cs")
 
 
 @lru_cache(maxsize=8)
@@ -45,11 +43,6 @@ def load_prompt_families(path: str | None = None) -> dict[str, dict[str, str]]:
         if not isinstance(spec, dict) or "single" not in spec:
             raise ValueError(f"{source}: family {name!r} needs at least a 'single' template")
     return families
-
-
-def template_keys(formulation: str) -> tuple[str, str]:
-    """The family keys a formulation needs: its conditional template, then ``single`` (f(c; I(∅)))."""
-    return ("pair" if formulation in INSTRUCTION_FORMULATIONS else formulation), "single"
 
 
 @dataclass(frozen=True)
@@ -73,7 +66,8 @@ class PromptFormat:
     def __post_init__(self) -> None:
         if self.formulation not in FORMULATIONS:
             raise ValueError(f"unknown formulation {self.formulation!r}; choose from {list(FORMULATIONS)}")
-        needed = template_keys(self.formulation)
+        # the keys it needs: its conditional template (``pair`` for cond and sent), then ``single`` (f(c; I(∅)))
+        needed = ("pair" if self.formulation in ("cond", "sent") else self.formulation, "single")
         if self.templates is not None:
             missing = [k for k in needed if not isinstance(self.templates.get(k), str)]
             if missing:
@@ -85,7 +79,7 @@ class PromptFormat:
             raise ValueError(f"unknown prompt family {self.family!r}; known: {sorted(families)}")
         spec = families[self.family]
         if needed[0] not in spec:
-            have = [k for k in ("pair", *CONCAT_FORMULATIONS) if k in spec]
+            have = [k for k in ("pair", "conc_sc", "conc_cs") if k in spec]
             raise ValueError(
                 f"prompt family {self.family!r} has no {needed[0]!r} template, so it cannot run formulation "
                 f"{self.formulation!r} (it has {have})"

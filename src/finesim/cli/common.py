@@ -34,9 +34,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         text = action.help or ""
         default = action.default
         hidden = default is None or default is False or default is argparse.SUPPRESS  # 0 is a real default
-        if "%(default)" in text or "(default" in text or hidden or not action.option_strings:
-            return text
-        if isinstance(default, (list, tuple)) and not default:
+        empty = isinstance(default, (list, tuple)) and not default
+        if "(default" in text or hidden or empty or not action.option_strings:  # "(default" covers "%(default)"
             return text
         return f"{text} (default: %(default)s)"
 
@@ -258,12 +257,9 @@ def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
-def known_errors() -> tuple[type[BaseException], ...]:
-    """Failures with a message meant for the user: bad input, recipes, files, models, backends. ``KeyError`` and
-    ``IndexError`` are not among them (:data:`BUG_ERRORS`): they are bugs, reported as internal errors."""
-    return (ValueError, OSError, LookupError, ImportError, RuntimeError)
-
-
+# failures with a message meant for the user: bad input, recipes, files, models, backends; KeyError and IndexError
+# are not among them (BUG_ERRORS): they are bugs, reported as internal errors
+KNOWN_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, LookupError, ImportError, RuntimeError)
 BUG_ERRORS: tuple[type[BaseException], ...] = (KeyError, IndexError, AssertionError, AttributeError, TypeError)
 
 
@@ -288,7 +284,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         return EXIT_USAGE
     except BUG_ERRORS as err:
         return _internal_error(prog, err, verbose)
-    except known_errors() as err:
+    except KNOWN_ERRORS as err:
         if verbose:
             traceback.print_exc()
         print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)

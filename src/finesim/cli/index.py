@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from finesim.cli.common import (
@@ -399,8 +398,7 @@ def run_search(args: argparse.Namespace) -> int:
             what = f"{report['strategy']} search" + (f" (first stage {approximate})" if approximate else "")
         say(args)(f"recall@{args.k} of {what} against exact search: {report['recall']:.3f}")
     if args.json:
-        json.dump(results, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        print(json.dumps(results, ensure_ascii=False))
         return 0
     for rank, row in enumerate(results, start=1):
         ident = f" id={row['id']}" if "id" in row else ""
@@ -433,8 +431,7 @@ def run_info(args: argparse.Namespace) -> int:
     if verified is not None:
         info["verified"] = verified
     if args.json:
-        json.dump(info, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        print(json.dumps(info, indent=2, ensure_ascii=False))
         return 0
     model = info["model"]
     encoder = info["encoder"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from finesim.cli.common import UsageError, add_runtime_options, command_parser, override, say
@@ -125,21 +126,13 @@ def refuse_options_case_ignores(args: argparse.Namespace) -> None:
     honour (not in :data:`CASE_OPTIONS`)."""
     for dest, (flag, default) in OPTIONS.items():
         if dest not in CASE_OPTIONS and getattr(args, dest, default) != default:
-            raise UsageError(
-                f"{flag} does not apply to a CASE recipe (method: case); CASE takes {', '.join(case_flags())}"
-            )
-
-
-def case_flags() -> list[str]:
-    """The flags of ``finesim train`` that a CASE recipe honours (:data:`CASE_OPTIONS`)."""
-    return [flag for dest, (flag, _) in OPTIONS.items() if dest in CASE_OPTIONS and dest != "list"]
+            honoured = [flag for d, (flag, _) in OPTIONS.items() if d in CASE_OPTIONS and d != "list"]
+            raise UsageError(f"{flag} does not apply to a CASE recipe (method: case); CASE takes {', '.join(honoured)}")
 
 
 def select_device(device: str) -> None:
     """``--device``: ``cpu`` keeps training on the CPU even with a GPU present; a CUDA device is selected with
     ``CUDA_VISIBLE_DEVICES`` semantics (the trainer uses the visible GPU)."""
-    import os
-
     if device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         return

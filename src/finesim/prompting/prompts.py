@@ -25,7 +25,6 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal
 
-Task = Literal["csts", "stsb"]
 ExampleFormat = Literal["plain", "t5", "gpt"]
 
 TASKS: tuple[str, ...] = ("csts", "stsb")
@@ -97,8 +96,7 @@ def format_label(label: float) -> str:
     The reference code prints ``float(label)``; the re-annotated C-STS release has fractional labels such as
     3.3333333, which are rounded here so a demonstration does not teach the model to print long decimals.
     """
-    value = round(float(label), 2)
-    return repr(value)
+    return repr(round(float(label), 2))
 
 
 def format_example(example: Example, style: ExampleFormat = "plain") -> str:

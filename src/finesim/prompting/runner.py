@@ -30,9 +30,8 @@ def build_prompts(
     """One prompt per query row, with ``k`` demonstrations drawn from ``train`` (seeded)."""
     sampler = DemonstrationSampler(train, task=task, k=k, seed=seed)
     instruction = instruction_text(task, instructions)
-    with_condition = task == "csts"
     cols = queries.to_dict()
-    conditions = cols["condition"] if with_condition else [None] * len(queries)
+    conditions = cols["condition"] if task == "csts" else [None] * len(queries)
     prompts = []
     for s1, s2, condition in zip(cols["sentence1"], cols["sentence2"], conditions):
         query = Example(s1, s2, condition)
@@ -83,10 +82,7 @@ def evaluate_prompting(
     prompts, sampler = build_prompts(queries, train, task=task, k=k, instructions=instructions, style=style, seed=seed)
     settings = backend.settings()
     keys = [cache_key(backend.name, backend.model, settings, p, namespace=cache_namespace) for p in prompts]
-    todo: dict[str, str] = {}
-    for key, prompt in zip(keys, prompts):
-        if key not in cache and key not in todo:
-            todo[key] = prompt
+    todo = {key: prompt for key, prompt in zip(keys, prompts) if key not in cache}  # a repeated prompt once
     cached = sum(1 for key in keys if key in cache)
     todo_keys = list(todo)
     logger.info(

@@ -51,7 +51,8 @@ class DemonstrationSampler:
             pairs, report = pair_conditions(train, equal_labels="keep")
             self.pairing_report = report.as_dict()
             cols = pairs.to_dict()  # column lists: row-by-row Dataset access is slow
-            self._pairs = [
+            # what one draw contributes: a C-STS pair's high then low row; an STS-B row alone
+            self._groups: list[tuple[Example, ...]] = [
                 (Example(s1, s2, ch, float(lh)), Example(s1, s2, cl, float(ll)))
                 for s1, s2, ch, lh, cl, ll in zip(
                     cols["sentence1"],
@@ -62,25 +63,22 @@ class DemonstrationSampler:
                     cols["label_low"],
                 )
             ]
-            available = len(self._pairs)
             needed = (k + 1) // 2
             unit = "sentence pairs with two conditions"
         else:
             cols = train.select_columns(["sentence1", "sentence2", "label"]).to_dict()
-            self._rows = [
-                Example(s1, s2, None, float(y))
+            self._groups = [
+                (Example(s1, s2, None, float(y)),)
                 for s1, s2, y in zip(cols["sentence1"], cols["sentence2"], cols["label"])
             ]
-            available = len(self._rows)
             needed = k
             unit = "rows"
-        if needed > available:
-            raise ValueError(f"k={k} needs {needed} training {unit}, the training data has {available}")
+        if needed > len(self._groups):
+            raise ValueError(f"k={k} needs {needed} training {unit}, the training data has {len(self._groups)}")
         self._needed = needed
         self.unit = unit
-        candidates = [pair[0] for pair in self._pairs] if task == "csts" else self._rows
         self._by_sentences: dict[tuple[str, str], list[int]] = defaultdict(list)
-        for i, ex in enumerate(candidates):
+        for i, (ex, *_) in enumerate(self._groups):
             self._by_sentences[(ex.sentence1, ex.sentence2)].append(i)
         self.queries_with_own_pair = 0
         self.excluded_candidates = 0
@@ -93,7 +91,7 @@ class DemonstrationSampler:
         """The demonstrations for the next query, never from the query's own sentence pair ``(s1, s2)``."""
         if self.k == 0:
             return []
-        size = len(self._pairs) if self.task == "csts" else len(self._rows)
+        size = len(self._groups)
         own = self._own(query) if query is not None else set()
         if own:
             self.queries_with_own_pair += 1
@@ -107,9 +105,7 @@ class DemonstrationSampler:
             chosen = self._rng.sample(pool, self._needed)
         else:
             chosen = self._rng.sample(range(size), self._needed)
-        if self.task == "csts":
-            return [ex for i in chosen for ex in self._pairs[i]][: self.k]
-        return [self._rows[i] for i in chosen]
+        return [ex for i in chosen for ex in self._groups[i]][: self.k]
 
     def describe(self) -> dict[str, Any]:
         """Settings, pairing facts and own-pair exclusions for a results file."""

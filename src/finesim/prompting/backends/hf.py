@@ -91,7 +91,6 @@ class HFBackend:
         source = resolve_model_path(model)  # a folder, an offline copy or a reachable Hub id; else a clear error
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = device
         torch_dtype = _torch_dtype(dtype, device)
         config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
         if kind == "auto":
