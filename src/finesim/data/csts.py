@@ -44,7 +44,6 @@ def read_csts(
     text = read_text(p, what="C-STS file")
     report = LoadReport(path=str(p))
     index, records = csv_records(p, text, CSTS_COLUMNS, report=report)
-    low, high = label_range
     columns: dict[str, list] = {name: [] for name in (*CSTS_COLUMNS, "row")}
     for row, line, fields in records:
         report.rows_read += 1
@@ -53,7 +52,7 @@ def read_csts(
             report.skip("unlabeled (-1) rows")
             continue
         if label != UNLABELED:
-            check_range(label, low, high, path=p, row=row, column="label", line=line)
+            check_range(label, *label_range, path=p, row=row, column="label", line=line)
         for name in ("sentence1", "sentence2", "condition"):
             columns[name].append(require_text(fields[index[name]], path=p, row=row, column=name, line=line))
         columns["label"].append(label)

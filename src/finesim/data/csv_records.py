@@ -83,7 +83,7 @@ def unclosed_quote_error(
 
 
 def csv_records(
-    path: Path, text: str, required: Sequence[str], *, report: LoadReport | None = None
+    path: Path, text: str, required: Sequence[str], *, report: LoadReport
 ) -> tuple[dict[str, int], Iterator[tuple[int, int, list[str]]]]:
     """Read the header of CSV ``text`` now and its records lazily.
 
@@ -124,8 +124,7 @@ def csv_records(
             if open_quote is not None and reader.line_num >= open_quote[0]:
                 raise unclosed_quote_error(path, open_quote, (row + 1, line), header)
             if not fields or all(not f.strip() for f in fields):
-                if report is not None:
-                    report.skip("blank lines")
+                report.skip("blank lines")
                 continue
             row += 1
             if len(fields) != len(header):

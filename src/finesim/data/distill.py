@@ -116,6 +116,7 @@ def build_distillation_triples(
         "size": size,
         "new_pair_fraction": new_pair_fraction,
         "rows_in": len(train),
+        "dev": None,
     }
     if dev_fraction is not None:
         from finesim.data.splits import split_by_pair
@@ -129,8 +130,6 @@ def build_distillation_triples(
             "rows": len(dev),
             "sentences": len(dev_sentences),
         }
-    else:
-        report["dev"] = None
 
     # the training rows that remain: none shares a sentence with a dev pair, no triple twice
     own: list[tuple[str, str, str]] = []

@@ -90,14 +90,9 @@ def pair_conditions(dataset: Dataset, *, equal_labels: EqualLabels = "keep") -> 
                 report.equal_label_pairs_dropped += 1
                 continue
         hi, lo = (a, b) if labels[a] >= labels[b] else (b, a)
-        out["sentence1"].append(s1)
-        out["sentence2"].append(s2)
-        out["condition_high"].append(conditions[hi])
-        out["label_high"].append(labels[hi])
-        out["row_high"].append(rows[hi])
-        out["condition_low"].append(conditions[lo])
-        out["label_low"].append(labels[lo])
-        out["row_low"].append(rows[lo])
+        values = (s1, s2, conditions[hi], labels[hi], rows[hi], conditions[lo], labels[lo], rows[lo])
+        for name, value in zip(PAIR_COLUMNS, values):
+            out[name].append(value)
         report.pairs += 1
     if report.bad_groups:
         logging.getLogger("finesim.data").warning(

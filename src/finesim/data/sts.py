@@ -40,7 +40,6 @@ def read_senteval_subset(
             path=gold_path,
         )
     report = LoadReport(path=str(input_path))
-    low, high = label_range
     out: dict[str, list] = {"sentence1": [], "sentence2": [], "label": [], "subset": [], "row": []}
     for n, (text, gold) in enumerate(zip(inputs, golds), start=1):
         report.rows_read += 1
@@ -51,7 +50,7 @@ def read_senteval_subset(
         if len(fields) < 2:
             raise DataFormatError("expected two tab-separated sentences", path=input_path, row=n, line=n)
         label = parse_label(gold, path=gold_path, row=n, column="score", line=n)
-        check_range(label, low, high, path=gold_path, row=n, column="score", line=n)
+        check_range(label, *label_range, path=gold_path, row=n, column="score", line=n)
         out["sentence1"].append(require_text(fields[0], path=input_path, row=n, column="sentence1"))
         out["sentence2"].append(require_text(fields[1], path=input_path, row=n, column="sentence2"))
         out["label"].append(label)
@@ -79,7 +78,6 @@ def read_stsb(path: str | Path, *, label_range: tuple[float, float] = STS_LABEL_
     p = Path(path)
     lines = split_lines(read_text(p, what="STS-B file"))
     report = LoadReport(path=str(p))
-    low, high = label_range
     out: dict[str, list] = {"sentence1": [], "sentence2": [], "label": [], "genre": [], "row": []}
     for n, line in enumerate(lines, start=1):
         if not line.strip():
@@ -90,7 +88,7 @@ def read_stsb(path: str | Path, *, label_range: tuple[float, float] = STS_LABEL_
         if len(fields) < 7:
             raise DataFormatError(f"has {len(fields)} tab-separated fields, expected at least 7", path=p, row=n)
         label = parse_label(fields[4], path=p, row=n, column="score (field 5)")
-        check_range(label, low, high, path=p, row=n, column="score (field 5)")
+        check_range(label, *label_range, path=p, row=n, column="score (field 5)")
         out["sentence1"].append(require_text(fields[5], path=p, row=n, column="sentence1 (field 6)"))
         out["sentence2"].append(require_text(fields[6], path=p, row=n, column="sentence2 (field 7)"))
         out["label"].append(label)
@@ -116,7 +114,6 @@ def read_sick(path: str | Path, *, label_range: tuple[float, float] = SICK_LABEL
     header = [h.strip() for h in lines[0].split("\t")]
     idx = header_index(p, header, SICK_COLUMNS)
     report = LoadReport(path=str(p))
-    low, high = label_range
     out: dict[str, list] = {"sentence1": [], "sentence2": [], "label": [], "entailment": [], "row": []}
     for n, line in enumerate(lines[1:], start=1):
         if not line.strip():
@@ -127,7 +124,7 @@ def read_sick(path: str | Path, *, label_range: tuple[float, float] = SICK_LABEL
         if len(fields) < len(header):
             raise DataFormatError(f"has {len(fields)} fields, the header has {len(header)}", path=p, row=n, line=n + 1)
         label = parse_label(fields[idx["relatedness_score"]], path=p, row=n, column="relatedness_score", line=n + 1)
-        check_range(label, low, high, path=p, row=n, column="relatedness_score", line=n + 1)
+        check_range(label, *label_range, path=p, row=n, column="relatedness_score", line=n + 1)
         entailment = fields[idx["entailment_judgment"]].strip().upper()
         if entailment not in SICK_ENTAILMENT_LABELS:
             raise DataFormatError(

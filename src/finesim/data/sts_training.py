@@ -43,20 +43,16 @@ STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 
 def evaluation_sets(root: str | Path) -> list[Dataset]:
     """Every STS evaluation set whose pairs must not be trained on: STS12-16, STS-B test, SICK-R test."""
-    root = Path(root)
-    sets: list[Dataset] = []
-    for year in STS_YEARS:
-        folder = root / "sts" / f"{year}-en-test"
-        for subset in senteval_subsets(folder):
-            sets.append(read_senteval_subset(folder, subset)[0])
-    sets.append(read_stsb(root / "sts" / "STSBenchmark" / "sts-test.csv")[0])
-    sets.append(read_sick(root / "sts" / "SICK" / "SICK_test_annotated.txt")[0])
+    sts = Path(root) / "sts"
+    folders = [sts / f"{year}-en-test" for year in STS_YEARS]
+    sets = [read_senteval_subset(folder, subset)[0] for folder in folders for subset in senteval_subsets(folder)]
+    sets.append(read_stsb(sts / "STSBenchmark" / "sts-test.csv")[0])
+    sets.append(read_sick(sts / "SICK" / "SICK_test_annotated.txt")[0])
     return sets
 
 
 def merged_sts_training_set(root: str | Path, *, filter_eval_overlap: bool = True) -> tuple[Dataset, dict[str, Any]]:
-    """Filtered, merged STS-B + SICK-R training pairs on the 0-5 scale (columns sentence1, sentence2,
-    label)."""
+    """Filtered, merged STS-B + SICK-R training pairs on the 0-5 scale (columns sentence1, sentence2, label)."""
     root = Path(root)
     stsb, _ = read_stsb(root / "sts" / "STSBenchmark" / "sts-train.csv")
     sick, _ = read_sick(root / "sts" / "SICK" / "SICK_train.txt")
@@ -105,11 +101,9 @@ def nli_triplets(folder: str | Path, splits: Sequence[str] = ("dev", "test")) ->
     """(anchor, positive, negative) triplets from the SNLI folder ``folder``: premise, an entailed hypothesis, a
     contradicting hypothesis.
 
-    Each premise with at least one entailment and one contradiction gives one triplet per entailment
-    hypothesis,
-    paired with its contradiction hypotheses in turn (cycled when there are fewer). Premises lacking
-    either class
-    are counted in the report, not used.
+    Each premise with at least one entailment and one contradiction gives one triplet per entailment hypothesis,
+    paired with its contradiction hypotheses in turn (cycled when there are fewer). Premises lacking either class are
+    counted in the report, not used.
     """
     ds = _snli(folder, splits)
     groups: dict[str, dict[str, list[str]]] = defaultdict(lambda: {"entailment": [], "contradiction": []})

@@ -342,12 +342,6 @@ class _Lines:
         self.record.clear()
         self._record_chars = 0
 
-    def __iter__(self) -> Iterator[str]:
-        return self._generate()
-
-    def _has_line_end(self, chunk: bytes) -> bool:
-        return b"\n" in chunk or (self.universal and b"\r" in chunk)
-
     def _last_line_end(self, data: bytes, end: int) -> int:
         """The index just past the last line end in ``data[:end]``; 0 if there is none."""
         last = data.rfind(b"\n", 0, end)
@@ -355,7 +349,7 @@ class _Lines:
             last = max(last, data.rfind(b"\r", 0, end))
         return last + 1
 
-    def _generate(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[str]:
         read = self._handle.read
         pieces: list[bytes] = []  # bytes read that hold no complete line yet
         held = 0
@@ -369,7 +363,7 @@ class _Lines:
                 if chunk.startswith(_BOM):
                     chunk, offset = chunk[len(_BOM) :], len(_BOM)
             held_cr = self.universal and bool(pieces) and pieces[-1].endswith(b"\r")
-            if not eof and not held_cr and not self._has_line_end(chunk):
+            if not eof and not held_cr and b"\n" not in chunk and not (self.universal and b"\r" in chunk):
                 pieces.append(chunk)
                 held += len(chunk)
                 if held > MAX_LINE_BYTES:
@@ -461,16 +455,15 @@ class _DelimitedPass:
         while True:
             line = self.reader.line_num + 1
             self.lines.new_record()
-            limit = MAX_FIELD_CHARS
-            before = csv.field_size_limit(limit)  # the module's limit is global: put it back at once
+            before = csv.field_size_limit(MAX_FIELD_CHARS)  # the module's limit is global: put it back at once
             try:
                 fields = next(self.reader)
             except StopIteration:
                 return None
             except csv.Error as err:  # e.g. a stray quote read past the field size limit
                 what = "CSV" if self.delimiter == "," else "TSV"
-                why = f"a field is longer than {limit} characters" if "field limit" in str(err) else str(err)
-                raise self._unclosed(row, line, within=limit) or DataFormatError(
+                why = f"a field is longer than {MAX_FIELD_CHARS} characters" if "field limit" in str(err) else str(err)
+                raise self._unclosed(row, line, within=MAX_FIELD_CHARS) or DataFormatError(
                     f"malformed {what}: {why}", path=self.path, row=row, line=line
                 ) from None
             except _RecordTooLong:
@@ -576,34 +569,28 @@ def _parse_json_line(path: Path, text: str, row: int, line: int) -> dict[str, An
 
 
 def _open_jsonl(path: Path, report: LoadReport | None, bad_records: str) -> TableReader:
-    columns: list[str] | None = None
+    columns: list[str] = []  # stays empty if every line is malformed (with bad_records="yield")
     first_line: int | None = None
-    seen_any = False
     with path.open("rb") as handle:
         row = 0
         for line, text in enumerate(_Lines(handle, path, universal=False), start=1):
             if not text.strip():
                 continue
             row += 1
-            seen_any = True
             parsed = _parse_json_line(path, text, row, line)
             if not isinstance(parsed, DataFormatError):
                 columns, first_line = list(parsed), line
                 break
             if bad_records == "raise":
                 raise parsed
-    if columns is None:
-        if seen_any:  # only malformed lines, with bad_records="yield"
-            columns = []
-        else:
-            raise DataFormatError("file is empty (expected one JSON object per line)", path=path)
+    if not row:
+        raise DataFormatError("file is empty (expected one JSON object per line)", path=path)
     known = set(columns)
-    order = columns
 
     def checked(value: dict[str, Any], row: int, line: int) -> dict[str, Any] | DataFormatError:
         """The record in the first object's key order; a key the first object lacks is an error (the first object
         fixes the columns, as a CSV header does: a later key would otherwise be dropped without a word)."""
-        if list(value) == order:
+        if list(value) == columns:
             return value
         late = [key for key in value if key not in known]
         if late:
@@ -614,7 +601,7 @@ def _open_jsonl(path: Path, report: LoadReport | None, bad_records: str) -> Tabl
                 row=row,
                 line=line,
             )
-        return {name: value[name] for name in order if name in value}
+        return {name: value[name] for name in columns if name in value}
 
     def records() -> Iterator[TableRecord]:
         with path.open("rb") as handle:
@@ -808,19 +795,11 @@ def label_field(
     text = value if isinstance(value, str) else str(value)
     label = parse_label(text, path=path, row=record.row, column=column, line=record.line)
     if label_range is not None:
-        low, high = label_range
-        check_range(label, low, high, path=path, row=record.row, column=column, line=record.line)
+        check_range(label, *label_range, path=path, row=record.row, column=column, line=record.line)
     return label
 
 
-_WHAT_COLUMNS = {
-    "csv": "header",
-    "tsv": "header",
-    "jsonl": "first JSON object",
-    "parquet": "schema",
-    "hf": "dataset",
-    HUB_FORMAT: "dataset",
-}
+_WHAT_COLUMNS = {"csv": "header", "tsv": "header", "jsonl": "first JSON object", "parquet": "schema"}
 
 
 def _resolve_columns(
@@ -851,7 +830,7 @@ def _missing_column(reader: TableReader, name: str, column: str, needed: list[st
         hint = f" (found {close!r}: rename it, or map it with columns={{{name!r}: {close!r}}})"
     else:
         hint = f"; name the column to use with columns={{{name!r}: ...}}" if column == name else ""
-    what = _WHAT_COLUMNS[reader.format]
+    what = _WHAT_COLUMNS.get(reader.format, "dataset")  # a datasets folder or a Hub dataset
     return DataFormatError(
         f"missing column {column!r}{mapped}{hint}; the {what} has {reader.columns}, finesim needs {needed}",
         path=reader.path,
@@ -907,13 +886,12 @@ def read_table(
     out: dict[str, list[Any]] = {name: [] for name in (*wanted, "row")}
     texts = [(out[name], column) for name, column in wanted.items() if name != "label"]
     label_column = wanted.get("label")
-    where = reader.path
     for record in reader:
         report.rows_read += 1
         for values, column in texts:
-            values.append(text_field(where, record, column))
+            values.append(text_field(reader.path, record, column))
         if label_column is not None:
-            out["label"].append(label_field(where, record, label_column, label_range))
+            out["label"].append(label_field(reader.path, record, label_column, label_range))
         out["row"].append(record.row)
         report.rows_kept += 1
     report.log()

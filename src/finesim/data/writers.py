@@ -194,8 +194,7 @@ class TableWriter:
                         for name, type_ in types.items():
                             i = table.schema.get_field_index(name)
                             text = table.column(i)
-                            empty = pc.equal(text, "")
-                            cells = pc.if_else(empty, pa.scalar(None, pa.string()), text)
+                            cells = pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)
                             table = table.set_column(i, pa.field(name, type_), pc.cast(cells, type_))
                         out.write_table(table)
         except BaseException:

@@ -117,8 +117,10 @@ def _matrix(scorer: Any, sentences1: Any, sentences2: Any, condition: Any, what:
         both = rows + cols
         embeddings = scorer.embed(both, None if cond is None else [cond] * len(both))
         vectors = np.asarray(embeddings, dtype=np.float32)
-        a, b = _unit_rows(vectors[: len(rows)]), _unit_rows(vectors[len(rows) :])
-        return (a @ b.T).astype(np.float32)
+        # rows scaled to length 1 (a zero row stays zero), so their dot products are cosines, as
+        # finesim.evaluation.scoring.cosine_scores computes them (norms clamped at 1e-8)
+        unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-8)
+        return (unit[: len(rows)] @ unit[len(rows) :].T).astype(np.float32)
     left = [s for s in rows for _ in cols]
     right = cols * len(rows)
     scores = scorer.score(left, right, None if cond is None else [cond] * len(left))
@@ -183,10 +185,3 @@ def _checked_condition(scorer: Any, condition: Any, what: str) -> str | None:
             "for one condition per pair use scorer.score(sentences1, sentences2, conditions)"
         )
     return check_texts([condition], "condition")[0]
-
-
-def _unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to length 1 (a zero row stays zero), so their dot products are cosines, as
-    :func:`~finesim.evaluation.scoring.cosine_scores` computes them (norms clamped at 1e-8)."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-8)

@@ -232,26 +232,23 @@ class RayScorer(ScorerBase):
     def _score(self, sentences1: list[str], sentences2: list[str], conditions: list[str] | None) -> np.ndarray:
         n = len(sentences1)
         size = math.ceil(n / len(self.actors))
-        refs = []
-        for actor, start in zip(self.actors, range(0, n, size)):
-            stop = min(start + size, n)
-            conds = None if conditions is None else conditions[start:stop]
-            refs.append(actor.score.remote(sentences1[start:stop], sentences2[start:stop], conds))
+        spans = [(start, min(start + size, n)) for start in range(0, n, size)]  # at most one per actor
+        refs = [
+            actor.score.remote(sentences1[a:b], sentences2[a:b], None if conditions is None else conditions[a:b])
+            for actor, (a, b) in zip(self.actors, spans)
+        ]
         out = []
-        for start, (scores, error) in zip(range(0, n, size), self._get(refs)):
+        for (a, b), (scores, error) in zip(spans, self._get(refs)):
             if error:
-                stop = min(start + size, n)
-                raise WorkerError(f"a Ray worker failed on rows {start + 1}-{stop} of a chunk of {n}: {error}")
+                raise WorkerError(f"a Ray worker failed on rows {a + 1}-{b} of a chunk of {n}: {error}")
             out.append(scores)
         return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
 
     def close(self) -> None:
         """End the actors (a local Ray instance ends them anyway when it stops)."""
         for actor in getattr(self, "actors", []):
-            try:
+            with contextlib.suppress(Exception):  # already gone
                 self.ray.kill(actor)
-            except Exception:  # already gone
-                pass
         self.actors = []
 
     def __enter__(self) -> RayScorer:

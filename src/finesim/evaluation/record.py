@@ -122,7 +122,7 @@ def run_evaluation(
     record.update(
         {
             "model": model,
-            "model_resolved": describe_resolved(resolved),
+            "model_resolved": str(Path(resolved).resolve()) if Path(resolved).is_dir() else resolved,  # or a Hub id
             "settings": {
                 "tasks": [t.name for t in selected],
                 "batch_size": batch_size,
@@ -156,9 +156,3 @@ def run_evaluation(
 def evaluate_model(model: str, **kwargs: Any) -> dict[str, Any]:
     """Evaluate ``model`` and return the results record (keyword arguments: :func:`run_evaluation`)."""
     return run_evaluation(model, **kwargs)[1]
-
-
-def describe_resolved(resolved: str) -> str:
-    """The loaded model as an absolute folder, or the Hub id when it was loaded from the Hub."""
-    path = Path(resolved)
-    return str(path.resolve()) if path.is_dir() else resolved

@@ -32,6 +32,7 @@ input that has its own are all refused before any model is loaded.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -66,8 +67,6 @@ CONDITION_COLUMN = "condition"
 CONDITION_ALIASES = ("aspect", "aspects", "cond", "conditions", "criterion", "criteria", "facet")
 """Column names other datasets give conditions: a file with one of them (or a near-spelling of ``condition``) and no
 ``condition`` column is refused rather than scored without its conditions."""
-
-_FLAGS = {"sentence1": "--sentence1-column", "sentence2": "--sentence2-column", "condition": "--condition-column"}
 
 
 def condition_like(available: list[str], exclude: list[str]) -> str | None:
@@ -151,9 +150,8 @@ def _check_columns(path: Path | str, available: list[str], columns: Columns) -> 
     from finesim.data._io import close_match
 
     needed = [columns.sentence1, columns.sentence2, *([columns.condition] if columns.condition in available else [])]
-    for what, name in (("sentence1", columns.sentence1), ("sentence2", columns.sentence2)):
+    for name, flag in ((columns.sentence1, "--sentence1-column"), (columns.sentence2, "--sentence2-column")):
         if name not in available:
-            flag = _FLAGS[what]
             close = close_match(name, [c for c in available if c not in needed])
             hint = f" (found {close!r}: pass {flag} {close})" if close else f" (name the column with {flag} NAME)"
             raise DataFormatError(f"missing column {name!r}{hint}; the input has {available}", path=path, column=name)
@@ -386,10 +384,8 @@ class _ProgressBar:
 
         self.count = None
         if show:
-            try:
+            with contextlib.suppress(OSError, DataFormatError):  # reading will say what is wrong
                 self.count = reader.count_rows()
-            except (OSError, DataFormatError):  # reading will say what is wrong
-                self.count = None
         about = self.count is not None and not self.count.exact
         bar_format = (
             "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/about {total_fmt}{unit} [{elapsed}<{remaining}, {rate_fmt}]"
@@ -401,9 +397,7 @@ class _ProgressBar:
 
     def update(self, rows: int, read: int, line: int | None) -> None:
         if self.count is not None and not self.count.exact:
-            total = self.count.estimate(read, line)
-            if total != self.bar.total:
-                self.bar.total = total
+            self.bar.total = self.count.estimate(read, line)
         self.bar.update(rows)
 
     def finish(self, read: int) -> None:
@@ -431,12 +425,9 @@ class Truncation:
     def __init__(self, checks: list[tuple[str, Any, int]]) -> None:
         self.checks = checks
         self.limits = sorted({limit for _, _, limit in checks})
+        self.limit = self.limits[0]  # the smallest
         self.rows = 0
         self.first: int | None = None
-
-    @property
-    def limit(self) -> int:
-        return self.limits[0]
 
     @classmethod
     def of(cls, scorer: Any) -> Truncation | None:

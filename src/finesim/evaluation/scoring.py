@@ -95,17 +95,12 @@ class EmbeddingScorer(ScorerBase):
         """Cosine scores are compared with labels on [0, 1] as they are; other similarities have no known scale."""
         return (0.0, 1.0) if self.similarity_fn_name == "cosine" else None
 
-    def inputs(self, sentences: Sequence[str], conditions: Sequence[str] | None) -> list[Any]:
-        """What the model encodes for each sentence: the sentence, or ``(sentence, condition)``."""
-        if conditions is None or self.condition_mode == "ignore":
-            return list(sentences)
-        if len(conditions) != len(sentences):
-            raise ValueError(f"{len(sentences)} sentences but {len(conditions)} conditions")
-        return list(zip(sentences, conditions))
-
     def _score(self, sentences1: list[str], sentences2: list[str], conditions: list[str] | None) -> np.ndarray:
-        left = self.inputs(sentences1, conditions)
-        right = self.inputs(sentences2, conditions)
+        # what the model encodes for each sentence: the sentence, or the text pair (sentence, condition)
+        left: list[Any] = sentences1
+        right: list[Any] = sentences2
+        if conditions is not None and self.condition_mode == "pair":
+            left, right = list(zip(sentences1, conditions)), list(zip(sentences2, conditions))
         embeddings, position = encode_distinct(
             self.model, left + right, batch_size=self.batch_size, show_progress=self.show_progress
         )

@@ -59,9 +59,8 @@ class Task:
     def load(self, root: Path) -> tuple[Dataset, list[LoadReport]]:
         """Load the task's pairs (and conditions for C-STS) from ``root``."""
         base = root / self.path
-        low, high = self.score_range
         if self.format == "senteval":
-            parts = [read_senteval_subset(base, s, label_range=(low, high)) for s in self.subsets]
+            parts = [read_senteval_subset(base, s, label_range=self.score_range) for s in self.subsets]
             return concatenate_datasets([d for d, _ in parts]), [r for _, r in parts]
         if self.format == "table":
             from finesim.data.table import read_table
@@ -69,16 +68,13 @@ class Task:
             ds, report = read_table(
                 base,
                 columns=dict(self.columns) or None,
-                label_range=(low, high),
+                label_range=self.score_range,
                 conditions="required" if self.with_conditions else "none",
                 split=self.table_split,
             )
-        elif self.format == "stsb":
-            ds, report = read_stsb(base, label_range=(low, high))
-        elif self.format == "sick":
-            ds, report = read_sick(base, label_range=(low, high))
         else:
-            ds, report = read_csts(base, label_range=(low, high))
+            read = {"stsb": read_stsb, "sick": read_sick, "csts": read_csts}[self.format]
+            ds, report = read(base, label_range=self.score_range)
         return ds, [report]
 
 
