@@ -67,18 +67,13 @@ def row_cosines(model: Any, features: list[dict[str, Any]]) -> Tensor:
     return torch.nn.functional.cosine_similarity(a, b, dim=-1)
 
 
-def check_pair_features(features: list[dict[str, Any]], *, loss_name: str = "a condition-pair loss") -> None:
-    """Raise unless there are exactly the four condition-pair columns."""
-    if len(features) != 4:
-        raise ValueError(
-            f"{loss_name} expects the 4 condition-pair columns (4 columns: bi-encoder (s1,c_high), (s2,c_high), "
-            f"(s1,c_low), (s2,c_low); tri-encoder s1, s2, c_high, c_low), got {len(features)}"
-        )
-
-
 def pair_outputs(model: Any, features: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The model outputs of the four views ``(s1, c_high), (s2, c_high), (s1, c_low), (s2, c_low)``."""
-    check_pair_features(features)
+    if len(features) != 4:
+        raise ValueError(
+            "a condition-pair loss expects the 4 condition-pair columns (4 columns: bi-encoder (s1,c_high), "
+            f"(s2,c_high), (s1,c_low), (s2,c_low); tri-encoder s1, s2, c_high, c_low), got {len(features)}"
+        )
     if is_tri(model):
         s1, s2, c_high, c_low = features
         ch = run(model, c_high)["sentence_embedding"]
@@ -139,14 +134,11 @@ def second_pass_projections(model: Any, features: list[dict[str, Any]]) -> Tenso
     return torch.cat([o["projected_embedding"] for o in outs])
 
 
-PairLossFn = Callable[..., Tensor]
-
-
 class PairCosineLoss(nn.Module):
     """A sentence-transformers loss over the four condition-pair columns computed from the two cosines alone:
     subclasses set :attr:`loss_fn` ``(cos_pos, cos_neg, label_pos, label_neg, *, reduction) -> Tensor``."""
 
-    loss_fn: PairLossFn
+    loss_fn: Callable[..., Tensor]
 
     def __init__(self, model: Any, *, reduction: str = "mean") -> None:
         super().__init__()

@@ -44,12 +44,6 @@ def _transform_modules(dim: int, dropout: float) -> list[Any]:
     return [Dropout(dropout), Dense(dim, dim, activation_function=torch.nn.GELU())]
 
 
-def _add_transform(model: Any) -> None:
-    """Append the transform MLP to a bi-encoder."""
-    for module in _transform_modules(model.get_embedding_dimension(), _config_dropout(model[0])):
-        model.append(module)
-
-
 def build_bi_encoder(
     backbone: str, *, pooling: str | None = None, transform: bool = False, max_length: int | None = None
 ) -> Any:
@@ -63,7 +57,8 @@ def build_bi_encoder(
     """
     model = load_sentence_model(backbone, pooling=pooling, max_length=max_length)
     if transform:
-        _add_transform(model)
+        for module in _transform_modules(model.get_embedding_dimension(), _config_dropout(model[0])):
+            model.append(module)
     return model
 
 
@@ -170,11 +165,13 @@ class QLoRAUnavailableError(RuntimeError):
     """Raised when 4-bit QLoRA is requested without a CUDA GPU or without bitsandbytes."""
 
 
-def check_qlora_available() -> None:
-    """Raise :class:`QLoRAUnavailableError` unless a CUDA GPU and bitsandbytes are present."""
+def _quantization_kwargs(quantize: str | None) -> dict[str, Any]:
+    """The model keywords of 4-bit QLoRA; :class:`QLoRAUnavailableError` without a CUDA GPU or bitsandbytes."""
+    if quantize is None:
+        return {}
+    if quantize != "4bit":
+        raise ValueError(f"quantize must be None or '4bit', got {quantize!r}")
     import importlib.util
-
-    import torch
 
     missing = []
     if not torch.cuda.is_available():
@@ -185,15 +182,6 @@ def check_qlora_available() -> None:
         raise QLoRAUnavailableError(
             "4-bit QLoRA needs " + " and ".join(missing) + "; use LoRA without quantization (quantize=None)."
         )
-
-
-def _quantization_kwargs(quantize: str | None) -> dict[str, Any]:
-    if quantize is None:
-        return {}
-    if quantize != "4bit":
-        raise ValueError(f"quantize must be None or '4bit', got {quantize!r}")
-    check_qlora_available()
-    import torch
     from transformers import BitsAndBytesConfig
 
     return {

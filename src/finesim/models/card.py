@@ -49,6 +49,11 @@ ENCODER_NAMES = {"bi": "bi-encoder", "tri": "tri-encoder", "cross": "cross-encod
 EXAMPLE_S1 = "A man is playing a guitar on a small stage."
 EXAMPLE_S2 = "A woman is singing into a microphone at a concert."
 EXAMPLE_CONDITIONS = ("the kind of performance", "the gender of the performer")
+EXAMPLE_LINES = (
+    f"sentence1 = {EXAMPLE_S1!r}",
+    f"sentence2 = {EXAMPLE_S2!r}",
+    f"conditions = {list(EXAMPLE_CONDITIONS)!r}",
+)
 # where a card's examples load the model from: path/to/<folder name>, or the Hub id your-name/<folder name>
 PLACEHOLDER_PARENT = "path/to"
 HUB_PLACEHOLDER = "your-name"
@@ -349,14 +354,8 @@ def finesim_card(info: CardInfo, path: str, plain: PlainLoading | None = None) -
     """A complete card without sentence-transformers' card data (CASE models, and the fallback)."""
     import yaml
 
-    meta: dict[str, Any] = {}
-    if info.language:
-        meta["language"] = info.language
-    if info.license:
-        meta["license"] = info.license
-    base = hub_id(info.base_model)
-    if base:
-        meta["base_model"] = base
+    given = {"language": info.language, "license": info.license, "base_model": hub_id(info.base_model)}
+    meta: dict[str, Any] = {key: value for key, value in given.items() if value}
     meta["library_name"] = "finesim"
     meta["pipeline_tag"] = "sentence-similarity"
     meta["tags"] = ["finesim", f"finesim-{info.encoder}"] + (["conditional-sts"] if info.conditional else [])
@@ -425,10 +424,7 @@ def usage_snippet(info: CardInfo, path: str, plain: PlainLoading | None = None) 
             if st_code is not None
             else "."
         )
-    if st_code is not None:
-        lead = f"With finesim, for any model type ({FINESIM_INSTALL_SHORT}):"
-    else:
-        lead = "With finesim:"
+    lead = f"With finesim, for any model type ({FINESIM_INSTALL_SHORT}):" if st_code is not None else "With finesim:"
     blocks.append(f"{lead}{runtime}\n\n" + _finesim_code(path))
     command = f"finesim evaluate --model {shlex.quote(path)} --tasks csts"
     blocks.append(f"From the command line: `{command}` (C-STS validation Spearman).")
@@ -457,14 +453,6 @@ def _install_plain(plain: PlainLoading) -> str:
     return text + "."
 
 
-def _examples() -> list[str]:
-    return [
-        f"sentence1 = {EXAMPLE_S1!r}",
-        f"sentence2 = {EXAMPLE_S2!r}",
-        f"conditions = {list(EXAMPLE_CONDITIONS)!r}",
-    ]
-
-
 def _load_line(cls: str, path: str, plain: PlainLoading) -> str:
     remote = ", trust_remote_code=True" if plain.remote_code else ""
     return f"model = {cls}({path!r}{remote})"
@@ -479,7 +467,7 @@ def _bi_code(path: str, plain: PlainLoading) -> str:
         "from sentence_transformers import SentenceTransformer",
         "",
         _load_line("SentenceTransformer", path, plain),
-        *_examples(),
+        *EXAMPLE_LINES,
         "# each input is a (sentence, condition) text pair: one input, the tokenizer's separator between the two",
         "a = model.encode([(sentence1, c) for c in conditions], normalize_embeddings=True)",
         "b = model.encode([(sentence2, c) for c in conditions], normalize_embeddings=True)",
@@ -504,7 +492,7 @@ def _tri_code(path: str, plain: PlainLoading) -> str:
         "",
         _load_line("SentenceTransformer", path, plain),
         f"head = {head}",
-        *_examples(),
+        *EXAMPLE_LINES,
         "# each sentence and the condition are encoded alone, then the head fuses them; the score is the cosine",
         "scores = head.similarity(model, [sentence1] * 2, [sentence2] * 2, conditions)",
         "for condition, score in zip(conditions, scores.tolist()):",
@@ -525,7 +513,7 @@ def _cross_code(path: str, plain: PlainLoading) -> str:
         "from sentence_transformers import CrossEncoder",
         "",
         _load_line("CrossEncoder", path, plain),
-        *_examples(),
+        *EXAMPLE_LINES,
         "sep = model.tokenizer.sep_token",
         "# the pair (sentence1, sentence2 [SEP] condition), read in one pass; the score is the raw output",
         'scores = model.predict([(sentence1, f"{sentence2} {sep} {c}") for c in conditions])',

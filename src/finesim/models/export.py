@@ -112,7 +112,7 @@ def export_model(
             export that disagrees with the torch model.
     """
     from finesim.models.hub import resolve_model_path
-    from finesim.models.io import load_conditional_model, read_marker
+    from finesim.models.io import encoder_type_of, load_conditional_model, read_marker
 
     say = progress or (lambda line: None)
     if format is None:
@@ -133,7 +133,7 @@ def export_model(
     torch_model = load_conditional_model(
         source, encoder=encoder or (None if marker is not None else "bi"), device="cpu", runtime=False
     )
-    encoder_type = _encoder_of(torch_model, marker, encoder)
+    encoder_type = encoder or (str(marker["encoder"]) if marker is not None else encoder_type_of(torch_model))
     transformer = transformer_module(torch_model)
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".export", dir=target.parent))
@@ -186,16 +186,6 @@ def _check_target(target: Path, source: Path, overwrite: bool) -> None:
         raise ValueError(f"--to {target}: is the source model's folder; export into a new folder")
     if target.is_dir() and any(target.iterdir()) and not overwrite:
         raise ValueError(f"--to {target}: the folder exists and is not empty; pass --overwrite to replace it")
-
-
-def _encoder_of(model: Any, marker: dict[str, Any] | None, encoder: str | None) -> str:
-    from finesim.models.io import encoder_type_of
-
-    if encoder is not None:
-        return encoder
-    if marker is not None:
-        return str(marker["encoder"])
-    return encoder_type_of(model)
 
 
 def _judge(spec: dict[str, Any]) -> None:
@@ -320,24 +310,16 @@ def _write_onnx(transformer: Any, folder: Path, quantize: str, say: Callable[[st
     if quantize == "int8":
         say("quantizing the ONNX model to int8 (ONNX Runtime dynamic quantization)")
         path = out_dir / "model_int8.onnx"
-        quantize_onnx(fp32, path, **ONNX_INT8)
+        quantize_onnx(fp32, path)
         fp32.unlink()
         spec["onnx_int8"] = dict(ONNX_INT8)
     spec.update(file=path.relative_to(folder).as_posix(), bytes=path.stat().st_size, sha256=file_sha256(path))
     return spec
 
 
-def quantize_onnx(
-    source: Path,
-    target: Path,
-    *,
-    per_channel: bool = True,
-    weight_type: str = "QInt8",
-    reduce_range: bool = False,
-    op_types: list[str] | tuple[str, ...] = ("MatMul", "Gather"),
-) -> Path:
-    """ONNX Runtime dynamic quantization of ``source``'s constant weights of ``op_types`` to int8 (``weight_type``
-    ``QInt8`` or ``QUInt8``; activations are quantized per batch at run time)."""
+def quantize_onnx(source: Path, target: Path) -> Path:
+    """ONNX Runtime dynamic quantization of ``source``'s constant weights to int8 with the :data:`ONNX_INT8` settings
+    (activations are quantized per batch at run time)."""
     import logging as _logging
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -349,10 +331,10 @@ def quantize_onnx(
         quantize_dynamic(
             str(source),
             str(target),
-            per_channel=per_channel,
-            reduce_range=reduce_range,
-            weight_type=QuantType[weight_type],
-            op_types_to_quantize=list(op_types),
+            per_channel=ONNX_INT8["per_channel"],
+            reduce_range=ONNX_INT8["reduce_range"],
+            weight_type=QuantType[ONNX_INT8["weight_type"]],
+            op_types_to_quantize=list(ONNX_INT8["op_types"]),
         )
     finally:
         quiet.setLevel(level)

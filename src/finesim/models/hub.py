@@ -110,18 +110,13 @@ def check_model_folder(folder: Path) -> None:
     )
 
 
-def canonical_name(name: str) -> str:
-    """The Hub id behind an alias (``minilm`` -> ``sentence-transformers/all-MiniLM-L6-v2``); other names unchanged."""
-    return ALIASES.get(name, name)
-
-
 def resolve_model_path(name: str) -> str:
     """Turn ``name`` into a local folder or a Hub id that can be loaded now.
 
     Raises:
         ModelResolutionError: the Hub is unreachable and no local copy exists; the message says what to do.
     """
-    name = canonical_name(name)
+    name = ALIASES.get(name, name)  # the Hub id behind an alias (minilm -> sentence-transformers/all-MiniLM-L6-v2)
     local = Path(name).expanduser()
     if local.exists():
         if not local.is_dir():

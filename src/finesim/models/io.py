@@ -108,11 +108,7 @@ def load_with_finesim_modules(path: str, *, classes: dict[str, type] | None = No
     replaces ``modules.json`` type -> class entries (the exported runtime's transformer)."""
     from sentence_transformers import SentenceTransformer
 
-    loader = getattr(SentenceTransformer, "_load_with_module_classes", None)
-    if loader is None:  # older sentence-transformers: fall back to the flag
-        kwargs.setdefault("trust_remote_code", True)
-        return SentenceTransformer(path, **kwargs)
-    return loader(str(path), {**module_classes(), **(classes or {})}, **kwargs)
+    return SentenceTransformer._load_with_module_classes(str(path), {**module_classes(), **(classes or {})}, **kwargs)
 
 
 def _has_finesim_modules(folder: Path) -> bool:
@@ -261,11 +257,10 @@ def load_conditional_model(
         import torch
         from sentence_transformers import CrossEncoder
 
-        kwargs: dict[str, Any] = {"device": device, "activation_fn": torch.nn.Identity()}
-        if classes:
-            model = CrossEncoder._load_with_module_classes(str(folder), classes, **kwargs)
-        else:
-            model = CrossEncoder(str(folder), **kwargs)
+        # classes: the exported runtime's transformer; none loads exactly as CrossEncoder(folder, ...)
+        model = CrossEncoder._load_with_module_classes(
+            str(folder), classes, device=device, activation_fn=torch.nn.Identity()
+        )
     else:
         model = load_with_finesim_modules(str(folder), classes=classes, device=device)
         if encoder == "tri" and find_condition_head(model) is None:

@@ -50,13 +50,12 @@ class PromptLMEncoder:
     def __init__(self, model: Any, config: PromptConfig | None = None) -> None:
         self.model = model
         module = find_prompt_transformer(model)
+        self.normalize = False
         if config is not None:
             resolve_template(config.template)
             module.template, module.add_bos = config.template, config.add_bos
             module.sentence_max_tokens = config.sentence_max_tokens
             self.normalize = config.normalize
-        else:
-            self.normalize = False
         self.module = module
         assert module.tokenizer is not None  # PromptTransformer.__init__ refuses a model without one
         if module.tokenizer.padding_side != "left":

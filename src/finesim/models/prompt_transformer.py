@@ -58,11 +58,6 @@ def eval_normalize(sentence: str) -> str:
     return s
 
 
-def _n_tokens(tokenizer: Any, texts: list[str]) -> list[int]:
-    # verbose=False: prompts longer than the limit are expected here (that is what is being measured)
-    return [len(ids) for ids in tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
-
-
 def fit_prompts(
     tokenizer: Any,
     sentences: Sequence[str],
@@ -99,8 +94,9 @@ def fit_prompts(
         return prompts
     todo = list(range(len(prompts)))
     while todo:
-        lengths = _n_tokens(tokenizer, [prompts[i] for i in todo])
-        over = [(i, n - max_length) for i, n in zip(todo, lengths) if n > max_length]
+        # verbose=False: prompts longer than the limit are expected here (that is what is being measured)
+        tokens = tokenizer([prompts[i] for i in todo], add_special_tokens=False, verbose=False)["input_ids"]
+        over = [(i, len(ids) - max_length) for i, ids in zip(todo, tokens) if len(ids) > max_length]
         for i, excess in over:
             if limits[i] == 0:
                 raise ValueError(

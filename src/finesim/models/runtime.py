@@ -81,8 +81,7 @@ def default_format(quantize: str) -> str:
 def transformer_module(model: Any) -> Any:
     """The model's first module when it is a plain sentence-transformers ``Transformer`` calling the model's
     ``forward`` (what an export replaces); a ``ValueError`` saying what is supported otherwise."""
-    modules = list(model)
-    first = modules[0] if modules else None
+    first = next(iter(model), None)
     if first is None or type(first) not in (Transformer, ExportedTransformer):
         name = type(first).__name__ if first is not None else "nothing"
         raise ValueError(
@@ -143,7 +142,9 @@ def apply_runtime(model: Any, folder: str | Path, spec: Mapping[str, Any]) -> An
         from finesim.results import file_sha256
 
         path = runtime_file(folder, spec)
-        _use_onnx(transformer, path, spec)
+        session = onnx_session(path)
+        inputs = list(spec.get("inputs") or [i.name for i in session.get_inputs()])
+        transformer.forward = OnnxForward(session, inputs, transformer.module_output_name)
         # what identifies the weights (finesim.evaluation.fingerprint): the recorded hash, checked above, or the file's
         digest = spec.get("sha256") or file_sha256(path)
     elif quantize == "int8":
@@ -187,15 +188,12 @@ def has_torch_weights(folder: str | Path) -> bool:
     return any(any(Path(folder).glob(pattern)) for pattern in TORCH_WEIGHT_FILES)
 
 
-def drop_torch_weights(folder: str | Path) -> list[str]:
+def drop_torch_weights(folder: str | Path) -> None:
     """Delete the transformer's torch weight files at the top of ``folder`` (an ONNX export's transformer runs from
-    its ONNX file); the weights of the modules in sub-folders stay. Returns the names deleted."""
-    gone = []
+    its ONNX file); the weights of the modules in sub-folders stay."""
     for pattern in TORCH_WEIGHT_FILES:
         for path in sorted(Path(folder).glob(pattern)):
             path.unlink()
-            gone.append(path.name)
-    return gone
 
 
 def weightless_module_classes(folder: str | Path) -> dict[str, type]:
@@ -268,12 +266,6 @@ class OnnxForward:
         (out,) = self.session.run(None, feed)
         features[self.output_name] = torch.from_numpy(out).to(ids.device)
         return features
-
-
-def _use_onnx(transformer: Any, path: Path, spec: Mapping[str, Any]) -> None:
-    session = onnx_session(path)
-    inputs = list(spec.get("inputs") or [i.name for i in session.get_inputs()])
-    transformer.forward = OnnxForward(session, inputs, transformer.module_output_name)
 
 
 # ---------------------------------------------------------------- torch int8 / bf16

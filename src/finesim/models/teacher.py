@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from finesim.models.card import CARD_KEY
 from finesim.models.hub import MARKER_FILE, resolve_model_path
@@ -35,11 +34,6 @@ class RecordedDevSplit:
     source: str  # the file it was read from
 
 
-def _recipe_data(recipe: Any) -> dict[str, Any] | None:
-    data = recipe.get("data") if isinstance(recipe, dict) else None
-    return data if isinstance(data, dict) and "dev_fraction" in data else None
-
-
 def recorded_dev_split(model: str | Path) -> RecordedDevSplit | None:
     """The dev split recorded for ``model`` (a folder, or a name finesim resolves), None when nothing records it.
 
@@ -56,8 +50,9 @@ def recorded_dev_split(model: str | Path) -> RecordedDevSplit | None:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise TeacherCheckError(f"{path}: cannot read the teacher's recorded recipe: {err}") from None
-        data = _recipe_data(recipe_of(doc) if isinstance(doc, dict) else None)
-        if data is not None:
+        recipe = recipe_of(doc) if isinstance(doc, dict) else None
+        data = recipe.get("data") if isinstance(recipe, dict) else None
+        if isinstance(data, dict) and "dev_fraction" in data:
             fraction, seed = data.get("dev_fraction"), data.get("dev_seed")
             return RecordedDevSplit(
                 None if fraction is None else float(fraction), None if seed is None else int(seed), str(path)

@@ -23,11 +23,6 @@ def selection_name(recipe: Recipe) -> str:
     return "dev" if recipe.data.dev_fraction is not None else "validation"
 
 
-def best_metric(recipe: Recipe) -> str:
-    """The trainer's ``metric_for_best_model`` for a recipe: ``eval_dev_spearman`` or ``eval_validation_spearman``."""
-    return f"eval_{selection_name(recipe)}_spearman"
-
-
 def training_arguments(
     recipe: Recipe, output_dir: Path, *, has_eval: bool, cross: bool, extra: dict[str, Any] | None = None
 ) -> Any:
@@ -52,7 +47,7 @@ def training_arguments(
         eval_strategy=t.eval_strategy if has_eval else "no",
         save_strategy=t.eval_strategy,
         load_best_model_at_end=has_eval and t.keep == "best",
-        metric_for_best_model=best_metric(recipe) if has_eval else None,
+        metric_for_best_model=f"eval_{selection_name(recipe)}_spearman" if has_eval else None,
         greater_is_better=True,
         report_to="none",
         dataloader_pin_memory=torch.cuda.is_available(),

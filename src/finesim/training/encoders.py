@@ -62,10 +62,6 @@ class EncoderType:
         return resolve_options(f"encoder type {self.name!r}", self.defaults, options, key="model.options")
 
 
-def _has_conditions(ds: Dataset) -> bool:
-    return "condition" in ds.column_names
-
-
 # ---------------------------------------------------------------- bi
 
 
@@ -76,7 +72,7 @@ def _build_bi(spec: Any) -> Any:
 
 
 def _bi_rows(model: Any, ds: Dataset) -> Dataset:
-    if not _has_conditions(ds):  # plain STS data: sentences alone
+    if "condition" not in ds.column_names:  # plain STS data: sentences alone
         return Dataset.from_dict({"sentence1": ds["sentence1"], "sentence2": ds["sentence2"], "label": ds["label"]})
     c = ds["condition"]
     return Dataset.from_dict(
@@ -119,7 +115,7 @@ def _build_tri(spec: Any) -> Any:
 
 
 def _tri_rows(model: Any, ds: Dataset) -> Dataset:
-    if not _has_conditions(ds):
+    if "condition" not in ds.column_names:
         raise ValueError("a tri-encoder needs a condition column in the training data")
     return Dataset.from_dict(
         {
@@ -152,7 +148,7 @@ def _build_cross(spec: Any) -> Any:
 def _cross_rows(model: Any, ds: Dataset) -> Dataset:
     from finesim.models.builders import cross_second_text
 
-    conds = ds["condition"] if _has_conditions(ds) else [None] * len(ds)
+    conds = ds["condition"] if "condition" in ds.column_names else [None] * len(ds)
     return Dataset.from_dict(
         {
             "first": ds["sentence1"],

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -100,21 +101,14 @@ def load_sts_unfiltered(path: Path, options: FormatOptions | None = None) -> tup
     return merged_sts_training_set(path, filter_eval_overlap=False)
 
 
-def _snli_pairs(path: Path, *, classes: bool) -> tuple[Dataset, dict[str, Any]]:
+def load_snli_pairs(
+    path: Path, options: FormatOptions | None = None, *, classes: bool
+) -> tuple[Dataset, dict[str, Any]]:
+    """The ``snli-regression`` and (``classes``) ``snli-classification`` formats: ``path`` is the SNLI folder."""
     from finesim.data.sts_training import nli_classification_pairs, nli_regression_pairs
 
     ds, report = (nli_classification_pairs if classes else nli_regression_pairs)(path)
     return Dataset.from_dict({"sentence1": ds["premise"], "sentence2": ds["hypothesis"], "label": ds["label"]}), report
-
-
-def load_snli_regression(path: Path, options: FormatOptions | None = None) -> tuple[Dataset, dict[str, Any]]:
-    """The ``snli-regression`` format: ``path`` is the SNLI folder."""
-    return _snli_pairs(path, classes=False)
-
-
-def load_snli_classification(path: Path, options: FormatOptions | None = None) -> tuple[Dataset, dict[str, Any]]:
-    """The ``snli-classification`` format: ``path`` is the SNLI folder."""
-    return _snli_pairs(path, classes=True)
 
 
 def load_snli_triplets(path: Path, options: FormatOptions | None = None) -> tuple[Dataset, dict[str, Any]]:
@@ -136,8 +130,8 @@ DATA_FORMATS: dict[str, DataLoader] = {
     "table": load_table,
     "sts": load_sts,
     "sts-unfiltered": load_sts_unfiltered,
-    "snli-regression": load_snli_regression,
-    "snli-classification": load_snli_classification,
+    "snli-regression": partial(load_snli_pairs, classes=False),
+    "snli-classification": partial(load_snli_pairs, classes=True),
     "snli-triplets": load_snli_triplets,
     "simcse-nli-csv": load_simcse_nli,
 }

@@ -91,8 +91,8 @@ class Preflight:
 
     @property
     def digest(self) -> str:
-        """SHA-256 of the fingerprint."""
-        return fingerprint_digest(self.fingerprint)
+        """SHA-256 of the fingerprint's canonical JSON."""
+        return hashlib.sha256(json.dumps(self.fingerprint, sort_keys=True, default=str).encode("utf-8")).hexdigest()
 
     def summary(self) -> list[str]:
         """One line per finding, for the command line."""
@@ -138,10 +138,15 @@ def preflight(
         RecipeError: a problem with the recipe, its backbone, its output folder or an earlier run there.
         DataFormatError: a data file that is missing or does not pass its reader's checks.
     """
+    from finesim.models.hub import ModelResolutionError, resolve_model_path
+
     check_recipe(recipe)
     source = recipe_source(recipe)
     out = output_folder(recipe, output_dir)
-    backbone = _check_backbone(recipe, source)
+    try:
+        backbone = resolve_model_path(recipe.model.backbone)
+    except ModelResolutionError as err:
+        raise RecipeError(f"{source}: model.backbone: {err}") from None
     root = data_root if data_root is not None else recipe.data.root
     train, dev = carve_dev(recipe, load_data(recipe, "train", root))
     validation = load_data(recipe, "validation", root) if recipe.data.validation else None
@@ -163,15 +168,6 @@ def output_folder(recipe: Recipe | CaseRecipe, output_dir: str | Path | None) ->
             f"{recipe_source(recipe)}: no output folder: set output_dir in the recipe or pass --output-dir"
         )
     return Path(output_dir or recipe.output_dir or "")
-
-
-def _check_backbone(recipe: Recipe, source: str) -> str:
-    from finesim.models.hub import ModelResolutionError, resolve_model_path
-
-    try:
-        return resolve_model_path(recipe.model.backbone)
-    except ModelResolutionError as err:
-        raise RecipeError(f"{source}: model.backbone: {err}") from None
 
 
 def resolve_data_path(path: str, root: str | None) -> Path:
@@ -343,12 +339,6 @@ def run_fingerprint(recipe: Recipe, train: LoadedData, validation: LoadedData | 
     keys = {k: v for k, v in _flatten(recipe.to_dict()).items() if k not in NOT_IN_FINGERPRINT}
     data = {"train": train.sha256, "validation": None if validation is None else validation.sha256}
     return {"recipe": keys, "data": data}
-
-
-def fingerprint_digest(fingerprint: dict[str, Any]) -> str:
-    """SHA-256 of a fingerprint's canonical JSON."""
-    blob = json.dumps(fingerprint, sort_keys=True, default=str).encode("utf-8")
-    return hashlib.sha256(blob).hexdigest()
 
 
 def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

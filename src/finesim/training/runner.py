@@ -198,11 +198,16 @@ def train(
     """
     pre = checked or preflight(recipe, output_dir=output_dir, data_root=data_root, resume=resume)
     out = pre.output_dir
-    if _is_main_process():
+    if int(os.environ.get("RANK", "0")) == 0:  # process 0 of a torchrun / accelerate launch (no process group yet)
         if pre.action == "restart":
             logger.warning("starting over in %s: deleted %s", out, ", ".join(start_over(out)))
         write_json_atomic(out / RUN_FILE, pre.run_record())
-    _seed_and_threads(recipe)
+    import torch
+    from transformers import set_seed
+
+    if recipe.train.num_threads:
+        torch.set_num_threads(recipe.train.num_threads)
+    set_seed(recipe.seed)
     encoder = get_encoder(recipe.model.encoder)
     objective = get_objective(recipe.objective.name)
     model = encoder.build(recipe.model)
@@ -235,7 +240,8 @@ def train(
         if report is not None:  # chosen on dev, reported on validation
             metrics["dev"], metrics["validation"] = metrics["validation"], report
         metrics["fingerprint_sha256"] = pre.digest
-        card = card_info(recipe, encoder, options, data, metrics, conditional=_conditional(pre))
+        conditional = "condition" in pre.train.dataset.column_names  # the training data pairs with conditions
+        card = card_info(recipe, encoder, options, data, metrics, conditional=conditional)
         save_model(model, out / "model", encoder=encoder.encoder, card=card)
         write_json_atomic(out / "config.json", _resolved_config(recipe, out, options, data))
         write_json_atomic(out / "metrics.json", metrics)
@@ -265,20 +271,6 @@ def layer_decay_mapping(module: Any, learning_rate: float, decay: float) -> dict
     }
 
 
-def _is_main_process() -> bool:
-    """Process 0 of a torchrun / accelerate launch (the process group does not exist yet at this point)."""
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def _seed_and_threads(recipe: Recipe) -> None:
-    import torch
-    from transformers import set_seed
-
-    if recipe.train.num_threads:
-        torch.set_num_threads(recipe.train.num_threads)
-    set_seed(recipe.seed)
-
-
 def _trainer(cross: bool) -> Any:
     if cross:
         from sentence_transformers.cross_encoder import CrossEncoderTrainer
@@ -287,11 +279,6 @@ def _trainer(cross: bool) -> Any:
     from sentence_transformers import SentenceTransformerTrainer
 
     return SentenceTransformerTrainer
-
-
-def _conditional(pre: Preflight) -> bool:
-    """Whether the training data pairs sentences with conditions."""
-    return "condition" in pre.train.dataset.column_names
 
 
 def card_info(

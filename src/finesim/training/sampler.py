@@ -89,17 +89,14 @@ class LengthGroupedBatchSampler(DefaultBatchSampler):
         )
         self.lengths = row_lengths(dataset, exclude=tuple(valid_label_columns or ()) + LABEL_COLUMNS)
 
-    def _batches(self) -> list[list[int]]:
-        return length_grouped_batches(
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from length_grouped_batches(
             self.lengths,
             self.batch_size,
             seed=int(self.seed) + int(self.epoch),
             megabatch_factor=self.megabatch_factor,
             drop_last=self.drop_last,
         )
-
-    def __iter__(self) -> Iterator[list[int]]:
-        yield from self._batches()
 
     def __len__(self) -> int:
         n, bs = len(self.lengths), self.batch_size

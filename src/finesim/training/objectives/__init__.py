@@ -18,11 +18,9 @@ import numpy as np
 
 from finesim.models.card import Citation
 from finesim.training.objectives import ccl, csts, pcc, sts
-from finesim.training.objectives.base import LABEL_FORMS, LAYOUTS, Objective
+from finesim.training.objectives.base import Objective
 
 __all__ = [
-    "LABEL_FORMS",
-    "LAYOUTS",
     "OBJECTIVES",
     "Objective",
     "build_loss",

@@ -74,30 +74,6 @@ def _regression_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def build_smooth_k2(model: Any, options: Mapping[str, Any]) -> Any:
-    from finesim.losses.smooth_k2 import SmoothK2Loss
-
-    return SmoothK2Loss(model, **_regression_kwargs(options))
-
-
-def build_translated_relu(model: Any, options: Mapping[str, Any]) -> Any:
-    from finesim.losses.translated_relu import TranslatedReLULoss
-
-    return TranslatedReLULoss(model, **_regression_kwargs(options))
-
-
-def build_l1(model: Any, options: Mapping[str, Any]) -> Any:
-    from finesim.losses.l1 import L1RegressionLoss
-
-    return L1RegressionLoss(model, **_regression_kwargs(options))
-
-
-def build_mse_regression(model: Any, options: Mapping[str, Any]) -> Any:
-    from finesim.losses.mse_regression import MSERegressionLoss
-
-    return MSERegressionLoss(model, **_regression_kwargs(options))
-
-
 def build_softmax(model: Any, options: Mapping[str, Any]) -> Any:
     from finesim.losses.softmax_classification import SoftmaxClassificationLoss
 
@@ -167,13 +143,30 @@ def _head_objective(
     )
 
 
+def _regression_objective(name: str, description: str, **defaults: float) -> Objective:
+    """A head objective whose loss regresses the head's score on the label (imported when it builds, so a recipe
+    check imports no torch), built with :func:`_regression_kwargs`; options ``defaults``, then
+    :data:`REGRESSION_DEFAULTS`."""
+
+    def build(model: Any, options: Mapping[str, Any]) -> Any:
+        from finesim.losses import l1, mse_regression, smooth_k2, translated_relu
+
+        loss = {
+            "smooth-k2": smooth_k2.SmoothK2Loss,
+            "translated-relu": translated_relu.TranslatedReLULoss,
+            "l1": l1.L1RegressionLoss,
+            "mse-regression": mse_regression.MSERegressionLoss,
+        }[name]
+        return loss(model, **_regression_kwargs(options))
+
+    return _head_objective(name, build, {**defaults, **REGRESSION_DEFAULTS}, description)
+
+
 OBJECTIVES = (
-    _head_objective("smooth-k2", build_smooth_k2, {"k": 2.0, "x0": 0.25, **REGRESSION_DEFAULTS}, "Smooth K2"),
-    _head_objective(
-        "translated-relu", build_translated_relu, {"k": 1.0, "x0": 0.25, **REGRESSION_DEFAULTS}, "Translated ReLU"
-    ),
-    _head_objective("l1", build_l1, dict(REGRESSION_DEFAULTS), "L1 on the regression head"),
-    _head_objective("mse-regression", build_mse_regression, dict(REGRESSION_DEFAULTS), "MSE on the regression head"),
+    _regression_objective("smooth-k2", "Smooth K2", k=2.0, x0=0.25),
+    _regression_objective("translated-relu", "Translated ReLU", k=1.0, x0=0.25),
+    _regression_objective("l1", "L1 on the regression head"),
+    _regression_objective("mse-regression", "MSE on the regression head"),
     _head_objective(
         "softmax",
         build_softmax,
