@@ -261,29 +261,45 @@ def best_section(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-# issue 42's rule for the STS headline (plan.yaml, best-sts; fixed 2026-11-27 before the challengers' seeds 1 and 2
-# ran): the single model with the highest mean STS-B dev over seeds 42, 1, 2 among every mpnet STS recipe tried; a
-# recipe with seed 42 only whose STS-B dev beats the leader's seed 42 runs seeds 1 and 2 first
-STS_CANDIDATES = (
-    "best-sts/mpnet-mse-cosine",
-    "best-sts/mpnet-pearson",
-    "pcc-mpnet/mpnet-stage1-then-pearson",
-    "sts-regression-mpnet/mpnet-mse-cosine-same-budget",
+# issue 42's rule for a headline (plan.yaml, beside best-sts; fixed 2026-11-27 before any challenger's seeds 1 and 2
+# ran): the single model with the highest mean dev score over seeds 42, 1, 2 among every all-mpnet-base-v2 run of the
+# claims studies that reports the task and has a score that chooses; a run with seed 42 only whose dev beats the
+# leader's seed 42 first runs seeds 1 and 2. CASE runs are left out (each seed carves its own dev split, so their dev
+# scores are not on the same pairs), and so are ensembles (not a single servable model).
+HEADLINES = (  # (task label, metric, the 3-seed recipe before the rule)
+    ("C-STS", "csts", "best-csts/mpnet-bi-mse"),
+    ("STS", "sts", "best-sts/mpnet-mse-cosine"),
 )
-STS_LEADER = "best-sts/mpnet-mse-cosine"  # the 3-seed recipe before the rule
 CHOICE_SEEDS = (42, 1, 2)
 
 
-def sts_choice(folder: Path) -> dict[str, Any]:
-    """The STS headline by the rule above: ``chosen`` (a run, or None while a challenger's seeds are missing),
-    ``dev`` (run -> seed -> STS-B dev), ``pending`` (challengers that still need seeds) and ``dropped`` (those whose
-    seed 42 does not beat the leader's)."""
-    dev = {run: {s: v for s, (v, _, _) in _run_scores(folder, run, "sts").items() if v is not None}
-           for run in STS_CANDIDATES}  # fmt: skip
-    leader42 = dev[STS_LEADER].get(42)
-    complete = [run for run in STS_CANDIDATES if all(s in dev[run] for s in CHOICE_SEEDS)]
+def headline_candidates(folder: Path, metric: str) -> list[str]:
+    """Every single-model mpnet claims run (``study/run``) that reports ``metric`` and has a dev score that chooses
+    (C-STS: the dev split carved from train; STS: STS-B dev), CASE aside."""
+    runs = []
+    for path in sorted((folder / "claims").glob("*/*mpnet*__seed*.json")):
+        result = read(path)
+        run = f"{result['study']}/{result['run']}"
+        if run in runs or result["study"] == "case" or result["spec"].get("kind") == "ensemble":
+            continue
+        scores = _run_scores(folder, run, metric)
+        if any(chose is not None and value is not None for chose, value, _ in scores.values()):
+            runs.append(run)
+    return runs
+
+
+def headline_choice(folder: Path, metric: str, leader: str) -> dict[str, Any]:
+    """The headline by the rule above: ``chosen`` (a run, or None while a challenger's seeds are missing), ``dev``
+    (run -> seed -> dev score), ``means`` (3-seed means), ``pending`` (challengers that still need seeds) and
+    ``dropped`` (seed-42-only runs that do not beat the leader's seed 42)."""
+    dev = {
+        run: {s: v for s, (v, _, _) in _run_scores(folder, run, metric).items() if v is not None}
+        for run in headline_candidates(folder, metric)
+    }
+    leader42 = dev.get(leader, {}).get(42)
+    complete = [run for run in dev if all(s in dev[run] for s in CHOICE_SEEDS)]
     pending, dropped = [], []
-    for run in STS_CANDIDATES:
+    for run in dev:
         if run in complete or 42 not in dev[run] or leader42 is None:
             continue
         (pending if dev[run][42] > leader42 else dropped).append(run)
@@ -292,33 +308,35 @@ def sts_choice(folder: Path) -> dict[str, Any]:
     return {"chosen": chosen, "dev": dev, "means": means, "pending": pending, "dropped": dropped}
 
 
-def sts_choice_lines(folder: Path) -> list[str]:
-    c = sts_choice(folder)
-    leader42 = c["dev"][STS_LEADER].get(42)
-    if leader42 is None:
-        return []
-    means = ", ".join(f"`{run}` {mean:.2f}" for run, mean in sorted(c["means"].items(), key=lambda kv: -kv[1]))
-    text = (
-        "**Which STS model is the headline** (issue 42's rule, fixed in `benchmarks/claims/plan.yaml` before the "
-        "challengers' seeds 1 and 2 ran): the single model with the highest mean STS-B dev over seeds 42, 1 and 2 "
-        f"among every mpnet STS recipe tried; one run on seed 42 only whose STS-B dev beats `{STS_LEADER}`'s "
-        f"({leader42:.2f}) runs seeds 1 and 2 first. 3-seed STS-B dev: {means or 'none yet'}."
-    )
-    if c["dropped"]:
-        text += (
-            " Not above the leader on seed 42: "
-            + ", ".join(f"`{run}` ({c['dev'][run][42]:.2f})" for run in c["dropped"])
-            + "."
-        )
-    if c["pending"]:
-        text += (
-            " Waiting for seeds 1 and 2: "
-            + ", ".join(f"`{run}` (seed 42: {c['dev'][run][42]:.2f})" for run in c["pending"])
-            + f"; until they land, the table's `{STS_LEADER}` is quoted."
-        )
-    else:
-        text += f" Chosen: `{c['chosen']}`."
-    return ["", text]
+def headline_lines(folder: Path) -> list[str]:
+    """The rule, and where each task's headline stands under it."""
+    lines = [
+        "",
+        "**Which model is the headline** (issue 42's rule, fixed in `benchmarks/claims/plan.yaml` before any "
+        "challenger's seeds 1 and 2 ran): for each task, the single model with the highest mean dev score (C-STS: the "
+        "dev split carved from train, the same pairs for every run; STS: STS-B dev) over seeds 42, 1 and 2 among every "
+        "all-mpnet-base-v2 run of the claims studies that has one (CASE runs aside: each seed carves its own dev "
+        "split); a run on seed 42 only whose dev beats the leader's seed 42 runs seeds 1 and 2 first.",
+    ]
+    for task, metric, leader in HEADLINES:
+        c = headline_choice(folder, metric, leader)
+        leader42 = c["dev"].get(leader, {}).get(42)
+        if leader42 is None:
+            continue
+        means = ", ".join(f"`{run}` {mean:.2f}" for run, mean in sorted(c["means"].items(), key=lambda kv: -kv[1]))
+        text = f"- {task}: 3-seed dev {means}."
+        if c["dropped"]:
+            dropped = ", ".join(f"`{run}` ({c['dev'][run][42]:.2f})" for run in c["dropped"])
+            text += f" Seed 42 not above `{leader}`'s {leader42:.2f}: {dropped}."
+        if c["pending"]:
+            pending = ", ".join(f"`{run}` ({c['dev'][run][42]:.2f})" for run in c["pending"])
+            text += (
+                f" Above it on seed 42, waiting for seeds 1 and 2: {pending}; until they land, `{leader}` is quoted."
+            )
+        else:
+            text += f" Chosen: `{c['chosen']}`."
+        lines.append(text)
+    return lines
 
 
 def sts_by_task(folder: Path) -> list[str]:
@@ -706,7 +724,31 @@ LEVERS_TRIED: tuple[tuple[str, str, str, str, str, str | None], ...] = (
         "best-csts/mpnet-bi-cross-ensemble",
         "best-csts/mpnet-bi-mse",
         "csts",
-        None,
+        "its weight is the best of 0.0–1.0 on this same dev, and 1.0 is the bi-encoder: its dev cannot fall below",
+    ),
+    (
+        "gradient accumulation 4 (128 rows a step), 5 epochs",
+        "mpnet C-STS",
+        "ccl-mpnet/mpnet-mse",
+        "best-csts/mpnet-bi-mse",
+        "csts",
+        "the CCL study's MSE run: no gradient clipping, no length grouping, pairs with tied labels kept",
+    ),
+    (
+        "the CCL objective (not MSE)",
+        "mpnet C-STS",
+        "ccl-mpnet/mpnet-ccl",
+        "best-csts/mpnet-bi-mse",
+        "csts",
+        "the CCL recipe's budget: accumulation 4, 5 epochs, no clipping",
+    ),
+    (
+        "QuMSE: Quad + MSE (not MSE)",
+        "mpnet C-STS",
+        "ccl-mpnet/mpnet-qumse",
+        "best-csts/mpnet-bi-mse",
+        "csts",
+        "the CCL study's budget: accumulation 4, 5 epochs, no clipping",
     ),
     (
         "3 epochs, last kept (not 2, best on dev)",
@@ -731,6 +773,30 @@ LEVERS_TRIED: tuple[tuple[str, str, str, str, str, str | None], ...] = (
         "best-sts/mpnet-mse-cosine",
         "sts",
         "the Pcc recipes' own settings",
+    ),
+    (
+        "InfoNCE on SNLI, then MSE (Pcc stage 1 + MSE)",
+        "mpnet STS",
+        "pcc-mpnet/mpnet-stage1-then-mse",
+        "best-sts/mpnet-mse-cosine",
+        "sts",
+        "the Pcc recipes' own settings",
+    ),
+    (
+        "InfoNCE on SNLI alone (Pcc stage 1)",
+        "mpnet STS",
+        "pcc-mpnet/mpnet-stage1-only",
+        "best-sts/mpnet-mse-cosine",
+        "sts",
+        "no STS-B/SICK training",
+    ),
+    (
+        "the regression paper's two stages (Smooth K2 on NLI, then STS)",
+        "mpnet STS",
+        "sts-regression-mpnet/mpnet-two-stage-smooth-k2",
+        "best-sts/mpnet-mse-cosine",
+        "sts",
+        "the paper's recipe and data",
     ),
     (
         "the regression paper's stage-2 settings",
@@ -766,7 +832,7 @@ def _delta(a: list[float], b: list[float]) -> str:
 def levers_tried_section(folder: Path) -> list[str]:
     """Issue 42's table: every lever tried, its dev and reported scores against its baseline on their common seeds."""
     lines = [
-        "## Every lever tried (issue 42)",
+        "## Levers tried for the best models (issue 42)",
         "",
         "Each lever against the run it changes, on the seeds both have (mean over them). Dev: the score that chooses",
         "(C-STS: the dev split carved from train; STS: STS-B dev), `—` where the run has none and so cannot be",
@@ -809,24 +875,26 @@ def levers_tried_section(folder: Path) -> list[str]:
 
 
 LEVERS_DECIDED = """\
-How each was decided: the MiniLM learning rates, layer decay and batch 64 by their screens' rules (above: none
-passes); the soup beats its best member on dev, which its rule calls worth shipping, but it is not shipped as the main
-job, which must stay one training of about 20 minutes while a soup needs one per member (`benchmarks/soup.py` makes
-one from any seeds' models); fp32 is level with bf16 and serves as the second screen's control; the ensemble wins on
-dev but is two forward passes, and issue 42 headlines a single servable model (it is reported beside it, above); the
-3-epoch paper recipe has no dev split to choose with; the STS challengers that dev favours on seed 42 run seeds 1 and 2
-under the rule in "Best models".\
+How each was decided: the MiniLM learning rate by its screen's rule (the highest dev keeps 1e-4); layer decay and batch
+64 by the second screen's rule (neither passes); the soup beats its best member on dev, which its rule calls worth
+shipping, but it is not shipped as the main job, which must stay one training of about 20 minutes while a soup needs
+one per member (`benchmarks/soup.py` makes one from any seeds' models); fp32 is level with bf16 and serves as the
+second screen's control; the ensemble wins on dev by construction and is two forward passes, and issue 42 headlines a
+single servable model (it is reported beside it, above); the 3-epoch paper recipe has no dev split to choose with; every
+other mpnet run enters the headline rule in "Best models", under which a seed-42 run that dev favours runs seeds 1
+and 2 before anything is chosen. The claims study's other mpnet runs (tri-encoders, the NLI-only objectives) are
+compared in [claims.md](claims.md); those with a dev score enter the same rule.\
 """
 
 
 LEVERS_NOT_TRIED = """\
 Levers of issue 42 not tried, and why: s1↔s2 augmentation leaves a bi-encoder's loss unchanged (one shared encoder
 and a symmetric cosine: the swapped row is the same example; the cross-encoder, which it would change, is far
-behind); auxiliary STS-B/SICK rows with a generic condition and a prompt template ("In terms of C: S") need the template
-carried into scoring, serving and the index, which finesim does not do yet; gradient accumulation is the same update as
-the larger batch above for an MSE loss without in-batch negatives; distilling an ensemble teacher into one bi-encoder
-needs a teacher that beats the bi-encoder, and the only ensemble tried does not beat it on validation; CoSENT (the
-`cosent` objective exists) and more NLI data were not run for lack of CPU time on this machine.\
+behind); a prompt template ("In terms of C: S") needs the template carried into scoring, serving and the index, which
+finesim does not do yet; auxiliary STS-B/SICK rows with a generic condition need no template but were not run;
+distilling an ensemble teacher into one bi-encoder needs the ensemble's seeds first (each is two mpnet trainings);
+CoSENT (the `cosent` objective exists) and more NLI data were not run. What stopped each of the last three is CPU time
+on this 2-core machine, spent first on the runs the headline rule asks for.\
 """
 
 
@@ -1261,7 +1329,7 @@ def build(folder: Path, figure_name: str | None) -> str:
             f"(img/{figure_name})\n"
         )
     rows = best_rows(folder)
-    parts.append("\n".join([*best_section(rows), *sts_choice_lines(folder), *sts_by_task(folder)]) + "\n")
+    parts.append("\n".join([*best_section(rows), *headline_lines(folder), *sts_by_task(folder)]) + "\n")
     parts.append(BEST_NOTES)
     parts.append("\n".join(main_job_section(folder)) + "\n")
     parts.append("\n".join(levers_section(folder)) + "\n")

@@ -156,8 +156,8 @@ def _chose_and_reported(result: dict) -> tuple[float | None, float]:
 def test_every_lever_row_recomputes_from_its_files() -> None:
     """Issue 42's table: the lever side's dev and reported means come from the files the row names, the Δ is the
     difference of the two sides as printed, and "dev favours" follows the sign."""
-    rows = table(PAGE.read_text(encoding="utf-8"), "## Every lever tried")
-    assert len(rows) >= 12
+    rows = table(PAGE.read_text(encoding="utf-8"), "## Levers tried for the best models")
+    assert len(rows) >= 18
     for cells in rows:
         names = re.findall(r"`([^`]+\.json)`", cells[-1])
         if names == ["soup_minilm-lr1e-4.json"]:
@@ -181,35 +181,52 @@ def test_every_lever_row_recomputes_from_its_files() -> None:
         assert cells[5] == ("the lever" if delta > 0 else "the baseline")
 
 
-def test_the_sts_headline_rule(page_script: ModuleType, tmp_path: Path) -> None:
-    """The STS headline waits for a challenger whose seed 42 beats the leader's STS-B dev, drops one that does not, and
-    picks the highest 3-seed mean once every challenger has its seeds."""
+def test_the_headline_rule(page_script: ModuleType, tmp_path: Path) -> None:
+    """A headline waits for a challenger whose seed 42 beats the leader's dev, drops one that does not, leaves out
+    CASE runs and runs without a score that chooses, and picks the highest 3-seed mean once every challenger has its
+    seeds."""
     folder = tmp_path / "results"
-    leader = page_script.STS_LEADER
-    template = json.loads((RESULTS / "claims" / "best-sts" / "mpnet-mse-cosine__seed42.json").read_text("utf-8"))
+    sts = json.loads((RESULTS / "claims" / "best-sts" / "mpnet-mse-cosine__seed42.json").read_text("utf-8"))
+    csts = json.loads((RESULTS / "claims" / "best-csts" / "mpnet-bi-mse__seed42.json").read_text("utf-8"))
 
-    def write(run: str, seed: int, dev: float) -> None:
+    def write(template: dict, run: str, seed: int, dev: float | None) -> None:
         study, name = run.split("/")
         result = json.loads(json.dumps(template))
         result.update(study=study, run=name, seed=seed)
-        result["train"]["validation"]["spearman"] = dev
+        key = "validation" if template is sts else "dev"
+        result["train"][key] = None if dev is None else {"spearman": dev}
         (folder / "claims" / study).mkdir(parents=True, exist_ok=True)
         (folder / "claims" / study / f"{name}__seed{seed}.json").write_text(json.dumps(result), encoding="utf-8")
 
-    challenger, loser = page_script.STS_CANDIDATES[1], page_script.STS_CANDIDATES[2]
+    leader, challenger, loser = "best-sts/mpnet-a", "pcc-mpnet/mpnet-b", "sts-regression-mpnet/mpnet-c"
     for seed, dev in ((42, 89.0), (1, 89.2), (2, 89.4)):
-        write(leader, seed, dev)
-    write(challenger, 42, 89.5)
-    write(loser, 42, 88.0)
-    choice = page_script.sts_choice(folder)
+        write(sts, leader, seed, dev)
+    write(sts, challenger, 42, 89.5)
+    write(sts, loser, 42, 88.0)
+    write(csts, "case/mpnet-d", 42, 99.0)  # CASE: its own dev carve, never a candidate
+    write(csts, "csts-mpnet/mpnet-e", 42, None)  # no dev split: nothing to choose on
+    write(csts, "ccl-mpnet/mpnet-f", 42, 99.0)  # a C-STS run is no STS candidate
+    assert page_script.headline_candidates(folder, "sts") == [leader, challenger, loser]
+    assert page_script.headline_candidates(folder, "csts") == ["ccl-mpnet/mpnet-f"]
+    choice = page_script.headline_choice(folder, "sts", leader)
     assert choice["chosen"] is None
     assert choice["pending"] == [challenger] and choice["dropped"] == [loser]
-    assert "Waiting for seeds 1 and 2" in " ".join(page_script.sts_choice_lines(folder))
-    write(challenger, 1, 89.0)
-    write(challenger, 2, 89.0)  # mean 89.17 < the leader's 89.2
-    assert page_script.sts_choice(folder)["chosen"] == leader
-    write(challenger, 2, 89.2)  # mean 89.23 > 89.2
-    assert page_script.sts_choice(folder)["chosen"] == challenger
+    write(sts, challenger, 1, 89.0)
+    write(sts, challenger, 2, 89.0)  # mean 89.17 < the leader's 89.2
+    assert page_script.headline_choice(folder, "sts", leader)["chosen"] == leader
+    write(sts, challenger, 2, 89.2)  # mean 89.23 > 89.2
+    assert page_script.headline_choice(folder, "sts", leader)["chosen"] == challenger
+
+
+def test_the_committed_page_states_each_headline(page_script: ModuleType) -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    for task, metric, leader in page_script.HEADLINES:
+        choice = page_script.headline_choice(RESULTS, metric, leader)
+        line = next(line for line in text.splitlines() if line.startswith(f"- {task}: 3-seed dev"))
+        if choice["pending"]:
+            assert "waiting for seeds 1 and 2" in line and all(f"`{run}`" in line for run in choice["pending"])
+        else:
+            assert line.endswith(f"Chosen: `{choice['chosen']}`.")
 
 
 def test_the_correctness_bar_recomputes() -> None:
