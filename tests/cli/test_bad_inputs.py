@@ -605,6 +605,18 @@ CASES: list[Case] = [
         1,
         ("cannot load 'someone/not-a-model-xyz'", "Hub is unreachable"),
     ),
+    Case(
+        "prompt-eval-k-shot-not-a-number",
+        lambda d: ["prompt-eval", "--k-shot", "x"],
+        2,
+        ("argument --k-shot: expected a whole number, got 'x'",),
+    ),
+    Case(
+        "prompt-eval-limit-zero",
+        lambda d: ["prompt-eval", "--limit", "0"],
+        2,
+        ("argument --limit: must be >= 1, got 0",),
+    ),
     Case("train-no-recipe", lambda d: ["train"], 2, ("a recipe file is required",)),
     Case("bound-n-too-small", lambda d: ["bound", "--n", "1"], 2, ("--n must be at least 2",)),
     Case(

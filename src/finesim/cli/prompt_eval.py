@@ -16,23 +16,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from finesim.cli.common import check_output_file, command_parser, positive_float
+from finesim.cli.common import check_output_file, command_parser, non_negative_int, positive_float, positive_int
 
 logger = logging.getLogger("finesim.prompting")
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def register(subparsers: Any) -> None:
@@ -49,7 +35,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--backend", choices=("hf", "openai"), required=True, help="local transformers or HTTP API")
     p.add_argument("--model", required=True, help="checkpoint folder / Hub id (hf) or served model name (openai)")
     p.add_argument("--task", choices=TASKS, default="csts", help="the task prompted for")
-    p.add_argument("--k-shot", type=_non_negative, default=0, help="in-context examples (paper: 0, 2, 4)")
+    p.add_argument("--k-shot", type=non_negative_int, default=0, help="in-context examples (paper: 0, 2, 4)")
     p.add_argument("--instructions", choices=INSTRUCTION_NAMES, default="short", help="the instruction text")
     p.add_argument("--example-format", choices=EXAMPLE_FORMATS, default="plain", help="see docs/prompting.md")
     p.add_argument("--seed", type=int, default=42, help="demonstration sampling and invalid-reply draws")
@@ -57,7 +43,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--split", choices=("validation", "test"), default="validation", help="STS-B only: dev or test")
     p.add_argument("--eval-file", help="evaluate this file instead (C-STS CSV or STS-B TSV, by --task)")
     p.add_argument("--train-file", help="draw demonstrations from this file instead")
-    p.add_argument("--limit", type=_positive, help="only the first N evaluation rows")
+    p.add_argument("--limit", type=positive_int, help="only the first N evaluation rows")
     p.add_argument("--output", metavar="FILE", help="results JSON (written atomically)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--cache", help="reply cache JSONL (default: next to --output, <output>.replies.jsonl)")
@@ -68,7 +54,7 @@ def register(subparsers: Any) -> None:
         "weights served under one --model name (the key omits --base-url)",
     )
     p.add_argument("--no-rows", action="store_true", help="leave per-row replies out of the results file")
-    p.add_argument("--max-new-tokens", type=_positive, default=20, help="reply length limit (paper: 20)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=20, help="reply length limit (paper: 20)")
     hf = p.add_argument_group("hf backend")
     hf.add_argument(
         "--model-kind", choices=("auto", "causal", "seq2seq"), default="auto", help="decoder-only or encoder-decoder"
@@ -76,7 +62,7 @@ def register(subparsers: Any) -> None:
     hf.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default="auto", help="weights' dtype")
     hf.add_argument("--device", default="auto", help="torch device")
     hf.add_argument("--device-map", help="e.g. 'auto' to spread a large model over devices (needs accelerate)")
-    hf.add_argument("--batch-size", type=_positive, default=8, help="prompts per generation batch")
+    hf.add_argument("--batch-size", type=positive_int, default=8, help="prompts per generation batch")
     hf.add_argument(
         "--special-tokens",
         choices=("auto", "yes", "no"),
@@ -94,8 +80,8 @@ def register(subparsers: Any) -> None:
     api.add_argument("--api", choices=("chat", "completions"), default="chat", help="which endpoint to call")
     api.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
     api.add_argument("--timeout", type=positive_float, default=60.0, help="seconds per request")
-    api.add_argument("--max-retries", type=_non_negative, default=5, help="retries per request")
-    api.add_argument("--concurrency", type=_positive, default=4, help="requests in flight at a time")
+    api.add_argument("--max-retries", type=non_negative_int, default=5, help="retries per request")
+    api.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight at a time")
     api.add_argument(
         "--on-error",
         choices=("fail", "invalid"),
