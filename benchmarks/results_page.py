@@ -6,8 +6,10 @@ Every number in the page's tables is computed here from a results JSON under ``b
 named next to it): finesim's best models (``claims/best-csts``, ``claims/best-sts``), the main job
 (the screen's chosen run ``claims/levers-csts-minilm/minilm-lr1e-4__seed*.json`` and ``main_job_issue42.json``;
 before issue 42: ``csts_train_3ep*.json``, ``refactor_main_job_after*.json``), the main job's learning-rate and epoch
-screen (``claims/levers-csts-minilm``), and the evaluation harness's correctness bar and speed
-(``evaluate_minilm.json``, ``evaluate_mpnet.json``). The figure plots every comparative claim of
+screen (``claims/levers-csts-minilm``), the evaluation harness's correctness bar and speed
+(``evaluate_minilm.json``, ``evaluate_mpnet.json``), two-stage conditional search (``two_stage_*.json``) and
+``finesim serve``'s throughput (issue 41: ``serve_stack/*.json``, ``serve_load_*.json``; the run letters' descriptions
+and the same-round comparisons are constants here). The figure plots every comparative claim of
 ``benchmarks/claims/claims.yaml`` on all-MiniLM-L6-v2 (each seed a dot, the mean ± sd a bar) next to its verdict,
 with the same rule as docs/claims.md (``benchmarks/claims/report.py``). The notes between the tables (what each recipe
 reproduces, the reading of the best-model runs, the one-off benchmarks) are text kept in this script: each names the
@@ -686,9 +688,9 @@ def levers2_lines(folder: Path) -> list[str]:
     return lines
 
 
-# issue 42: every lever tried, each against the run it changes, on the seeds both have (lever, where, the lever's
-# run, its baseline, the metric, what else differs or None). "soup" is benchmarks/soup.py's file against its best member
-# by dev; a run without a dev split (or STS-B dev) shows "—" there and cannot be chosen
+# issue 42: the levers tried for the best models, each against the run it changes, on the seeds both have (lever,
+# where, the lever's run, its baseline, the metric, what else differs or None). "soup" is benchmarks/soup.py's file
+# against its best member by dev; a run without a dev split (or STS-B dev) shows "—" there and cannot be chosen
 LEVERS_TRIED: tuple[tuple[str, str, str, str, str, str | None], ...] = (
     ("learning rate 5e-5 (not 1e-4)", "MiniLM C-STS", f"{LEVERS}/minilm-lr5e-5", MAIN_JOB_RUN, "csts", None),
     ("learning rate 2e-4 (not 1e-4)", "MiniLM C-STS", f"{LEVERS}/minilm-lr2e-4", MAIN_JOB_RUN, "csts", None),
@@ -830,7 +832,8 @@ def _delta(a: list[float], b: list[float]) -> str:
 
 
 def levers_tried_section(folder: Path) -> list[str]:
-    """Issue 42's table: every lever tried, its dev and reported scores against its baseline on their common seeds."""
+    """Issue 42's table: each lever tried for the best models, its dev and reported scores against its baseline on
+    their common seeds."""
     lines = [
         "## Levers tried for the best models (issue 42)",
         "",
@@ -1076,6 +1079,299 @@ def search_section(folder: Path) -> list[str]:
         ]
     files_used = ", ".join(f"`{path.name}`" for name, path in files.items() if name in data)
     lines += ["", f"Files: {files_used}."]
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------- serving throughput
+
+SERVE_STACK = "serve_stack"  # benchmarks/serve_load.py runs of issue 41, one file per run: <letter>_ppr<N>_r<k>.json
+# what each run letter changes (the files record the HTTP stack, --workers and --threads, not D's environment or F's
+# switch interval); every run: one worker unless named, wrk with 32 connections for 30 s, cache off, batch 64, 5 ms
+SERVE_RUNS = {
+    "A": "1 worker, asyncio + h11 (the default install), 2 torch threads",
+    "B": "uvloop + httptools (`uvicorn[standard]`)",
+    "C": "B with `--threads 1`",
+    "D": "A with `OMP_WAIT_POLICY=PASSIVE`",
+    "E": "A again, with CPU accounting",
+    "F": "E with a 0.5 ms GIL switch interval (`sys.setswitchinterval`)",
+    "G": "2 workers x 1 torch thread (`--workers 2 --threads 1`)",
+}
+# the runs before issue 41's interleaved rounds, in benchmarks/results/: file stem -> what differs
+SERVE_EARLIER = {
+    "serve_load_minilm-bi-mse-tuned": "Python clients (32 threads in the benchmark's process), main-job model",
+    "serve_load_minilm-bi-mse-tuned_wait20ms": "Python clients, 20 ms wait",
+    "serve_load_wrk_ppr1_w1": "wrk, 1 worker (2 torch threads)",
+    "serve_load_wrk_ppr1_w2": "wrk, 2 workers (1 torch thread each)",
+    "serve_load_wrk_ppr32_w1": "wrk, 1 worker (2 torch threads)",
+    "serve_load_wrk_ppr32_w2": "wrk, 2 workers (1 torch thread each)",
+    "serve_load_wrk_ibs64_ppr1": "wrk, `--inference-batch-size 64` (the default)",
+    "serve_load_wrk_ibs16_ppr1": "wrk, `--inference-batch-size 16`",
+    "serve_load_wrk_ibs64_ppr32": "wrk, `--inference-batch-size 64` (the default)",
+    "serve_load_wrk_ibs16_ppr32": "wrk, `--inference-batch-size 16`",
+}
+# each hypothesis against the default in the same rounds (interleaved on the idle machine), its rule fixed before the
+# runs: adopt the change when its mean server pairs/s beats the default's by more than SERVE_ADOPT_MARGIN
+SERVE_ROUNDS = (
+    ("B", ("B_ppr1_r1", "B_ppr1_r2"), ("A_ppr1_r1", "A_ppr1_r2")),
+    ("C", ("C_ppr1_r1", "C_ppr1_r2"), ("A_ppr1_r1", "A_ppr1_r2")),
+    ("D", ("D_ppr1_r1", "D_ppr1_r2"), ("A_ppr1_r3", "A_ppr1_r4")),
+    ("F", ("F_ppr1_r1", "F_ppr1_r2"), ("E_ppr1_r4", "E_ppr1_r5")),
+    ("G", ("G_ppr1_r1", "G_ppr1_r2"), ("E_ppr1_r6", "E_ppr1_r7")),
+)
+SERVE_ADOPT_MARGIN = 0.05
+SERVE_GOAL = 0.8  # issue 41: the batched server at >= 0.8x the in-process scorer's pairs/s
+SERVE_DEFAULT_RUNS = ("A", "E")  # what `finesim serve` runs by default
+
+
+def serve_row(path: Path, what: str) -> dict[str, Any]:
+    """One server run of ``benchmarks/serve_load.py``: the figures of the tables below, unrounded."""
+    d = read(path)
+    settings, server = d["settings"], d["results"]["server_batched"]
+    in_process = float(d["results"]["in_process"]["pairs_per_s"])
+    row: dict[str, Any] = {
+        "stem": path.stem,
+        "letter": path.stem.split("_")[0] if path.parent.name == SERVE_STACK else None,
+        "what": what,
+        "ppr": int(settings["pairs_per_request"]),
+        "workers": int(server.get("workers") or settings.get("workers") or 1),
+        "in_process": in_process,
+        "server": float(server["pairs_per_s"]),
+        "ratio": float(server["pairs_per_s"]) / in_process,
+        "p95": float(server["latency_ms"]["p95"]),
+        "errors": int(server["errors"]),
+        "exit_code": server.get("exit_code_after_sigterm"),
+        "requests_per_batch": server.get("server_mean_requests_per_batch"),
+        "pairs": int(server["pairs"]),
+        "one_at_a_time": d["results"].get("server_one_at_a_time", {}).get("pairs_per_s"),
+        "cores": int(d["environment"]["hardware"]["cpu_count"]),
+        "cpu": None,
+    }
+    cpu = server.get("cpu_seconds")
+    if cpu:
+        total = float(cpu["machine_total_s"])
+        row["cpu"] = {
+            "loop": 100 * cpu["server_main_threads_s"] / total,
+            "model": 100 * cpu["server_other_threads_s"] / total,
+            "wrk": 100 * cpu["load_generator_s"] / total,
+            "idle": 100 * (total - cpu["machine_busy_s"]) / total,
+            "model_ms_per_pair": 1000 * cpu["server_other_threads_s"] / row["pairs"],
+            "busiest_model_s": [s for kind, s in cpu.get("server_busiest_threads_s", []) if kind == "other" and s],
+        }
+    return row
+
+
+def serve_rows(folder: Path) -> list[dict[str, Any]]:
+    """The interleaved runs (``serve_stack/[A-G]_ppr*_r*.json``) by run letter, pairs per request, repeat."""
+
+    def order(path: Path) -> tuple[str, int, int]:
+        letter, ppr, repeat = path.stem.split("_")
+        return letter, int(ppr.removeprefix("ppr")), int(repeat.removeprefix("r"))
+
+    paths = sorted((p for p in (folder / SERVE_STACK).glob("*_ppr*_r*.json") if p.stem[0] in SERVE_RUNS), key=order)
+    return [serve_row(p, SERVE_RUNS[p.stem[0]]) for p in paths]
+
+
+def serve_earlier_rows(folder: Path) -> list[dict[str, Any]]:
+    """The earlier runs of SERVE_EARLIER that are committed, in its order."""
+    return [serve_row(folder / f"{stem}.json", what) for stem, what in SERVE_EARLIER.items()
+            if (folder / f"{stem}.json").is_file()]  # fmt: skip
+
+
+def _span(values: list[float], fmt: str = ".2f", unit: str = "") -> str:
+    lo, hi = f"{min(values):{fmt}}", f"{max(values):{fmt}}"
+    return f"{lo}{unit}" if lo == hi else f"{lo}–{hi}{unit}"
+
+
+def _serve_table_row(r: dict[str, Any], cpu_columns: bool) -> str:
+    cells = [
+        f"`{r['stem']}`",
+        r["what"],
+        str(r["ppr"]),
+        str(r["workers"]),
+        f"{r['in_process']:.1f}",
+        f"{r['server']:.1f}",
+        f"{r['ratio']:.2f}×",
+        f"{r['p95']:,.0f}",
+        str(r["errors"]),
+        "" if r["requests_per_batch"] is None else f"{r['requests_per_batch']:.1f}",
+    ]
+    if cpu_columns:
+        cpu = r["cpu"]
+        cells += [f"{cpu[k]:.1f}" if cpu else "" for k in ("loop", "model", "wrk", "idle")]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _goal_line(rows: list[dict[str, Any]], ppr: int) -> str:
+    """The >= 0.8x goal at ``ppr`` pairs per request: met when a set-up's mean ratio over its runs reaches it."""
+    runs = [r for r in rows if r["ppr"] == ppr]
+    if not runs:
+        return f"- ≥ {SERVE_GOAL}× in-process at {ppr} pair(s) per request: no run."
+    means = {
+        letter: stats([r["ratio"] for r in runs if r["letter"] == letter])
+        for letter in sorted({r["letter"] for r in runs})
+    }
+    best = max(means, key=lambda letter: means[letter]["mean"])
+    default = [r["ratio"] for r in runs if r["letter"] in SERVE_DEFAULT_RUNS]
+    met = means[best]["mean"] >= SERVE_GOAL
+    return (
+        f"- ≥ {SERVE_GOAL}× in-process at {ppr} pair{'s' if ppr > 1 else ''} per request: ratios"
+        f" {_span([r['ratio'] for r in runs], unit='×')} over {len(runs)} runs"
+        + (f" (the default set-up, {' and '.join(SERVE_DEFAULT_RUNS)}: {_span(default, unit='×')})" if default else "")
+        + f"; the best set-up by mean ratio is {best} ({means[best]['mean']:.2f}× over {means[best]['n']}"
+        f" run{'s' if means[best]['n'] > 1 else ''}): **{'met' if met else 'not met'}**."
+    )
+
+
+def serve_section(folder: Path) -> list[str]:
+    """Issue 41's serving throughput (docs/serving.md): every server run of ``benchmarks/serve_load.py`` under
+    ``serve_stack/`` and the earlier ``serve_load_*.json``, the goals, the same-round comparisons, the in-process
+    chunks and the py-spy profile summary; empty when ``serve_stack/`` holds no run."""
+    rows = serve_rows(folder)
+    if not rows:
+        return []
+    by_stem = {r["stem"]: r for r in rows}
+    header = (
+        "| run | what differs | pairs per request | workers | in-process pairs/s | server pairs/s | ratio | p95 ms |"
+        " errors | requests per micro-batch |"
+    )
+    lines = [
+        "## Serving throughput (finesim serve, issue 41)",
+        "",
+        "`benchmarks/serve_load.py --load-generator wrk` (one wrk thread, 32 keep-alive connections, 30 s) against",
+        "`finesim serve` with a MiniLM C-STS bi-encoder (`runs/levers-minilm-lr5e-5-seed42`), C-STS validation pairs",
+        "cycled, cache off, batch 64, 5 ms wait, on the idle 2-core CPU; each run measures its own in-process baseline",
+        "(the scorer's `similarity` over the same pairs, median of 3), and ratio is server / in-process pairs/s of the",
+        "same file. One row per file of `benchmarks/results/serve_stack/`; the runs of one round were interleaved. CPU",
+        "columns (where recorded, from `/proc`): share of the machine's CPU over the timed load taken by the server's",
+        "event loop (its main thread), the model threads (its other threads), wrk, and left idle. The files do not",
+        "record D's environment or F's switch interval. Conclusions and how to rerun:",
+        "[serving.md](serving.md#benchmark-conclusions).",
+        "",
+        header + " event loop % | model threads % | wrk % | idle % |",
+        "|---" * 14 + "|",
+        *(_serve_table_row(r, cpu_columns=True) for r in rows),
+        "",
+        "Goals (the rule: a set-up meets the ratio goal when its mean ratio over its runs at that request size reaches",
+        f"{SERVE_GOAL}×; computed from the rows above):",
+        "",
+        _goal_line(rows, 1),
+        _goal_line(rows, 32),
+    ]
+    earlier = serve_earlier_rows(folder)
+    everything = rows + earlier
+    errors = sum(r["errors"] for r in everything)
+    lines.append(
+        f"- 0 errors: {errors} error{'s' if errors != 1 else ''} over {len(everything)} server runs (these and the"
+        f" earlier ones below): **{'met' if errors == 0 else 'not met'}**."
+    )
+    multi = [r for r in everything if r["workers"] > 1]
+    if multi:
+        worked = all(r["errors"] == 0 and r["exit_code"] == 0 for r in multi)
+        lines.append(
+            f"- Two worker processes: {len(multi)} runs ({', '.join('`' + r['stem'] + '`' for r in multi)}),"
+            f" {'all with 0 errors and exit code 0 on SIGTERM' if worked else 'not all clean'}:"
+            f" **{'they work' if worked else 'failures'}**; at 1 pair per request they reach"
+            f" {_span([r['ratio'] for r in multi if r['ppr'] == 1], unit='×')} in-process."
+        )
+    else:
+        lines.append("- Two worker processes: no run.")
+    lines += [
+        "",
+        f"Same-round comparisons (rule fixed before the runs: adopt when the mean beats the default's by more than"
+        f" {SERVE_ADOPT_MARGIN:.0%}):",
+        "",
+        "| change | its runs | server pairs/s, mean | default's runs (same rounds) | default's mean | change"
+        " | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for letter, runs, base in SERVE_ROUNDS:
+        if not all(stem in by_stem for stem in (*runs, *base)):
+            continue
+        mine = stats([by_stem[s]["server"] for s in runs])["mean"]
+        theirs = stats([by_stem[s]["server"] for s in base])["mean"]
+        change = mine / theirs - 1
+        lines.append(
+            f"| {letter}: {SERVE_RUNS[letter]} | {', '.join(f'`{s}`' for s in runs)} | {mine:.1f} |"
+            f" {', '.join(f'`{s}`' for s in base)} | {theirs:.1f} | {change:+.1%} |"
+            f" {'adopted' if change > SERVE_ADOPT_MARGIN else 'not adopted'} |"
+        )
+    cpu_rows = [r for r in rows if r["cpu"]]
+    small = [r for r in cpu_rows if r["ppr"] == 1 and r["workers"] == 1]
+    large = [r for r in cpu_rows if r["ppr"] == 32 and r["workers"] == 1]
+    if small:
+        lines += ["", "Where the CPU goes (the rows with CPU columns; one worker):", ""]
+        for label, group in (("1 pair per request", small), ("32 pairs per request", large)):
+            if not group:
+                continue
+            loop = _span([r["cpu"]["loop"] for r in group], ".1f", "%")
+            wrk = _span([r["cpu"]["wrk"] for r in group], ".1f", "%")
+            not_model = _span([r["cpu"]["loop"] + r["cpu"]["idle"] for r in group], ".1f", "%")
+            model = _span([r["cpu"]["model_ms_per_pair"] for r in group], ".1f", " ms")
+            in_process = _span([1000 * r["cores"] / r["in_process"] for r in group], ".1f", " ms")
+            lines.append(
+                f"- {label} ({', '.join(sorted({r['letter'] for r in group}))}): event loop {loop}, wrk {wrk}, not in"
+                f" the model threads (event loop + idle) {not_model}; the model threads' CPU per pair answered {model}"
+                f" against {in_process} for the in-process scorer if it kept every core busy (not measured)."
+            )
+        busiest = [r for r in cpu_rows if r["cpu"]["busiest_model_s"]]
+        if busiest:
+            cells = "; ".join(
+                f"`{r['stem']}` " + " and ".join(f"{s:.1f}" for s in r["cpu"]["busiest_model_s"]) for r in busiest
+            )
+            lines.append(f"- CPU seconds of each busy model thread over the timed load: {cells}.")
+    chunks_path = folder / SERVE_STACK / "in_process_chunks.json"
+    if chunks_path.is_file():
+        results = read(chunks_path)["results"]
+        chunked = sorted(results["in_process_chunked"].values(), key=lambda c: c["chunk_pairs"])
+        lines += [
+            "",
+            "The in-process scorer on consecutive chunks of a micro-batch's size (`serve_stack/in_process_chunks.json`,"
+            " no server):",
+            "",
+            "| pairs per call | calls | pairs/s |",
+            "|---|---|---|",
+            *(f"| {c['chunk_pairs']} | {c['calls']} | {c['pairs_per_s']:.1f} |" for c in chunked),
+            f"| all {results['in_process']['pairs']:,} (one call) | 1 | {results['in_process']['pairs_per_s']:.1f} |",
+        ]
+    profile_path = folder / SERVE_STACK / "profile_A_summary.json"
+    if profile_path.is_file():
+        profile = read(profile_path)
+        shares = "; ".join(
+            f"{thread} ({profile['samples'][thread]:,} samples): "
+            + ", ".join(f"`{fn}` {share:.1%}" for fn, share in functions.items())
+            for thread, functions in profile["inclusive_share"].items()
+        )
+        lines += [
+            "",
+            f"py-spy {profile['py_spy']} profile of run A's load (`serve_stack/profile_A_summary.json`,"
+            f" {profile['requests_per_s_while_profiled']:.1f} requests/s while profiled), share of each thread's"
+            f" samples inside a function (inclusive): {shares}.",
+        ]
+    if earlier:
+        in_process = [r["in_process"] for r in earlier]
+        lines += [
+            "",
+            "Earlier runs (`benchmarks/results/serve_load_*.json`, before the interleaved rounds; each judged against"
+            f" its own in-process baseline only, which moved between {min(in_process):.1f} and"
+            f" {max(in_process):.1f} pairs/s):",
+            "",
+            header,
+            "|---" * 10 + "|",
+            *(_serve_table_row(r, cpu_columns=False) for r in earlier),
+        ]
+        single = [r for r in earlier if r["one_at_a_time"]]
+        if single:
+            cells = "; ".join(
+                f"`{r['stem']}` {r['server'] / r['one_at_a_time']:.2f}× ({r['one_at_a_time']:.1f} pairs/s one at a"
+                f" time; in-process / one at a time {r['in_process'] / r['one_at_a_time']:.2f}×)"
+                for r in single
+            )
+            met = any(r["server"] / r["one_at_a_time"] >= 3.0 for r in single)
+            lines.append("")
+            lines.append(
+                f"Batched against one-request-at-a-time server (goal ≥ 3×, Python clients): {cells}:"
+                f" **{'met' if met else 'not met'}**; the in-process ratio bounds what micro-batching could reach."
+            )
     return lines
 
 
@@ -1341,6 +1637,9 @@ def build(folder: Path, figure_name: str | None) -> str:
     search = search_section(folder)
     if search:
         parts.append("\n".join(search) + "\n")
+    serve = serve_section(folder)
+    if serve:
+        parts.append("\n".join(serve) + "\n")
     parts.append(RECIPES.replace("@CSTS_GRID@", csts_grid_cell(folder)))
     parts.append(BENCHMARKS.replace("@CCL_5EP@", ccl_5ep_cell(folder)))
     return "\n".join(parts)
