@@ -453,3 +453,189 @@ def test_every_row_of_the_serving_tables_recomputes_from_its_file() -> None:
         [str(c["chunk_pairs"]), str(c["calls"]), f"{c['pairs_per_s']:.1f}"] for c in expected_chunks
     ]
     assert chunk_rows[-1][2] == f"{chunks['in_process']['pairs_per_s']:.1f}"
+
+
+DISTILLED = "## A distilled first stage (issue 41)"
+TWO_STAGE = "## Conditional search at scale: two-stage search"
+
+
+def _section(text: str, heading: str) -> str:
+    """From ``heading`` to the next ``## `` heading."""
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_every_distillation_row_and_its_goal_recompute_from_the_files() -> None:
+    """Issue 41's distillation: one row per non-smoke ``distill/*.json`` (seed 42 first), each figure worked out here
+    from its file (gap = teacher - student on validation and on dev, time per step = the student's seconds over its
+    steps), and per teacher and recipe the gap goal (<= 2 points, mean over the seeds run) with the seeds counted
+    against the 3 planned."""
+    section = _section(PAGE.read_text(encoding="utf-8"), DISTILLED)
+    rows = table(section, DISTILLED)
+    files = {
+        p.relative_to(RESULTS).as_posix(): json.loads(p.read_text(encoding="utf-8"))
+        for p in sorted((RESULTS / "distill").glob("*.json"))
+    }
+    files = {name: d for name, d in files.items() if not d.get("smoke")}
+    assert files, "no distillation results file"
+    assert sorted(cells[0].strip("`") for cells in rows) == sorted(files)
+    gaps: dict[tuple[str, str], dict[int, float]] = {}
+    for cells in rows:
+        d = files[cells[0].strip("`")]
+        val, dev = d["validation_spearman"], d["dev_spearman"]
+        steps = d["student_training"]["global_steps"]
+        triples = d["data"]["triples_report"]["counts"]["total"]
+        kept = int(d["student_training"]["best_checkpoint"].rsplit("-", 1)[1])
+        assert cells[1] == f"`{d['teacher']['model']}`"
+        assert cells[2] == f"`{d['student']['recipe']['name']}`"
+        assert cells[3] == str(d["seed"])
+        assert cells[4] == f"{triples:,}"
+        assert cells[5] == f"{kept:,} of {steps:,}"
+        assert cells[6] == f"{d['student_training']['dev_spearman_at_selection']:.2f}"
+        assert cells[7] == f"{dev['teacher']:.2f} / {dev['student']:.2f} ({dev['teacher'] - dev['student']:.2f})"
+        assert cells[8] == f"{val['teacher']:.2f} / {val['student']:.2f}"
+        assert cells[9] == f"**{val['teacher'] - val['student']:.2f}**"
+        assert abs((val["teacher"] - val["student"]) - d["gap_validation"]) < 1e-9  # run.py's own figure agrees
+        assert cells[10] == f"{d['seconds']['student'] / steps:.2f} s"
+        assert cells[11].startswith(f"{d['seconds']['student'] / 60:.0f} min")
+        teacher_s = d["seconds"]["teacher-scores"]
+        assert cells[12] == f"{teacher_s / 60:.1f} min ({triples / teacher_s:.1f} triples/s)"
+        gaps.setdefault((d["teacher"]["model"], d["student"]["recipe"]["name"]), {})[d["seed"]] = (
+            val["teacher"] - val["student"]
+        )
+    for (teacher, recipe), by_seed in gaps.items():
+        mean = statistics.mean(by_seed.values())
+        planned = len(set(by_seed) & {42, 1, 2})
+        line = next(x for x in section.splitlines() if x.startswith("- gap ≤ 2 points") and f"`{recipe}`" in x)
+        assert f"from `{teacher}`: {mean:.2f} (mean over {len(by_seed)} seed" in line, line
+        assert f"; {planned} of the 3 planned seeds run)" in line, line
+        assert line.endswith("**met**." if mean <= 2.0 else "**not met**."), line
+    # at the time of writing: one MiniLM seed, the goal not met
+    assert any(statistics.mean(v.values()) > 2.0 for v in gaps.values())
+
+
+def test_the_distilled_first_stage_table_recomputes() -> None:
+    """The student as its teacher's first stage: recall@10 against the teacher's exact ranking per first-stage search
+    and N from ``two_stage_search_distilled.json``, the teacher's own ``conditioned`` rows from
+    ``two_stage_search.json``, and the count of points where the student is below."""
+    section = _section(PAGE.read_text(encoding="utf-8"), DISTILLED)
+    student = json.loads((RESULTS / "two_stage_search_distilled.json").read_text(encoding="utf-8"))
+    teacher = json.loads((RESULTS / "two_stage_search.json").read_text(encoding="utf-8"))
+    rows = table(section, "As the first stage of its teacher's two-stage search")
+    names = {"exact": "exact first stage", "hnsw": "HNSW first stage"}
+    expected_rows = []
+    mine = {
+        (r["first_stage_search"], r["candidates"]): r["recall_at_10_vs_reference"] for r in student["results"]["recall"]
+    }
+    own = {
+        (r["first_stage_search"], r["candidates"]): r["recall_at_10"]
+        for r in teacher["results"]["recall"]
+        if r["query_mode"] == "conditioned"
+    }
+    ns = sorted({n for _, n in mine})
+    for label, points in (("distilled student (`tri`)", mine), ("the teacher's own (`conditioned`)", own)):
+        for search in ("exact", "hnsw"):
+            expected_rows.append([f"{label}, {names[search]}"] + [f"{points[(search, n)]:.3f}" for n in ns])
+    assert rows == expected_rows
+    below = sum(mine[k] < own[k] for k in mine)
+    sentence = f"lower recall@10 than the teacher's own first stage at {below} of {len(mine)} points"
+    assert sentence in section
+
+
+def test_the_two_stage_goal_lines_recompute() -> None:
+    """Issue 41's goals for two-stage search, worked out here from the files: a never-seen condition over 1M texts at
+    p50 <= 500 ms and p95 <= 1 s (cold cache; per first stage, met up to the largest N below which every N is
+    within), recall@10 >= 0.90 against the exact fp32 ranking at 50k texts (per first stage, from the smallest N
+    after which every N reaches it; the int8 export's best against fp32), and both at once (the int8 recall at 50k
+    standing in at the points within the latency bounds)."""
+    section = _section(PAGE.read_text(encoding="utf-8"), TWO_STAGE)
+    goals = {cells[0]: cells for cells in table(section, "Goals of issue 41")}
+    load = lambda name: json.loads((RESULTS / name).read_text(encoding="utf-8"))  # noqa: E731
+    latency = {
+        (r["first_stage_search"], r["candidates"]): (1000 * r["cold"]["p50_seconds"], 1000 * r["cold"]["p95_seconds"])
+        for r in load("two_stage_latency_1m.json")["results"]["latency"]
+    }
+    within = {k for k, (p50, p95) in latency.items() if p50 <= 500 and p95 <= 1000}
+    (lat_goal,) = [c for g, c in goals.items() if g.startswith("a never-seen condition over 1,000,000 texts")]
+    names = {"exact": "exact first stage", "hnsw": "HNSW first stage"}
+    for search in ("exact", "hnsw"):
+        ns = sorted(n for s, n in latency if s == search)
+        upto = None
+        for n in ns:
+            if (search, n) not in within:
+                break
+            upto = n
+        if upto is not None:
+            assert f"N ≤ {upto} ({names[search]})" in lat_goal[2]
+    assert lat_goal[2].startswith("**met**") == bool(within)
+    fp32 = {
+        (r["first_stage_search"], r["candidates"]): r["recall_at_10"]
+        for r in load("two_stage_search.json")["results"]["recall"]
+        if r["query_mode"] == "conditioned"
+    }
+    int8_rows = [r for r in load("two_stage_search_int8.json")["results"]["recall"] if r["query_mode"] == "conditioned"]
+    int8 = {(r["first_stage_search"], r["candidates"]): r["recall_at_10_vs_reference"] for r in int8_rows}
+    (recall_goal,) = [c for g, c in goals.items() if g.startswith("recall@10 ≥ 0.90")]
+    for search in ("exact", "hnsw"):
+        ns = sorted(n for s, n in fp32 if s == search)
+        reach = [n for i, n in enumerate(ns) if all(fp32[(search, m)] >= 0.90 for m in ns[i:])]
+        if reach:
+            assert f"from N = {reach[0]} ({names[search]})" in recall_goal[2]
+            assert f"{fp32[(search, reach[0])]:.3f} at N = {reach[0]}" in recall_goal[1]
+    assert f"at most {max(int8.values()):.3f}" in recall_goal[1]
+    assert recall_goal[2].endswith("int8: **met**" if max(int8.values()) >= 0.90 else "int8: **not met**")
+    (both,) = [c for g, c in goals.items() if g.startswith("both at once")]
+    shown = [int8[k] for k in sorted(within) if k in int8]
+    for k in sorted(within):
+        assert f"{names[k[0]]} N = {k[1]}: {int8[k]:.3f} against fp32" in both[1]
+    assert both[2] == ("**met**" if shown and max(shown) >= 0.90 else "**not met**")
+    # at the time of writing: latency met at small N, recall by fp32 at larger N, never both at once with int8
+    assert within and max(fp32.values()) >= 0.90 and max(shown) < 0.90
+
+
+def test_the_small_corpus_search_tables_recompute() -> None:
+    """``conditional_retrieval.json`` and ``index_scaling.json`` rows: preferences, recall@10 by label band, and each
+    index size's build, latency (ms), faiss recall and disk figures."""
+    text = PAGE.read_text(encoding="utf-8")
+    retrieval = json.loads((RESULTS / "conditional_retrieval.json").read_text(encoding="utf-8"))
+    rows = table(text, "### Conditioning changes what is found")
+    assert len(rows) == len(retrieval["results"])
+    for cells, r in zip(rows, retrieval["results"], strict=True):
+        rec = r["recall"]
+        assert cells[0] == f"`{r['name']}` (`{r['model']}`)"
+        assert cells[2:6] == [
+            f"{r['rank_preference']:.2f}",
+            f"{r['score_preference']:.2f}",
+            str(r["preference_comparisons"]),
+            f"{rec['all']['recall_at_10']:.2f}",
+        ]
+        assert cells[6:8] == [f"{rec['label_4_5']['recall_at_10']:.2f}", f"{rec['label_1_2']['recall_at_10']:.2f}"]
+    scaling = json.loads((RESULTS / "index_scaling.json").read_text(encoding="utf-8"))
+    rows = table(text, "### Index build time, latency, memory")
+    expected = []
+    for key in sorted(scaling["results"], key=int):
+        size = scaling["results"][key]
+        for head, t in size.get("tri", {}).items():
+            ann = t["approximate"]
+            expected.append(
+                [
+                    f"{size['size']:,}",
+                    f"tri, {head}",
+                    f"{t['build_seconds']:.1f} s ({t['build_texts_per_second']:.0f} texts/s)",
+                    f"{1000 * t['exact']['p50_seconds']:.0f} / {1000 * t['exact']['p95_seconds']:.0f}",
+                    f"{1000 * ann['hnsw']['p50_seconds']:.0f} / {ann['hnsw']['recall_at_10']:.3f}",
+                    f"{1000 * ann['ivf']['p50_seconds']:.0f} / {ann['ivf']['recall_at_10']:.3f}",
+                    f"{t['index_bytes'] / 1e6:.0f} MB",
+                ]
+            )
+        if "bi" in size:
+            bi = size["bi"]
+            expected.append(
+                [f"{size['size']:,}", "bi", None, f"warm {1000 * bi['warm']['p50_seconds']:.0f} / "
+                 f"{1000 * bi['warm']['p95_seconds']:.0f}", None, None,
+                 f"+ {bi['condition_bytes_each'] / 1e6:.0f} MB per condition"]
+            )  # fmt: skip
+    assert len(rows) == len(expected)
+    for cells, want in zip(rows, expected, strict=True):
+        assert [c for c, w in zip(cells, want) if w is not None] == [w for w in want if w is not None]
