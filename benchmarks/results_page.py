@@ -1055,8 +1055,8 @@ def _latency_goal_row(lat: dict[tuple[str, int], tuple[float, float]], size: int
 
 
 def _recall_goal_row(fp32: dict[tuple[str, int], float], int8: dict[tuple[str, int], float], size: int) -> str:
-    """The recall goal: per first stage, the smallest N from which every measured N reaches it (fp32), and the
-    int8 export's best recall against the fp32 ranking."""
+    """The recall goal: per first stage, the smallest N from which every measured N reaches it, for fp32 and for the
+    int8 export (against the fp32 ranking), with the int8 export's best recall shown."""
     measured, verdicts = [], []
     for search in FIRST_STAGE:
         ns = _ns(fp32, search)
@@ -1069,11 +1069,18 @@ def _recall_goal_row(fp32: dict[tuple[str, int], float], int8: dict[tuple[str, i
             measured.append(f"fp32, {FIRST_STAGE[search]}: at most {fp32[(search, best)]:.3f} (N = {best})")
     verdict = f"fp32: **met** {', '.join(verdicts)}" if verdicts else "fp32: **not met**"
     if int8:
+        # the same rule as fp32's: the smallest N from which every measured N reaches the goal
+        int8_reach = []
+        for search in FIRST_STAGE:
+            ns = _ns(int8, search)
+            reach = [n for i, n in enumerate(ns) if all(int8[(search, m)] >= SEARCH_GOAL_RECALL for m in ns[i:])]
+            if reach:
+                int8_reach.append(f"from N = {reach[0]} ({FIRST_STAGE[search]})")
         key = max(int8, key=lambda k: int8[k])
         measured.append(
             f"int8 export against fp32's ranking: at most {int8[key]:.3f} (N = {key[1]}, {FIRST_STAGE[key[0]]})"
         )
-        verdict += f"; int8: **{'met' if int8[key] >= SEARCH_GOAL_RECALL else 'not met'}**"
+        verdict += f"; int8: **met** {', '.join(int8_reach)}" if int8_reach else "; int8: **not met**"
     return (
         f"| recall@10 ≥ {SEARCH_GOAL_RECALL:.2f} against the exact fp32 bi-encoder ranking ({size:,} texts) |"
         f" {'; '.join(measured)} | {verdict} |"
@@ -1365,11 +1372,17 @@ def distill_section(folder: Path) -> list[str]:
         gap = stats([r["gap"] for r in group])
         seeds = [r["seed"] for r in group]
         planned = [s for s in DISTILL_PLANNED_SEEDS if s in seeds]
-        met = gap["mean"] <= DISTILL_GOAL
+        judged = len(planned) == len(DISTILL_PLANNED_SEEDS)
+        met = judged and gap["mean"] <= DISTILL_GOAL
         lines.append(
             f"- gap ≤ {DISTILL_GOAL:g} points on C-STS validation, `{recipe}` from `{teacher}`: {gap['mean']:.2f}"
             f" (mean over {gap['n']} seed{'s' if gap['n'] > 1 else ''}: {', '.join(map(str, seeds))}; {len(planned)}"
-            f" of the {len(DISTILL_PLANNED_SEEDS)} planned seeds run): **{'met' if met else 'not met'}**."
+            f" of the {len(DISTILL_PLANNED_SEEDS)} planned seeds run): "
+            + (
+                f"**{'met' if met else 'not met'}**."
+                if judged or gap["mean"] > DISTILL_GOAL
+                else "not judged until every planned seed has run."
+            )
         )
     scale = []
     for backbone, (tri, bi) in DISTILL_SCALE.items():
@@ -1707,23 +1720,20 @@ def _serve_table_row(r: dict[str, Any], cpu_columns: bool) -> str:
 
 
 def _goal_line(rows: list[dict[str, Any]], ppr: int) -> str:
-    """The >= 0.8x goal at ``ppr`` pairs per request: met when a set-up's mean ratio over its runs reaches it."""
+    """The >= 0.8x goal at ``ppr`` pairs per request, judged on the default set-up's runs pooled (their mean ratio,
+    each against its own file's in-process run), never on the best of several set-ups; p95 reported beside it."""
     runs = [r for r in rows if r["ppr"] == ppr]
-    if not runs:
-        return f"- ≥ {SERVE_GOAL}× in-process at {ppr} pair(s) per request: no run."
-    means = {
-        letter: stats([r["ratio"] for r in runs if r["letter"] == letter])
-        for letter in sorted({r["letter"] for r in runs})
-    }
-    best = max(means, key=lambda letter: means[letter]["mean"])
-    default = [r["ratio"] for r in runs if r["letter"] in SERVE_DEFAULT_RUNS]
-    met = means[best]["mean"] >= SERVE_GOAL
+    label = f"- ≥ {SERVE_GOAL}× in-process at {ppr} pair{'s' if ppr > 1 else ''} per request"
+    default = [r for r in runs if r["letter"] in SERVE_DEFAULT_RUNS]
+    if not default:
+        return f"{label}: no run of the default set-up."
+    ratio = stats([r["ratio"] for r in default])
+    met = ratio["mean"] >= SERVE_GOAL
     return (
-        f"- ≥ {SERVE_GOAL}× in-process at {ppr} pair{'s' if ppr > 1 else ''} per request: ratios"
-        f" {_span([r['ratio'] for r in runs], unit='×')} over {len(runs)} runs"
-        + (f" (the default set-up, {' and '.join(SERVE_DEFAULT_RUNS)}: {_span(default, unit='×')})" if default else "")
-        + f"; the best set-up by mean ratio is {best} ({means[best]['mean']:.2f}× over {means[best]['n']}"
-        f" run{'s' if means[best]['n'] > 1 else ''}): **{'met' if met else 'not met'}**."
+        f"{label}: the default set-up ({' and '.join(SERVE_DEFAULT_RUNS)}) {ratio['mean']:.2f}× mean over"
+        f" {ratio['n']} run{'s' if ratio['n'] > 1 else ''} ({_span([r['ratio'] for r in default], unit='×')}),"
+        f" p95 {_span([r['p95'] for r in default], fmt=',.0f', unit=' ms')}; every set-up:"
+        f" {_span([r['ratio'] for r in runs], unit='×')} over {len(runs)} runs: **{'met' if met else 'not met'}**."
     )
 
 
@@ -1756,8 +1766,9 @@ def serve_section(folder: Path) -> list[str]:
         "|---" * 14 + "|",
         *(_serve_table_row(r, cpu_columns=True) for r in rows),
         "",
-        "Goals (the rule: a set-up meets the ratio goal when its mean ratio over its runs at that request size reaches",
-        f"{SERVE_GOAL}×; computed from the rows above):",
+        "Goals (the rule: the ratio goal is met when the default set-up's runs at that request size reach",
+        f"{SERVE_GOAL}× on average, each against its own in-process run, which moves between runs; other set-ups are",
+        "shown, never picked; computed from the rows above):",
         "",
         _goal_line(rows, 1),
         _goal_line(rows, 32),
@@ -1871,7 +1882,7 @@ def serve_section(folder: Path) -> list[str]:
                 f" time; in-process / one at a time {r['in_process'] / r['one_at_a_time']:.2f}×)"
                 for r in single
             )
-            met = any(r["server"] / r["one_at_a_time"] >= 3.0 for r in single)
+            met = all(r["server"] / r["one_at_a_time"] >= 3.0 for r in single)
             lines.append("")
             lines.append(
                 f"Batched against one-request-at-a-time server (goal ≥ 3×, Python clients): {cells}:"
