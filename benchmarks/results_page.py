@@ -1689,6 +1689,27 @@ def serve_rows(folder: Path) -> list[dict[str, Any]]:
     return [serve_row(p, SERVE_RUNS[p.stem[0]]) for p in paths]
 
 
+def serve_settings(folder: Path) -> dict[str, str]:
+    """What the interleaved runs' files record about their set-up, one text per setting: the value when every file
+    agrees, else the values seen."""
+    paths = [p for p in (folder / SERVE_STACK).glob("*_ppr*_r*.json") if p.stem[0] in SERVE_RUNS]
+    seen: dict[str, set[str]] = {}
+    for path in paths:
+        d = read(path)
+        values = {
+            "clients": d["settings"]["clients"],
+            "duration": f"{d['settings']['duration']:g}",
+            "batch_size": d["settings"]["batch_size"],
+            "batch_wait_ms": f"{d['settings']['batch_wait_ms']:g}",
+            "repeats": d["settings"]["in_process_repeats"],
+            "model": d["settings"]["model"],
+            "cores": d["environment"]["hardware"]["cpu_count"],
+        }
+        for key, value in values.items():
+            seen.setdefault(key, set()).add(str(value))
+    return {key: " or ".join(sorted(values)) for key, values in seen.items()}
+
+
 def serve_earlier_rows(folder: Path) -> list[dict[str, Any]]:
     """The earlier runs of SERVE_EARLIER that are committed, in its order."""
     return [serve_row(folder / f"{stem}.json", what) for stem, what in SERVE_EARLIER.items()
@@ -1744,6 +1765,7 @@ def serve_section(folder: Path) -> list[str]:
     rows = serve_rows(folder)
     if not rows:
         return []
+    setup = serve_settings(folder)
     by_stem = {r["stem"]: r for r in rows}
     header = (
         "| run | what differs | pairs per request | workers | in-process pairs/s | server pairs/s | ratio | p95 ms |"
@@ -1752,11 +1774,13 @@ def serve_section(folder: Path) -> list[str]:
     lines = [
         "## Serving throughput (finesim serve, issue 41)",
         "",
-        "`benchmarks/serve_load.py --load-generator wrk` (one wrk thread, 32 keep-alive connections, 30 s) against",
-        "`finesim serve` with a MiniLM C-STS bi-encoder (`runs/levers-minilm-lr5e-5-seed42`), C-STS validation pairs",
-        "cycled, cache off, batch 64, 5 ms wait, on the idle 2-core CPU; each run measures its own in-process baseline",
-        "(the scorer's `similarity` over the same pairs, median of 3), and ratio is server / in-process pairs/s of the",
-        "same file. One row per file of `benchmarks/results/serve_stack/`; the runs of one round were interleaved. CPU",
+        f"`benchmarks/serve_load.py --load-generator wrk` (one wrk thread, {setup['clients']} keep-alive"
+        f" connections, {setup['duration']} s) against `finesim serve` with a MiniLM C-STS bi-encoder"
+        f" (`{setup['model']}`), C-STS validation pairs cycled, cache off, batch {setup['batch_size']},"
+        f" {setup['batch_wait_ms']} ms wait, on the idle {setup['cores']}-core CPU; each run measures its own"
+        " in-process baseline (the scorer's `similarity` over the same pairs, median of"
+        f" {setup['repeats']}), and ratio is server / in-process pairs/s of the same file."
+        " One row per file of `benchmarks/results/serve_stack/`; the runs of one round were interleaved. CPU",
         "columns (where recorded, from `/proc`): share of the machine's CPU over the timed load taken by the server's",
         "event loop (its main thread), the model threads (its other threads), wrk, and left idle. The files do not",
         "record D's environment or F's switch interval. Conclusions and how to rerun:",
