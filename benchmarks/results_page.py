@@ -1110,6 +1110,13 @@ def _both_goal_row(
     )
 
 
+def _short_size(n: int) -> str:
+    """``50k``, ``1M``; the plain number when it is not a round thousand."""
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else f"{n:,}"
+
+
 def search_section(folder: Path) -> list[str]:
     """Two-stage conditional search (docs/search.md): recall@10 against the exact fp32 bi-encoder ranking and the
     latency of a never-seen condition, from ``two_stage_*.json``, and issue 41's goals computed from them; empty when
@@ -1136,6 +1143,9 @@ def search_section(folder: Path) -> list[str]:
         )
     drawn = re.search(r"--latency-queries (\d+)", data.get("two_stage_latency", {}).get("command", ""))
     per_point = f", {drawn.group(1)} per point" if drawn else ""
+    sizes = {name: _short_size(d["settings"]["size"]) if "size" in d.get("settings", {}) else "?"
+             for name, d in data.items()}  # fmt: skip
+    sizes = {name: sizes.get(name, "?") for name in files} | sizes
     lines = [
         "## Conditional search at scale: two-stage search",
         "",
@@ -1149,9 +1159,10 @@ def search_section(folder: Path) -> list[str]:
         "`conditioned` (the default). Conclusions and how to run it:",
         "[search.md](search.md#measured-recall10-and-latency-against-n-up-to-1m-texts).",
         "",
-        "| N | recall@10, fp32 re-ranker, 50k texts (exact / HNSW first stage) | recall@10, int8 re-ranker, 50k"
-        " (exact / HNSW) | p50 / p95 ms, fp32, 50k, exact first stage | fp32, 50k, HNSW | int8, 1M texts, exact"
-        " first stage | int8, 1M, HNSW |",
+        f"| N | recall@10, fp32 re-ranker, {sizes['two_stage_search']} texts (exact / HNSW first stage) | recall@10,"
+        f" int8 re-ranker, {sizes['two_stage_search_int8']} (exact / HNSW) | p50 / p95 ms, fp32,"
+        f" {sizes['two_stage_latency']}, exact first stage | fp32, {sizes['two_stage_latency']}, HNSW | int8,"
+        f" {sizes['two_stage_latency_1m']} texts, exact first stage | int8, {sizes['two_stage_latency_1m']}, HNSW |",
         "|---|---|---|---|---|---|---|",
     ]
     for n in sorted({n for _, n in recall} | {n for _, n in lat1m}):
