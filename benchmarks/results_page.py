@@ -281,14 +281,12 @@ def headline_candidates(folder: Path, metric: str) -> list[str]:
     """Every single-model mpnet claims run (``study/run``) that reports ``metric`` and has a dev score that chooses
     (C-STS: the dev split carved from train; STS: STS-B dev), CASE aside."""
     runs = []
-    for path in sorted((folder / "claims").glob("*/*mpnet*__seed*.json")):
-        result = read(path)
-        run = f"{result['study']}/{result['run']}"
-        if run in runs or result["study"] == "case" or result["spec"].get("kind") == "ensemble":
-            continue
-        scores = _run_scores(folder, run, metric)
-        if any(chose is not None and value is not None for chose, value, _ in scores.values()):
-            runs.append(run)
+    for study in sorted(p.name for p in (folder / "claims").iterdir() if p.is_dir() and p.name != "case"):
+        for run, results in claims_runs(folder, study).items():
+            if "mpnet" not in run.split("/")[1] or results[0]["spec"].get("kind") == "ensemble":
+                continue
+            if any(chose is not None and value is not None for chose, value, _ in _scores(results, metric).values()):
+                runs.append(run)
     return runs
 
 
@@ -816,9 +814,13 @@ LEVERS_TRIED: tuple[tuple[str, str, str, str, str, str | None], ...] = (
 def _run_scores(folder: Path, ref: str, metric: str) -> dict[int, tuple[float | None, float | None, str]]:
     """seed -> (the score that chose, the reported score, the file) of a claims run; a multi-stage run's last stage
     chose."""
-    study = ref.split("/")[0]
+    return _scores(claims_runs(folder, ref.split("/")[0]).get(ref, []), metric)
+
+
+def _scores(results: list[dict[str, Any]], metric: str) -> dict[int, tuple[float | None, float | None, str]]:
+    """:func:`_run_scores` of results already read."""
     out = {}
-    for r in claims_runs(folder, study).get(ref, []):
+    for r in results:
         train = r.get("train")
         if isinstance(train, list):
             r = {**r, "train": train[-1]}
@@ -1054,28 +1056,32 @@ def _latency_goal_row(lat: dict[tuple[str, int], tuple[float, float]], size: int
     )
 
 
+def _reaches_from(points: dict[tuple[str, int], float], search: str) -> int | None:
+    """The smallest N from which every measured N of ``search`` reaches the recall goal, or None."""
+    ns = _ns(points, search)
+    return next((n for i, n in enumerate(ns) if all(points[(search, m)] >= SEARCH_GOAL_RECALL for m in ns[i:])), None)
+
+
 def _recall_goal_row(fp32: dict[tuple[str, int], float], int8: dict[tuple[str, int], float], size: int) -> str:
     """The recall goal: per first stage, the smallest N from which every measured N reaches it, for fp32 and for the
     int8 export (against the fp32 ranking), with the int8 export's best recall shown."""
     measured, verdicts = [], []
     for search in FIRST_STAGE:
         ns = _ns(fp32, search)
-        reach = [n for i, n in enumerate(ns) if all(fp32[(search, m)] >= SEARCH_GOAL_RECALL for m in ns[i:])]
-        if reach:
-            measured.append(f"fp32, {FIRST_STAGE[search]}: {fp32[(search, reach[0])]:.3f} at N = {reach[0]}")
-            verdicts.append(f"from N = {reach[0]} ({FIRST_STAGE[search]})")
+        first = _reaches_from(fp32, search)
+        if first is not None:
+            measured.append(f"fp32, {FIRST_STAGE[search]}: {fp32[(search, first)]:.3f} at N = {first}")
+            verdicts.append(f"from N = {first} ({FIRST_STAGE[search]})")
         elif ns:
             best = max(ns, key=lambda n: fp32[(search, n)])
             measured.append(f"fp32, {FIRST_STAGE[search]}: at most {fp32[(search, best)]:.3f} (N = {best})")
     verdict = f"fp32: **met** {', '.join(verdicts)}" if verdicts else "fp32: **not met**"
     if int8:
-        # the same rule as fp32's: the smallest N from which every measured N reaches the goal
-        int8_reach = []
-        for search in FIRST_STAGE:
-            ns = _ns(int8, search)
-            reach = [n for i, n in enumerate(ns) if all(int8[(search, m)] >= SEARCH_GOAL_RECALL for m in ns[i:])]
-            if reach:
-                int8_reach.append(f"from N = {reach[0]} ({FIRST_STAGE[search]})")
+        int8_reach = [
+            f"from N = {first} ({FIRST_STAGE[search]})"
+            for search in FIRST_STAGE
+            if (first := _reaches_from(int8, search)) is not None
+        ]
         key = max(int8, key=lambda k: int8[k])
         measured.append(
             f"int8 export against fp32's ranking: at most {int8[key]:.3f} (N = {key[1]}, {FIRST_STAGE[key[0]]})"
