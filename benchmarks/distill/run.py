@@ -20,7 +20,7 @@ is written atomically at the end: teacher, student recipe (as run, overrides inc
 triple builder's report, each command line, each step's seconds (a step skipped by this invocation: the seconds it
 took when it ran; ``steps_skipped`` names them), the student's dev Spearman at selection, the dev and validation
 Spearman of student and teacher, the gap (teacher - student on validation), the environment (versions, hardware) and
-the git commit, every path relative to the repository or the data root.
+the git commit, ``--note`` (null unless given), every path relative to the repository or the data root.
 
 Run it under the CPU lock on this machine (a GPU: ``--device cuda``), e.g.::
 
@@ -96,6 +96,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default=None, help="torch device for scoring, training and evaluation, e.g. cuda")
     p.add_argument("--work", default=None, help="work folder (default: runs/distill/<teacher>/seed<SEED>[-smoke])")
     p.add_argument("--results", default=None, help="results file (default: benchmarks/results/distill/...json)")
+    p.add_argument(
+        "--note",
+        default=None,
+        help="a provenance note kept in the results file as 'note', e.g. how the models reached another machine",
+    )
     return p.parse_args(argv)
 
 
@@ -304,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         "gap_validation": teacher_scores["CSTS-validation"] - student["CSTS-validation"],
         "git_commit": git_commit(),
         "environment": environment_record(),
+        "note": args.note,
     }
     write_json_atomic(results, portable(record))
     print(

@@ -52,3 +52,10 @@ def test_a_teacher_that_may_have_seen_the_dev_split_is_refused_before_any_work(
     if data is not None:  # a recorded leak is refused even with --allow-unchecked-teacher
         with pytest.raises(TeacherCheckError, match="the teacher trained on dev rows"):
             run.main([*argv, "--allow-unchecked-teacher"])
+
+
+def test_the_note_option_is_read_and_defaults_to_none():
+    run = _run_module()
+    assert run.parse_args(["--teacher", "t"]).note is None
+    note = "models carried with trimmed embeddings"
+    assert run.parse_args(["--teacher", "t", "--note", note]).note == note
