@@ -40,15 +40,16 @@ def _fusion_linear(head: Any) -> torch.nn.Linear:
 
 @torch.no_grad()
 def sentence_stage(head: Any, pooled: torch.Tensor) -> torch.Tensor:
-    """The stored, condition-independent vectors of pooled sentence embeddings (see the module docstring)."""
+    """The stored, condition-independent vectors of pooled sentence embeddings (see the module docstring), computed
+    on the head's device and returned on the CPU."""
     was_training = head.training
     head.eval()
     try:
-        t = head.sentence_transform(pooled.float())
+        t = head.sentence_transform(pooled.float().to(head.device))
         if head.kind == "concat":
             linear = _fusion_linear(head)
-            return t @ linear.weight[:, : head.dimension].T
-        return t
+            t = t @ linear.weight[:, : head.dimension].T
+        return t.cpu()
     finally:
         head.train(was_training)
 
@@ -86,21 +87,22 @@ class TriQuery:
         head.eval()
         try:
             q_stage = sentence_stage(head, query_pooled.float().unsqueeze(0))[0]
-            c = head.condition_transform(condition_pooled.float().unsqueeze(0))[0]
+            c = head.condition_transform(condition_pooled.float().unsqueeze(0).to(head.device))[0]
             h = head.dimension
             self.q_stage = q_stage
             if self.kind == "hadamard":
+                c = c.cpu()
                 self.w2 = c * c
                 self.numerator = q_stage * self.w2
                 self.q_norm = torch.linalg.vector_norm(q_stage * c)
                 self.fused_query = q_stage * c
             elif self.kind == "concat":
                 linear = _fusion_linear(head)
-                self.u = c @ linear.weight[:, h:].T + linear.bias
+                self.u = (c @ linear.weight[:, h:].T + linear.bias).cpu()
                 self.fused_query = torch.nn.functional.gelu(q_stage + self.u)
             elif self.kind == "hypernet":
-                self.a = head.generate_a(c).view(h, head.rank)
-                self.b = head.generate_b(c).view(head.rank, h)
+                self.a = head.generate_a(c).view(h, head.rank).cpu()
+                self.b = head.generate_b(c).view(head.rank, h).cpu()
                 self.fused_query = (q_stage @ self.a) @ self.b
             else:
                 raise ValueError(f"unknown tri-encoder head kind {self.kind!r}")

@@ -95,8 +95,15 @@ class ConditionHead(HeadModule):
             self.generate_a = nn.Linear(h, h * self.rank)
             self.generate_b = nn.Linear(h, self.rank * h)
 
+    @property
+    def device(self) -> torch.device:
+        """Where the head's parameters are (a GPU once a trainer or ``model.to`` moved them there)."""
+        return next(self.parameters()).device
+
     def fuse(self, sentence: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
-        """Fused embeddings for row-aligned ``sentence`` and ``condition`` embeddings of shape ``(n, h)``."""
+        """Fused embeddings for row-aligned ``sentence`` and ``condition`` embeddings of shape ``(n, h)``, on the
+        head's device (embeddings kept on the CPU, as scoring keeps them, are moved there first)."""
+        sentence, condition = sentence.to(self.device), condition.to(self.device)
         if sentence.shape != condition.shape:
             raise ValueError(
                 f"sentence embeddings {tuple(sentence.shape)} and condition embeddings {tuple(condition.shape)} differ"
@@ -129,14 +136,11 @@ class ConditionHead(HeadModule):
         row = {text: i for i, text in enumerate(texts)}
         encoded = model.encode(texts, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False)
         encoded = encoded.float().cpu()
-        device = next(self.parameters()).device
         was_training = self.training
         self.eval()
         try:
             with torch.no_grad():
-                fused = self.fuse(
-                    encoded[[row[s] for s in sentences]].to(device), encoded[[row[c] for c in conds]].to(device)
-                )
+                fused = self.fuse(encoded[[row[s] for s in sentences]], encoded[[row[c] for c in conds]])
         finally:
             self.train(was_training)
         return fused.float().cpu()
