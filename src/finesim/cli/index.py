@@ -340,6 +340,7 @@ def run_add(args: argparse.Namespace) -> int:
             address=args.ray_address,
             workers=args.ray_workers,
             batch_size=args.batch_size,
+            device=args.device,
         )
     else:
         index.add(corpus.texts, ids=corpus.ids, metadata=corpus.metadata, corpus=[corpus.record])

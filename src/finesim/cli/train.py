@@ -131,13 +131,25 @@ def refuse_options_case_ignores(args: argparse.Namespace) -> None:
 
 
 def select_device(device: str) -> None:
-    """``--device``: ``cpu`` keeps training on the CPU even with a GPU present; a CUDA device is selected with
-    ``CUDA_VISIBLE_DEVICES`` semantics (the trainer uses the visible GPU)."""
+    """``--device``: ``cpu`` keeps training on the CPU even with a GPU present; ``cuda`` trains on the visible GPU and
+    ``cuda:N`` on the N-th visible one (counted within an existing ``CUDA_VISIBLE_DEVICES``, as a scheduler sets it).
+    A CUDA device that torch cannot see is an error, not a silent CPU run."""
     if device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         return
-    if device.startswith("cuda:"):
-        os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
-        return
-    if device != "cuda":
+    index = device.removeprefix("cuda:") if device.startswith("cuda:") else None
+    if device != "cuda" and not (index or "").isdigit():
         raise UsageError(f"--device {device!r}: finesim train takes cpu, cuda or cuda:N")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if index is not None:
+        shown = [v.strip() for v in visible.split(",") if v.strip()] if visible is not None else None
+        if shown is not None and int(index) >= len(shown):
+            raise UsageError(f"--device {device}: CUDA_VISIBLE_DEVICES={visible!r} shows {len(shown)} GPU(s)")
+        os.environ["CUDA_VISIBLE_DEVICES"] = shown[int(index)] if shown is not None else index
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError(
+            f"--device {device}: torch sees no CUDA GPU here (torch {torch.__version__}, CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); train with --device cpu or without --device"
+        )

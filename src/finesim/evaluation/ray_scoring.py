@@ -100,6 +100,22 @@ def torch_threads() -> None:
     torch.set_num_threads(max(1, int(cpus)))
 
 
+def worker_gpus(device: str | None, workers: int, resources: dict[str, Any]) -> tuple[int, str]:
+    """Each Ray worker's GPU request and the device its model loads on, for ``--device``: ``cuda`` / ``cuda:N``
+    gives every worker one GPU of its own (Ray shows it only that one, so it loads on ``cuda``) and needs as many
+    GPUs in the cluster; anything else keeps the workers off the GPUs (``cpu`` when no device is given, so a worker
+    never lands on a GPU that Ray did not reserve for it)."""
+    if not (device or "").startswith("cuda"):
+        return 0, device or "cpu"
+    offered = int(resources.get("GPU", 0))
+    if workers > offered:
+        raise ValueError(
+            f"--device {device}: each of the {workers} Ray workers takes a GPU, but the Ray cluster offers {offered}: "
+            "use fewer workers (--ray-workers)"
+        )
+    return 1, "cuda"
+
+
 def describe_error(err: BaseException) -> str:
     """An exception as one line, ``Type: message``: how a worker's failure travels back to the driver as data."""
     return f"{type(err).__name__}: {' '.join(str(err).split())}"
@@ -184,7 +200,6 @@ class RayScorer(ScorerBase):
         self.model = str(model)
         resources = ray.cluster_resources()
         cpus = int(resources.get("CPU", 0))
-        gpu = device is not None and device.startswith("cuda")
         self.workers = workers if workers is not None else max(1, cpus)
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
@@ -193,13 +208,8 @@ class RayScorer(ScorerBase):
                 f"{self.workers} Ray workers asked for, but the Ray cluster offers {cpus} CPUs (each worker takes "
                 "one): use fewer workers (--ray-workers)"
             )
-        if gpu and self.workers > int(resources.get("GPU", 0)):
-            raise ValueError(
-                f"--device {device}: each of the {self.workers} Ray workers takes a GPU, but the Ray cluster offers "
-                f"{int(resources.get('GPU', 0))}: use fewer workers (--ray-workers)"
-            )
-        remote = ray.remote(num_cpus=1, num_gpus=1 if gpu else 0)(PairScoreActor)
-        actor_device = "cuda" if gpu else device  # Ray shows each actor only the GPU it was given
+        num_gpus, actor_device = worker_gpus(device, self.workers, resources)
+        remote = ray.remote(num_cpus=1, num_gpus=num_gpus)(PairScoreActor)
         self.actors = [remote.remote(self.model, encoder, batch_size, actor_device, check) for _ in range(self.workers)]
         try:
             described = self._get([actor.describe.remote() for actor in self.actors])

@@ -38,6 +38,7 @@ from finesim.evaluation.ray_scoring import (
     describe_error,
     ray_session,
     torch_threads,
+    worker_gpus,
 )
 from finesim.index.conditional_index import (
     Batch,
@@ -226,8 +227,10 @@ def _index_batches(mapped: Any, keys: dict[str, str], path: str, column: str) ->
 
 def _map_encoder(ds: Any, ray: Any, workers: int | None, **actor: Any) -> Any:
     """``ds`` mapped by a pool of :class:`EncodeActor` (``actor``: its arguments), one per worker (default: one per
-    CPU of the cluster)."""
-    size = workers if workers is not None else max(1, int(ray.cluster_resources().get("CPU", 1)))
+    CPU of the cluster); with a CUDA ``device`` each worker takes a GPU of its own (:func:`worker_gpus`)."""
+    resources = ray.cluster_resources()
+    size = workers if workers is not None else max(1, int(resources.get("CPU", 1)))
+    num_gpus, actor["device"] = worker_gpus(actor.get("device"), size, resources)
     return ds.map_batches(
         EncodeActor,
         fn_constructor_kwargs=actor,
@@ -235,6 +238,7 @@ def _map_encoder(ds: Any, ray: Any, workers: int | None, **actor: Any) -> Any:
         batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=size),
         num_cpus=1,
+        num_gpus=num_gpus,
     )
 
 

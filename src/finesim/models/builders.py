@@ -58,7 +58,7 @@ def build_bi_encoder(
     model = load_sentence_model(backbone, pooling=pooling, max_length=max_length)
     if transform:
         for module in _transform_modules(model.get_embedding_dimension(), _config_dropout(model[0])):
-            model.append(module)
+            model.append(module.to(model.device))  # beside the backbone (a GPU when one was picked)
     return model
 
 
@@ -83,7 +83,9 @@ def build_tri_encoder(
     if dropout is None:
         dropout = _config_dropout(model[0])
     model.append(
-        ConditionHead(model.get_embedding_dimension(), kind=head, transform=transform, dropout=dropout, rank=rank)
+        ConditionHead(model.get_embedding_dimension(), kind=head, transform=transform, dropout=dropout, rank=rank).to(
+            model.device
+        )
     )
     return model
 
