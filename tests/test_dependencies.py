@@ -63,6 +63,7 @@ EXPECTED_TOP_LEVEL = {
         "prometheus-client",
         "psutil",
         "pytest",
+        "pytest-xdist",
         "ray",
         "ruff",
         "transformers",
