@@ -14,6 +14,12 @@ from finesim.cli.train import select_device
 ENV = "CUDA_VISIBLE_DEVICES"
 
 
+@pytest.fixture(autouse=True)
+def _restore_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """select_device writes CUDA_VISIBLE_DEVICES; setting it through monkeypatch first restores it (or its absence)."""
+    monkeypatch.setenv(ENV, os.environ.get(ENV, ""))
+
+
 @pytest.fixture()
 def gpus_visible(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: bool(os.environ.get(ENV)))
@@ -37,7 +43,7 @@ def test_cuda_n_past_the_visible_devices_is_refused(monkeypatch, gpus_visible):
         select_device("cuda:2")
 
 
-@pytest.mark.parametrize("device", ["gpu", "cuda:x", "cuda:", "mps"])
+@pytest.mark.parametrize("device", ["gpu", "cuda:x", "cuda:", "cuda:\u00b2", "mps"])
 def test_other_devices_are_refused(device, monkeypatch):
     monkeypatch.setenv(ENV, "0")
     with pytest.raises(UsageError, match="finesim train takes cpu, cuda or cuda:N"):
@@ -55,3 +61,17 @@ def test_cuda_where_torch_sees_no_gpu_is_an_error_not_a_cpu_run(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(UsageError, match=r"--device cuda: torch sees no CUDA GPU here .*train with --device cpu"):
         select_device("cuda")
+
+
+def test_a_gpu_number_that_does_not_exist_is_named(monkeypatch):
+    monkeypatch.delenv(ENV)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UsageError, match=r"--device cuda:3: torch sees no GPU number 3 here"):
+        select_device("cuda:3")
+
+
+def test_a_dry_run_checks_the_spelling_but_not_the_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    select_device("cuda", dry_run=True)  # a GPU recipe can be checked on a machine without one
+    with pytest.raises(UsageError, match="finesim train takes cpu, cuda or cuda:N"):
+        select_device("gpu", dry_run=True)

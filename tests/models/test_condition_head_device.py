@@ -25,6 +25,17 @@ SENTENCES = ["a dog runs in the park", "the cat sleeps", "a man plays a guitar",
 CONDITIONS = ["the animal", "the action", "the object", "the number of people"]
 
 
+def test_the_device_is_found_in_a_replica_that_lists_no_parameters():
+    head = ConditionHead(8, kind="hadamard").to("meta")
+    for module in head.modules():  # as DataParallel replicates a module: layers kept, weights as plain tensors
+        weights = dict(module._parameters)
+        module._parameters = {}
+        for name, weight in weights.items():
+            setattr(module, name, weight.detach())
+    assert list(head.parameters()) == []
+    assert head.device.type == "meta"
+
+
 @pytest.mark.parametrize("kind", HEADS)
 def test_fuse_moves_cpu_embeddings_to_the_heads_device(kind):
     head = ConditionHead(8, kind=kind, transform=True).to("meta")  # CPU inputs into meta weights fail without a move
@@ -37,8 +48,10 @@ def test_fuse_moves_cpu_embeddings_to_the_heads_device(kind):
 @pytest.mark.parametrize("kind", HEADS)
 def test_scoring_and_the_index_give_the_same_cpu_rows_with_the_model_on_a_gpu(kind, tiny_bert_dir):
     torch.manual_seed(0)
-    cpu = build_tri_encoder(str(tiny_bert_dir), head=kind, transform=True).eval()
+    cpu = build_tri_encoder(str(tiny_bert_dir), head=kind, transform=True).to("cpu").eval()  # built on the GPU
     gpu = copy.deepcopy(cpu).to("cuda")
+    assert cpu.device.type == "cpu"
+    assert gpu.device.type == "cuda"
 
     on_cpu = ConditionalScorer(cpu, encoder="tri").embed(SENTENCES, CONDITIONS)
     on_gpu = ConditionalScorer(gpu, encoder="tri").embed(SENTENCES, CONDITIONS)

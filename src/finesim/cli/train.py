@@ -89,10 +89,12 @@ def run(args: argparse.Namespace) -> int:
 
         refuse_options_case_ignores(args)
         if args.device:  # the encoder's device; over the recipe's, as finesim case train --device
+            if args.device.startswith("cuda") and not args.dry_run:
+                require_cuda(args.device)
             recipe.case.device = args.device
         return train_case(recipe, args, output_dir=recipe.output_dir, dry_run=args.dry_run)
     if args.device:
-        select_device(args.device)
+        select_device(args.device, dry_run=args.dry_run)
     if args.data:
         recipe.data.root = args.data
     from finesim.training.preflight import preflight  # the checks that need the objective tables (torch)
@@ -130,26 +132,39 @@ def refuse_options_case_ignores(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag} does not apply to a CASE recipe (method: case); CASE takes {', '.join(honoured)}")
 
 
-def select_device(device: str) -> None:
+def select_device(device: str, *, dry_run: bool = False) -> None:
     """``--device``: ``cpu`` keeps training on the CPU even with a GPU present; ``cuda`` trains on the visible GPU and
     ``cuda:N`` on the N-th visible one (counted within an existing ``CUDA_VISIBLE_DEVICES``, as a scheduler sets it).
-    A CUDA device that torch cannot see is an error, not a silent CPU run."""
+    A CUDA device that torch cannot see is an error, not a silent CPU run (a dry run checks the spelling only)."""
     if device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         return
     index = device.removeprefix("cuda:") if device.startswith("cuda:") else None
-    if device != "cuda" and not (index or "").isdigit():
+    if not (device == "cuda" or (index is not None and index.isascii() and index.isdecimal())):
         raise UsageError(f"--device {device!r}: finesim train takes cpu, cuda or cuda:N")
+    if dry_run:
+        return
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if index is not None:
         shown = [v.strip() for v in visible.split(",") if v.strip()] if visible is not None else None
         if shown is not None and int(index) >= len(shown):
             raise UsageError(f"--device {device}: CUDA_VISIBLE_DEVICES={visible!r} shows {len(shown)} GPU(s)")
         os.environ["CUDA_VISIBLE_DEVICES"] = shown[int(index)] if shown is not None else index
+    require_cuda(device, int(index) if index is not None and visible is None else None)
+
+
+def require_cuda(device: str, number: int | None = None) -> None:
+    """A :class:`UsageError` unless torch sees a CUDA GPU (``number``: the GPU that ``cuda:N`` selected)."""
     import torch
 
-    if not torch.cuda.is_available():
+    if torch.cuda.is_available():
+        return
+    if number is not None:
         raise UsageError(
-            f"--device {device}: torch sees no CUDA GPU here (torch {torch.__version__}, CUDA_VISIBLE_DEVICES="
-            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); train with --device cpu or without --device"
+            f"--device {device}: torch sees no GPU number {number} here (torch {torch.__version__}); "
+            "pick an existing one, or train with --device cpu or without --device"
         )
+    raise UsageError(
+        f"--device {device}: torch sees no CUDA GPU here (torch {torch.__version__}, CUDA_VISIBLE_DEVICES="
+        f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); train with --device cpu or without --device"
+    )

@@ -100,20 +100,25 @@ def torch_threads() -> None:
     torch.set_num_threads(max(1, int(cpus)))
 
 
-def worker_gpus(device: str | None, workers: int, resources: dict[str, Any]) -> tuple[int, str]:
-    """Each Ray worker's GPU request and the device its model loads on, for ``--device``: ``cuda`` / ``cuda:N``
-    gives every worker one GPU of its own (Ray shows it only that one, so it loads on ``cuda``) and needs as many
-    GPUs in the cluster; anything else keeps the workers off the GPUs (``cpu`` when no device is given, so a worker
-    never lands on a GPU that Ray did not reserve for it)."""
-    if not (device or "").startswith("cuda"):
-        return 0, device or "cpu"
+def worker_plan(device: str | None, workers: int | None, resources: dict[str, Any]) -> tuple[int, int, str]:
+    """How many Ray workers, the GPUs each asks for and the device its model loads on, for ``--device``.
+
+    ``cuda`` / ``cuda:N`` gives every worker one GPU of its own (Ray shows it only that one, so it loads on ``cuda``):
+    the default count is then the cluster's GPUs, and a count above them is an error. Anything else keeps the
+    workers off the GPUs (``cpu`` when no device is given, so no worker lands on a GPU Ray did not reserve for it);
+    the default count is then the cluster's CPUs."""
+    gpu = (device or "").startswith("cuda")
     offered = int(resources.get("GPU", 0))
+    if workers is None:
+        workers = max(1, offered if gpu and offered else int(resources.get("CPU", 1)))
+    if not gpu:
+        return workers, 0, device or "cpu"
     if workers > offered:
         raise ValueError(
             f"--device {device}: each of the {workers} Ray workers takes a GPU, but the Ray cluster offers {offered}: "
             "use fewer workers (--ray-workers)"
         )
-    return 1, "cuda"
+    return workers, 1, "cuda"
 
 
 def describe_error(err: BaseException) -> str:
@@ -200,7 +205,7 @@ class RayScorer(ScorerBase):
         self.model = str(model)
         resources = ray.cluster_resources()
         cpus = int(resources.get("CPU", 0))
-        self.workers = workers if workers is not None else max(1, cpus)
+        self.workers, num_gpus, actor_device = worker_plan(device, workers, resources)
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.workers > cpus:
@@ -208,7 +213,6 @@ class RayScorer(ScorerBase):
                 f"{self.workers} Ray workers asked for, but the Ray cluster offers {cpus} CPUs (each worker takes "
                 "one): use fewer workers (--ray-workers)"
             )
-        num_gpus, actor_device = worker_gpus(device, self.workers, resources)
         remote = ray.remote(num_cpus=1, num_gpus=num_gpus)(PairScoreActor)
         self.actors = [remote.remote(self.model, encoder, batch_size, actor_device, check) for _ in range(self.workers)]
         try:

@@ -38,7 +38,7 @@ from finesim.evaluation.ray_scoring import (
     describe_error,
     ray_session,
     torch_threads,
-    worker_gpus,
+    worker_plan,
 )
 from finesim.index.conditional_index import (
     Batch,
@@ -227,10 +227,8 @@ def _index_batches(mapped: Any, keys: dict[str, str], path: str, column: str) ->
 
 def _map_encoder(ds: Any, ray: Any, workers: int | None, **actor: Any) -> Any:
     """``ds`` mapped by a pool of :class:`EncodeActor` (``actor``: its arguments), one per worker (default: one per
-    CPU of the cluster); with a CUDA ``device`` each worker takes a GPU of its own (:func:`worker_gpus`)."""
-    resources = ray.cluster_resources()
-    size = workers if workers is not None else max(1, int(resources.get("CPU", 1)))
-    num_gpus, actor["device"] = worker_gpus(actor.get("device"), size, resources)
+    CPU of the cluster; with a CUDA ``device`` one per GPU, each worker taking its own GPU: :func:`worker_plan`)."""
+    size, num_gpus, actor["device"] = worker_plan(actor.get("device"), workers, ray.cluster_resources())
     return ds.map_batches(
         EncodeActor,
         fn_constructor_kwargs=actor,

@@ -97,8 +97,12 @@ class ConditionHead(HeadModule):
 
     @property
     def device(self) -> torch.device:
-        """Where the head's parameters are (a GPU once a trainer or ``model.to`` moved them there)."""
-        return next(self.parameters()).device
+        """Where the head's weights are (a GPU once a trainer or ``model.to`` moved them there). Read from the
+        condition transform's Linear, which every head kind has, rather than ``parameters()``: a DataParallel replica
+        keeps its layers but lists no parameters."""
+        linear = self.condition_transform[1]
+        assert isinstance(linear, nn.Linear)
+        return linear.weight.device
 
     def fuse(self, sentence: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
         """Fused embeddings for row-aligned ``sentence`` and ``condition`` embeddings of shape ``(n, h)``, on the
