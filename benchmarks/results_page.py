@@ -118,6 +118,11 @@ def minutes(seconds: list[float]) -> str:
     return f"{lo} min" if lo == hi else f"{lo}–{hi} min"
 
 
+def resumed_note(count: int) -> str:
+    """``; 1 resumed run not timed`` when runs were resumed (their files time the last sitting only), else ``""``."""
+    return f"; {count} resumed run{'s' if count > 1 else ''} not timed" if count else ""
+
+
 def rate_range(rates: list[float]) -> str:
     """`` (10.1–15.2 rows/s)`` or ``""``."""
     if not rates:
@@ -209,7 +214,13 @@ def best_rows(folder: Path) -> list[dict[str, Any]]:
             backbone = recipe_backbone(spec["recipe"], spec.get("set", []))
         values = [v for r in results if (v := reported(r, metric)) is not None]
         dev = [v for r in results if (v := selection(r)) is not None]
-        train_seconds = [float(r["train"]["wall_seconds"]) for r in results if (r["train"] or {}).get("wall_seconds")]
+        # a run resumed after an interruption records the training loop's last sitting only: it is left out
+        resumed = sum(1 for r in results if len(r.get("seconds_sittings") or []) > 1)
+        train_seconds = [
+            float(r["train"]["wall_seconds"])
+            for r in results
+            if (r["train"] or {}).get("wall_seconds") and len(r.get("seconds_sittings") or []) <= 1
+        ]
         rates = [float(r["train"]["train_rows_per_second"]) for r in results if r["train"].get("train_rows_per_second")]
         eval_seconds = [float(r["seconds"]["evaluate"]) for r in results if "evaluate" in r.get("seconds", {})]
         rows.append(
@@ -223,6 +234,7 @@ def best_rows(folder: Path) -> list[dict[str, Any]]:
                 "dev": dev,
                 "values": values,
                 "train_seconds": train_seconds,
+                "resumed": resumed,
                 "rates": rates,
                 "eval_seconds": eval_seconds,
                 "goal": goal,
@@ -248,7 +260,8 @@ def best_section(rows: list[dict[str, Any]]) -> list[str]:
         "the sentence pairs, seed 42) and C-STS validation Spearman is reported. STS: the checkpoint is chosen on",
         "STS-B dev and the average Spearman over the seven STS tasks (STS12–16, STS-B test, SICK-R test) is reported.",
         "Mean ± sample sd over the seeds; per seed in seed order. Training: the training loop's wall time and rows/s",
-        "(bf16; the slower runs shared the CPU with other jobs); evaluation: scoring validation or the seven tasks.",
+        "(bf16; the slower runs shared the CPU with other jobs; a run resumed after an interruption is not timed);",
+        "evaluation: scoring validation or the seven tasks.",
         "",
         "| task | recipe | backbone | seeds | selected on (dev) | reported | per seed | goal | training | evaluation "
         "| results |",
@@ -260,7 +273,8 @@ def best_section(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(
             f"| {r['task']} | {r['recipe']} | {r['backbone']} | {seeds} | {with_seeds(r['dev'])} | "
             f"**{mean_sd(r['values'])}** | {per_seed} | {goal_cell(r['goal'], r['values'])} | "
-            f"{minutes(r['train_seconds'])}{rate_range(r['rates'])} | {minutes(r['eval_seconds'])} | {r['files']} |"
+            f"{minutes(r['train_seconds'])}{rate_range(r['rates'])}{resumed_note(r.get('resumed', 0))} | "
+            f"{minutes(r['eval_seconds'])} | {r['files']} |"
         )
     return lines
 
