@@ -255,3 +255,20 @@ def test_models_with_training_heads_reload_for_evaluation(head: str, tiny_bert_d
     if head == "regression":
         assert isinstance(find_regression_head(plain), RegressionHead)
     np.testing.assert_allclose(ConditionalScorer(plain, encoder="bi").score(S1, S2, C), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("build", "options"),
+    [
+        ("build_bi_encoder", {}),
+        ("build_tri_encoder", {"head": "hadamard"}),
+        ("build_cross_encoder", {}),
+        ("build_cross_encoder", {"head": "sequence-classification"}),
+    ],
+)
+def test_a_max_length_over_the_backbones_positions_is_refused_when_built(build, options, tiny_bert_dir):
+    import finesim.models.builders as builders
+
+    with pytest.raises(ValueError, match=r"max_length 4096 is more than the 128 positions of .*at most 128"):
+        getattr(builders, build)(str(tiny_bert_dir), max_length=4096, **options)
+    getattr(builders, build)(str(tiny_bert_dir), max_length=128, **options)  # the backbone's own limit is fine

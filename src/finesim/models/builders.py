@@ -23,7 +23,7 @@ import torch
 
 from finesim.models.condition_head import ConditionHead
 from finesim.models.hub import resolve_model_path
-from finesim.models.io import load_sentence_model, load_with_finesim_modules, pooling_mode
+from finesim.models.io import check_max_length, load_sentence_model, load_with_finesim_modules, pooling_mode
 from finesim.models.prompt_transformer import PromptTransformer, find_prompt_transformer, has_lora, resolve_template
 
 # cross-encoder heads: "linear" = the C-STS reference's (no pretrained pooler), "sequence-classification" =
@@ -129,7 +129,10 @@ def build_cross_encoder(
                 "(transformers' classification head is fixed by the architecture); use head 'linear'"
             )
         path = resolve_model_path(backbone)
-        return CrossEncoder(path, num_labels=1, max_length=max_length, activation_fn=torch.nn.Identity())
+        model = CrossEncoder(path, num_labels=1, max_length=max_length, activation_fn=torch.nn.Identity())
+        if max_length is not None:
+            check_max_length(max_length, getattr(model, "config", None), backbone)
+        return model
 
     from sentence_transformers.cross_encoder.modules import Dense
     from sentence_transformers.sentence_transformer.modules import Dropout, Pooling

@@ -172,8 +172,20 @@ def load_sentence_model(
         if pooling is not None:
             set_pooling(model, pooling)
     if max_length is not None:
+        check_max_length(max_length, getattr(getattr(model[0], "auto_model", None), "config", None), name)
         model.max_seq_length = max_length
     return model
+
+
+def check_max_length(max_length: int, config: Any, name: str) -> None:
+    """A clear error when ``max_length`` (``model.max_length`` of a recipe) exceeds the positions the backbone has
+    (``max_position_embeddings``), instead of a tensor-size mismatch in the first long batch."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if isinstance(positions, int) and max_length > positions:
+        raise ValueError(
+            f"max_length {max_length} is more than the {positions} positions of {name} (max_position_embeddings): "
+            f"set model.max_length to at most {positions}"
+        )
 
 
 # ---------------------------------------------------------------- conditional models (bi / cross / tri)
