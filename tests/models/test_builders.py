@@ -269,6 +269,21 @@ def test_models_with_training_heads_reload_for_evaluation(head: str, tiny_bert_d
 def test_a_max_length_over_the_backbones_positions_is_refused_when_built(build, options, tiny_bert_dir):
     import finesim.models.builders as builders
 
-    with pytest.raises(ValueError, match=r"max_length 4096 is more than the 128 positions of .*at most 128"):
+    with pytest.raises(ValueError, match=r"max_length 4096 is more than the 128 positions .* \(bert, .*at most 128"):
         getattr(builders, build)(str(tiny_bert_dir), max_length=4096, **options)
     getattr(builders, build)(str(tiny_bert_dir), max_length=128, **options)  # the backbone's own limit is fine
+
+
+def test_roberta_style_positions_start_after_the_padding_index_and_relative_ones_are_not_checked():
+    from transformers import DebertaV2Config, RobertaConfig, XLNetConfig
+
+    from finesim.models.io import check_max_length
+
+    roberta = RobertaConfig(max_position_embeddings=514, pad_token_id=1)
+    check_max_length(512, roberta, "r")
+    with pytest.raises(
+        ValueError, match=r"513 is more than the 512 positions r takes \(roberta, max_position_embeddings 514\)"
+    ):
+        check_max_length(513, roberta, "r")
+    check_max_length(1024, DebertaV2Config(max_position_embeddings=512), "d")  # relative positions: no table limit
+    check_max_length(1024, XLNetConfig(), "x")  # max_position_embeddings -1: no limit

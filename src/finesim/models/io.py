@@ -177,14 +177,26 @@ def load_sentence_model(
     return model
 
 
+# Architectures with learned absolute positions, where max_position_embeddings is a hard limit, and the positions
+# their embeddings skip: RoBERTa-style models number positions from padding_idx + 1 (514 positions, 512 usable).
+# Relative or rotary ones (DeBERTa, XLNet, Qwen, Mistral, ...) are not checked: their limit is not a table size.
+ABSOLUTE_POSITIONS = {"bert": False, "distilbert": False, "electra": False, "albert": False, "roberta": True,
+                      "xlm-roberta": True, "camembert": True, "mpnet": True}  # fmt: skip
+
+
 def check_max_length(max_length: int, config: Any, name: str) -> None:
-    """A clear error when ``max_length`` (``model.max_length`` of a recipe) exceeds the positions the backbone has
-    (``max_position_embeddings``), instead of a tensor-size mismatch in the first long batch."""
+    """A clear error when ``max_length`` (a recipe's ``model.max_length``, ``--max-length``) exceeds the positions an
+    absolute-position backbone has, instead of a tensor-size mismatch in the first long batch."""
+    kind = getattr(config, "model_type", None)
     positions = getattr(config, "max_position_embeddings", None)
-    if isinstance(positions, int) and max_length > positions:
+    if kind not in ABSOLUTE_POSITIONS or not isinstance(positions, int) or positions <= 0:
+        return
+    usable = positions - (int(getattr(config, "pad_token_id", 0) or 0) + 1 if ABSOLUTE_POSITIONS[kind] else 0)
+    if max_length > usable:
         raise ValueError(
-            f"max_length {max_length} is more than the {positions} positions of {name} (max_position_embeddings): "
-            f"set model.max_length to at most {positions}"
+            f"max_length {max_length} is more than the {usable} positions {name} takes ({kind}, "
+            f"max_position_embeddings {positions}): use a max_length (model.max_length, --max-length) of at most "
+            f"{usable}"
         )
 
 
