@@ -196,6 +196,8 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
         "dropout": 0.0,
         "negative_slope": 0.01,
         "bias": False,
+        "activation": None,
+        "hidden_dim": None,
     }  # --dim on the command line beat the recipe's dim
     assert record["prompt"]["formulation"] == "conc_sc" and "held" in record["eval_spearman"]
     assert record["prompt"]["templates"]["conc_sc"] == "{sentence} | {condition}"  # from --prompts-file
@@ -243,6 +245,28 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     bad.write_text("method: case\ncase: {dimension: 8}\n")
     assert main(["case", "train", *common, "--recipe", str(bad), "--output-dir", str(out)]) == 1
     assert "unknown key 'case.dimension'" in capsys.readouterr().err  # finesim.options.unknown_key's wording
+
+
+def test_cli_trains_appendix_b_projections_that_reload(tiny_bert_dir, tmp_path, capsys):
+    from finesim.case import CaseModel
+    from finesim.cli.main import main
+
+    train = _write_csts(tmp_path / "train.csv", 40, 0)
+    held = _write_csts(tmp_path / "held.csv", 12, 2)
+    common = ["--model", str(tiny_bert_dir), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
+    out = tmp_path / "two-layer"
+    argv = ["case", "train", *common, "--train", str(train), "--dev-fraction", "0.25", "--epochs", "2"]
+    assert main([*argv, "--dim", "4", "--activation", "silu", "--hidden-dim", "5", "--output-dir", str(out)]) == 0
+    projection = json.loads((out / "training.json").read_text())["training"]["projection"]
+    assert (projection["activation"], projection["hidden_dim"], projection["out_dim"]) == ("silu", 5, 4)
+    model = CaseModel.load(out, cache_dir=tmp_path / "cache")
+    assert [type(m).__name__ for m in model.projection] == ["Dense", "Dropout", "Dense", "Dropout"]
+    rows = list(csv.DictReader(open(held, encoding="utf-8")))[:3]
+    scores = model.score([r["sentence1"] for r in rows], [r["sentence2"] for r in rows], [r["condition"] for r in rows])
+    assert np.isfinite(scores).all()
+    linear = tmp_path / "linear-gelu"
+    assert main([*argv, "--kind", "linear", "--activation", "gelu", "--output-dir", str(linear)]) == 1
+    assert "the linear projection has no activation, got activation='gelu'" in capsys.readouterr().err
 
 
 def test_parse_dims_full_keyword():

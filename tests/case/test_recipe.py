@@ -33,6 +33,8 @@ OLD_DEFAULTS = {
     "epochs": 30,
     "dropout": None,
     "negative_slope": 0.01,
+    "activation": None,
+    "hidden_dim": None,
     "label_divisor": 5.0,
     "label_offset": 0.0,
     "seed": 42,

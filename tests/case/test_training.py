@@ -87,6 +87,71 @@ def test_projection_shapes_parameters_and_dropout():
     assert rebuilt.config() == non.config()
 
 
+@pytest.mark.parametrize(
+    ("activation", "by_hand"),
+    [
+        ("leaky_relu", [1.0, -0.02]),  # slope 0.01 on the negative side
+        ("relu", [1.0, 0.0]),
+        ("gelu", [0.8413447 * 1.0, -2.0 * 0.0227501]),  # x Φ(x): Φ(1) = 0.8413447, Φ(-2) = 0.0227501
+        ("silu", [1.0 / (1.0 + math.exp(-1.0)), -2.0 / (1.0 + math.exp(2.0))]),  # x σ(x)
+    ],
+)
+def test_activations_of_appendix_b_by_hand(activation, by_hand):
+    p = CaseProjection("nonlinear", 2, 2, activation=activation, dropout=0.0)
+    with torch.no_grad():
+        p[0].linear.weight.copy_(torch.eye(2))
+    out = p.project(torch.tensor([[1.0, -2.0]]))
+    assert out[0].tolist() == pytest.approx(by_hand, abs=1e-5)
+    assert p.config()["activation"] == activation
+
+
+def test_two_layer_projection_by_hand():
+    # z = Dropout(σ(W₂ Dropout(σ(W₁ x)))) with σ = LeakyReLU(0.5), in eval mode (dropout off)
+    p = CaseProjection("nonlinear", 2, 1, hidden_dim=3, negative_slope=0.5)
+    assert [type(m).__name__ for m in p] == ["Dense", "Dropout", "Dense", "Dropout"]
+    assert p.num_parameters() == 2 * 3 + 3 * 1
+    with torch.no_grad():
+        p[0].linear.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+        p[2].linear.weight.copy_(torch.tensor([[1.0, 2.0, -1.0]]))
+    p.eval()
+    # x = (2, -4): W₁ x = (2, -4, -2) → σ: (2, -2, -1); W₂ · = 2 - 4 + 1 = -1 → σ: -0.5
+    assert p.project(torch.tensor([[2.0, -4.0]]))[0].tolist() == pytest.approx([-0.5])
+    assert p.config()["hidden_dim"] == 3
+    rebuilt = CaseProjection.from_config(p.config())
+    assert rebuilt.config() == p.config() and list(rebuilt.state_dict()) == list(p.state_dict())
+
+
+def test_projection_options_are_checked():
+    with pytest.raises(ValueError, match=r"the linear projection has no activation, got activation='gelu'"):
+        CaseProjection("linear", 4, 4, activation="gelu")
+    with pytest.raises(ValueError, match=r"the linear projection has one layer \(two linear .* got hidden_dim=8"):
+        CaseProjection("linear", 4, 4, hidden_dim=8)
+    choices = r"\['leaky_relu', 'relu', 'gelu', 'silu'\]"
+    with pytest.raises(ValueError, match=rf"activation must be one of {choices}, got 'tanh'"):
+        CaseProjection("nonlinear", 4, 4, activation="tanh")
+    with pytest.raises(ValueError, match="hidden_dim must be positive, got 0"):
+        CaseProjection("nonlinear", 4, 4, hidden_dim=0)
+    assert CaseProjection("linear", 4, 4).config()["activation"] is None
+    assert CaseProjection("nonlinear", 4, 4).config()["activation"] == "leaky_relu"
+
+
+def test_a_config_saved_before_activation_and_hidden_dim_rebuilds_the_same_projection():
+    old = {"kind": "nonlinear", "in_dim": 4, "out_dim": 2, "dropout": 0.15, "negative_slope": 0.01, "bias": False}
+    rebuilt = CaseProjection.from_config(old)
+    assert list(rebuilt.state_dict()) == ["0.linear.weight"]
+    assert rebuilt.activation == "leaky_relu" and rebuilt.hidden_dim is None
+
+
+def test_training_a_two_layer_gelu_projection_learns():
+    train, dev = _synthetic(600, seed=0), _synthetic(200, seed=1, truth=0)
+    config = TrainConfig(kind="nonlinear", dim=4, activation="gelu", hidden_dim=8, dropout=0.0, epochs=15, lr=1e-2)
+    result = train_projection(train, dev, config, show_progress=False)
+    assert result.projection.hidden_dim == 8 and result.projection.activation == "gelu"
+    assert result.summary()["projection"]["hidden_dim"] == 8
+    first, best = result.history[0]["dev_spearman"], result.best_dev_spearman
+    assert best is not None and best > first + 0.05
+
+
 def _synthetic(n: int, d: int = 16, k: int = 4, seed: int = 0, truth: int | None = None):
     """``n`` random pairs rated by the cosine under a hidden linear map W (drawn from ``truth``, default ``seed``).
 

@@ -86,6 +86,8 @@ def train_config(options: dict[str, Any]) -> TrainConfig:
         epochs=int(options["epochs"]),
         dropout=options["dropout"],
         negative_slope=float(options["negative_slope"]),
+        activation=options["activation"],
+        hidden_dim=None if options["hidden_dim"] is None else int(options["hidden_dim"]),
         label_divisor=float(options["label_divisor"]),
         label_offset=float(options["label_offset"]),
         seed=int(options["seed"]),

@@ -66,6 +66,8 @@ class TrainConfig:
     epochs: int = 30
     dropout: float | None = None
     negative_slope: float = 0.01
+    activation: str | None = None  # None: the kind's (LeakyReLU for non-linear, none for linear)
+    hidden_dim: int | None = None  # a two-layer non-linear FFN's first width (Appendix B); None: one layer
     label_divisor: float = 5.0
     label_offset: float = 0.0
     seed: int = 42
@@ -157,7 +159,13 @@ def _train(
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     projection = CaseProjection(
-        config.kind, train.dim, config.dim, dropout=config.dropout, negative_slope=config.negative_slope
+        config.kind,
+        train.dim,
+        config.dim,
+        dropout=config.dropout,
+        negative_slope=config.negative_slope,
+        activation=config.activation,
+        hidden_dim=config.hidden_dim,
     )
     # the loss is typed for a SentenceTransformer but only calls model(features)["sentence_embedding"], which the
     # projection answers (its Dense layer): the module docstring's design, not a mistake

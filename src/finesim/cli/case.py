@@ -95,6 +95,18 @@ def _train_options(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     p.add_argument("--epochs", type=positive_int, default=None, help="epochs (default: 30)")
     p.add_argument("--dropout", type=float, default=None, help="dropout (default: 0 linear, 0.15 non-linear)")
     p.add_argument("--negative-slope", type=float, default=None, help="LeakyReLU slope (default: 0.01)")
+    p.add_argument(
+        "--activation",
+        default=None,
+        choices=["leaky_relu", "relu", "gelu", "silu"],
+        help="the non-linear projection's activation (default: leaky_relu, the paper's; Appendix B's ablation)",
+    )
+    p.add_argument(
+        "--hidden-dim",
+        type=positive_int,
+        default=None,
+        help="a two-layer non-linear projection d -> HIDDEN_DIM -> k (Appendix B: 1024; default: one layer)",
+    )
     p.add_argument("--label-divisor", type=float, default=None, help="target = (label - offset) / divisor (default: 5)")
     p.add_argument("--label-offset", type=float, default=None, help="see --label-divisor (default: 0)")
     p.add_argument("--seed", type=int, default=None, help="seed for the dev carve and training (default: 42)")

@@ -220,6 +220,8 @@ class CaseSpec(_Section):
     epochs: Int = Field(30, gt=0)
     dropout: Float | None = Field(None, ge=0, lt=1)  # None: the projection kind's default
     negative_slope: Float = 0.01
+    activation: Literal["leaky_relu", "relu", "gelu", "silu"] | None = None  # None: the kind's (CaseProjection)
+    hidden_dim: Int | None = Field(None, gt=0)  # a two-layer non-linear FFN's first width; None: one layer
     label_divisor: Annotated[Float, BeforeValidator(_non_zero)] = 5.0
     label_offset: Float = 0.0
     train: Text = "csts/train.csv"
