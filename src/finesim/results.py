@@ -40,6 +40,24 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
     return out
 
 
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def cpu_bf16_flags(cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo") -> list[str] | None:
+    """The bfloat16-related instruction-set flags the CPU lists (of ``BF16_CPU_FLAGS``), in that order; ``None``
+    where the flags cannot be read (no ``/proc/cpuinfo``: not Linux)."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    flags: set[str] = set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            flags.update(value.split())
+    return [flag for flag in BF16_CPU_FLAGS if flag in flags]
+
+
 def hardware_info() -> dict[str, Any]:
     """CPU, memory, threads and accelerator facts for a results file."""
     import torch
@@ -51,6 +69,8 @@ def hardware_info() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "cuda": torch.cuda.is_available(),
+        # whether bf16 autocast can be fast here: AMX (amx_bf16) sped it up, avx512_bf16 alone did not
+        "cpu_bf16_flags": cpu_bf16_flags(),
     }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)

@@ -137,8 +137,17 @@ def test_main_job_is_the_screened_run() -> None:
     chosen = next(run for run in plan["studies"]["levers-csts-minilm"] if run["id"] == "minilm-lr1e-4")
     assert (REPO / chosen["recipe"]).resolve() == MAIN_JOB
     shipped = load_recipe(MAIN_JOB)
-    # the screened runs trained the recipe as it was then with the run's overrides: every key must come out equal
-    assert load_recipe(MAIN_JOB_BEFORE, chosen["set"]).model_dump() == shipped.model_dump()
+    # the screened runs trained the recipe as it was then with the run's overrides: every key must come out equal,
+    # but bf16 autocast, which the shipped recipe leaves to the machine ("auto": fp32 where bf16 is slow); the
+    # screen's fp32 control (levers2-csts-minilm/minilm-fp32-control) is the same run in fp32
+    screened = load_recipe(MAIN_JOB_BEFORE, chosen["set"]).model_dump()
+    assert (screened["train"].pop("bf16"), shipped.train.bf16) == (True, "auto")
+    shipped_dump = shipped.model_dump()
+    shipped_dump["train"].pop("bf16")
+    assert screened == shipped_dump
+    control = next(run for run in plan["studies"]["levers2-csts-minilm"] if run["id"] == "minilm-fp32-control")
+    fp32 = load_recipe(MAIN_JOB, control["set"]).model_dump()
+    assert fp32["train"].pop("bf16") is False and fp32 == shipped_dump
     assert isinstance(shipped, Recipe)
     assert (shipped.data.dev_fraction, shipped.data.dev_seed, shipped.train.keep) == (0.1, 42, "best")
 

@@ -154,8 +154,9 @@ class TrainSpec(_Section):
     # which model the run keeps: "best" (the checkpoint with the best validation Spearman, restored at the end) or
     # "last" (the last step's, as the C-STS reference code does; validation still runs and is recorded)
     keep: Literal["best", "last"] = "best"
-    # bfloat16 autocast for training (CPUs with avx512_bf16 or AMX, and GPUs that support it)
-    bf16: StrictBool = False
+    # bfloat16 autocast for training: true, false, or "auto" (on where it is known to be fast: a GPU that supports
+    # bf16, a CPU with AMX; training.arguments.resolve_bf16, which says why)
+    bf16: StrictBool | Literal["auto"] = False
     # any other field of SentenceTransformerTrainingArguments (CrossEncoderTrainingArguments for cross-encoders),
     # passed as given: gradient_checkpointing, torch_compile, report_to, dataloader_drop_last, ... Names are checked
     # against the dataclass; those finesim sets from the keys above are refused (check_recipe).

@@ -383,6 +383,7 @@ def _metrics(
         and abs(final["spearman"] - state.best_metric) < 1e-3,
         "metric_for_best_model": args.metric_for_best_model,
         "kept": recipe.train.keep,
+        "bf16": bool(args.bf16),  # the autocast the trainer used (train.bf16 "auto" resolved on this machine)
         "resumed_from": checkpoint,
         "global_steps": steps,
         "epochs": float(state.epoch or 0.0),
