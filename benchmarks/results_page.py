@@ -901,7 +901,7 @@ LEVERS_DECIDED = """\
 How each was decided: the MiniLM learning rate by its screen's rule (the highest dev keeps 1e-4); layer decay and batch
 64 by the second screen's rule (neither passes); the soup beats its best member on dev, which its rule calls worth
 shipping, but it is not shipped as the main job, which must stay one training of about 20 minutes while a soup needs
-one per member (`benchmarks/soup.py` makes one from any seeds' models); fp32 is level with bf16 and serves as the
+one per member (`finesim soup` makes one from any seeds' models); fp32 is level with bf16 and serves as the
 second screen's control; the ensemble wins on dev by construction and is two forward passes, and issue 42 headlines a
 single servable model (it is reported beside it, above); the 3-epoch paper recipe has no dev split to choose with; every
 other mpnet run enters the headline rule in "Best models", under which a seed-42 run that dev favours runs seeds 1
@@ -938,7 +938,8 @@ def soup_lines(folder: Path) -> list[str]:
         f"{dev}), so it {verdict} its best member on dev (the rule, "
         f"fixed before the run: a lever worth shipping); validation {d['soup']['validation']:.2f} (members "
         f"{validation}). The margin on dev is one soup against the seeds' spread, and a soup costs one training per "
-        "member; nothing ships it yet (no recipe or command writes soups).",
+        "member. `finesim soup` makes one from any seeds' models ([scoring](scoring.md#model-soups)); no shipped "
+        "recipe is a soup (the main job stays one training).",
     ]
 
 

@@ -11,7 +11,8 @@ never chosen on). The decision rule, fixed before the first run: the soup is a l
 Spearman is higher than the best member's dev Spearman; validation only reports what that choice gives. The members
 must share one architecture (every parameter's name and shape): the script refuses
 otherwise, naming the first difference. Only floating-point parameters are averaged; integer buffers (position ids)
-must be equal and are kept.
+must be equal and are kept. The averaging and the saved folder are ``finesim.models.soup``'s, as ``finesim soup``
+makes them; this script adds the members' and the soup's scores and the rule.
 
 The results file records the members (paths relative to the repository), each one's dev and validation Spearman,
 the soup's, the rule's outcome, the data files' SHA-256 and the environment. ``--save DIR`` also writes the soup
@@ -29,51 +30,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def average_state(states: list[dict[str, Any]]) -> dict[str, Any]:
-    """The uniform average of several state dicts of one architecture (floating-point tensors averaged in fp32 and
-    cast back; any other tensor must be equal in every member). ``ValueError`` names the first difference."""
-    import torch
-
-    first = states[0]
-    for i, state in enumerate(states[1:], start=1):
-        if state.keys() != first.keys():
-            lacks, extra = sorted(set(first) - set(state))[:3], sorted(set(state) - set(first))[:3]
-            raise ValueError(f"member {i} has other parameters than member 0: it lacks {lacks}, has {extra}")
-        for name, tensor in state.items():
-            if tensor.shape != first[name].shape:
-                raise ValueError(
-                    f"member {i}: {name} has shape {tuple(tensor.shape)}, member 0 {tuple(first[name].shape)}"
-                )
-    out = {}
-    for name, tensor in first.items():
-        if torch.is_floating_point(tensor):
-            total = sum(state[name].to(torch.float32) for state in states)
-            out[name] = (total / len(states)).to(tensor.dtype)
-        else:
-            for i, state in enumerate(states[1:], start=1):
-                if not torch.equal(state[name], tensor):
-                    raise ValueError(f"member {i}: the non-float tensor {name} differs from member 0's")
-            out[name] = tensor.clone()
-    return out
-
-
-def save_soup(model: Any, encoder: str, members: list[str], result: dict[str, float], folder: Path) -> str:
-    """Save the soup with finesim's marker and card: member 0's card (recipe, base model, data) with the soup's own
-    scores and its members named; refuses an existing folder. Returns the folder."""
-    from finesim.models.card import CardInfo
-    from finesim.models.io import read_marker, save_model
-
-    if folder.exists():
-        raise SystemExit(f"--save {folder}: the folder exists; choose a new one")
-    marker = read_marker(members[0]) or {}
-    card = CardInfo.from_dict(marker["card"]) if "card" in marker else CardInfo(encoder=encoder)
-    card.metrics = {"dev": {"spearman": result["dev"]}, "validation": {"spearman": result["validation"]}}
-    soup = f"uniform weight average of {len(members)} runs: {', '.join(members)}"
-    card.details = {**card.details, "model soup": soup}
-    save_model(model, folder, encoder=encoder, card=card)
-    return str(folder)
 
 
 def score(scorer: Any, split: Any) -> float:
@@ -100,6 +56,8 @@ def main() -> int:
     from finesim.data.csts import read_csts
     from finesim.data.splits import split_by_pair
     from finesim.evaluation.scoring import ConditionalScorer
+    from finesim.models.io import read_marker
+    from finesim.models.soup import average_state, save_soup
     from finesim.models.teacher import check_teacher_dev_split
     from finesim.paths import data_root
     from finesim.results import environment_record, file_sha256, portable, write_json_atomic
@@ -122,7 +80,7 @@ def main() -> int:
         print(f"{folder}: dev {members[-1]['dev']:.2f}, validation {members[-1]['validation']:.2f}", file=sys.stderr)
         last = scorer
     soup_model = copy.deepcopy(last.model)
-    soup_model.load_state_dict(average_state(states))
+    soup_model.load_state_dict(average_state(states))  # the library's soup (finesim soup), kept on the loaded models
     soup = ConditionalScorer(soup_model, encoder=last.encoder, batch_size=64)
     result = {"dev": score(soup, dev), "validation": score(soup, validation)}
     best = max(members, key=lambda m: m["dev"])
@@ -148,7 +106,10 @@ def main() -> int:
         "environment": environment_record(),
     }
     if args.save:
-        payload["saved"] = save_soup(soup_model, last.encoder, args.models, result, Path(args.save))
+        metrics = {"dev": {"spearman": result["dev"]}, "validation": {"spearman": result["validation"]}}
+        marker = read_marker(args.models[0]) or {"encoder": last.encoder}
+        saved = save_soup(soup_model, Path(args.save), members=args.models, marker=marker, metrics=metrics)
+        payload["saved"] = str(saved)
     write_json_atomic(args.output, portable(payload))
     print(
         f"soup: dev {result['dev']:.2f} (best member {best['dev']:.2f}), validation {result['validation']:.2f}; "

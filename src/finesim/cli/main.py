@@ -14,10 +14,23 @@ import sys
 from collections.abc import Sequence
 
 from finesim._version import __version__
-from finesim.cli import bound, case, distill, ensemble, evaluate, export, index, prompt_eval, score, serve, train
+from finesim.cli import (
+    bound,
+    case,
+    distill,
+    ensemble,
+    evaluate,
+    export,
+    index,
+    prompt_eval,
+    score,
+    serve,
+    soup,
+    train,
+)
 from finesim.cli.common import EXIT_USAGE, HelpFormatter, configure_output, run_command
 
-COMMANDS = (evaluate, score, serve, prompt_eval, train, ensemble, export, bound, case, index, distill)
+COMMANDS = (evaluate, score, serve, prompt_eval, train, ensemble, soup, export, bound, case, index, distill)
 
 
 def build_parser() -> argparse.ArgumentParser:
