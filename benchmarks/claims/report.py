@@ -44,7 +44,16 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "claims"
 CLAIMS = Path(__file__).with_name("claims.yaml")
-ALPHA = 0.05  # family-wise level of the Holm-adjusted p values
+ALPHA = 0.05  # family-wise level of the Holm-adjusted p values, over both looks (ALPHA_FIRST + ALPHA_SECOND)
+# the two-look rule (docs/claims-method.md, "More seeds"): every row is first judged on FIRST_LOOK's seeds at
+# ALPHA_FIRST; a row whose Holm p (either direction, or TOST) lies in [ALPHA_FIRST, ZONE) runs SECOND_LOOK's seeds and
+# is judged on them at ALPHA_SECOND (Bonferroni over the two looks keeps each family's error rate under ALPHA)
+FIRST_LOOK = (42, 1, 2)
+SECOND_LOOK = (42, 1, 2, 3, 4)
+ALPHA_FIRST = 0.01
+ALPHA_SECOND = 0.04
+ZONE = 0.20
+MORE_SEEDS = "more seeds"  # the verdict of a row in the zone whose second-look seeds have not all finished
 MARGIN = 1.0  # TOST equivalence margin, points (Spearman x100); docs/claims-method.md says why
 SE_FLOOR = 0.5  # the old rule's floor (legacy_verdict), kept to show which verdicts the new rule changed
 MIN_SEEDS = 3  # best-models goals are judged once this many seeds are in (unless the entry says otherwise)
@@ -251,6 +260,35 @@ def with_stored_pairs(
     return welch_test if var_pair is None else with_pair_noise(welch_test, var_pair, expect)
 
 
+def seeds_only(runs: dict[str, list[dict[str, Any]]], seeds: tuple[int, ...]) -> dict[str, list[dict[str, Any]]]:
+    """``runs`` with only the results of ``seeds`` (a look of the two-look rule)."""
+    return {run: [r for r in results if r.get("seed") in seeds] for run, results in runs.items()}
+
+
+def second_look_complete(runs: dict[str, list[dict[str, Any]]], claim: dict[str, Any]) -> bool:
+    """Whether every trained side of ``claim`` has a result for every seed of ``SECOND_LOOK`` (a fixed value or a
+    run that trains nothing needs none)."""
+    for key in ("a", "b"):
+        run = claim[key]
+        if isinstance(run, dict):
+            continue
+        results = runs.get(run, [])
+        if results and all(r.get("spec", {}).get("kind") in DETERMINISTIC_KINDS for r in results):
+            continue
+        if not set(SECOND_LOOK) <= {r.get("seed") for r in results}:
+            return False
+    return True
+
+
+def in_zone(r: dict[str, Any]) -> bool:
+    """Whether a row judged at the first look is undecided there but within reach: tested, no verdict at
+    ``ALPHA_FIRST``, and its Holm p (the paper's direction, the other one, or TOST) below ``ZONE``."""
+    if r["test"]["status"] != "tested":
+        return False
+    ps = [r["p_holm"], *([r["p_holm_other"]] if r.get("p_holm_other") is not None else [])]
+    return min(ps) >= ALPHA_FIRST and min(ps) < ZONE
+
+
 def holm(pvalues: list[float]) -> list[float]:
     """Holm's step-down adjusted p values, in the input order."""
     m = len(pvalues)
@@ -263,8 +301,9 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted
 
 
-def judge(rows: list[dict[str, Any]]) -> None:
-    """Holm within each family (``row["family"]``), then each row's verdict, in place."""
+def adjust(rows: list[dict[str, Any]]) -> None:
+    """Holm within each family (``row["family"]``) over the tested rows' ``test`` p values: ``p_holm`` and, for
+    directional claims, ``p_holm_other``, in place."""
     families: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         if r["test"]["status"] == "tested":
@@ -275,23 +314,54 @@ def judge(rows: list[dict[str, Any]]) -> None:
         directional = [r for r in members if r["test"]["p_other"] is not None]
         for r, adjusted in zip(directional, holm([r["test"]["p_other"] for r in directional])):
             r["p_holm_other"] = adjusted
+
+
+def judge(rows: list[dict[str, Any]], alpha: float = ALPHA) -> None:
+    """Holm within each family, then each row's verdict at ``alpha``, in place (one look, every row)."""
+    adjust(rows)
     for r in rows:
-        r["verdict"] = _verdict(r)
+        r["verdict"] = _verdict(r, alpha)
 
 
-def _verdict(r: dict[str, Any]) -> str:
+def _verdict(r: dict[str, Any], alpha: float = ALPHA) -> str:
     test = r["test"]
     if test["status"] == "pending":
         return "pending"
     if test["status"] == "untestable":
         return f"no verdict ({test['reason']})"
     if r["expect"] == "equal":
-        return "equivalent" if r["p_holm"] < ALPHA else "not shown equivalent"
-    if r["p_holm"] < ALPHA:
+        return "equivalent" if r["p_holm"] < alpha else "not shown equivalent"
+    if r["p_holm"] < alpha:
         return "holds"
-    if r["p_holm_other"] < ALPHA:
+    if r["p_holm_other"] < alpha:
         return "reversed"
     return "not shown"
+
+
+def judge_two_looks(rows: list[dict[str, Any]], second: dict[int, dict[str, Any]]) -> None:
+    """The two-look rule, in place: every row judged at ``ALPHA_FIRST`` on its first-look test (``row["test"]``); a
+    row in the zone (:func:`in_zone`) is ``MORE_SEEDS`` unless ``second`` holds its second-look test (by row
+    index), and then Holm runs again over its family (the other rows keep their first-look p) and it is judged at
+    ``ALPHA_SECOND``. ``look`` records which look gave the verdict (1, 2, or None while more seeds run)."""
+    judge(rows, ALPHA_FIRST)
+    zone = [i for i, r in enumerate(rows) if in_zone(r)]
+    for i, r in enumerate(rows):
+        r["look"] = None if i in zone else 1
+        if i in zone:
+            r["first_look"] = {"test": r["test"], "p_holm": r["p_holm"], "p_holm_other": r.get("p_holm_other")}
+            r["verdict"] = MORE_SEEDS
+    extended = [i for i in zone if i in second]
+    if not extended:
+        return
+    for i in extended:
+        rows[i]["test"] = second[i]
+    again = [dict(r) for r in rows]
+    adjust(again)
+    for i in extended:
+        r = rows[i]
+        r["p_holm"], r["p_holm_other"] = again[i]["p_holm"], again[i].get("p_holm_other")
+        r["verdict"] = _verdict(r, ALPHA_SECOND)
+        r["look"] = 2
 
 
 # --- the rule used until 2026-11-26, kept to list what changed ---------------------------------------------------
@@ -458,12 +528,17 @@ def mpnet_cell(r: dict[str, Any]) -> str:
     return out + borrowed(r)
 
 
+def cell(text: str) -> str:
+    """``text`` for a Markdown table cell: a literal ``|`` (as in ``|u−v|``) escaped, so it splits no cell."""
+    return str(text).replace("|", "\\|")
+
+
 def claim_cell(r: dict[str, Any]) -> str:
-    text = f"{r['claim']} ({name(r['a'])} vs {name(r['b'])})"
+    text = f"{cell(r['claim'])} ({name(r['a'])} vs {name(r['b'])})"
     if r.get("variant"):
-        text += f"<br>**variant:** {r['variant']}"
+        text += f"<br>**variant:** {cell(r['variant'])}"
     if r.get("budget_difference"):
-        text += f"<br>**budget difference:** {r['budget_difference']}"
+        text += f"<br>**budget difference:** {cell(r['budget_difference'])}"
     return text
 
 
@@ -471,6 +546,11 @@ def verdict_cell(r: dict[str, Any]) -> str:
     out = f"**{r['verdict']}**"
     if r["verdict"] == "reversed":
         out += f" (Holm p {fmt_p(r['p_holm_other'])} the other way)"
+    if r["verdict"] == MORE_SEEDS:
+        seeds = ", ".join(str(s) for s in SECOND_LOOK if s not in FIRST_LOOK)
+        out += f" (undecided at {len(FIRST_LOOK)} seeds: seeds {seeds} run)"
+    elif r.get("look") == 2:
+        out += f" ({len(SECOND_LOOK)} seeds, at {ALPHA_SECOND:g})"
     return out
 
 
@@ -489,7 +569,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         if r["expect"] == "equal" and test.get("p") is not None:
             p += f" (TOST ±{MARGIN:g})"
         lines.append(
-            f"| {r['family']} | {claim_cell(r)} | {r['paper_figure']} | {fmt(r['a_stats'], metric)} | "
+            f"| {r['family']} | {claim_cell(r)} | {cell(r['paper_figure'])} | {fmt(r['a_stats'], metric)} | "
             f"{fmt(r['b_stats'], metric)} | {fmt_effect(test, metric)} | {p} | {fmt_p(r.get('p_holm'))} | "
             f"{verdict_cell(r)} | {seed_count(r['a_stats'])}/{seed_count(r['b_stats'])} | {mpnet_cell(r)} |"
         )
@@ -515,13 +595,20 @@ def make_rows(
                     "paper_figure": f"Pearson version of the Spearman row (paper, Spearman: {c['paper_figure']})",
                 }
             )
+    first, later = seeds_only(runs, FIRST_LOOK), seeds_only(runs, SECOND_LOOK)
+
+    def tested(look: dict[str, list[dict[str, Any]]], c: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+        metric, expect = c["metric"], c.get("expect", "a")
+        a, b = side(look, c["a"], metric), side(look, c["b"], metric)
+        test = evaluate_claim(a, b, expect)
+        if metric == "csts" and test["status"] == "tested":  # both sides' pairs stored: Welch + pair variance
+            test = with_stored_pairs(look, c, test, expect)
+        return a, b, test
+
     rows = []
     for c in specs:
         metric, expect = c["metric"], c.get("expect", "a")
-        a, b = side(runs, c["a"], metric), side(runs, c["b"], metric)
-        test = evaluate_claim(a, b, expect)
-        if metric == "csts" and test["status"] == "tested":  # both sides' pairs stored: Welch + pair variance
-            test = with_stored_pairs(runs, c, test, expect)
+        a, b, test = tested(first, c)
         mp = c.get("mpnet")
         rows.append(
             {
@@ -535,7 +622,12 @@ def make_rows(
                 "mpnet_b": side(runs, mp["b"], metric) if mp else None,
             }
         )
-    judge(rows)
+    judge(rows, ALPHA_FIRST)
+    second = {}
+    for i, r in enumerate(rows):
+        if in_zone(r) and second_look_complete(later, r):
+            r["a_stats"], r["b_stats"], second[i] = tested(later, r)
+    judge_two_looks(rows, second)
     return rows
 
 
@@ -554,7 +646,7 @@ def changed_section(rows: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|",
     ]
     for r in changed:
-        lines.append(f"| {r['family']} | {r['claim']} | {r['legacy']} | {r['verdict']} |")
+        lines.append(f"| {r['family']} | {cell(r['claim'])} | {r['legacy']} | {r['verdict']} |")
     return lines
 
 
@@ -635,14 +727,19 @@ def header() -> list[str]:
         "**Verdicts** follow [claims-method.md](claims-method.md), fixed on 2026-11-26 before they were recomputed:",
         "the effect is `mean(a) − mean(b)` over seeds with its 95% Welch interval; `p` is Welch's one-sided p in the",
         "paper's direction (a one-sample t-test where a side is fixed or deterministic), `p Holm` its Holm adjustment",
-        f"over the rows of the same paper; **holds** when p Holm < {ALPHA}, **reversed** when the same test in the",
-        f"other direction gives Holm p < {ALPHA}, **not shown** otherwise. A claim of no difference is tested by TOST",
-        f"with a margin of ±{MARGIN:g} point: **equivalent** when its Holm p < {ALPHA}, else **not shown",
-        "equivalent**. **no verdict** where a trained side has one seed or neither side has seed variance (a frozen",
-        "model's score, a fixed value); **pending** while a run has not finished. The verdicts are conditional on the",
-        "validation pairs, except where both sides stored every seed's per-pair predictions (C-STS training runs do",
-        "from now on; none of the files so far has them): there the Welch standard error also carries the variance",
-        f"of the effect over {PAIR_RESAMPLES:,} paired resamples of the pairs, marked `(+pairs)`.",
+        "over the rows of the same paper. **Two looks** (fixed on 2026-11-27, before any fourth or fifth seed ran):",
+        f"every row is first judged on seeds {', '.join(map(str, FIRST_LOOK))} at {ALPHA_FIRST:g}: **holds** when p",
+        f"Holm < {ALPHA_FIRST:g}, **reversed** when the same test in the other direction gives Holm p <",
+        f"{ALPHA_FIRST:g}, **not shown** when neither is below {ZONE:g}; in between the row is **{MORE_SEEDS}**: its",
+        f"runs add seeds {', '.join(str(x) for x in SECOND_LOOK if x not in FIRST_LOOK)} and it is judged again on",
+        f"{len(SECOND_LOOK)} seeds at {ALPHA_SECOND:g} (Holm over its paper's rows once more), so each paper's error",
+        f"rate stays under {ALPHA:g} over both looks. A claim of no difference is tested by TOST with a margin of",
+        f"±{MARGIN:g} point: **equivalent** when its Holm p is below the look's level, else **not shown",
+        "equivalent** (or **more seeds** in the zone). **no verdict** where a trained side has one seed or neither",
+        "side has seed variance (a frozen model's score, a fixed value); **pending** while a run has not finished.",
+        "The verdicts are conditional on the validation pairs, except where both sides stored every seed's per-pair",
+        "predictions (C-STS training and CASE runs since 2026-11-26): there the Welch standard error also carries",
+        f"the variance of the effect over {PAIR_RESAMPLES:,} paired resamples of the pairs, marked `(+pairs)`.",
         "A **variant** row is not the paper's own claim or baseline (the note says how it differs; the faithful row",
         "is next to it where finesim has the data); a **budget difference** note names what else differs between",
         "the sides. The mpnet column (all-mpnet-base-v2, mostly one seed) gives the effect and, where testable, its",
@@ -699,6 +796,7 @@ def build(
 
 
 VERDICT_COLOURS = {
+    MORE_SEEDS: "#6a51a3",
     "holds": "#1b7837",
     "equivalent": "#1b7837",
     "reversed": "#b2182b",

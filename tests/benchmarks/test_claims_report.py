@@ -463,3 +463,80 @@ def test_a_claim_gets_the_pair_variance_only_when_both_sides_stored_their_pairs(
     assert report.with_stored_pairs(runs, {"a": "s/a", "b": {"value": 0.0}}, welch_test, "a") is welch_test
     csv.write_text(csv.read_text(encoding="utf-8") + "s,t,c,3\n", encoding="utf-8")  # not the file they scored
     assert report.with_stored_pairs(runs, claim, welch_test, "a") is welch_test
+
+
+def test_every_table_row_of_docs_claims_md_has_its_header_s_cells() -> None:
+    """A literal ``|`` in a claim (``|u−v|``) is escaped, so no row splits into more cells than its table's header;
+    ``cell`` escapes it."""
+    import re
+
+    doc = (REPO / "docs" / "claims.md").read_text(encoding="utf-8")
+    width = None
+    for line in doc.splitlines():
+        if not line.startswith("|"):
+            width = None
+            continue
+        cells = len(re.split(r"(?<!\\)\|", line)) - 2  # unescaped pipes; the outer two bound the row
+        if width is None:
+            width = cells  # the header
+        assert cells == width, line[:120]
+    assert "(u, v, \\|u−v\\|)" in doc
+
+
+def test_cell_escapes_pipes(report: ModuleType) -> None:
+    assert report.cell("(u, v, |u−v|)") == "(u, v, \\|u−v\\|)"
+
+
+def test_two_looks_extend_only_the_zone_and_judge_it_again_at_its_own_level(report: ModuleType) -> None:
+    """The two-look rule (docs/claims-method.md): seeds 42, 1, 2 judged at 0.01; a row whose Holm p lies in
+    [0.01, 0.20) is "more seeds" until seeds 3 and 4 exist on both sides, then tested on five at 0.04; other rows'
+    first looks ignore seeds 3 and 4."""
+    from scipy import stats as st
+
+    def seeds(run: str, values: list[float]) -> list[dict]:
+        return [_result(run, seed, v) for seed, v in zip((42, 1, 2, 3, 4), values)]
+
+    runs = {
+        # a big effect, decided at the first look; its seeds 3 and 4 (opposite!) are not read there
+        "s/big": seeds("s/big", [66.0, 66.4, 66.1, 40.0, 40.0]),
+        "s/base": seeds("s/base", [47.9, 48.4, 46.7, 70.0, 70.0]),
+        "s/small": seeds("s/small", [76.4, 77.0, 75.8]),  # d = +1.97, one-sided p = 0.031: in the zone
+        "s/base2": seeds("s/base2", [74.4, 75.5, 73.4]),
+    }
+    claims = [
+        {"paper": "P", "claim": "big", "paper_figure": "f", "a": "s/big", "b": "s/base", "metric": "csts"},
+        {"paper": "P", "claim": "small", "paper_figure": "f", "a": "s/small", "b": "s/base2", "metric": "csts"},
+    ]
+    big, small = report.make_rows(runs, claims)
+    assert (big["verdict"], big["look"], big["a_stats"]["n"]) == ("holds", 1, 3)
+    assert small["p_holm"] == pytest.approx(small["test"]["p"])  # Holm: the larger of two p values, times 1
+    assert 0.01 <= small["p_holm"] < 0.20 and small["verdict"] == "more seeds" and small["look"] is None
+    assert "seeds 3, 4 run" in report.verdict_cell(small)
+    runs["s/small"] = seeds("s/small", [76.4, 77.0, 75.8, 76.9])  # seed 4 missing: still more seeds
+    runs["s/base2"] = seeds("s/base2", [74.4, 75.5, 73.4, 74.0, 74.9])
+    assert report.make_rows(runs, claims)[1]["verdict"] == "more seeds"
+    runs["s/small"] = seeds("s/small", [76.4, 77.0, 75.8, 76.9, 76.2])
+    big, small = report.make_rows(runs, claims)
+    expected = st.ttest_ind([76.4, 77.0, 75.8, 76.9, 76.2], [74.4, 75.5, 73.4, 74.0, 74.9], equal_var=False)
+    p_two = float(expected.pvalue) / 2  # one-sided in the paper's direction (the effect is positive)
+    assert small["test"]["p"] == pytest.approx(p_two, rel=1e-6) and small["a_stats"]["n"] == 5
+    # Holm over the family again: the first-look p of "big" and the second-look p of "small"
+    assert small["p_holm"] == pytest.approx(max(min(2 * min(p_two, big["test"]["p"]), 1), p_two))
+    assert (small["verdict"], small["look"]) == ("holds", 2) and "5 seeds, at 0.04" in report.verdict_cell(small)
+    assert (big["verdict"], big["a_stats"]["n"]) == ("holds", 3)
+
+
+def test_the_plan_runs_seeds_3_and_4_for_every_row_in_the_zone(report: ModuleType) -> None:
+    import yaml
+
+    spec = yaml.safe_load((REPO / "benchmarks" / "claims" / "claims.yaml").read_text(encoding="utf-8"))
+    plan = yaml.safe_load((REPO / "benchmarks" / "claims" / "plan.yaml").read_text(encoding="utf-8"))["studies"]
+    planned = {f"{study}/{run['id']}": run.get("seeds", [42]) for study, items in plan.items() for run in items}
+    runs = report.load_results(report.RESULTS)
+    rows = report.make_rows(runs, spec["claims"], spec.get("pearson_versions", []))
+    extended = [r for r in rows if r["verdict"] == report.MORE_SEEDS or r.get("look") == 2]
+    for r in extended:
+        for run in (r["a"], r["b"]):
+            if isinstance(run, dict) or all(x["spec"].get("kind") in report.DETERMINISTIC_KINDS for x in runs[run]):
+                continue
+            assert set(report.SECOND_LOOK) <= set(planned[run]), f"{r['claim']}: {run} plans {planned[run]}"
