@@ -77,6 +77,7 @@ def main() -> None:
                 if any(k.endswith("_spearman") for k in e)
             ],
             "train_rows_per_second": metrics.get("train_rows_per_second"),
+            "bf16": metrics.get("bf16"),  # the autocast the run used (train.bf16 "auto" resolved on this machine)
             "evaluate_by_group": scores.get("average_main_score_by_group"),
             "resumed_from": metrics.get("resumed_from"),
         },

@@ -498,14 +498,18 @@ def main_job_section(folder: Path) -> list[str]:
             )
             total = (timing["seconds"]["train"] + timing["seconds"]["evaluate"]) / 60
             threads = timing["environment"]["hardware"]["torch_threads"]
-            screen_threads = job["results"][0]["environment"]["hardware"]["torch_threads"]
+            before_file = timing["before_file"]
+            before_run = read(ROOT / before_file) if (ROOT / before_file).is_file() else None
+            before_threads = before_run["environment"]["hardware"]["torch_threads"] if before_run else "?"
             before = timing["before_validation_spearman"]
             fast = "**met**" if total <= MAIN_JOB_MINUTES else "**not met**"
+            # a file timed before metrics.json recorded the precision ran the recipe's bf16: true of then
+            precision = "bf16 autocast" if timing["after"].get("bf16", True) else "fp32"
             lines += [
                 "",
-                f"The timed run (seed 42, {threads} torch threads; the screen's seed 42 trained with "
-                f"{screen_threads}): {v:.2f} validation Spearman as the trainer measures it, against "
-                f"{before:.2f} for the screen's run, {same}. Time goal (issue 42: at most "
+                f"The timed run (seed 42, {precision}, {threads} torch threads; `{before_file}`, the run it is "
+                f"compared with, trained with {before_threads}): {v:.2f} validation Spearman as the trainer measures "
+                f"it, against {before:.2f} there, {same}. Time goal (issue 42: at most "
                 f"{MAIN_JOB_MINUTES} minutes here): {fast} ({total:.1f} min).",
             ]
         lines += bf16_lines(folder)
