@@ -266,7 +266,8 @@ def test_cli_trains_appendix_b_projections_that_reload(tiny_bert_dir, tmp_path, 
     assert np.isfinite(scores).all()
     linear = tmp_path / "linear-gelu"
     assert main([*argv, "--kind", "linear", "--activation", "gelu", "--output-dir", str(linear)]) == 1
-    assert "the linear projection has no activation, got activation='gelu'" in capsys.readouterr().err
+    assert "case.activation 'gelu': the linear projection has no activation" in capsys.readouterr().err
+    assert not linear.exists()  # refused before any encoding or writing
 
 
 def test_parse_dims_full_keyword():

@@ -305,3 +305,57 @@ def test_an_option_case_does_not_honour_is_a_usage_error(tiny_bert_dir: Path, tm
     err = capsys.readouterr().err
     assert "finesim train: error: --data does not apply to a CASE recipe (method: case); CASE takes" in err
     assert "--no-resume" in err and not (tmp_path / "out").exists()
+
+
+def test_a_run_recorded_before_activation_and_hidden_dim_is_the_same_recipe(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """A training.json written before the projection's activation / hidden_dim options existed lacks them: it ran
+    their defaults, so the same recipe is trained again, not refused as another one; and an unset activation
+    equals the non-linear projection's leaky_relu."""
+    import json
+
+    from finesim.case.pipeline import check_case
+    from finesim.training import load_recipe
+
+    _, recipe = _tiny_case(tmp_path, tiny_bert_dir)
+    out = tmp_path / "out"
+    options, _ = check_case(load_recipe(recipe), output_dir=out, data=tmp_path / "data")
+    out.mkdir()
+    old = {k: v for k, v in options.items() if k not in ("activation", "hidden_dim")}
+    (out / "training.json").write_text(json.dumps({"options": old, "training": {}}), encoding="utf-8")
+    (out / "case_model.json").write_text("{}", encoding="utf-8")
+    _, lines = check_case(load_recipe(recipe), output_dir=out, data=tmp_path / "data")
+    assert "holds a CASE run of the same recipe" in lines[-1]
+    leaky = load_recipe(recipe, ["case.kind=nonlinear", "case.activation=leaky_relu"])
+    unset = load_recipe(recipe, ["case.kind=nonlinear"])
+    (out / "training.json").write_text(
+        json.dumps(
+            {"options": check_case(unset, output_dir=tmp_path / "o", data=tmp_path / "data")[0], "training": {}}
+        ),
+        encoding="utf-8",
+    )
+    assert "of the same recipe" in check_case(leaky, output_dir=out, data=tmp_path / "data")[1][-1]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["case.kind=linear", "case.activation=gelu"],
+            "case.activation 'gelu': the linear projection has no activation",
+        ),
+        (["case.kind=linear", "case.hidden_dim=8"], "case.hidden_dim 8: the linear projection has one layer"),
+        (["case.kind=nonlinear", "case.activation=silu", "case.negative_slope=0.2"], "negative_slope 0.2 is LeakyReLU"),
+    ],
+)
+def test_projection_options_that_do_not_fit_the_kind_fail_before_any_encoding(
+    tiny_bert_dir: Path, tmp_path: Path, overrides: list[str], message: str
+) -> None:
+    from finesim.case.pipeline import check_case
+    from finesim.options import RecipeError
+    from finesim.training import load_recipe
+
+    _, recipe = _tiny_case(tmp_path, tiny_bert_dir)
+    with pytest.raises(RecipeError, match=message):
+        check_case(load_recipe(recipe, overrides), output_dir=tmp_path / "out", data=tmp_path / "data")

@@ -20,6 +20,7 @@ from datasets import Dataset
 from finesim.case.data import embed_pairs, split_by_pair, split_summary
 from finesim.case.encoding import DEFAULT_FAMILY_FOR, ConditionAwareEncoder
 from finesim.case.options import DEFAULTS, default_cache_dir, parse_dims, recipe_options
+from finesim.case.projection import DEFAULT_ACTIVATION
 from finesim.case.prompts import PromptFormat
 from finesim.case.training import TrainConfig, evaluate_pairs, sweep_dimensions, train_projection
 from finesim.data import read_csts
@@ -137,6 +138,7 @@ def check_case(
         PromptFormat(family, options["formulation"], prompts_file=options["prompts_file"])
     except (OSError, ValueError) as err:
         raise RecipeError(f"{source}: case.family / case.prompts_file: {err}") from None
+    check_projection_options(options, source)
     preflight.check_writable(out, source)
     cache = options["cache_dir"] or default_cache_dir()
     encoder = {"the encoder's model folder (case.model)": found, "the embedding cache (case.cache_dir)": cache}
@@ -153,6 +155,28 @@ def check_case(
     return options, lines
 
 
+def check_projection_options(options: dict[str, Any], source: str) -> None:
+    """The projection's options that only some kinds take, refused before any encoding: an activation or a hidden
+    layer for the linear projection, a LeakyReLU slope beside another activation. ``RecipeError`` names the key
+    (the command line's ``--activation`` / ``--hidden-dim`` / ``--negative-slope`` set the same keys)."""
+    kind, activation, hidden = options["kind"], options["activation"], options["hidden_dim"]
+    if kind == "linear" and activation is not None:
+        raise RecipeError(
+            f"{source}: case.activation {activation!r}: the linear projection has no activation (z = W x); "
+            "use case.kind nonlinear"
+        )
+    if kind == "linear" and hidden is not None:
+        raise RecipeError(
+            f"{source}: case.hidden_dim {hidden}: the linear projection has one layer (two linear layers compose to "
+            "one map); use case.kind nonlinear for a two-layer projection"
+        )
+    if activation not in (None, "leaky_relu") and options["negative_slope"] != DEFAULTS["negative_slope"]:
+        raise RecipeError(
+            f"{source}: case.negative_slope {options['negative_slope']} is LeakyReLU's slope; case.activation "
+            f"{activation!r} has none"
+        )
+
+
 # what a CASE run writes into its folder (CaseModel.save: config, weights, marker, card; train_model: training.json)
 CASE_RUN_FILES = ("case_model.json", "projection.safetensors", "finesim_model.json", "README.md", "training.json")
 # what makes a folder a model that is no recorded run's: CASE's model would be mixed with it (refused, never deleted)
@@ -162,8 +186,15 @@ MODEL_FILES = ("modules.json", "model", "checkpoints")
 NOT_COMPARED = frozenset({"recipe", "cache_dir", "batch_size", "threads", "device", "dims", "num_directions"})
 
 
+# options added after runs were recorded: a record without them ran their default
+ADDED_OPTIONS = ("activation", "hidden_dim")
+
+
 def _comparable(options: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in _with_model_resolved(options).items() if k not in NOT_COMPARED}
+    filled = {**{key: DEFAULTS[key] for key in ADDED_OPTIONS}, **options}
+    if filled.get("kind") == "nonlinear" and filled.get("activation") is None:  # the same projection either way
+        filled["activation"] = DEFAULT_ACTIVATION
+    return {k: v for k, v in _with_model_resolved(filled).items() if k not in NOT_COMPARED}
 
 
 def _case_record(out: Path) -> dict[str, Any] | None:
