@@ -40,12 +40,12 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
     return out
 
 
-BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile")
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile", "bf16")  # x86 flags; "bf16": an Arm CPU's feature
 
 
 def cpu_bf16_flags(cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo") -> list[str] | None:
-    """The bfloat16-related instruction-set flags the CPU lists (of ``BF16_CPU_FLAGS``), in that order; ``None``
-    where the flags cannot be read (no ``/proc/cpuinfo``: not Linux)."""
+    """The bfloat16-related instruction-set flags the CPU lists (of ``BF16_CPU_FLAGS``; x86's ``flags`` lines, Arm's
+    ``Features``), in that order; ``None`` where they cannot be read (no ``/proc/cpuinfo``: not Linux)."""
     try:
         text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -53,7 +53,7 @@ def cpu_bf16_flags(cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo") -> list[st
     flags: set[str] = set()
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key.strip() == "flags":
+        if key.strip() in ("flags", "Features"):
             flags.update(value.split())
     return [flag for flag in BF16_CPU_FLAGS if flag in flags]
 

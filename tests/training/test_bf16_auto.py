@@ -83,3 +83,73 @@ def test_auto_reaches_the_trainer_resolved(monkeypatch, tmp_path: Path, caplog, 
         args = training_arguments(recipe, tmp_path, has_eval=True, cross=False)
     assert args.bf16 is expected
     assert f"bf16 autocast {'on' if expected else 'off'}" in caplog.text
+
+
+def test_cpu_bf16_flags_reads_arm_features(tmp_path: Path) -> None:
+    path = tmp_path / "cpuinfo"
+    path.write_text("processor\t: 0\nFeatures\t: fp asimd bf16 i8mm\nCPU implementer\t: 0x41\n", encoding="utf-8")
+    assert results.cpu_bf16_flags(path) == ["bf16"]
+
+
+def test_auto_on_a_gpu_asks_for_native_bf16(monkeypatch) -> None:
+    import torch
+
+    asked: list[dict] = []
+
+    def supported(**kwargs) -> bool:
+        asked.append(kwargs)
+        return False  # a pre-Ampere GPU: bf16 only emulated
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", supported)
+    assert resolve_bf16("auto", use_cpu=False) == (False, "auto: the GPU has no native bf16")
+    assert asked == [{"including_emulation": False}]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda **kwargs: True)
+    assert resolve_bf16("auto", use_cpu=False) == (True, "auto: the GPU supports bf16")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_bf16("auto", use_cpu=False) == (False, "auto: no CUDA device is visible, so fp32")
+
+
+def test_auto_is_off_beside_fp16_and_follows_use_cpu(monkeypatch) -> None:
+    import torch
+
+    from finesim.training.arguments import bf16_setting
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda **kwargs: True)
+    monkeypatch.setattr(results, "cpu_bf16_flags", lambda: ["avx512_bf16"])
+
+    def recipe(**train) -> Recipe:
+        r = recipe_from_dict({"train": {"bf16": "auto", **train}}, source="r.yaml")
+        assert isinstance(r, Recipe)
+        return r
+
+    assert bf16_setting(recipe()) == (True, "auto: the GPU supports bf16")
+    assert bf16_setting(recipe(trainer_args={"fp16": True})) == (False, "auto: train.trainer_args sets fp16")
+    on, why = bf16_setting(recipe(trainer_args={"use_cpu": True}))  # the CPU's flags decide, not the GPU
+    assert not on and "avx512_bf16 but no AMX" in why
+
+
+def test_the_dry_run_says_what_auto_chose(shared_data: Path, tmp_path: Path, monkeypatch) -> None:
+    from finesim.training import load_recipe
+    from finesim.training.preflight import preflight
+
+    monkeypatch.setattr(results, "cpu_bf16_flags", lambda: [])
+    repo = Path(__file__).resolve().parents[2]
+    main_job = load_recipe(repo / "recipes" / "csts" / "minilm-bi-mse-tuned.yaml")
+    summary = preflight(main_job, output_dir=tmp_path / "out", data_root=str(shared_data)).summary()
+    assert any(line.startswith("train.bf16 auto: fp32") and "bf16 autocast off" in line for line in summary), summary
+
+
+def test_a_resume_where_auto_chooses_otherwise_is_another_run(shared_data: Path, tmp_path: Path, monkeypatch) -> None:
+    from finesim.training import load_recipe
+    from finesim.training.preflight import fingerprint_changes, preflight, run_fingerprint
+
+    repo = Path(__file__).resolve().parents[2]
+    main_job = load_recipe(repo / "recipes" / "csts" / "minilm-bi-mse-tuned.yaml")
+    monkeypatch.setattr(results, "cpu_bf16_flags", lambda: ["avx512_bf16"])
+    pre = preflight(main_job, output_dir=tmp_path / "out", data_root=str(shared_data))
+    assert pre.fingerprint["recipe"]["train.bf16 (auto chose)"] is False
+    monkeypatch.setattr(results, "cpu_bf16_flags", lambda: ["avx512_bf16", "amx_bf16"])  # an AMX machine
+    elsewhere = run_fingerprint(main_job, pre.train, pre.validation)
+    assert fingerprint_changes(pre.fingerprint, elsewhere) == ["train.bf16 (auto chose): False -> True"]

@@ -31,8 +31,11 @@ def resolve_bf16(setting: bool | str, *, use_cpu: bool) -> tuple[bool, str]:
     if not use_cpu:
         import torch
 
-        supported = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-        return supported, f"auto: the GPU {'supports' if supported else 'does not support'} bf16"
+        if not torch.cuda.is_available():
+            return False, "auto: no CUDA device is visible, so fp32"
+        # native bf16 only: pre-Ampere GPUs emulate it, slowly
+        supported = bool(torch.cuda.is_bf16_supported(including_emulation=False))
+        return supported, f"auto: the GPU {'supports' if supported else 'has no native'} bf16"
     from finesim.results import cpu_bf16_flags
 
     flags = cpu_bf16_flags()
@@ -42,6 +45,17 @@ def resolve_bf16(setting: bool | str, *, use_cpu: bool) -> tuple[bool, str]:
         return True, "auto: the CPU has AMX (amx_bf16)"
     listed = f"it lists {', '.join(flags)} but no AMX" if flags else "it lists no bf16 instructions"
     return False, f"auto: fp32, as bf16 autocast was slower than fp32 on CPUs without AMX ({listed})"
+
+
+def bf16_setting(recipe: Recipe) -> tuple[bool, str]:
+    """The recipe's ``train.bf16`` resolved for this machine, and why (:func:`resolve_bf16`): on the CPU when
+    ``train.trainer_args`` says ``use_cpu`` or no GPU is visible; ``auto`` is off beside ``trainer_args.fp16``."""
+    import torch
+
+    t = recipe.train
+    if t.bf16 == "auto" and t.trainer_args.get("fp16"):
+        return False, "auto: train.trainer_args sets fp16"
+    return resolve_bf16(t.bf16, use_cpu=bool(t.trainer_args.get("use_cpu", not torch.cuda.is_available())))
 
 
 def selection_name(recipe: Recipe) -> str:
@@ -83,7 +97,7 @@ def training_arguments(
         use_cpu=not torch.cuda.is_available(),
     )
     kwargs.update(t.trainer_args)  # the trainer's other options as given; report_to and use_cpu above are defaults
-    kwargs["bf16"], why = resolve_bf16(t.bf16, use_cpu=bool(kwargs["use_cpu"]))
+    kwargs["bf16"], why = bf16_setting(recipe)
     if t.bf16 == "auto":
         logger.info("train.bf16 %s: bf16 autocast %s", why, "on" if kwargs["bf16"] else "off")
     if t.group_by_length:

@@ -156,8 +156,25 @@ def preflight(
     check_writable(out, source)
     fingerprint = run_fingerprint(recipe, train, validation)
     action, checkpoint = _decide(out, fingerprint, resume, source)
+    notes = []
+    if recipe.train.bf16 == "auto":
+        from finesim.training.arguments import bf16_setting
+
+        on, why = bf16_setting(recipe)
+        notes.append(f"train.bf16 {why}: bf16 autocast {'on' if on else 'off'} (metrics.json records it as bf16)")
     return Preflight(
-        recipe, out, root, train, validation, backbone, fingerprint, action, checkpoint, dev=dev, pairs=pairs
+        recipe,
+        out,
+        root,
+        train,
+        validation,
+        backbone,
+        fingerprint,
+        action,
+        checkpoint,
+        notes=notes,
+        dev=dev,
+        pairs=pairs,
     )
 
 
@@ -337,6 +354,10 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 def run_fingerprint(recipe: Recipe, train: LoadedData, validation: LoadedData | None) -> dict[str, Any]:
     """What makes a run the same run: the recipe's result-changing keys (flattened) and the data files' hashes."""
     keys = {k: v for k, v in _flatten(recipe.to_dict()).items() if k not in NOT_IN_FINGERPRINT}
+    if recipe.train.bf16 == "auto":  # what auto chose here: a resume where it chooses otherwise is another run
+        from finesim.training.arguments import bf16_setting
+
+        keys["train.bf16 (auto chose)"] = bf16_setting(recipe)[0]
     data = {"train": train.sha256, "validation": None if validation is None else validation.sha256}
     return {"recipe": keys, "data": data}
 
