@@ -23,7 +23,6 @@ and scores), which every finesim loader and ``finesim serve`` open like a traine
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 import time
 from pathlib import Path
@@ -56,12 +55,15 @@ def main() -> int:
     from finesim.data.csts import read_csts
     from finesim.data.splits import split_by_pair
     from finesim.evaluation.scoring import ConditionalScorer
-    from finesim.models.io import read_marker
-    from finesim.models.soup import average_state, save_soup
+    from finesim.models.soup import average_models, member_markers, save_soup
     from finesim.models.teacher import check_teacher_dev_split
     from finesim.paths import data_root
-    from finesim.results import environment_record, file_sha256, portable, write_json_atomic
+    from finesim.results import environment_record, file_sha256, portable, portable_path, write_json_atomic
 
+    try:
+        markers = member_markers(args.models)  # the checks of finesim soup
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
     for folder in args.models:  # a member that trained on the dev rows would inflate its own dev score
         check_teacher_dev_split(folder, dev_fraction=args.dev_fraction, dev_seed=args.dev_seed)
     data = data_root(args.data)
@@ -70,18 +72,20 @@ def main() -> int:
     _, dev = split_by_pair(rows, args.dev_fraction, args.dev_seed)
     validation, _ = read_csts(validation_file)  # rows labelled -1 are skipped by the reader
     started = time.perf_counter()
-    members, states = [], []
+    encoder = str(markers[0]["encoder"])
+    if encoder not in ("bi", "tri"):
+        raise SystemExit(f"{args.models[0]}: a {encoder}-encoder; this script soups bi- and tri-encoders")
+    members, models = [], []
     for folder in args.models:
         scorer = ConditionalScorer(folder, batch_size=64)
-        if scorer.encoder not in ("bi", "tri"):
-            raise SystemExit(f"{folder}: a {scorer.encoder} model; this script soups bi- and tri-encoders")
         members.append({"model": folder, "dev": score(scorer, dev), "validation": score(scorer, validation)})
-        states.append({k: v.detach().cpu() for k, v in scorer.model.state_dict().items()})
+        models.append(scorer.model)
         print(f"{folder}: dev {members[-1]['dev']:.2f}, validation {members[-1]['validation']:.2f}", file=sys.stderr)
-        last = scorer
-    soup_model = copy.deepcopy(last.model)
-    soup_model.load_state_dict(average_state(states))  # the library's soup (finesim soup), kept on the loaded models
-    soup = ConditionalScorer(soup_model, encoder=last.encoder, batch_size=64)
+    try:
+        soup_model = average_models(models, [str(f) for f in args.models])  # the soup finesim soup makes
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+    soup = ConditionalScorer(soup_model, encoder=encoder, batch_size=64)
     result = {"dev": score(soup, dev), "validation": score(soup, validation)}
     best = max(members, key=lambda m: m["dev"])
     payload = {
@@ -107,8 +111,8 @@ def main() -> int:
     }
     if args.save:
         metrics = {"dev": {"spearman": result["dev"]}, "validation": {"spearman": result["validation"]}}
-        marker = read_marker(args.models[0]) or {"encoder": last.encoder}
-        saved = save_soup(soup_model, Path(args.save), members=args.models, marker=marker, metrics=metrics)
+        members_named = [portable_path(f) for f in args.models]
+        saved = save_soup(soup_model, Path(args.save), members=members_named, marker=markers[0], metrics=metrics)
         payload["saved"] = str(saved)
     write_json_atomic(args.output, portable(payload))
     print(

@@ -63,7 +63,7 @@ def test_a_soup_is_the_members_mean_and_scores_like_a_model(tiny_model, tmp_path
     assert torch.allclose(torch.as_tensor(soup.score(*pairs)), torch.as_tensor(plain.score(*pairs)), atol=1e-5)
     card = read_marker(folder)["card"]
     assert card["metrics"] == {}  # the members' scores do not carry over
-    assert card["details"]["model soup"].startswith("uniform weight average of 3: ")
+    assert card["details"]["model soup"].startswith("uniform weight average of 3 fine-tunings")
     assert not list(tmp_path.glob(".tmp-*"))  # the staging folder is gone
 
 
@@ -119,3 +119,46 @@ def test_cli_soup(tiny_model, tmp_path: Path, capsys) -> None:
             main(["soup", *argv])
         assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "one").exists()
+
+
+def _set_base(folder: Path, base: str | None) -> None:
+    marker = json.loads((folder / "finesim_model.json").read_text())
+    marker["card"]["base_model"] = base
+    (folder / "finesim_model.json").write_text(json.dumps(marker))
+
+
+def test_base_models_are_compared_by_their_resolved_names(tiny_model, tmp_path: Path) -> None:
+    a, b, c = (_member(tiny_model, tmp_path / name, 0.0) for name in "abc")
+    _set_base(a, None)  # unknown: the others are still compared with each other
+    _set_base(b, "minilm")
+    _set_base(c, "sentence-transformers/all-MiniLM-L6-v2")  # minilm's Hub id: one base
+    assert len(member_markers([a, b, c])) == 3
+    _set_base(c, "org/other")
+    with pytest.raises(ValueError, match=r"b was fine-tuned from sentence-transformers/all-MiniLM-L6-v2 but .*c from"):
+        member_markers([a, b, c])
+    with pytest.raises(ValueError, match="is given twice"):
+        member_markers([a, b, tmp_path / "a"])
+
+
+def test_members_set_up_otherwise_are_refused_by_folder(tiny_model, tmp_path: Path, capsys) -> None:
+    from finesim.cli.main import main
+    from finesim.models.io import set_pooling
+
+    a = _member(tiny_model, tmp_path / "a", 0.0)
+    set_pooling(tiny_model, "cls")
+    b = _member(tiny_model, tmp_path / "b", 0.0)
+    with pytest.raises(SystemExit) as exit_:
+        main(["soup", "--model", str(a), "--model", str(b), "--output-dir", str(tmp_path / "soup")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"{b} is set up otherwise than {a}" in err and "Pooling" in err
+    assert not (tmp_path / "soup").exists()
+
+
+def test_the_soup_card_drops_member_0s_training_line(tiny_model, tmp_path: Path) -> None:
+    a, b = _member(tiny_model, tmp_path / "a", 0.01), _member(tiny_model, tmp_path / "b", -0.01)
+    marker = json.loads((a / "finesim_model.json").read_text())
+    marker["card"]["details"] = {"Training": "100 steps (seed 42)", "Prompt": "kept"}
+    (a / "finesim_model.json").write_text(json.dumps(marker))
+    details = read_marker(make_soup([a, b], tmp_path / "soup"))["card"]["details"]
+    assert "Training" not in details and details["Prompt"] == "kept"
+    assert "each member ran its own seed" in details["model soup"]

@@ -44,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     from finesim.models.soup import make_soup
 
-    folder = make_soup(args.models, out)
+    try:
+        folder = make_soup(args.models, out)
+    except ValueError as err:  # members that do not average (architecture, settings): named by their folders
+        raise UsageError(str(err)) from None
     print(
         f"saved {folder}: the {markers[0]['encoder']}-encoder soup of {len(args.models)} models; its scores are "
         f"its own: finesim evaluate --model {folder}"

@@ -25,22 +25,24 @@ from finesim.models.runtime import RUNTIME_KEY
 SOUP_DETAIL = "model soup"  # the card's details key naming the members
 
 
-def average_state(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def average_state(states: Sequence[dict[str, Any]], names: Sequence[str] | None = None) -> dict[str, Any]:
     """The uniform average of several state dicts of one architecture (floating-point tensors averaged in float32
-    and cast back; any other tensor must be equal in every member). ``ValueError`` names the first difference."""
+    and cast back; any other tensor must be equal in every member). ``ValueError`` names the first difference and
+    the members (``names``, e.g. their folders; else "member i")."""
     import torch
 
     if not states:
         raise ValueError("no state dicts to average")
+    label = list(names) if names is not None else [f"member {i}" for i in range(len(states))]
     first = states[0]
     for i, state in enumerate(states[1:], start=1):
         if state.keys() != first.keys():
             lacks, extra = sorted(set(first) - set(state))[:3], sorted(set(state) - set(first))[:3]
-            raise ValueError(f"member {i} has other parameters than member 0: it lacks {lacks}, has {extra}")
+            raise ValueError(f"{label[i]} has other parameters than {label[0]}: it lacks {lacks}, has {extra}")
         for name, tensor in state.items():
             if tensor.shape != first[name].shape:
                 raise ValueError(
-                    f"member {i}: {name} has shape {tuple(tensor.shape)}, member 0 {tuple(first[name].shape)}"
+                    f"{label[i]}: {name} has shape {tuple(tensor.shape)}, {label[0]} {tuple(first[name].shape)}"
                 )
     out = {}
     for name, tensor in first.items():
@@ -50,9 +52,20 @@ def average_state(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
         else:
             for i, state in enumerate(states[1:], start=1):
                 if not torch.equal(state[name], tensor):
-                    raise ValueError(f"member {i}: the non-float tensor {name} differs from member 0's")
+                    raise ValueError(f"{label[i]}: the non-float tensor {name} differs from {label[0]}'s")
             out[name] = tensor.clone()
     return out
+
+
+def settings(model: Any) -> list[Any]:
+    """What a model computes with besides its weights: each module's type and configuration (pooling mode, maximum
+    length, a condition head's kind, a cross-encoder's head, ...), in order."""
+    modules = list(model) if hasattr(model, "__iter__") else [model]
+    lengths = [(name, getattr(model, name, None)) for name in ("max_seq_length", "max_length")]
+    return [
+        *lengths,
+        *((type(m).__name__, m.get_config_dict() if hasattr(m, "get_config_dict") else None) for m in modules),
+    ]
 
 
 def member_markers(folders: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -60,6 +73,11 @@ def member_markers(folders: Sequence[str | Path]) -> list[dict[str, Any]]:
     weights (not an export), all of one encoder type and, where the cards record it, of one base model."""
     if len(folders) < 2:
         raise ValueError(f"a soup needs two or more models, got {len(folders)}")
+    seen: dict[Path, str | Path] = {}
+    for folder in folders:
+        if Path(folder).resolve() in seen:
+            raise ValueError(f"{folder} is given twice (as {seen[Path(folder).resolve()]}): each member once")
+        seen[Path(folder).resolve()] = folder
     markers = []
     for folder in folders:
         marker = read_marker(folder) if Path(folder).is_dir() else None
@@ -80,21 +98,38 @@ def member_markers(folders: Sequence[str | Path]) -> list[dict[str, Any]]:
     for folder, marker in zip(folders[1:], markers[1:]):
         if marker["encoder"] != encoders[0]:
             raise ValueError(f"{folders[0]} is a {encoders[0]}-encoder but {folder} a {marker['encoder']}-encoder")
-    bases = [(m.get("card") or {}).get("base_model") for m in markers]
-    for folder, base in zip(folders[1:], bases[1:]):
-        if bases[0] and base and base != bases[0]:
+    known = [(folder, base) for folder, m in zip(folders, markers) if (base := _base(m))]
+    for folder, base in known[1:]:
+        if base != known[0][1]:
             raise ValueError(
-                f"{folders[0]} was fine-tuned from {bases[0]} but {folder} from {base}: a soup averages fine-tunings "
-                "of one base model"
+                f"{known[0][0]} was fine-tuned from {known[0][1]} but {folder} from {base}: a soup averages "
+                "fine-tunings of one base model"
             )
     return markers
 
 
-def average_models(models: Sequence[Any]) -> Any:
-    """A copy of ``models[0]`` holding the uniform average of every member's weights (:func:`average_state`)."""
+def _base(marker: dict[str, Any]) -> str | None:
+    """A member's recorded base model, spelled one way (finesim's aliases and Hub ids resolved: ``minilm`` and
+    ``sentence-transformers/all-MiniLM-L6-v2`` are one base)."""
+    from finesim.models.hub import ALIASES
+
+    base = (marker.get("card") or {}).get("base_model")
+    return ALIASES.get(base, base) if isinstance(base, str) and base else None
+
+
+def average_models(models: Sequence[Any], names: Sequence[str] | None = None) -> Any:
+    """A copy of ``models[0]`` holding the uniform average of every member's weights (:func:`average_state`). The
+    members must compute alike besides their weights (:func:`settings`: pooling, maximum length, head, ...);
+    ``ValueError`` names the first that does not (by ``names``, else "member i")."""
+    label = list(names) if names is not None else [f"member {i}" for i in range(len(models))]
+    first = settings(models[0])
+    for name, model in zip(label[1:], models[1:]):
+        if settings(model) != first:
+            differ = next((a, b) for a, b in zip(settings(model), first) if a != b)
+            raise ValueError(f"{name} is set up otherwise than {label[0]} ({differ[0]} vs {differ[1]})")
     states = [{k: v.detach().cpu() for k, v in model.state_dict().items()} for model in models]
     soup = copy.deepcopy(models[0]).to("cpu")
-    soup.load_state_dict(average_state(states))
+    soup.load_state_dict(average_state(states, label))
     return soup
 
 
@@ -115,7 +150,11 @@ def save_soup(
         raise FileExistsError(f"{folder} exists and is not empty; choose a new folder for the soup")
     card = CardInfo.from_dict(marker["card"]) if "card" in marker else CardInfo(encoder=str(marker["encoder"]))
     card.metrics = dict(metrics or {})
-    card.details = {**card.details, SOUP_DETAIL: f"uniform weight average of {len(members)}: {', '.join(members)}"}
+    card.details = {k: v for k, v in card.details.items() if k != "Training"}  # member 0's run, not the soup's
+    card.details[SOUP_DETAIL] = (
+        f"uniform weight average of {len(members)} fine-tunings (the recipe shown is member 0's; each member ran "
+        f"its own seed): {', '.join(members)}"
+    )
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = folder.parent / f".tmp-{folder.name}.{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -135,6 +174,7 @@ def make_soup(folders: Sequence[str | Path], output_dir: str | Path) -> Path:
     from finesim.results import portable_path
 
     markers = member_markers(folders)
+    names = [str(folder) for folder in folders]
     models = [load_conditional_model(folder, device="cpu") for folder in folders]
-    soup = average_models(models)
+    soup = average_models(models, names)
     return save_soup(soup, output_dir, members=[portable_path(f) for f in folders], marker=markers[0])
