@@ -11,9 +11,11 @@ each claim of ``claims.yaml`` (run ``a`` against run ``b`` on one metric) it tak
 - a directional claim's raw p: one-sided in the paper's direction (``expect: a`` — a wins — or ``expect: b``); a
   no-difference claim's (``expect: equal``): TOST, two one-sided Welch tests against the margin ``±MARGIN``;
 - Holm's correction over the claims of one paper (the family; the Pearson versions of a paper's rows are their own
-  family), and the verdict: **holds** / **reversed** / **not shown** (adjusted p < ``ALPHA`` in the paper's direction
-  / in the other direction / neither), **equivalent** / **not shown equivalent**; **no verdict** where a trained side
-  has one seed or neither side has seed variance; **pending** while a side has no run.
+  family), and the verdict over two looks (``FIRST_LOOK`` seeds at ``ALPHA_FIRST``; rows undecided there with Holm p
+  below ``ZONE`` are **more seeds** until ``SECOND_LOOK``'s seeds are in, then judged at ``ALPHA_SECOND``): **holds**
+  / **reversed** / **not shown** (adjusted p below the look's level in the paper's direction / in the other direction
+  / neither), **equivalent** / **not shown equivalent**; **no verdict** where a trained side has one seed or neither
+  side has seed variance; **pending** while a side has no run or misses a first-look seed.
 
 Where every seed of both sides of a C-STS claim stored its per-pair validation predictions (``predictions`` of
 run.py, same rows of the same file), Welch's squared standard error gains the effect's variance over paired
@@ -261,23 +263,34 @@ def with_stored_pairs(
 
 
 def seeds_only(runs: dict[str, list[dict[str, Any]]], seeds: tuple[int, ...]) -> dict[str, list[dict[str, Any]]]:
-    """``runs`` with only the results of ``seeds`` (a look of the two-look rule)."""
-    return {run: [r for r in results if r.get("seed") in seeds] for run, results in runs.items()}
+    """``runs`` with only the results of ``seeds`` (a look of the two-look rule); a run that trains nothing
+    (``DETERMINISTIC_KINDS``) keeps its results whatever seed they were recorded under."""
+    return {
+        run: [r for r in results if r.get("seed") in seeds or _trains_nothing([r])] for run, results in runs.items()
+    }
+
+
+def _trains_nothing(results: list[dict[str, Any]]) -> bool:
+    return bool(results) and all(r.get("spec", {}).get("kind") in DETERMINISTIC_KINDS for r in results)
+
+
+def missing_seeds(runs: dict[str, list[dict[str, Any]]], claim: dict[str, Any], seeds: tuple[int, ...]) -> list[str]:
+    """``run seed N`` for each of ``seeds`` that a trained side of ``claim`` has no result for (a fixed value or a
+    run that trains nothing needs none); empty when the look is complete."""
+    missing = []
+    for key in ("a", "b"):
+        run = claim[key]
+        if isinstance(run, dict) or _trains_nothing(runs.get(run, [])):
+            continue
+        have = {r.get("seed") for r in runs.get(run, [])}
+        missing += [f"`{run}` seed {seed}" for seed in seeds if seed not in have]
+    return missing
 
 
 def second_look_complete(runs: dict[str, list[dict[str, Any]]], claim: dict[str, Any]) -> bool:
     """Whether every trained side of ``claim`` has a result for every seed of ``SECOND_LOOK`` (a fixed value or a
     run that trains nothing needs none)."""
-    for key in ("a", "b"):
-        run = claim[key]
-        if isinstance(run, dict):
-            continue
-        results = runs.get(run, [])
-        if results and all(r.get("spec", {}).get("kind") in DETERMINISTIC_KINDS for r in results):
-            continue
-        if not set(SECOND_LOOK) <= {r.get("seed") for r in results}:
-            return False
-    return True
+    return not missing_seeds(runs, claim, SECOND_LOOK)
 
 
 def in_zone(r: dict[str, Any]) -> bool:
@@ -546,6 +559,8 @@ def verdict_cell(r: dict[str, Any]) -> str:
     out = f"**{r['verdict']}**"
     if r["verdict"] == "reversed":
         out += f" (Holm p {fmt_p(r['p_holm_other'])} the other way)"
+    if r["verdict"] == "pending" and r["test"].get("waiting"):
+        out += f" (waits for {', '.join(r['test']['waiting'])})"
     if r["verdict"] == MORE_SEEDS:
         seeds = ", ".join(str(s) for s in SECOND_LOOK if s not in FIRST_LOOK)
         out += f" (undecided at {len(FIRST_LOOK)} seeds: seeds {seeds} run)"
@@ -609,6 +624,9 @@ def make_rows(
     for c in specs:
         metric, expect = c["metric"], c.get("expect", "a")
         a, b, test = tested(first, c)
+        waiting = missing_seeds(first, c, FIRST_LOOK) if a is not None and b is not None else []
+        if waiting:  # a partial first look would be one more look: the row waits for its seeds
+            test = {"status": "pending", "d": None, "waiting": waiting}
         mp = c.get("mpnet")
         rows.append(
             {
@@ -632,15 +650,17 @@ def make_rows(
 
 
 def changed_section(rows: list[dict[str, Any]]) -> list[str]:
-    changed = [r for r in rows if r["metric"] != "csts-pearson" and verdict_changed(r["legacy"], r["verdict"])]
+    undecided = (MORE_SEEDS, "pending")  # no verdict yet under this rule: nothing to compare
+    decided = [r for r in rows if r["metric"] != "csts-pearson" and r["verdict"] not in undecided]
+    changed = [r for r in decided if verdict_changed(r["legacy"], r["verdict"])]
     lines = [
         "",
         "## Verdicts the rule of 2026-11-26 changed",
         "",
         "The old rule (`a − b` beyond twice its standard error floored at 0.5, no correction, a no-difference claim",
         "held when no difference was found) applied to the same data, against the rule above; rows new on this page",
-        f"are included (what the old rule would have said). {len(changed)} of "
-        f"{sum(r['metric'] != 'csts-pearson' for r in rows)} rows change.",
+        f"are included (what the old rule would have said); rows still undecided ({MORE_SEEDS}, pending) are left out."
+        f" {len(changed)} of {sum(r['metric'] != 'csts-pearson' for r in rows)} rows change.",
         "",
         "| paper | claim | old rule | this rule |",
         "|---|---|---|---|",
@@ -664,7 +684,9 @@ def not_runnable_section(items: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|",
     ]
     for item in items:
-        lines.append(f"| {item['paper']} | {item['claim']} | {item['paper_figure']} | {item['needs']} |")
+        lines.append(
+            f"| {item['paper']} | {cell(item['claim'])} | {cell(item['paper_figure'])} | {cell(item['needs'])} |"
+        )
     return lines
 
 
@@ -849,7 +871,7 @@ def effect_plot(rows: list[dict[str, Any]], path: Path) -> Path | None:
     ax.set_xlabel("effect in the paper's direction (points; symmetric-log scale)   →   the paper's way", fontsize=8)
     ax.set_title(
         "all-MiniLM-L6-v2: effect and 95% Welch interval per claim, signed so that the paper's direction is right\n"
-        "green: holds / equivalent; red: reversed; grey: not shown; ×: no verdict\n"
+        f"green: holds / equivalent; red: reversed; grey: not shown; purple: {MORE_SEEDS}; ×: no verdict\n"
         "blue band: the ±1 equivalence margin; pending rows are not drawn",
         fontsize=8,
     )

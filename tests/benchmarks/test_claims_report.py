@@ -540,3 +540,19 @@ def test_the_plan_runs_seeds_3_and_4_for_every_row_in_the_zone(report: ModuleTyp
             if isinstance(run, dict) or all(x["spec"].get("kind") in report.DETERMINISTIC_KINDS for x in runs[run]):
                 continue
             assert set(report.SECOND_LOOK) <= set(planned[run]), f"{r['claim']}: {run} plans {planned[run]}"
+
+
+def test_a_first_look_waits_for_all_its_seeds_and_frozen_runs_count_whatever_their_seed(report: ModuleType) -> None:
+    runs = {
+        "s/a": [_result("s/a", seed, v) for seed, v in ((42, 66.0), (1, 66.4), (2, 66.1))],
+        "s/b": [_result("s/b", seed, v) for seed, v in ((42, 47.9), (1, 48.4))],  # seed 2 not in yet
+        "s/frozen": [_result("s/frozen", 0, 20.0, kind="evaluate")],  # recorded under seed 0: still its score
+    }
+    claims = [
+        {"paper": "P", "claim": "a beats b", "paper_figure": "f", "a": "s/a", "b": "s/b", "metric": "csts"},
+        {"paper": "P", "claim": "a beats frozen", "paper_figure": "f", "a": "s/a", "b": "s/frozen", "metric": "csts"},
+    ]
+    partial, frozen = report.make_rows(runs, claims)
+    assert partial["verdict"] == "pending" and partial["test"]["d"] is None
+    assert "waits for `s/b` seed 2" in report.verdict_cell(partial)
+    assert frozen["test"]["status"] == "tested" and frozen["verdict"] == "holds"
