@@ -65,7 +65,11 @@ def test_the_matrix_equals_scoring_each_pair_alone(kind: str, all_scorers: dict[
     matrix = similarity_matrix(scorer, ROWS, COLS, CONDITION)
     assert matrix.shape == (3, 2) and matrix.dtype == np.float32
     np.testing.assert_allclose(matrix, one_by_one(scorer, ROWS, COLS, CONDITION), rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(matrix[0], matrix[2])  # the same row text gives the same row
+    if kind in ("cross", "ensemble"):  # a cross-encoder (an ensemble's member too) runs each pair on its own; the
+        # same text may sit elsewhere in the batch, and some CPU kernels round by position (6e-8 on an AVX2-only host)
+        np.testing.assert_allclose(matrix[0], matrix[2], rtol=1e-6, atol=1e-7)
+    else:  # one embedding per distinct text: the same row text gives the very same row
+        np.testing.assert_array_equal(matrix[0], matrix[2])
     if kind in ("bi", "cross", "ensemble"):  # a condition is optional for these
         plain = similarity_matrix(scorer, ROWS, COLS)
         np.testing.assert_allclose(plain, one_by_one(scorer, ROWS, COLS, None), rtol=1e-5, atol=1e-6)
