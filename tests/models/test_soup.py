@@ -162,3 +162,22 @@ def test_the_soup_card_drops_member_0s_training_line(tiny_model, tmp_path: Path)
     details = read_marker(make_soup([a, b], tmp_path / "soup"))["card"]["details"]
     assert "Training" not in details and details["Prompt"] == "kept"
     assert "each member ran its own seed" in details["model soup"]
+
+
+def test_dropout_may_differ_but_modules_may_not(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    """A dropout sweep's members soup (dropout acts only in training); a member with another module (Normalize)
+    is refused by name, not with an internal error."""
+    from sentence_transformers.sentence_transformer.modules import Dropout, Normalize
+
+    from finesim.cli.main import main
+    from finesim.models import load_sentence_model
+    from finesim.models.soup import settings
+
+    plain, dropped, normalized = (load_sentence_model(str(tiny_bert_dir), max_length=64) for _ in range(3))
+    dropped.append(Dropout(0.2))
+    normalized.append(Normalize())
+    assert settings(dropped) == settings(plain)
+    a, b = _member(plain, tmp_path / "a", 0.0), _member(normalized, tmp_path / "b", 0.0)
+    with pytest.raises(SystemExit) as exit_:
+        main(["soup", "--model", str(a), "--model", str(b), "--output-dir", str(tmp_path / "soup")])
+    assert exit_.value.code == 2 and f"{b} has other modules than {a}" in capsys.readouterr().err

@@ -153,3 +153,16 @@ def test_a_resume_where_auto_chooses_otherwise_is_another_run(shared_data: Path,
     monkeypatch.setattr(results, "cpu_bf16_flags", lambda: ["avx512_bf16", "amx_bf16"])  # an AMX machine
     elsewhere = run_fingerprint(main_job, pre.train, pre.validation)
     assert fingerprint_changes(pre.fingerprint, elsewhere) == ["train.bf16 (auto chose): False -> True"]
+
+
+@pytest.mark.parametrize(("capability", "expected"), [((7, 0), False), ((8, 0), True)])
+def test_an_older_torch_without_including_emulation_asks_for_ampere(monkeypatch, capability, expected) -> None:
+    import torch
+
+    def old_signature() -> bool:  # torch < 2.3: no keyword
+        return True
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", old_signature)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *args: capability)
+    assert resolve_bf16("auto", use_cpu=False)[0] is expected

@@ -62,10 +62,14 @@ def settings(model: Any) -> list[Any]:
     length, a condition head's kind, a cross-encoder's head, ...), in order."""
     modules = list(model) if hasattr(model, "__iter__") else [model]
     lengths = [(name, getattr(model, name, None)) for name in ("max_seq_length", "max_length")]
-    return [
-        *lengths,
-        *((type(m).__name__, m.get_config_dict() if hasattr(m, "get_config_dict") else None) for m in modules),
-    ]
+    return [*lengths, *((type(m).__name__, _inference_config(m)) for m in modules if type(m).__name__ != "Dropout")]
+
+
+def _inference_config(module: Any) -> dict[str, Any] | None:
+    """A module's configuration less its dropout, which only acts in training (members of a dropout sweep soup)."""
+    if not hasattr(module, "get_config_dict"):
+        return None
+    return {k: v for k, v in module.get_config_dict().items() if "dropout" not in k}
 
 
 def member_markers(folders: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -124,8 +128,13 @@ def average_models(models: Sequence[Any], names: Sequence[str] | None = None) ->
     label = list(names) if names is not None else [f"member {i}" for i in range(len(models))]
     first = settings(models[0])
     for name, model in zip(label[1:], models[1:]):
-        if settings(model) != first:
-            differ = next((a, b) for a, b in zip(settings(model), first) if a != b)
+        mine = settings(model)
+        if mine != first:
+            if len(mine) != len(first):
+                raise ValueError(
+                    f"{name} has other modules than {label[0]} ({[m[0] for m in mine]} vs {[m[0] for m in first]})"
+                )
+            differ = next((a, b) for a, b in zip(mine, first) if a != b)
             raise ValueError(f"{name} is set up otherwise than {label[0]} ({differ[0]} vs {differ[1]})")
     states = [{k: v.detach().cpu() for k, v in model.state_dict().items()} for model in models]
     soup = copy.deepcopy(models[0]).to("cpu")

@@ -33,8 +33,12 @@ def resolve_bf16(setting: bool | str, *, use_cpu: bool) -> tuple[bool, str]:
 
         if not torch.cuda.is_available():
             return False, "auto: no CUDA device is visible, so fp32"
-        # native bf16 only: pre-Ampere GPUs emulate it, slowly
-        supported = bool(torch.cuda.is_bf16_supported(including_emulation=False))
+        # native bf16 only: pre-Ampere GPUs emulate it, slowly (torch < 2.3 has no including_emulation: ask for
+        # compute capability 8.0, Ampere, or newer)
+        try:
+            supported = bool(torch.cuda.is_bf16_supported(including_emulation=False))
+        except TypeError:
+            supported = torch.cuda.get_device_capability() >= (8, 0)
         return supported, f"auto: the GPU {'supports' if supported else 'has no native'} bf16"
     from finesim.results import cpu_bf16_flags
 
