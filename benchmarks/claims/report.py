@@ -114,7 +114,7 @@ def side(runs: dict[str, list[dict[str, Any]]], run: str | dict[str, Any], metri
     values = [v for r in runs.get(run, []) if (v := metric_value(r, metric)) is not None]
     if not values:
         return None
-    deterministic = all(r.get("spec", {}).get("kind") in DETERMINISTIC_KINDS for r in runs[run])
+    deterministic = _trains_nothing(runs[run])
     files = [r["_file"] for r in runs[run]]
     return {**stats(values), "values": values, "files": files, "deterministic": deterministic}
 
