@@ -26,9 +26,16 @@ from finesim.results import file_sha256, write_json_atomic
 
 ANN_KINDS = ("hnsw", "ivf")
 DEFAULT_PARAMS: dict[str, dict[str, int | None]] = {
-    "hnsw": {"m": 32, "ef_construction": 64, "ef_search": 128},
+    # ef_search_per_result: a search for n rows explores max(ef_search, ef_search_per_result * n) graph nodes.
+    # faiss does not widen efSearch to the number of results asked, so with a fixed ef_search of 128 a two-stage
+    # first stage asking for N = 200 or 400 candidates got only part of the exact top N (measured on 50k first-stage
+    # vectors of a MiniLM bi-encoder: 0.85 of the exact top 200, 0.73 of the top 400; 4 per result: 0.98 and 0.99,
+    # at a few ms a query; benchmarks/results/two_stage_search_hnsw_ef.json). 0 keeps ef_search fixed.
+    "hnsw": {"m": 32, "ef_construction": 64, "ef_search": 128, "ef_search_per_result": 4},
     "ivf": {"nlist": None, "nprobe": 16},  # nlist None: about sqrt(n), at most n // 39 (faiss's training rule)
 }
+# the parameters a search reads (changing them needs no rebuild of a stored index); the others shape the build
+SEARCH_PARAMS: dict[str, tuple[str, ...]] = {"hnsw": ("ef_search", "ef_search_per_result"), "ivf": ("nprobe",)}
 
 
 def import_faiss() -> Any:
@@ -50,6 +57,17 @@ def ann_params(kind: str, params: dict[str, Any] | None = None) -> dict[str, Any
             raise ValueError(f"unknown {kind} parameter {key!r}; known: {sorted(out)}")
         out[key] = value
     return out
+
+
+def build_params(kind: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of ``params`` that shape a built index (the search-time ones left out): a stored index whose
+    build parameters match is reused whatever the search parameters are now."""
+    return {key: value for key, value in params.items() if key not in SEARCH_PARAMS[kind]}
+
+
+def hnsw_ef_search(params: dict[str, Any], n: int) -> int:
+    """HNSW ``efSearch`` for a search of ``n`` rows: ``ef_search``, widened to ``ef_search_per_result * n``."""
+    return max(int(params["ef_search"]), int(params["ef_search_per_result"]) * n)
 
 
 def ivf_lists(n: int, requested: int | None) -> int:
@@ -110,7 +128,10 @@ class AnnFile:
             meta = json.loads(self.meta_file.read_text(encoding="utf-8"))
         except json.JSONDecodeError as err:
             raise IndexFormatError(self.meta_file, f"not valid JSON ({err}); delete it to rebuild") from None
-        if meta.get("kind") != self.kind or meta.get("params") != self.params:
+        stored = meta.get("params")
+        if meta.get("kind") != self.kind or not isinstance(stored, dict):
+            return False
+        if build_params(self.kind, stored) != build_params(self.kind, self.params):
             return False
         faiss = import_faiss()
         try:
@@ -168,14 +189,17 @@ class AnnFile:
         )
 
     def search(self, vector: np.ndarray, n: int) -> np.ndarray:
-        """Row ids of the (up to) ``n`` best inner products with ``vector`` (with the search-time parameters: HNSW
-        ``efSearch``, IVF ``nprobe``)."""
+        """Row ids of the (up to) ``n`` best inner products with ``vector``, with the search-time parameters (HNSW
+        ``efSearch`` from :func:`hnsw_ef_search`, IVF ``nprobe``) passed per call, so concurrent searches of
+        different ``n`` do not change each other's."""
+        faiss = import_faiss()
+        n = min(n, self.count)
         if self.kind == "hnsw":
-            self.index.hnsw.efSearch = int(self.params["ef_search"])
+            search_params = faiss.SearchParametersHNSW(efSearch=hnsw_ef_search(self.params, n))
         else:
-            self.index.nprobe = min(int(self.params["nprobe"]), int(self.index.nlist))
+            search_params = faiss.SearchParametersIVF(nprobe=min(int(self.params["nprobe"]), int(self.index.nlist)))
         query = np.ascontiguousarray(np.asarray(vector, dtype=np.float32).reshape(1, -1))
-        _, ids = self.index.search(query, min(n, self.count))
+        _, ids = self.index.search(query, n, params=search_params)
         return ids[0][ids[0] >= 0].astype(np.int64)
 
 
