@@ -1202,6 +1202,16 @@ def search_section(folder: Path) -> list[str]:
         f"under a condition drawn anew (cold re-ranking cache){per_point}, on the idle 2-core CPU. Query mode",
         "`conditioned` (the default). Conclusions and how to run it:",
         "[search.md](search.md#measured-recall10-and-latency-against-n-up-to-1m-texts).",
+        *(
+            [
+                "",
+                "These runs predate `ef_search_per_result`: their HNSW first stage searched with efSearch fixed at 128"
+                " (`hnsw@0` now), which returns only part of the exact first stage's top N when N is in the hundreds;"
+                " finesim now widens it with N ([below](#the-hnsw-first-stage-efsearch-widened-with-n)).",
+            ]
+            if any("hnsw_params" not in d.get("settings", {}) for d in data.values())
+            else []
+        ),
         "",
         f"| N | recall@10, fp32 re-ranker, {sizes['two_stage_search']} texts (exact / HNSW first stage) | recall@10,"
         f" int8 re-ranker, {sizes['two_stage_search_int8']} (exact / HNSW) | p50 / p95 ms, fp32,"
@@ -1384,6 +1394,61 @@ def distill_rows(folder: Path) -> list[dict[str, Any]]:
         )
     rows.sort(key=lambda r: (r["teacher"], r["recipe"], r["seed"] != 42, r["seed"]))
     return rows
+
+
+def hnsw_ef_section(folder: Path) -> list[str]:
+    """The HNSW first stage searched with ``efSearch`` widened with N (the library's default) against the fixed
+    ``ef_search`` it had before (``hnsw@0``) and the exact first stage, one run (``two_stage_search_hnsw_ef.json``):
+    recall@10 against the model's exact ranking, the share of the exact first stage's candidates an HNSW search
+    returns, and cold latency per N; empty when the file is absent."""
+    path = folder / "two_stage_search_hnsw_ef.json"
+    if not path.is_file():
+        return []
+    data = read(path)
+    settings, results = data["settings"], data["results"]
+    recall = _search_points(results, "recall_at_10")
+    latency = _latency_points(results)
+    searches = list(dict.fromkeys(r["first_stage_search"] for r in results.get("recall", [])))
+    ns = sorted({n for _, n in recall})
+    hnsw = settings["hnsw_params"]
+    ef, per = hnsw["ef_search"], hnsw["ef_search_per_result"]
+    # a file written before ef_search_max existed: no cap then (none of its N reached the later one, 4096 / 4)
+    cap = f", capped at {hnsw['ef_search_max']}" if "ef_search_max" in hnsw else ""
+    names = {"exact": "exact", "hnsw": f"HNSW, efSearch max({ef}, {per} N) (default)",
+             "hnsw@0": f"HNSW, efSearch {ef} (before)"}  # fmt: skip
+    coverage = _search_points(results, "first_stage_coverage")
+    covered = [s for s in searches if any(key[0] == s for key in coverage)]
+    header = (
+        [f"recall@10, {names.get(s, s)}" for s in searches]
+        + [f"share of the exact first stage's N candidates, {names.get(s, s)}" for s in covered]
+        + [f"p50 / p95 ms, {names.get(s, s)}" for s in searches]
+    )
+    lines = [
+        "### The HNSW first stage: efSearch widened with N",
+        "",
+        f"`benchmarks/two_stage_search.py --first-stage-search {','.join(searches)}` with `{settings['model']}`,"
+        f" {_short_size(settings['size'])} texts, {len(settings['conditions'])} never-seen C-STS validation"
+        f" conditions x {settings['queries_per_condition']} queries, k = {settings['k']}, query mode `conditioned`;"
+        " recall@10 against the model's own exact ranking; latency of a whole search under a never-seen condition"
+        f" (cold re-ranking cache), {settings['threads']} threads. faiss sizes HNSW's result queue to the N asked but"
+        f" stops the graph walk by efSearch alone: with the fixed {ef} a first stage asking for hundreds of candidates"
+        f" returned only part of the exact first stage's top N. finesim now searches with efSearch = max({ef},"
+        f" {per} N){cap} (`ef_search_per_result`, `src/finesim/index/approximate.py`);"
+        " the same graph is searched under both rules in this one run. The latency is mostly the re-ranking of N"
+        " candidates, and each point draws its own queries and conditions, so columns at the same N differ by their"
+        " draws as well.",
+        "",
+        "| N | " + " | ".join(header) + " |",
+        "|---|" + "---|" * len(header),
+    ]
+    for n in ns:
+        cells = [f"{recall[(s, n)]:.3f}" if (s, n) in recall else "" for s in searches]
+        cells += [f"{coverage[(s, n)]:.3f}" if (s, n) in coverage else "" for s in covered]
+        cells += [latency.get((s, n), "") for s in searches]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    if data["settings"].get("note"):
+        lines += ["", f"Run note: {data['settings']['note']}"]
+    return lines
 
 
 def distill_section(folder: Path) -> list[str]:
@@ -1996,7 +2061,7 @@ def figure(folder: Path, out: Path) -> Path | None:
     matplotlib.rcParams["svg.hashsalt"] = "finesim"
     heights = [max(len(v), 1) for v in panels.values()]
     fig, axes = plt.subplots(
-        2, 1, figsize=(10, 0.3 * sum(heights) + 1.6), gridspec_kw={"height_ratios": heights}, dpi=80
+        2, 1, figsize=(10, 0.3 * sum(heights) + 1.6), gridspec_kw={"height_ratios": heights}, dpi=72
     )
     colours = {"holds": "#2b8a3e", "equivalent": "#2b8a3e", "reversed": "#c92a2a", "not shown": "#868e96"}
     titles = {
@@ -2048,7 +2113,7 @@ def figure(folder: Path, out: Path) -> Path | None:
     fig.suptitle("The papers' claims re-tested: each dot a seed, bars mean ± sd; verdict on the right", fontsize=10)
     fig.subplots_adjust(left=0.42, right=0.83, top=0.93, bottom=0.04, hspace=0.12)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=80, metadata={"Software": None})
+    fig.savefig(out, dpi=72, metadata={"Software": None})
     plt.close(fig)
     return out
 
@@ -2229,7 +2294,7 @@ def build(folder: Path, figure_name: str | None) -> str:
         parts.append("\n".join(levers2) + "\n")
     parts.append("\n".join(levers_tried_section(folder)) + "\n")
     parts.append("\n".join(harness_section(folder)) + "\n")
-    for section in (search_section, distill_section, small_search_section):
+    for section in (search_section, hnsw_ef_section, distill_section, small_search_section):
         lines = section(folder)
         if lines:
             parts.append("\n".join(lines) + "\n")

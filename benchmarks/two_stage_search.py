@@ -14,10 +14,13 @@ measurement (the "never-seen condition" case); ``--queries`` query sentences per
 2. **Reference**: for each condition, the exact top-k over the whole corpus (``strategy="exact"``, which embeds the
    corpus under the condition once; its seconds are the cost two-stage search avoids).
 3. **Recall** of two-stage search for every first-stage query mode (``conditioned``, ``plain``; ``tri`` alone for
-   a tri-encoder first stage), first-stage search
-   (``exact`` scan or faiss ``hnsw``) and candidate count N in ``--candidates``: the re-ranking cache is filled from
-   the reference's stored embeddings (the very vectors the model gives the candidates), so the curve costs no
-   encoding and is exactly what the search returns.
+   a tri-encoder first stage), first-stage search (``exact`` scan or faiss ``hnsw``; ``hnsw@R`` is HNSW with
+   ``ef_search_per_result`` R instead of the library's default, ``hnsw@0`` the fixed ``ef_search`` of finesim
+   before it was widened with N: the same graph, searched with another rule) and candidate count N in
+   ``--candidates``; with ``exact`` among the searches, each approximate first stage's ``first_stage_coverage`` too
+   (the share of the exact first stage's N candidates it returns). The re-ranking cache is filled from the
+   reference's stored embeddings (the very vectors the model gives the candidates), so the curve costs no encoding
+   and is exactly what the search returns.
    With ``--reference INDEX`` (an index of the same corpus, or a longer prefix, built with the reference model and
    storing the measured conditions: an earlier run's ``--work-dir``), recall is also measured against that index's
    exact ranking over the first ``--size`` texts (``recall_at_10_vs_reference``), and the measured model's own exact
@@ -52,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from index_scaling import csts_sentences, distinct_corpus, sentence_pool, validation_conditions
 
 from finesim.index import ConditionalIndex, recall_at_k
+from finesim.index.approximate import DEFAULT_PARAMS
 from finesim.index.topk import best_rows
 from finesim.index.two_stage import FIRST_STAGE, RerankCache, other_model_query
 from finesim.paths import data_root
@@ -141,6 +145,20 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
     }
 
 
+def first_stage_search(index: ConditionalIndex, label: str) -> str | bool:
+    """The ``approximate`` argument for a ``--first-stage-search`` label (``exact``, ``hnsw``, ``ivf``, ``hnsw@R``),
+    with the first stage's HNSW searched by the label's ``ef_search_per_result`` (the library's default for plain
+    ``hnsw``). The rule is set on the index's loaded faiss file (a benchmark-only reach into the index: the library
+    takes search parameters from the index's manifest), which the labels share: the graph is built once."""
+    if label == "exact":
+        return False
+    kind, _, rule = label.partition("@")
+    if kind == "hnsw":
+        per_result = int(rule) if rule else DEFAULT_PARAMS["hnsw"]["ef_search_per_result"]
+        index._ann_for_first_stage("hnsw").params["ef_search_per_result"] = per_result
+    return kind
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="a bi-encoder (a finesim folder, or a Hub id / alias)")
@@ -179,7 +197,11 @@ def main() -> None:
     parser.add_argument(
         "--modes", default=None, help="first-stage query modes (default: conditioned,plain; tri for a tri-encoder)"
     )
-    parser.add_argument("--first-stage-search", default="exact,hnsw")
+    parser.add_argument(
+        "--first-stage-search",
+        default="exact,hnsw",
+        help="exact, hnsw, ivf, or hnsw@R: HNSW searched with ef_search_per_result R (hnsw@0: the fixed ef_search)",
+    )
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--latency", action="store_true", help="also time searches (idle machine only)")
     parser.add_argument("--latency-queries", type=int, default=20)
@@ -208,6 +230,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     ns = [int(n) for n in args.candidates.split(",")]
     searches = args.first_stage_search.split(",")
+    for label in searches:
+        kind, at, rule = label.partition("@")
+        if kind not in ("exact", "hnsw", "ivf") or (at and (kind != "hnsw" or not rule.isdigit())):
+            raise SystemExit(f"--first-stage-search: {label!r} is not exact, hnsw, ivf or hnsw@R (R a whole number)")
     # a tri-encoder first stage (its own top N under the condition) has the query mode "tri" alone
     tri = args.first_stage is not None and other_model_query(args.first_stage, None) == "tri"
     modes = args.modes.split(",") if args.modes else (["tri"] if tri else ["conditioned", "plain"])
@@ -265,13 +291,13 @@ def main() -> None:
         result["build_chunk_seconds"] = chunks
         # the first stage's faiss index is built (and saved) by the first approximate search: time it apart
         ann_seconds = {}
-        for search in searches:
-            if search != "exact":
+        for kind in dict.fromkeys(search.partition("@")[0] for search in searches):
+            if kind != "exact":
                 start = time.perf_counter()
                 warm_up = "a condition used by no measurement"
-                index.search_rows(corpus[0], warm_up, args.k, strategy="two-stage", candidates=1, approximate=search)
-                ann_seconds[search] = round(time.perf_counter() - start, 1)
-                print(f"first-stage {search}: built or loaded in {ann_seconds[search]} s", flush=True)
+                index.search_rows(corpus[0], warm_up, args.k, strategy="two-stage", candidates=1, approximate=kind)
+                ann_seconds[kind] = round(time.perf_counter() - start, 1)
+                print(f"first-stage {kind}: built or loaded in {ann_seconds[kind]} s", flush=True)
         result["first_stage_ann_seconds"] = ann_seconds
         result["index_bytes"] = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
         print(f"built in {result['build_seconds']} s", flush=True)
@@ -317,12 +343,17 @@ def main() -> None:
         stage = index.first_stage()
         assert stage is not None
         curve = []
+        # the first stage's candidate sets (a two-stage search for k = N returns exactly them, re-ranked): with the
+        # own exact ranking the cache holds every row, so they cost no encoding; an approximate first stage's
+        # coverage is the share of the exact first stage's N candidates it returns
+        coverage_of = "exact" in searches and bool(exact)
+        exact_candidates: dict[tuple[str, str, str, int], set[int]] = {}
         for mode in [] if args.skip_recall else modes:
             stage.query_mode = mode
-            for search in searches:
-                approximate = False if search == "exact" else search
+            for search in searches if not coverage_of else ["exact", *(s for s in searches if s != "exact")]:
+                approximate = first_stage_search(index, search)
                 for n in ns:
-                    per_query, per_query_ref = [], []
+                    per_query, per_query_ref, covered = [], [], []
                     for query, condition in pairs:
                         rows, _ = index.search_rows(
                             query, condition, args.k, strategy="two-stage", candidates=n, approximate=approximate
@@ -331,7 +362,19 @@ def main() -> None:
                             per_query.append(recall_at_k(exact[(query, condition)], rows, args.k))
                         if truth_ref:
                             per_query_ref.append(recall_at_k(truth_ref[(query, condition)], rows, args.k))
+                        if coverage_of:
+                            found, _ = index.search_rows(
+                                query, condition, n, strategy="two-stage", candidates=n, approximate=approximate
+                            )
+                            found_set = {int(r) for r in found}
+                            if search == "exact":
+                                exact_candidates[(mode, query, condition, n)] = found_set
+                            else:
+                                truth_set = exact_candidates[(mode, query, condition, n)]
+                                covered.append(len(found_set & truth_set) / max(len(truth_set), 1))
                     point: dict[str, Any] = {"query_mode": mode, "first_stage_search": search, "candidates": n}
+                    if covered:
+                        point["first_stage_coverage"] = round(float(np.mean(covered)), 4)
                     if per_query:
                         point[f"recall_at_{args.k}"] = round(float(np.mean(per_query)), 4)
                         point["min_recall"] = round(float(np.min(per_query)), 4)
@@ -339,7 +382,7 @@ def main() -> None:
                         point[f"recall_at_{args.k}_vs_reference"] = round(float(np.mean(per_query_ref)), 4)
                         point["min_recall_vs_reference"] = round(float(np.min(per_query_ref)), 4)
                     curve.append(point)
-                    shown = {key: value for key, value in point.items() if "recall" in key}
+                    shown = {key: value for key, value in point.items() if "recall" in key or "coverage" in key}
                     print(f"{mode} {search} N={n}: {shown}", flush=True)
         if curve:
             result["recall"] = curve
@@ -350,7 +393,7 @@ def main() -> None:
         if args.latency:
             timing = []
             for search in searches:
-                approximate = False if search == "exact" else search
+                approximate = first_stage_search(index, search)
                 for n in ns:
                     cold_s, warm_s = [], []
                     fresh = [(rng.choice(pool), c) for c in rng.sample(conditions_pool, args.latency_queries)]
@@ -391,6 +434,8 @@ def main() -> None:
             "own_exact": not args.no_own_exact,
             "reference_model": reference.store.manifest["model"].get("name") if reference is not None else None,
             "first_stage_modes": modes,
+            "first_stage_searches": searches,
+            "hnsw_params": dict(DEFAULT_PARAMS["hnsw"]),  # hnsw@R: the same with ef_search_per_result R
             "size": len(corpus),
             "corpus_composition": composition,
             "conditions": conditions,

@@ -7,23 +7,32 @@ import json
 
 import numpy as np
 import pytest
+from index_helpers import build_model_dirs
 
 from conftest import import_or_skip
 from finesim.index.approximate import AnnFile, ann_params, build_params, hnsw_ef_search, normalized
 
 
+@pytest.fixture(scope="module")
+def model_dirs(tiny_bert_dir, tmp_path_factory):
+    return build_model_dirs(tiny_bert_dir, tmp_path_factory)
+
+
 def test_ef_search_is_widened_with_the_results_asked():
     params = ann_params("hnsw")
-    assert params["ef_search"] == 128 and params["ef_search_per_result"] == 4
+    assert params["ef_search"] == 128 and params["ef_search_per_result"] == 4 and params["ef_search_max"] == 4096
     assert hnsw_ef_search(params, 10) == 128  # 4 x 10 = 40 < 128
     assert hnsw_ef_search(params, 32) == 128
     assert hnsw_ef_search(params, 33) == 132
     assert hnsw_ef_search(params, 200) == 800
+    assert hnsw_ef_search(params, 1024) == 4096
+    assert hnsw_ef_search(params, 8000) == 4096  # capped (a tri-encoder first stage asks for 10 N)
     assert hnsw_ef_search(ann_params("hnsw", {"ef_search_per_result": 0}), 400) == 128  # fixed, as before
 
 
 def test_build_params_leave_the_search_ones_out():
     assert build_params("hnsw", ann_params("hnsw")) == {"m": 32, "ef_construction": 64}
+    assert build_params("hnsw", {"m": 8, "ef_search": 3}) == {"m": 8}
     assert build_params("ivf", ann_params("ivf", {"nlist": 8})) == {"nlist": 8}
     with pytest.raises(ValueError, match="unknown hnsw parameter 'ef'"):
         ann_params("hnsw", {"ef": 3})
@@ -34,6 +43,9 @@ def vectors(n: int = 4000, dim: int = 24, seed: int = 0) -> np.ndarray:
 
 
 def filled(folder, kind: str, params: dict, data: np.ndarray) -> AnnFile:
+    import faiss
+
+    faiss.omp_set_num_threads(1)  # a graph built by one thread is the same on every run
     ann = AnnFile(folder, "test", kind, params)
     ann.load()
     ann.update(len(data), data.shape[1], lambda a, b: iter([data[a:b]]), lambda m: data[:m])
@@ -50,16 +62,19 @@ def coverage(ann: AnnFile, data: np.ndarray, queries: np.ndarray, n: int) -> flo
 
 
 def test_a_wide_search_finds_the_exact_top_n_only_with_the_widened_ef(tmp_path):
-    """Many results from a small ef: with efSearch fixed at 16 faiss returns well under the exact top 300; widened
-    to 4 x 300 it returns nearly all of it (on 4,000 random vectors, a graph built with m = 8)."""
+    """Many results from a small ef: with efSearch fixed at 12 faiss returns well under the exact top 300; widened
+    to 4 x 300 it returns nearly all of it (4,000 random vectors, a graph built with m = 8). The rule is read per call
+    (one stored graph, two rules), and the shared faiss object is left as it was."""
     import_or_skip("faiss")
     data, queries = vectors(), vectors(20, seed=1)
-    small = {"m": 8, "ef_construction": 16, "ef_search": 16}
-    widened = filled(tmp_path / "a", "hnsw", small, data)
-    fixed = filled(tmp_path / "b", "hnsw", {**small, "ef_search_per_result": 0}, data)
+    small = {"m": 8, "ef_construction": 16, "ef_search": 12}  # faiss's own default efSearch is 16
+    widened = filled(tmp_path, "hnsw", small, data)
+    default_ef = widened.index.hnsw.efSearch
+    fixed = AnnFile(tmp_path, "test", "hnsw", {**small, "ef_search_per_result": 0})
+    assert fixed.load()  # the same stored graph
     assert coverage(widened, data, queries, 300) >= 0.97
     assert coverage(fixed, data, queries, 300) < 0.8
-    assert coverage(fixed, data, queries, 300) < coverage(widened, data, queries, 300)
+    assert widened.index.hnsw.efSearch == default_ef  # not set on the shared index
 
 
 def test_a_stored_index_is_reused_when_only_search_parameters_change(tmp_path):
@@ -67,25 +82,60 @@ def test_a_stored_index_is_reused_when_only_search_parameters_change(tmp_path):
     data = vectors(300)
     filled(tmp_path, "hnsw", {"m": 8}, data)
     written = (tmp_path / "test.faiss").stat().st_mtime_ns
-    again = AnnFile(tmp_path, "test", "hnsw", {"m": 8, "ef_search": 64, "ef_search_per_result": 2})
-    assert again.load() and again.count == 300 and again.params["ef_search"] == 64
+    assert AnnFile(tmp_path, "test", "hnsw", {"m": 8, "ef_search": 64, "ef_search_per_result": 2}).load()
     # a file written before ef_search_per_result existed is reused too
     meta = json.loads((tmp_path / "test.json").read_text())
-    del meta["params"]["ef_search_per_result"]
+    del meta["params"]["ef_search_per_result"], meta["params"]["ef_search_max"]
     (tmp_path / "test.json").write_text(json.dumps(meta))
     assert AnnFile(tmp_path, "test", "hnsw", {"m": 8}).load()
-    # a build parameter that differs: not reused (the caller builds it again)
-    assert not AnnFile(tmp_path, "test", "hnsw", {"m": 16}).load()
-    assert not AnnFile(tmp_path, "test", "ivf", {}).load()
-    assert (tmp_path / "test.faiss").stat().st_mtime_ns == written
+    # a build parameter that differs: not reused; updating it builds it again
+    other = AnnFile(tmp_path, "test", "hnsw", {"m": 16})
+    assert not other.load() and not AnnFile(tmp_path, "test", "ivf", {}).load()
+    other.update(len(data), data.shape[1], lambda a, b: iter([data[a:b]]), lambda m: data[:m])
+    assert (tmp_path / "test.faiss").stat().st_mtime_ns != written
+    assert json.loads((tmp_path / "test.json").read_text())["params"]["m"] == 16
 
 
 def test_ivf_search_reads_nprobe_per_call(tmp_path):
-    """IVF with every list probed is exact; with one list probed it finds less."""
+    """IVF with every list probed is exact; the same stored index with one list probed finds less; the shared faiss
+    object keeps its own nprobe."""
     import_or_skip("faiss")
     data, queries = vectors(2000), vectors(10, seed=2)
-    every = filled(tmp_path / "a", "ivf", {"nlist": 16, "nprobe": 16}, data)
+    every = filled(tmp_path, "ivf", {"nlist": 16, "nprobe": 16}, data)
     assert coverage(every, data, queries, 20) == 1.0
-    one = AnnFile(tmp_path / "a", "test", "ivf", {"nlist": 16, "nprobe": 1})
+    one = AnnFile(tmp_path, "test", "ivf", {"nlist": 16, "nprobe": 1})
     assert one.load()
     assert coverage(one, data, queries, 20) < 1.0
+    assert every.index.nprobe == 1 and one.index.nprobe == 1  # faiss's default, never set
+
+
+def test_a_search_of_no_rows_returns_none(tmp_path):
+    import_or_skip("faiss")
+    ann = filled(tmp_path, "hnsw", {}, vectors(50))
+    assert ann.search(vectors(1, seed=3)[0], 0).tolist() == []
+
+
+def test_an_index_whose_manifest_predates_the_widened_rule_searches_with_it(tmp_path, model_dirs):
+    """An index built with --approximate hnsw records its parameters in the manifest; one written before
+    ef_search_per_result existed lacks it and gets the default (4), with no rebuild of its faiss file."""
+    import_or_skip("faiss")
+    from index_helpers import make_corpus
+
+    from finesim import ConditionalIndex
+
+    folder = tmp_path / "index"
+    texts = make_corpus(60, seed=5)
+    index = ConditionalIndex.build(str(model_dirs["bi"]), texts, folder, approximate="hnsw")
+    assert index.store.manifest["approximate"]["params"]["ef_search_per_result"] == 4
+    index.search_rows(texts[3], "the color", k=3, strategy="two-stage", candidates=40, approximate=True)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for key in ("ef_search_per_result", "ef_search_max"):
+        del manifest["approximate"]["params"][key]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    faiss_files = sorted((folder / "ann").glob("*.faiss"))
+    stamps = [f.stat().st_mtime_ns for f in faiss_files]
+    reopened = ConditionalIndex.open(folder)
+    rows, _ = reopened.search_rows(texts[3], "the color", k=3, strategy="two-stage", candidates=40, approximate=True)
+    assert 3 in rows.tolist()
+    assert reopened._ann_for_first_stage("hnsw").params["ef_search_per_result"] == 4
+    assert [f.stat().st_mtime_ns for f in faiss_files] == stamps

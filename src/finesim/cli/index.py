@@ -460,7 +460,11 @@ def run_info(args: argparse.Namespace) -> int:
         mode = what.get(stage["query"], stage["query"])
         print(f"1st stage  {stage['model']} ({mode}{head}; {stage['dim']} dims{sha})")
     if info["approximate"]:
-        print(f"approx.    {info['approximate']['kind']} {info['approximate']['params']}")
+        from finesim.index.approximate import ann_params
+
+        kind = info["approximate"]["kind"]
+        # the parameters searches use: a manifest written before a parameter existed gets its default
+        print(f"approx.    {kind} {ann_params(kind, info['approximate']['params'])}")
     for name in info["approximate_indexes"]:
         print(f"faiss      ann/{name}.faiss")
     print(f"created    {info['created']} by finesim {info['finesim_version']}; updated {info['updated']}")

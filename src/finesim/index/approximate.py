@@ -26,16 +26,20 @@ from finesim.results import file_sha256, write_json_atomic
 
 ANN_KINDS = ("hnsw", "ivf")
 DEFAULT_PARAMS: dict[str, dict[str, int | None]] = {
-    # ef_search_per_result: a search for n rows explores max(ef_search, ef_search_per_result * n) graph nodes.
-    # faiss does not widen efSearch to the number of results asked, so with a fixed ef_search of 128 a two-stage
-    # first stage asking for N = 200 or 400 candidates got only part of the exact top N (measured on 50k first-stage
-    # vectors of a MiniLM bi-encoder: 0.85 of the exact top 200, 0.73 of the top 400; 4 per result: 0.98 and 0.99,
-    # at a few ms a query; benchmarks/results/two_stage_search_hnsw_ef.json). 0 keeps ef_search fixed.
-    "hnsw": {"m": 32, "ef_construction": 64, "ef_search": 128, "ef_search_per_result": 4},
+    # ef_search_per_result / ef_search_max: a search for n rows uses efSearch = max(ef_search, min(ef_search_per_result
+    # * n, ef_search_max)). faiss sizes its result queue to n but stops the graph walk by efSearch alone, so with a
+    # fixed ef_search of 128 a two-stage first stage asking for N = 200 or 400 candidates returned only part of the
+    # exact first stage's top N (benchmarks/results/two_stage_search_hnsw_ef.json, "first_stage_coverage"). The cap
+    # bounds the walk when thousands of rows are asked (a tri-encoder first stage over-fetches 10 N). 0 per result
+    # keeps ef_search fixed (the rule before).
+    "hnsw": {"m": 32, "ef_construction": 64, "ef_search": 128, "ef_search_per_result": 4, "ef_search_max": 4096},
     "ivf": {"nlist": None, "nprobe": 16},  # nlist None: about sqrt(n), at most n // 39 (faiss's training rule)
 }
 # the parameters a search reads (changing them needs no rebuild of a stored index); the others shape the build
-SEARCH_PARAMS: dict[str, tuple[str, ...]] = {"hnsw": ("ef_search", "ef_search_per_result"), "ivf": ("nprobe",)}
+SEARCH_PARAMS: dict[str, tuple[str, ...]] = {
+    "hnsw": ("ef_search", "ef_search_per_result", "ef_search_max"),
+    "ivf": ("nprobe",),
+}
 
 
 def import_faiss() -> Any:
@@ -66,8 +70,10 @@ def build_params(kind: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def hnsw_ef_search(params: dict[str, Any], n: int) -> int:
-    """HNSW ``efSearch`` for a search of ``n`` rows: ``ef_search``, widened to ``ef_search_per_result * n``."""
-    return max(int(params["ef_search"]), int(params["ef_search_per_result"]) * n)
+    """HNSW ``efSearch`` for a search of ``n`` rows: ``ef_search``, widened to ``ef_search_per_result * n`` up to
+    ``ef_search_max``."""
+    widened = min(int(params["ef_search_per_result"]) * n, int(params["ef_search_max"]))
+    return max(int(params["ef_search"]), widened)
 
 
 def ivf_lists(n: int, requested: int | None) -> int:
@@ -194,6 +200,8 @@ class AnnFile:
         different ``n`` do not change each other's."""
         faiss = import_faiss()
         n = min(n, self.count)
+        if n <= 0:
+            return np.zeros(0, dtype=np.int64)
         if self.kind == "hnsw":
             search_params = faiss.SearchParametersHNSW(efSearch=hnsw_ef_search(self.params, n))
         else:
