@@ -1432,8 +1432,8 @@ def hnsw_ef_section(folder: Path) -> list[str]:
         " recall@10 against the model's own exact ranking; latency of a whole search under a never-seen condition"
         f" (cold re-ranking cache), {settings['threads']} threads. faiss sizes HNSW's result queue to the N asked but"
         f" stops the graph walk by efSearch alone: with the fixed {ef} a first stage asking for hundreds of candidates"
-        f" returned only part of the exact first stage's top N. finesim now searches with efSearch = max({ef},"
-        f" {per} N){cap} (`ef_search_per_result`, `src/finesim/index/approximate.py`);"
+        f" returned only part of the exact first stage's top N. The widened rule of this run: efSearch = max({ef},"
+        f" {per} N){cap} (`ef_search_per_result`, finesim's default now, `src/finesim/index/approximate.py`);"
         " the same graph is searched under both rules in this one run. The latency is mostly the re-ranking of N"
         " candidates, and each point draws its own queries and conditions, so columns at the same N differ by their"
         " draws as well.",
@@ -1447,7 +1447,8 @@ def hnsw_ef_section(folder: Path) -> list[str]:
         cells += [latency.get((s, n), "") for s in searches]
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     if data["settings"].get("note"):
-        lines += ["", f"Run note: {data['settings']['note']}"]
+        lines += ["", f"Run note: {data['settings']['note'].rstrip('.')}."]
+    lines += ["", f"Files: `{path.relative_to(folder).as_posix()}`."]
     return lines
 
 

@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from index_scaling import csts_sentences, distinct_corpus, sentence_pool, validation_conditions
 
 from finesim.index import ConditionalIndex, recall_at_k
-from finesim.index.approximate import DEFAULT_PARAMS
+from finesim.index.approximate import DEFAULT_PARAMS, ann_params
 from finesim.index.topk import best_rows
 from finesim.index.two_stage import FIRST_STAGE, RerankCache, other_model_query
 from finesim.paths import data_root
@@ -147,14 +147,17 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
 
 def first_stage_search(index: ConditionalIndex, label: str) -> str | bool:
     """The ``approximate`` argument for a ``--first-stage-search`` label (``exact``, ``hnsw``, ``ivf``, ``hnsw@R``),
-    with the first stage's HNSW searched by the label's ``ef_search_per_result`` (the library's default for plain
-    ``hnsw``). The rule is set on the index's loaded faiss file (a benchmark-only reach into the index: the library
-    takes search parameters from the index's manifest), which the labels share: the graph is built once."""
+    with the first stage's HNSW searched by the label's ``ef_search_per_result`` (the index's own for plain ``hnsw``:
+    its manifest's, else the library's default). The rule is set on the index's loaded faiss file (a benchmark-only
+    reach into the index: the library takes search parameters from the index's manifest), which the labels share:
+    the graph is built once."""
     if label == "exact":
         return False
     kind, _, rule = label.partition("@")
     if kind == "hnsw":
-        per_result = int(rule) if rule else DEFAULT_PARAMS["hnsw"]["ef_search_per_result"]
+        own = index.store.manifest.get("approximate") or {}
+        params = ann_params("hnsw", own.get("params") if own.get("kind") == "hnsw" else None)
+        per_result = int(rule) if rule else params["ef_search_per_result"]
         index._ann_for_first_stage("hnsw").params["ef_search_per_result"] = per_result
     return kind
 
@@ -298,6 +301,12 @@ def main() -> None:
                 index.search_rows(corpus[0], warm_up, args.k, strategy="two-stage", candidates=1, approximate=kind)
                 ann_seconds[kind] = round(time.perf_counter() - start, 1)
                 print(f"first-stage {kind}: built or loaded in {ann_seconds[kind]} s", flush=True)
+        # the parameters the first stage's HNSW file searches with (the index's own, before any hnsw@R label)
+        hnsw_params = (
+            dict(index._ann_for_first_stage("hnsw").params)
+            if any(s.partition("@")[0] == "hnsw" for s in searches)
+            else dict(DEFAULT_PARAMS["hnsw"])
+        )
         result["first_stage_ann_seconds"] = ann_seconds
         result["index_bytes"] = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
         print(f"built in {result['build_seconds']} s", flush=True)
@@ -435,7 +444,7 @@ def main() -> None:
             "reference_model": reference.store.manifest["model"].get("name") if reference is not None else None,
             "first_stage_modes": modes,
             "first_stage_searches": searches,
-            "hnsw_params": dict(DEFAULT_PARAMS["hnsw"]),  # hnsw@R: the same with ef_search_per_result R
+            "hnsw_params": hnsw_params,  # hnsw@R: the same with ef_search_per_result R
             "size": len(corpus),
             "corpus_composition": composition,
             "conditions": conditions,

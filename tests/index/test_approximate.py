@@ -11,6 +11,7 @@ from index_helpers import build_model_dirs
 
 from conftest import import_or_skip
 from finesim.index.approximate import AnnFile, ann_params, build_params, hnsw_ef_search, normalized
+from finesim.results import file_sha256
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +43,17 @@ def vectors(n: int = 4000, dim: int = 24, seed: int = 0) -> np.ndarray:
     return normalized(np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32))
 
 
-def filled(folder, kind: str, params: dict, data: np.ndarray) -> AnnFile:
-    import faiss
+@pytest.fixture
+def one_faiss_thread():
+    """Graphs built by one thread are the same on every run; the process's faiss thread count is restored after."""
+    faiss = import_or_skip("faiss")
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(before)
 
-    faiss.omp_set_num_threads(1)  # a graph built by one thread is the same on every run
+
+def filled(folder, kind: str, params: dict, data: np.ndarray) -> AnnFile:
     ann = AnnFile(folder, "test", kind, params)
     ann.load()
     ann.update(len(data), data.shape[1], lambda a, b: iter([data[a:b]]), lambda m: data[:m])
@@ -61,10 +69,10 @@ def coverage(ann: AnnFile, data: np.ndarray, queries: np.ndarray, n: int) -> flo
     return float(np.mean(found))
 
 
-def test_a_wide_search_finds_the_exact_top_n_only_with_the_widened_ef(tmp_path):
+def test_a_wide_search_finds_the_exact_top_n_only_with_the_widened_ef(tmp_path, one_faiss_thread):
     """Many results from a small ef: with efSearch fixed at 12 faiss returns well under the exact top 300; widened
     to 4 x 300 it returns nearly all of it (4,000 random vectors, a graph built with m = 8). The rule is read per call
-    (one stored graph, two rules), and the shared faiss object is left as it was."""
+    (one stored graph, two rules), and the loaded faiss object keeps its own efSearch."""
     import_or_skip("faiss")
     data, queries = vectors(), vectors(20, seed=1)
     small = {"m": 8, "ef_construction": 16, "ef_search": 12}  # faiss's own default efSearch is 16
@@ -77,11 +85,11 @@ def test_a_wide_search_finds_the_exact_top_n_only_with_the_widened_ef(tmp_path):
     assert widened.index.hnsw.efSearch == default_ef  # not set on the shared index
 
 
-def test_a_stored_index_is_reused_when_only_search_parameters_change(tmp_path):
+def test_a_stored_index_is_reused_when_only_search_parameters_change(tmp_path, one_faiss_thread):
     import_or_skip("faiss")
     data = vectors(300)
     filled(tmp_path, "hnsw", {"m": 8}, data)
-    written = (tmp_path / "test.faiss").stat().st_mtime_ns
+    written = file_sha256(tmp_path / "test.faiss")
     assert AnnFile(tmp_path, "test", "hnsw", {"m": 8, "ef_search": 64, "ef_search_per_result": 2}).load()
     # a file written before ef_search_per_result existed is reused too
     meta = json.loads((tmp_path / "test.json").read_text())
@@ -92,13 +100,13 @@ def test_a_stored_index_is_reused_when_only_search_parameters_change(tmp_path):
     other = AnnFile(tmp_path, "test", "hnsw", {"m": 16})
     assert not other.load() and not AnnFile(tmp_path, "test", "ivf", {}).load()
     other.update(len(data), data.shape[1], lambda a, b: iter([data[a:b]]), lambda m: data[:m])
-    assert (tmp_path / "test.faiss").stat().st_mtime_ns != written
+    assert file_sha256(tmp_path / "test.faiss") != written
     assert json.loads((tmp_path / "test.json").read_text())["params"]["m"] == 16
 
 
-def test_ivf_search_reads_nprobe_per_call(tmp_path):
-    """IVF with every list probed is exact; the same stored index with one list probed finds less; the shared faiss
-    object keeps its own nprobe."""
+def test_ivf_search_reads_nprobe_per_call(tmp_path, one_faiss_thread):
+    """IVF with every list probed is exact; the same stored index with one list probed finds less; the loaded faiss
+    objects keep their own nprobe."""
     import_or_skip("faiss")
     data, queries = vectors(2000), vectors(10, seed=2)
     every = filled(tmp_path, "ivf", {"nlist": 16, "nprobe": 16}, data)
@@ -109,7 +117,7 @@ def test_ivf_search_reads_nprobe_per_call(tmp_path):
     assert every.index.nprobe == 1 and one.index.nprobe == 1  # faiss's default, never set
 
 
-def test_a_search_of_no_rows_returns_none(tmp_path):
+def test_a_search_of_no_rows_returns_no_rows(tmp_path, one_faiss_thread):
     import_or_skip("faiss")
     ann = filled(tmp_path, "hnsw", {}, vectors(50))
     assert ann.search(vectors(1, seed=3)[0], 0).tolist() == []
@@ -133,9 +141,10 @@ def test_an_index_whose_manifest_predates_the_widened_rule_searches_with_it(tmp_
         del manifest["approximate"]["params"][key]
     (folder / "manifest.json").write_text(json.dumps(manifest))
     faiss_files = sorted((folder / "ann").glob("*.faiss"))
-    stamps = [f.stat().st_mtime_ns for f in faiss_files]
+    assert faiss_files
+    digests = [file_sha256(f) for f in faiss_files]
     reopened = ConditionalIndex.open(folder)
     rows, _ = reopened.search_rows(texts[3], "the color", k=3, strategy="two-stage", candidates=40, approximate=True)
     assert 3 in rows.tolist()
     assert reopened._ann_for_first_stage("hnsw").params["ef_search_per_result"] == 4
-    assert [f.stat().st_mtime_ns for f in faiss_files] == stamps
+    assert [file_sha256(f) for f in faiss_files] == digests

@@ -462,9 +462,12 @@ def run_info(args: argparse.Namespace) -> int:
     if info["approximate"]:
         from finesim.index.approximate import ann_params
 
-        kind = info["approximate"]["kind"]
-        # the parameters searches use: a manifest written before a parameter existed gets its default
-        print(f"approx.    {kind} {ann_params(kind, info['approximate']['params'])}")
+        kind, params = info["approximate"]["kind"], info["approximate"]["params"]
+        try:  # the parameters searches use: a manifest written before a parameter existed gets its default
+            params = ann_params(kind, params)
+        except ValueError:  # a parameter this finesim does not know (a newer one wrote it): shown as recorded
+            pass
+        print(f"approx.    {kind} {params}")
     for name in info["approximate_indexes"]:
         print(f"faiss      ann/{name}.faiss")
     print(f"created    {info['created']} by finesim {info['finesim_version']}; updated {info['updated']}")
