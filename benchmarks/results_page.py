@@ -2090,8 +2090,8 @@ def figure(folder: Path, out: Path) -> Path | None:
                 color=colour,
             )
             claim = item["claim"]
-            text = claim["claim"] if len(claim["claim"]) <= 62 else claim["claim"][:60] + "…"
-            labels.append(f"{claim['paper']}: {text}")
+            label = f"{claim['paper']}: {claim['claim']}"  # at most 68 characters: the left margin holds no more
+            labels.append(label if len(label) <= 68 else label[:66] + "…")
         ax.set_yticks(range(len(items)))
         ax.set_yticklabels(list(reversed(labels)), fontsize=7.5)
         ax.set_ylim(-0.6, len(items) - 0.4)
