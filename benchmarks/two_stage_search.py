@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from index_scaling import csts_sentences, distinct_corpus, sentence_pool, validation_conditions
 
 from finesim.index import ConditionalIndex, recall_at_k
-from finesim.index.approximate import DEFAULT_PARAMS, ann_params
+from finesim.index.approximate import DEFAULT_PARAMS
 from finesim.index.topk import best_rows
 from finesim.index.two_stage import FIRST_STAGE, RerankCache, other_model_query
 from finesim.paths import data_root
@@ -145,20 +145,17 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
     }
 
 
-def first_stage_search(index: ConditionalIndex, label: str) -> str | bool:
+def first_stage_search(index: ConditionalIndex, label: str, own_per_result: int) -> str | bool:
     """The ``approximate`` argument for a ``--first-stage-search`` label (``exact``, ``hnsw``, ``ivf``, ``hnsw@R``),
-    with the first stage's HNSW searched by the label's ``ef_search_per_result`` (the index's own for plain ``hnsw``:
-    its manifest's, else the library's default). The rule is set on the index's loaded faiss file (a benchmark-only
-    reach into the index: the library takes search parameters from the index's manifest), which the labels share:
-    the graph is built once."""
-    if label == "exact":
-        return False
+    with the first stage's HNSW searched by the label's ``ef_search_per_result`` (``own_per_result``, the index's
+    own, for plain ``hnsw``). The rule is set on the index's loaded faiss file (a benchmark-only reach into the
+    index: the library takes search parameters from the index's manifest), which the labels share: the graph is built
+    once."""
     kind, _, rule = label.partition("@")
+    if kind == "exact":
+        return False
     if kind == "hnsw":
-        own = index.store.manifest.get("approximate") or {}
-        params = ann_params("hnsw", own.get("params") if own.get("kind") == "hnsw" else None)
-        per_result = int(rule) if rule else params["ef_search_per_result"]
-        index._ann_for_first_stage("hnsw").params["ef_search_per_result"] = per_result
+        index._ann_for_first_stage("hnsw").params["ef_search_per_result"] = int(rule) if rule else own_per_result
     return kind
 
 
@@ -360,21 +357,21 @@ def main() -> None:
         for mode in [] if args.skip_recall else modes:
             stage.query_mode = mode
             for search in searches if not coverage_of else ["exact", *(s for s in searches if s != "exact")]:
-                approximate = first_stage_search(index, search)
+                approximate = first_stage_search(index, search, hnsw_params["ef_search_per_result"])
                 for n in ns:
                     per_query, per_query_ref, covered = [], [], []
                     for query, condition in pairs:
-                        rows, _ = index.search_rows(
-                            query, condition, args.k, strategy="two-stage", candidates=n, approximate=approximate
-                        )
+                        # with coverage, all N candidates re-ranked (a search for k = N): the top k are their head
+                        found, _ = index.search_rows(
+                            query, condition, max(n, args.k) if coverage_of else args.k, strategy="two-stage",
+                            candidates=n, approximate=approximate,
+                        )  # fmt: skip
+                        rows = found[: args.k]
                         if exact:
                             per_query.append(recall_at_k(exact[(query, condition)], rows, args.k))
                         if truth_ref:
                             per_query_ref.append(recall_at_k(truth_ref[(query, condition)], rows, args.k))
                         if coverage_of:
-                            found, _ = index.search_rows(
-                                query, condition, n, strategy="two-stage", candidates=n, approximate=approximate
-                            )
                             found_set = {int(r) for r in found}
                             if search == "exact":
                                 exact_candidates[(mode, query, condition, n)] = found_set
@@ -402,7 +399,7 @@ def main() -> None:
         if args.latency:
             timing = []
             for search in searches:
-                approximate = first_stage_search(index, search)
+                approximate = first_stage_search(index, search, hnsw_params["ef_search_per_result"])
                 for n in ns:
                     cold_s, warm_s = [], []
                     fresh = [(rng.choice(pool), c) for c in rng.sample(conditions_pool, args.latency_queries)]
