@@ -410,7 +410,8 @@ def main() -> None:
         "process_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "results": results,
     }
-    write_json_atomic(args.output, portable(payload, path_roots(root)))
+    # the work folder may lie outside the checkout: recorded as <work-dir>, never as this machine's path
+    write_json_atomic(args.output, portable(payload, path_roots(root, extra={str(work): "<work-dir>"})))
     print(f"wrote {args.output}")
 
 

@@ -59,7 +59,7 @@ from finesim.index.approximate import DEFAULT_PARAMS
 from finesim.index.topk import best_rows
 from finesim.index.two_stage import FIRST_STAGE, RerankCache, other_model_query
 from finesim.paths import data_root
-from finesim.results import environment_record, portable, write_json_atomic
+from finesim.results import environment_record, path_roots, portable, write_json_atomic
 
 
 def fill_cache(index: ConditionalIndex, condition: str) -> None:
@@ -455,7 +455,8 @@ def main() -> None:
         "results": result,
         "environment": environment_record(),
     }
-    write_json_atomic(args.output, portable(payload))
+    # the work folder may lie outside the checkout: recorded as <work-dir>, never as this machine's path
+    write_json_atomic(args.output, portable(payload, path_roots(extra={str(work): "<work-dir>"})))
     print(f"wrote {args.output}", flush=True)
 
 

@@ -171,3 +171,18 @@ def test_relativize_script_rewrites_paths_only(tmp_path: Path) -> None:
         script.compare({"x": 1.5}, {"x": 2.5}, ROOTS)
     with pytest.raises(ValueError, match="not its portable form"):
         script.compare({"p": "/tmp/a"}, {"p": "/tmp/b"}, ROOTS)
+
+
+def test_an_extra_root_outside_the_checkout_gets_its_name(tmp_path: Path) -> None:
+    """A benchmark's work folder outside the checkout (``--work-dir /work/idx``) is recorded by name, in a command
+    line too, and wins over the broader temporary folder that holds it."""
+    from finesim.results import path_roots, portable
+
+    work = tmp_path / "idx"
+    roots = path_roots(extra={str(work): "<work-dir>"})
+    record = {"command": f"bench.py --work-dir {work} --reuse", "index": f"{work}/a.faiss", "other": f"{tmp_path}/b"}
+    assert portable(record, roots) == {
+        "command": "bench.py --work-dir <work-dir> --reuse",
+        "index": "<work-dir>/a.faiss",
+        "other": portable(str(tmp_path / "b"), path_roots()),
+    }
