@@ -1045,18 +1045,24 @@ def _search_points(results: dict[str, Any] | None, key: str, mode: str = "condit
             and key in r}  # fmt: skip
 
 
-def _latency_ms(results: dict[str, Any] | None) -> dict[tuple[str, int], tuple[float, float]]:
-    """(first-stage search, N) -> (p50, p95) ms with a cold re-ranking cache."""
+def _latency_ms(
+    results: dict[str, Any] | None, mode: str | None = None, cache: str = "cold"
+) -> dict[tuple[str, int], tuple[float, float]]:
+    """(first-stage search, N) -> (p50, p95) ms with a ``cold`` (or ``warm``) re-ranking cache; ``mode``: only the
+    rows of that query mode (files that time several record ``query_mode`` per row)."""
     rows = (results or {}).get("latency", [])
     return {
-        (r["first_stage_search"], r["candidates"]): (1000 * r["cold"]["p50_seconds"], 1000 * r["cold"]["p95_seconds"])
+        (r["first_stage_search"], r["candidates"]): (1000 * r[cache]["p50_seconds"], 1000 * r[cache]["p95_seconds"])
         for r in rows
+        if mode is None or r.get("query_mode", mode) == mode
     }
 
 
-def _latency_points(results: dict[str, Any] | None) -> dict[tuple[str, int], str]:
-    """(first-stage search, N) -> "p50 / p95" ms with a cold re-ranking cache."""
-    return {key: f"{p50:,.0f} / {p95:,.0f}" for key, (p50, p95) in _latency_ms(results).items()}
+def _latency_points(
+    results: dict[str, Any] | None, mode: str | None = None, cache: str = "cold"
+) -> dict[tuple[str, int], str]:
+    """(first-stage search, N) -> "p50 / p95" ms (see :func:`_latency_ms`)."""
+    return {key: f"{p50:,.0f} / {p95:,.0f}" for key, (p50, p95) in _latency_ms(results, mode, cache).items()}
 
 
 def _ns(points: dict[tuple[str, int], Any], search: str) -> list[int]:
@@ -1450,6 +1456,112 @@ def hnsw_ef_section(folder: Path) -> list[str]:
         lines += ["", f"Run note: {data['settings']['note'].rstrip('.')}."]
     lines += ["", f"Files: `{path.relative_to(folder).as_posix()}`."]
     return lines
+
+
+MAPPED_SECTION = "### The mapped first stage: the corpus vectors mapped under the condition"
+
+
+def mapped_section(folder: Path) -> list[str]:
+    """The ``"mapped"`` first stage against the ``"conditioned"`` one (``two_stage_search_mapped.json``: recall@10 per
+    N and first-stage search; ``two_stage_latency_mapped.json``: cold and warm latency per query mode), and the
+    selection of its fit on C-STS train conditions (``two_stage_map_selection.json``); empty when the recall file is
+    absent."""
+    path = folder / "two_stage_search_mapped.json"
+    if not path.is_file():
+        return []
+    data = read(path)
+    settings, results = data["settings"], data["results"]
+    searches = list(dict.fromkeys(r["first_stage_search"] for r in results.get("recall", [])))
+    modes = [m for m in ("conditioned", "mapped") if m in settings["first_stage_modes"]]
+    recall = {mode: _search_points(results, "recall_at_10", mode) for mode in modes}
+    ns = sorted({n for points in recall.values() for _, n in points})
+    header = [f"recall@10, {mode}, {FIRST_STAGE.get(s, s)}" for s in searches for mode in modes]
+    lines = [
+        MAPPED_SECTION,
+        "",
+        f"`benchmarks/two_stage_search.py --modes {','.join(modes)}` with `{settings['model']}`,"
+        f" {_short_size(settings['size'])} texts, {len(settings['conditions'])} never-seen C-STS validation conditions"
+        f" x {settings['queries_per_condition']} queries, k = {settings['k']}; recall@10 against the model's own exact"
+        " ranking. `mapped` fits a linear map from each text's own embedding to its embedding under the condition on"
+        f" {settings['map_sample']} corpus texts embedded under it (ridge {settings['map_ridge']} toward the"
+        " identity) and ranks the corpus by the cosine of the mapped vectors with the `(query, condition)` embedding;"
+        " `conditioned` ranks the unmapped vectors by it ([search.md](search.md#the-mapped-first-stage)).",
+        "",
+        *_n_table(
+            header,
+            {
+                n: [f"{recall[m][(s, n)]:.3f}" if (s, n) in recall[m] else "" for s in searches for m in modes]
+                for n in ns
+            },
+        ),
+    ]
+    files = [path]
+    latency_path = folder / "two_stage_latency_mapped.json"
+    if latency_path.is_file():
+        timed = read(latency_path)
+        t_results, t_settings = timed["results"], timed["settings"]
+        t_modes = list(dict.fromkeys(r["query_mode"] for r in t_results.get("latency", [])))
+        t_searches = list(dict.fromkeys(r["first_stage_search"] for r in t_results.get("latency", [])))
+        cold = {m: _latency_points(t_results, m, "cold") for m in t_modes}
+        warm = {m: _latency_points(t_results, m, "warm") for m in t_modes}
+        t_ns = sorted({n for points in cold.values() for _, n in points})
+        t_header = [f"{c} p50 / p95 ms, {m}, {FIRST_STAGE.get(s, s)}" for s in t_searches for m in t_modes
+                    for c in ("cold", "warm")]  # fmt: skip
+        lines += [
+            "",
+            f"Latency (`two_stage_latency_mapped.json`, {_short_size(t_settings['size'])} texts,"
+            f" {t_settings['threads']} threads): a whole search; cold = a never-seen condition (for `mapped`: its"
+            f" {t_settings['map_sample']} sample texts embedded, the map fitted and the corpus's mapped norms computed,"
+            " then N candidates re-ranked); warm = the same condition again, a new query (its map kept; only the new"
+            " candidates embedded).",
+            "",
+            *_n_table(
+                t_header,
+                {
+                    n: [points[m].get((s, n), "") for s in t_searches for m in t_modes for points in (cold, warm)]
+                    for n in t_ns
+                },
+            ),
+        ]
+        if t_settings.get("note"):
+            lines += ["", f"Latency run note: {t_settings['note'].rstrip('.')}."]
+        files.append(latency_path)
+    selection_path = folder / "two_stage_map_selection.json"
+    if selection_path.is_file():
+        chosen = read(selection_path)
+        c_settings, c_results = chosen["settings"], chosen["results"]
+        best = ", ".join(
+            f"M = {b['sample']}: {b['metric']:.3f} (ridge {b['ridge']})" for b in c_results["best_ridge_per_sample"]
+        )
+        pick = c_results["chosen"]
+        lines += [
+            "",
+            f"The fit (`two_stage_map_selection.json`) was chosen on {len(c_settings['conditions'])} C-STS **train**"
+            f" conditions that validation does not have ({_short_size(c_settings['size'])} texts,"
+            f" {c_settings['queries_per_condition']} queries each), by a rule fixed beforehand: the best ridge per"
+            f" sample size M, then the smallest M within {c_settings['tolerance']} of the best M's"
+            f" {c_settings['metric']}. Best per M: {best}; chosen: M = {pick['sample']}, ridge {pick['ridge']}"
+            f" (the conditioned first stage there: {_mean_metric(c_results, c_settings):.3f}). The grid's range came"
+            " from a first look at the validation conditions' stored embeddings, and a chosen value at the grid's"
+            " edge means a value beyond it may do better.",
+        ]
+        files.append(selection_path)
+    if settings.get("note"):
+        lines += ["", f"Run note: {settings['note'].rstrip('.')}."]
+    lines += ["", "Files: " + ", ".join(f"`{f.relative_to(folder).as_posix()}`" for f in files) + "."]
+    return lines
+
+
+def _n_table(header: list[str], rows: dict[int, list[str]]) -> list[str]:
+    """A markdown table with an ``N`` column first, then ``header``; one line per N of ``rows``."""
+    lines = ["| N | " + " | ".join(header) + " |", "|---|" + "---|" * len(header)]
+    return lines + [f"| {n} | " + " | ".join(cells) + " |" for n, cells in rows.items()]
+
+
+def _mean_metric(results: dict[str, Any], settings: dict[str, Any]) -> float:
+    """The selection metric of the conditioned first stage (mean recall@10 over the metric's N)."""
+    values = [results["recall_at_10"]["conditioned"][str(n)] for n in settings["metric_candidates"]]
+    return sum(values) / len(values)
 
 
 def distill_section(folder: Path) -> list[str]:
@@ -2295,7 +2407,7 @@ def build(folder: Path, figure_name: str | None) -> str:
         parts.append("\n".join(levers2) + "\n")
     parts.append("\n".join(levers_tried_section(folder)) + "\n")
     parts.append("\n".join(harness_section(folder)) + "\n")
-    for section in (search_section, hnsw_ef_section, distill_section, small_search_section):
+    for section in (search_section, hnsw_ef_section, mapped_section, distill_section, small_search_section):
         lines = section(folder)
         if lines:
             parts.append("\n".join(lines) + "\n")

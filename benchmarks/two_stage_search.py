@@ -205,6 +205,9 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--latency", action="store_true", help="also time searches (idle machine only)")
     parser.add_argument("--latency-queries", type=int, default=20)
+    parser.add_argument(
+        "--latency-modes", default=None, help="first-stage query modes timed (default: the index's own)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--work-dir", default=None, help="keep the index here (default: a temporary folder)")
@@ -392,19 +395,22 @@ def main() -> None:
                     print(f"{mode} {search} N={n}: {shown}", flush=True)
         if curve:
             result["recall"] = curve
-        stage.query_mode = "tri" if tri else "conditioned"
+        stage.query_mode = index.first_stage_spec.query if index.first_stage_spec else "conditioned"  # its own
         if prefixes:
             result["recall_by_size"] = prefix_recall(index, pairs, [*prefixes, len(corpus)], ns, args.k)
 
         if args.latency:
             timing = []
-            for search in searches:
+            latency_modes = args.latency_modes.split(",") if args.latency_modes else [stage.query_mode]
+            for mode, search in [(m, s) for m in latency_modes for s in searches]:
+                stage.query_mode = mode
                 approximate = first_stage_search(index, search, hnsw_params["ef_search_per_result"])
                 for n in ns:
                     cold_s, warm_s = [], []
                     fresh = [(rng.choice(pool), c) for c in rng.sample(conditions_pool, args.latency_queries)]
                     for query, condition in fresh:
                         index.rerank_cache = RerankCache()
+                        index._maps.clear()  # a never-seen condition: a "mapped" first stage fits its map
                         start = time.perf_counter()
                         index.search_rows(query, condition, args.k, strategy="two-stage", candidates=n,
                                           approximate=approximate)  # fmt: skip
@@ -415,13 +421,15 @@ def main() -> None:
                         warm_s.append(time.perf_counter() - start)
                     timing.append(
                         {
+                            "query_mode": mode,
                             "first_stage_search": search,
                             "candidates": n,
                             "cold": percentiles(cold_s),
                             "warm": percentiles(warm_s),
                         }
                     )
-                    print(f"latency {search} N={n}: cold {timing[-1]['cold']} warm {timing[-1]['warm']}", flush=True)
+                    shown = f"cold {timing[-1]['cold']} warm {timing[-1]['warm']}"
+                    print(f"latency {mode} {search} N={n}: {shown}", flush=True)
             result["latency"] = timing
     finally:
         if not args.work_dir:
@@ -441,6 +449,8 @@ def main() -> None:
             "reference_model": reference.store.manifest["model"].get("name") if reference is not None else None,
             "first_stage_modes": modes,
             "first_stage_searches": searches,
+            "map_sample": index.map_sample,  # the "mapped" first stage's fit (docs/search.md)
+            "map_ridge": index.map_ridge,
             "hnsw_params": hnsw_params,  # hnsw@R: the same with ef_search_per_result R
             "size": len(corpus),
             "corpus_composition": composition,

@@ -108,6 +108,37 @@ def test_bi_encoder_two_stage_search_on_the_command_line(model_dirs, tmp_path, c
     assert "has no first stage" in capsys.readouterr().err
 
 
+def test_the_mapped_first_stage_on_the_command_line(model_dirs, tmp_path, capsys):
+    texts = make_corpus(60, seed=17)
+    out = tmp_path / "index"
+    argv = ["index", "build", "--model", str(model_dirs["bi"]), "--corpus", str(write_csv(tmp_path / "c.csv", texts))]
+    assert main([*argv, "-o", str(out), "-q", "--first-stage-query", "mapped"]) == 0
+    assert main(["index", "info", str(out)]) == 0
+    assert "1st stage  self (query mapped" in capsys.readouterr().out
+    search = [str(out), "--query", "a dog", "--condition", "the sport"]
+    found = search_json(capsys, *search, "--candidates", "60", "--map-sample", "20", "--map-ridge", "0.5")
+    assert_matches_brute_force(found, model_dirs["bi"], "a dog", texts, "the sport", 10)  # every candidate re-ranked
+    # with few candidates the options decide them: the command line searches as the API with the same options
+    from finesim import ConditionalIndex
+
+    index = ConditionalIndex.open(out)
+    rows = {}
+    for sample, ridge in ((20, 0.5), (2048, 0.1)):
+        index.map_sample, index.map_ridge = sample, ridge
+        rows[sample] = index.search_rows("a dog", "the sport", k=6, candidates=6, strategy="two-stage")[0].tolist()
+    assert rows[20] != rows[2048]  # the options matter here, so the comparison below can fail
+    found = search_json(capsys, *search, "-k", "6", "--candidates", "6", "--map-sample", "20", "--map-ridge", "0.5")
+    assert [r["index"] for r in found] == rows[20]
+    with pytest.raises(SystemExit) as exit_info:  # argparse: not a positive number
+        main(["index", "search", *search, "--map-sample", "0"])
+    assert exit_info.value.code == 2 and "--map-sample" in capsys.readouterr().err
+    # the options of a mapped first stage on an index without one: refused, saying why
+    assert main([*argv, "-o", str(tmp_path / "conditioned"), "-q"]) == 0
+    with pytest.raises(SystemExit) as exit_info:
+        main(["index", "search", str(tmp_path / "conditioned"), *search[1:], "--map-sample", "20"])
+    assert exit_info.value.code == 2 and "this index's first stage query is conditioned" in capsys.readouterr().err
+
+
 def test_errors_are_one_line_naming_the_file(model_dirs, tmp_path, capsys):
     model = str(model_dirs["tri-hadamard"])
     wrong_column = write_csv(tmp_path / "c.csv", ["a dog", "a cat"], column="sentence")

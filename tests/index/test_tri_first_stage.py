@@ -175,6 +175,6 @@ def test_errors(model_dirs, corpus, tmp_path):
         resolve_first_stage("bi", tri, "conditioned")
     with pytest.raises(ValueError, match="a tri-encoder index needs no first stage"):
         ConditionalIndex.build(tri, corpus[:5], tmp_path / "c", first_stage=tri)
-    with pytest.raises(ValueError, match="must be one of \\['conditioned', 'plain', 'tri'\\]"):
+    with pytest.raises(ValueError, match="must be one of \\['conditioned', 'plain', 'tri', 'mapped'\\]"):
         resolve_first_stage("bi", tri, "head")
     assert not (tmp_path / "a" / "manifest.json").exists() and not (tmp_path / "b" / "manifest.json").exists()

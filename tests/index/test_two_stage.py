@@ -12,7 +12,7 @@ from index_helpers import assert_matches_brute_force, brute_force, build_model_d
 
 from conftest import import_or_skip
 from finesim import ConditionalIndex
-from finesim.index.two_stage import FIRST_STAGE, RerankCache, resolve_first_stage
+from finesim.index.two_stage import FIRST_STAGE, RerankCache, fit_condition_map, map_sample_rows, resolve_first_stage
 
 QUERIES = [("a man plays guitar", "the sport"), ("the dog runs in the park", "the animal"), ("a red car", "color")]
 
@@ -188,3 +188,112 @@ def test_rerank_cache_drops_the_least_recent_condition():
     assert found == {} and missing == [0, 1]
     found, missing = cache.lookup("b", np.array([1, 5]))
     assert list(found) == [1] and missing == [5]
+
+
+# The "mapped" first stage: the corpus vectors mapped under the condition by a linear map fitted per condition
+
+
+def test_the_condition_map_by_hand():
+    """x = I (two texts, two dims), their embeddings under the condition swapped: B = (I + r I)^-1 (Y - X), so with
+    r = 1 each row of W = I + B is (0.5, 0.5); with r = 3 it is (0.75, 0.25) / (0.25, 0.75)."""
+    plain = np.eye(2)
+    conditioned = np.array([[0.0, 1.0], [1.0, 0.0]])
+    np.testing.assert_allclose(fit_condition_map(plain, conditioned, ridge=1.0), [[0.5, 0.5], [0.5, 0.5]])
+    np.testing.assert_allclose(fit_condition_map(plain, conditioned, ridge=3.0), [[0.75, 0.25], [0.25, 0.75]])
+    np.testing.assert_allclose(fit_condition_map(plain, plain, ridge=0.3), np.eye(2))  # nothing moves: identity
+    # not symmetric, so a transposed W shows: B = ([[1, 2], [0, 1]] - I) / 2 = [[0, 1], [0, 0]]
+    np.testing.assert_allclose(fit_condition_map(plain, np.array([[1.0, 2.0], [0.0, 1.0]]), ridge=1.0),
+                               [[1.0, 1.0], [0.0, 1.0]])  # fmt: skip
+    with pytest.raises(ValueError, match="matching"):
+        fit_condition_map(plain, conditioned[:1])
+    with pytest.raises(ValueError, match="ridge must be > 0"):
+        fit_condition_map(plain, conditioned, ridge=0.0)
+
+
+def test_map_sample_rows_are_fixed_and_cover_a_small_corpus():
+    assert map_sample_rows(5, 8).tolist() == [0, 1, 2, 3, 4]
+    rows = map_sample_rows(1000, 50)
+    assert len(set(rows.tolist())) == 50 and rows.tolist() == sorted(rows.tolist()) and rows.max() < 1000
+    assert rows.tolist() == map_sample_rows(1000, 50).tolist()
+
+
+def test_the_mapped_first_stage_ranks_by_the_mapped_cosine(model_dirs, corpus, tmp_path):
+    """The candidates are the rows with the highest cosine between x W (W fitted by hand on the sample's stored
+    vectors and their embeddings under the condition) and the (query, condition) embedding."""
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(model_dirs["bi"]), corpus, folder, first_stage_query="mapped")
+    assert json.loads((folder / "manifest.json").read_text())["first_stage"]["query"] == "mapped"
+    index = ConditionalIndex.open(folder)
+    index.map_sample = 40
+    stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
+    sample = map_sample_rows(len(corpus), 40)
+    under = index.embedder.conditioned([corpus[i] for i in sample], "color")
+    weights = fit_condition_map(stored[sample], under, ridge=index.map_ridge)
+    mapped = stored @ weights
+    query = index.embedder.conditioned(["a red car"], "color")[0]
+    cosine = (mapped @ query) / np.linalg.norm(mapped, axis=1)
+    nearest = set(np.argsort(-cosine, kind="stable")[:10].tolist())
+    cands = index.search_rows("a red car", "color", k=10, candidates=10, strategy="two-stage")[0]
+    assert set(cands.tolist()) == nearest
+    # the map moves the ranking here: the conditioned first stage (the unmapped vectors) has other candidates
+    assert nearest != set(np.argsort(-(stored @ query), kind="stable")[:10].tolist())
+
+
+def test_the_mapped_first_stage_fits_once_per_condition_and_again_after_add(model_dirs, tmp_path):
+    texts = make_corpus(90, seed=3)
+    index = ConditionalIndex.build(str(model_dirs["bi"]), texts[:70], tmp_path / "index", first_stage_query="mapped")
+    index.map_sample = 30
+    before = index.embedder.encoded
+    index.search_rows("a cat", "the animal", k=5, candidates=20, strategy="two-stage")
+    sample = set(map_sample_rows(70, 30).tolist())
+    first = index.embedder.encoded - before
+    assert first >= 30 + 1 and first <= 30 + 20 + 1  # the sample, the candidates not in it, the query
+    fitted = index._maps[index.key("the animal")]
+    before = index.embedder.encoded
+    index.search_rows("a dog", "the animal", k=5, candidates=20, strategy="two-stage")
+    assert index.embedder.encoded - before <= 20 + 1  # at most the new candidates and the query
+    assert index._maps[index.key("the animal")] is fitted  # the same map: not fitted again
+    assert fitted.count == 70 and set(fitted.sample.tolist()) == sample and fitted.inverse_norms.shape == (70,)
+    index.add(texts[70:])
+    index.search_rows("a cat", "the animal", k=5, candidates=20, strategy="two-stage")
+    assert index._maps[index.key("the animal")].count == 90  # the index grew: fitted again over every row
+    # every candidate re-ranked is exact search, whatever the first stage
+    results = index.search("a cat", "the animal", k=6, candidates=len(texts), strategy="two-stage")
+    assert_matches_brute_force(results, model_dirs["bi"], "a cat", texts, "the animal", 6)
+
+
+def test_the_approximate_mapped_first_stage_matches_the_exact_one_when_its_pool_holds_every_row(
+    model_dirs, corpus, tmp_path
+):
+    """An approximate "mapped" first stage re-ranks faiss's MAP_POOL x N rows by the map: with a pool as large as
+    the corpus (and faiss exact on 120 rows), it returns the exact first stage's candidates."""
+    import_or_skip("faiss")
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample = 40
+    for query, condition in QUERIES:
+        exact = index.search_rows(query, condition, k=12, candidates=12, strategy="two-stage")[0]
+        approx = index.search_rows(query, condition, k=12, candidates=12, strategy="two-stage", approximate="hnsw")[0]
+        assert set(approx.tolist()) == set(exact.tolist())
+
+
+def test_mapped_needs_the_self_first_stage(model_dirs, corpus, tmp_path):
+    assert resolve_first_stage("bi", "self", "mapped") == ("self", "mapped")
+    with pytest.raises(ValueError, match=r"'mapped' .* needs first_stage='self'"):
+        resolve_first_stage("case", str(model_dirs["bi"]), "mapped")
+
+
+def test_a_changed_map_sample_or_ridge_fits_the_map_again(model_dirs, corpus, tmp_path):
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample = 30
+    index.search_rows("a cat", "the animal", k=5, candidates=10, strategy="two-stage")
+    first = index._maps[index.key("the animal")]
+    assert len(first.sample) == 30 and first.ridge == index.map_ridge
+    index.map_ridge = 2.0
+    index.search_rows("a cat", "the animal", k=5, candidates=10, strategy="two-stage")
+    assert index._maps[index.key("the animal")].ridge == 2.0
+    index.map_sample = 50
+    index.search_rows("a cat", "the animal", k=5, candidates=10, strategy="two-stage")
+    assert len(index._maps[index.key("the animal")].sample) == 50
+    index.map_sample = 0
+    with pytest.raises(ValueError, match="map_sample must be a whole number >= 1, got 0"):
+        index.search_rows("a cat", "the color", k=5, candidates=10, strategy="two-stage")

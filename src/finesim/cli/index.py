@@ -16,11 +16,13 @@ from finesim.cli.common import (
     add_runtime_options,
     check_output_dir,
     command_parser,
+    positive_float,
     positive_int,
     ray_wanted,
     say,
     show_help,
 )
+from finesim.index.two_stage import MAP_RIDGE, MAP_SAMPLE
 
 
 def _corpus_options(p: argparse.ArgumentParser, *, default_column: str | None) -> None:
@@ -103,11 +105,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--first-stage-query",
-        choices=["conditioned", "plain", "tri"],
+        choices=["conditioned", "plain", "tri", "mapped"],
         default=None,
         help="the query's first stage: 'conditioned', the (query, condition) embedding, 'plain', the query's alone, "
-        "or 'tri', a tri-encoder's ranking under the condition (default: conditioned for 'self', tri for a "
-        "tri-encoder folder, plain for another model)",
+        "'tri', a tri-encoder's ranking under the condition, or 'mapped' ('self' only: the (query, condition) "
+        "embedding against the corpus vectors mapped under the condition by a linear map fitted on its first query; "
+        "docs/search.md) (default: conditioned for 'self', tri for a tri-encoder folder, plain for another model)",
     )
     _ray_options(p)
     add_runtime_options(p)
@@ -177,6 +180,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="only rows whose metadata KEY equals VALUE (repeatable: all must hold); an approximate or two-stage "
         "search filters its candidates, so it may return fewer than k",
+    )
+    p.add_argument(
+        "--map-sample",
+        type=positive_int,
+        default=None,
+        help="an index built with --first-stage-query mapped: corpus texts embedded under a new condition to fit its "
+        "map; fewer make a new condition's first query cheaper and the candidates worse; used by two-stage searches "
+        f"only (default: {MAP_SAMPLE})",
+    )
+    p.add_argument(
+        "--map-ridge",
+        type=positive_float,
+        default=None,
+        help="an index built with --first-stage-query mapped: the fit's ridge toward the identity "
+        f"(default: {MAP_RIDGE})",
     )
     p.add_argument(
         "--recall",
@@ -382,9 +400,19 @@ def run_search(args: argparse.Namespace) -> int:
     where = parse_where(args.where)
     if where and args.recall:
         raise UsageError("--recall measures an unfiltered search: drop --where")
+    stage = store.manifest.get("first_stage") or {}
+    if (args.map_sample is not None or args.map_ridge is not None) and stage.get("query") != "mapped":
+        raise UsageError(
+            "--map-sample and --map-ridge tune the 'mapped' first stage, but this index's first stage query is "
+            f"{stage.get('query') or 'none'}: build it with --first-stage-query mapped, or drop them"
+        )
     index = ConditionalIndex.open(
         args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress
     )
+    if args.map_sample is not None:
+        index.map_sample = args.map_sample
+    if args.map_ridge is not None:
+        index.map_ridge = args.map_ridge
     options = {"approximate": args.approximate, "candidates": args.candidates, "strategy": args.strategy}
     condition = None if args.no_condition else args.condition
     results = index.search(args.query, condition, k=args.k, where=where, **options)
@@ -454,7 +482,8 @@ def run_info(args: argparse.Namespace) -> int:
         print(f"condition  {condition['condition']!r} ({condition['parts']}/{len(info['parts'])} parts embedded)")
     stage = info["first_stage"]
     if stage:
-        what = {"conditioned": "query conditioned", "plain": "query plain", "tri": "tri-encoder, its top N"}
+        what = {"conditioned": "query conditioned", "plain": "query plain", "tri": "tri-encoder, its top N",
+                "mapped": "query mapped"}  # fmt: skip
         head = f", head {stage['head']}" if stage.get("head") else ""
         sha = f", sha256 {stage['sha256'][:16]}" if stage.get("sha256") else ""
         mode = what.get(stage["query"], stage["query"])

@@ -66,11 +66,19 @@ from finesim.index.tri import as_float_tensor
 from finesim.index.two_stage import (
     DEFAULT_CANDIDATES,
     FIRST_STAGE,
+    MAP_CONDITIONS,
+    MAP_POOL,
+    MAP_RIDGE,
+    MAP_SAMPLE,
+    MAPPED,
     STRATEGIES,
     TRI,
+    ConditionMap,
     FirstStageEncoder,
     FirstStageSpec,
     RerankCache,
+    fit_condition_map,
+    map_sample_rows,
     plain_search_refusal,
     resolve_first_stage,
 )
@@ -210,6 +218,12 @@ class ConditionalIndex:
         self.first_stage_spec = FirstStageSpec.from_manifest(store.manifest.get("first_stage"))
         self._first_stage: FirstStageEncoder | None = None
         self.rerank_cache = RerankCache()
+        # the "mapped" first stage (finesim.index.two_stage.ConditionMap): its fit's sample size and ridge, and the
+        # maps fitted so far (per condition key, least recently used dropped first)
+        self.map_sample = MAP_SAMPLE
+        self.map_ridge = MAP_RIDGE
+        self._maps: OrderedDict[str, ConditionMap] = OrderedDict()
+        self._map_locks: dict[str, threading.Lock] = {}  # one per condition key: a fit runs once at a time
         self._masks: OrderedDict[str, np.ndarray] = OrderedDict()
 
     # ------------------------------------------------------------------ construction
@@ -250,7 +264,8 @@ class ConditionalIndex:
             first_stage: bi-encoder / CASE: the condition-independent first stage of two-stage search
                 (:mod:`finesim.index.two_stage`): ``"auto"`` (``"self"`` for a bi-encoder, none for CASE),
                 ``"self"``, another model's name, or None (no first stage: every new condition embeds the corpus).
-            first_stage_query: ``"conditioned"`` or ``"plain"`` (None: the first stage's default).
+            first_stage_query: ``"conditioned"``, ``"plain"``, ``"tri"`` or ``"mapped"`` (None: the first
+                stage's default; :mod:`finesim.index.two_stage`).
             ids: one ID per text (a non-empty string or an integer, unique): results then carry ``"id"``, and every
                 later ``add`` must give IDs too.
             metadata: one dict per text (JSON values): results then carry ``"metadata"``, and ``search(...,
@@ -795,8 +810,11 @@ class ConditionalIndex:
         assert stage is not None
         wanted = max(candidates if candidates is not None else max(DEFAULT_CANDIDATES, 10 * k), k)
         query_vector = _finite_query(torch.as_tensor(self.embedder.conditioned([query], condition)[0]))
+        key = self.key(condition)
         if stage.query_mode == TRI:  # the tri-encoder's own top N under the condition, as its index ranks them
             found, _ = self._tri_rows(stage.tri_query(query, condition), FIRST_STAGE, wanted, kind, None, mask)
+        elif stage.query_mode == MAPPED:  # the corpus vectors mapped under the condition (ConditionMap)
+            found = self._mapped_rows(self._condition_map(condition, key), query_vector, wanted, kind, mask)
         else:
             same = stage.embedder is self.embedder and stage.query_mode == "conditioned"
             vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
@@ -804,14 +822,74 @@ class ConditionalIndex:
                 found, _ = self._exact(FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask)
             else:
                 found = _keep(self._ann_for_first_stage(kind).search(vector.numpy(), wanted), mask)
-        key = self.key(condition)
-        cached, missing = self.rerank_cache.lookup(key, found)
+        block = self._conditioned_rows(key, condition, found)
+        return best_rows((as_float_tensor(block) @ query_vector).numpy(), found, k)
+
+    def _conditioned_rows(self, key: str, condition: str, rows: np.ndarray) -> np.ndarray:
+        """The embeddings of corpus ``rows`` under ``condition`` (in that order): from the re-ranking cache, the
+        others embedded now and kept there."""
+        cached, missing = self.rerank_cache.lookup(key, rows)
         if missing:
             embedded = self.embedder.conditioned(self.store.texts(missing), condition)
             self.rerank_cache.store(key, missing, embedded)
             cached.update(zip(missing, embedded))
-        block = np.stack([cached[int(r)] for r in found]) if len(found) else np.zeros((0, self.store.dim))
-        return best_rows((as_float_tensor(block) @ query_vector).numpy(), found, k)
+        return np.stack([cached[int(r)] for r in rows]) if len(rows) else np.zeros((0, self.store.dim), np.float32)
+
+    def _condition_map(self, condition: str, key: str) -> ConditionMap:
+        """The condition's :class:`~finesim.index.two_stage.ConditionMap`, fitted on first use (``map_sample``
+        corpus texts embedded under the condition, through the re-ranking cache, and one pass over the first-stage
+        vectors) and kept for later queries; fitted again when the index has grown or ``map_sample`` /
+        ``map_ridge`` changed. A fit holds a lock of its condition only: searches under other conditions go on."""
+        if isinstance(self.map_sample, bool) or not isinstance(self.map_sample, (int, np.integer)):
+            raise ValueError(f"map_sample must be a whole number >= 1, got {self.map_sample!r}")
+        if self.map_sample < 1:
+            raise ValueError(f"map_sample must be a whole number >= 1, got {self.map_sample!r}")
+        with self._lock:
+            fitting = self._map_locks.setdefault(key, threading.Lock())
+        with fitting:
+            count, sample, ridge = len(self), int(self.map_sample), float(self.map_ridge)
+            with self._lock:
+                held = self._maps.get(key)
+                if held is not None and held.fits(count, sample, ridge):
+                    self._maps.move_to_end(key)
+                    return held
+            rows = map_sample_rows(count, sample)
+            plain = self._gather(rows, FIRST_STAGE)
+            weights = fit_condition_map(plain, self._conditioned_rows(key, condition, rows), ridge)
+            mapping = torch.from_numpy(weights)
+            inverse = np.zeros(count, dtype=np.float32)
+            for part in self.store.parts:  # the stored rows as the scan reads them (not re-normalised)
+                array = self._array(part, FIRST_STAGE)
+                for start in range(0, min(part.count, count - part.start), SCORE_CHUNK):
+                    stop = min(start + SCORE_CHUNK, part.count, count - part.start)
+                    block = self._check_finite(np.asarray(array[start:stop], dtype=np.float32), part, FIRST_STAGE,
+                                               np.arange(start, stop))  # fmt: skip
+                    norms = torch.linalg.vector_norm(torch.from_numpy(block) @ mapping, dim=1).numpy()
+                    inverse[part.start + start : part.start + stop] = 1.0 / np.maximum(norms, 1e-12)
+            fitted = ConditionMap(weights, inverse, count, rows, ridge)
+            with self._lock:
+                self._maps[key] = fitted
+                self._maps.move_to_end(key)
+                while len(self._maps) > MAP_CONDITIONS:
+                    self._maps.popitem(last=False)
+            return fitted
+
+    def _mapped_rows(
+        self, fitted: ConditionMap, query_vector: torch.Tensor, wanted: int, kind: str | None, mask: np.ndarray | None
+    ) -> np.ndarray:
+        """The ``"mapped"`` first stage's ``wanted`` candidates: the rows whose mapped first-stage vectors have the
+        highest cosine with the query's conditioned embedding. Exact: every row scored; approximate (``kind``): the
+        faiss index of the first-stage vectors gives the ``MAP_POOL x wanted`` rows with the highest unscaled score
+        ``x . W q`` (faiss's inner product), which the per-row scale then re-ranks."""
+        vector = _finite_query(torch.from_numpy(fitted.query_vector(query_vector.numpy())))
+        if kind is None:
+            return self._exact(
+                FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask, row_scale=fitted.inverse_norms
+            )[0]
+        pool = _keep(self._ann_for_first_stage(kind).search(vector.numpy(), MAP_POOL * wanted), mask)
+        pool = pool[pool < fitted.count]  # rows added since the map was fitted wait for the next query's map
+        scores = (as_float_tensor(self._gather(pool, FIRST_STAGE)) @ vector).numpy() * fitted.inverse_norms[pool]
+        return best_rows(scores, pool, wanted)[0]
 
     def _ann_for_first_stage(self, kind: str) -> AnnFile:
         """The approximate index over the first-stage vectors, loaded, built or extended to cover every row."""
@@ -820,16 +898,25 @@ class ConditionalIndex:
         return self._ann(f"{FIRST_STAGE}-{kind}", kind, FIRST_STAGE, spec.dim, {"first_stage": spec.to_manifest()})
 
     def _exact(
-        self, key: str | None, score: Any, k: int, mask: np.ndarray | None = None
+        self,
+        key: str | None,
+        score: Any,
+        k: int,
+        mask: np.ndarray | None = None,
+        row_scale: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The top ``k`` of ``score(block)`` over the stored array ``key`` (:meth:`_array`), chunk by chunk; only the
-        rows ``mask`` keeps compete. A non-finite score is a damaged file (:meth:`_damaged`)."""
+        """The top ``k`` of ``score(block)`` over the stored array ``key`` (:meth:`_array`), chunk by chunk, each
+        row's score multiplied by ``row_scale[row]`` when given (rows beyond it, added since it was computed, are
+        left out); only the rows ``mask`` keeps compete. A non-finite score is a damaged file (:meth:`_damaged`)."""
         best = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)  # (rows, scores) of the top k so far
         for part in self.store.parts:
             array = self._array(part, key)
-            for start in range(0, part.count, SCORE_CHUNK):
-                stop = min(start + SCORE_CHUNK, part.count)
+            end = part.count if row_scale is None else max(0, min(part.count, len(row_scale) - part.start))
+            for start in range(0, end, SCORE_CHUNK):
+                stop = min(start + SCORE_CHUNK, end)
                 scores = score(array[start:stop]).numpy()
+                if row_scale is not None:
+                    scores = scores * row_scale[part.start + start : part.start + stop]
                 if not np.isfinite(scores).all():
                     bad = start + int(np.flatnonzero(~np.isfinite(scores))[0])
                     if np.isfinite(np.asarray(array[bad], dtype=np.float32)).all():

@@ -21,6 +21,8 @@ The first stage is a :class:`FirstStageSpec`:
   stage"), whose first stage is already conditional.
 - ``query``: how the query's first stage is formed: ``"conditioned"`` (the model's embedding of the
   ``(query, condition)`` pair, searched against the unconditioned corpus vectors; the default for ``"self"``),
+  ``"mapped"`` (``"self"`` only: the same query vector, searched against the corpus vectors *mapped under the
+  condition* by a linear map fitted per condition, :class:`ConditionMap`),
   ``"plain"`` (the query alone; the default for another model) or ``"tri"`` (the only mode of a tri-encoder, and
   its default): the stored vectors are the tri-encoder's condition-independent stage vectors
   (:mod:`finesim.index.tri`, as a tri-encoder index stores them) and the candidates are the tri-encoder's own top
@@ -45,11 +47,21 @@ import numpy as np
 FIRST_STAGE = "first_stage"  # the array name of the first-stage vectors in a part
 SELF = "self"
 TRI = "tri"  # the query mode of a tri-encoder first stage: its own top N under the condition
-QUERY_MODES = ("conditioned", "plain", TRI)
+MAPPED = "mapped"  # a self first stage whose corpus vectors are mapped under the condition (ConditionMap)
+QUERY_MODES = ("conditioned", "plain", TRI, MAPPED)
 STRATEGIES = ("auto", "exact", "two-stage")
 # candidates re-ranked per query (benchmarks/results/two_stage_search.json: recall@10 against exact search per N)
 DEFAULT_CANDIDATES = 200
 CACHE_ROWS = 262_144  # embeddings kept in memory over all conditions (1 GiB at width 1024, 384 MiB at 384)
+# the "mapped" first stage: corpus texts embedded under a new condition to fit its map, and the ridge toward the
+# identity; chosen on C-STS train conditions (benchmarks/results/two_stage_map_selection.json), never on the
+# validation conditions the two-stage benchmark reports
+MAP_SAMPLE = 2048
+MAP_RIDGE = 0.1
+MAP_CONDITIONS = 16  # fitted maps kept in memory (least recently used dropped first): a map is d x d plus n floats
+# an approximate "mapped" first stage takes MAP_POOL x N faiss candidates, re-ranked by the map (not tuned: its
+# coverage of the exact mapped first stage's candidates is in two_stage_search_mapped.json)
+MAP_POOL = 10
 
 
 @dataclass(frozen=True)
@@ -57,7 +69,8 @@ class FirstStageSpec:
     """What an index's first stage is (recorded in the manifest as ``first_stage``).
 
     Attributes:
-        model: ``"self"`` or another model's name. query: ``"conditioned"``, ``"plain"`` or ``"tri"``. dim: vector
+        model: ``"self"`` or another model's name. query: ``"conditioned"``, ``"plain"``, ``"tri"`` or
+        ``"mapped"``. dim: vector
         width. sha256: the other model's weights hash (None for ``"self"``). resolved: its resolved path, if a
         folder. head: a tri-encoder first stage's head kind (``hadamard``, ``concat``, ``hypernet``), else None.
     """
@@ -139,7 +152,7 @@ def resolve_first_stage(encoder: str, first_stage: str | None, query: str | None
         if query == TRI:
             raise ValueError(
                 "first-stage query 'tri' needs a tri-encoder first stage (first_stage=PATH of a finesim tri-encoder "
-                "folder); 'self' is the index's own bi-encoder: use 'conditioned' or 'plain'"
+                "folder); 'self' is the index's own bi-encoder: use 'conditioned', 'mapped' or 'plain'"
             )
         return SELF, "conditioned" if query in (None, "auto") else query
     return str(first_stage), other_model_query(first_stage, query)
@@ -153,6 +166,11 @@ def other_model_query(model: Any, query: str | None) -> str:
     tri = is_tri_encoder(model)
     if query is None or query == "auto":
         return TRI if tri else "plain"
+    if query == MAPPED:
+        raise ValueError(
+            f"first-stage query 'mapped' fits a map from the index model's own embedding of a text to its embedding "
+            f"under the condition, so it needs first_stage='self' (a bi-encoder's own first stage), not {model}"
+        )
     if query == TRI and not tri:
         raise ValueError(
             f"first-stage query 'tri' needs a finesim tri-encoder folder (its finesim_model.json says encoder tri), "
@@ -270,7 +288,7 @@ class FirstStageEncoder:
         """The query's first-stage vector (L2-normalised float32); ``"tri"`` uses :meth:`tri_query` instead."""
         if self.query_mode == TRI:
             raise ValueError("a tri-encoder first stage ranks with its head: use tri_query()")
-        if self.query_mode == "conditioned":
+        if self.query_mode in ("conditioned", MAPPED):
             return self.embedder.conditioned([query], condition)[0]
         return self.embedder.plain([query])[0]
 
@@ -279,6 +297,60 @@ class FirstStageEncoder:
         if self.query_mode != TRI:
             raise ValueError(f"tri_query() is for a tri-encoder first stage, not query mode {self.query_mode!r}")
         return self.embedder.tri_query(query, condition)
+
+
+def fit_condition_map(plain: np.ndarray, conditioned: np.ndarray, ridge: float = MAP_RIDGE) -> np.ndarray:
+    """The linear map ``W`` (``d x d``, float32) that takes a text's embedding alone (a row of ``plain``) to its
+    embedding under one condition (the same row of ``conditioned``): ridge regression toward the identity,
+    ``W = I + B`` with ``B`` minimising ``||plain B - (conditioned - plain)||^2 + ridge ||B||^2``, i.e.
+    ``B = (plain^T plain + ridge I)^-1 plain^T (conditioned - plain)``. With few rows (or a large ``ridge``) ``W``
+    stays near the identity, where the ``"mapped"`` first stage is the ``"conditioned"`` one."""
+    x = np.asarray(plain, dtype=np.float64)
+    y = np.asarray(conditioned, dtype=np.float64)
+    if x.ndim != 2 or x.shape != y.shape:
+        raise ValueError(f"plain and conditioned must be matching (rows, d) arrays, got {x.shape} and {y.shape}")
+    if not ridge > 0:
+        raise ValueError(f"ridge must be > 0, got {ridge!r}")
+    eye = np.eye(x.shape[1])
+    return (eye + np.linalg.solve(x.T @ x + ridge * eye, x.T @ (y - x))).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class ConditionMap:
+    """The ``"mapped"`` first stage of one condition: each text's first-stage vector ``x`` is mapped to ``x W``, a
+    linear estimate of its embedding under the condition (:func:`fit_condition_map`, fitted on a sample of corpus
+    texts embedded under the condition), and the candidates are the texts whose mapped vectors have the highest
+    cosine with the ``(query, condition)`` embedding ``q``: ``(x W . q) / ||x W||``, i.e. ``x . (W q)`` scaled per row
+    by ``inverse_norms``. Fitting it costs ``sample`` encodes and one pass over the first-stage vectors, once per
+    condition (not the corpus pass of exact search).
+
+    Attributes:
+        weights: ``W`` (``d x d``). inverse_norms: ``1 / ||x W||`` per corpus row. count: the rows it covers (a map
+        of a smaller index is fitted again). sample: the rows it was fitted on. ridge: the fit's ridge.
+    """
+
+    weights: np.ndarray
+    inverse_norms: np.ndarray
+    count: int
+    sample: np.ndarray
+    ridge: float
+
+    def fits(self, count: int, sample: int, ridge: float) -> bool:
+        """Whether this map is the one an index of ``count`` rows fits with ``sample`` texts and ``ridge``."""
+        return self.count == count and len(self.sample) == min(sample, count) and self.ridge == ridge
+
+    def query_vector(self, conditioned_query: np.ndarray) -> np.ndarray:
+        """``W q``: the vector whose dot product with a text's first-stage vector is its unscaled mapped score."""
+        return self.weights @ np.asarray(conditioned_query, dtype=np.float32)
+
+
+def map_sample_rows(count: int, size: int = MAP_SAMPLE) -> np.ndarray:
+    """The corpus rows a condition's map is fitted on: ``size`` rows drawn without replacement with a fixed seed
+    (every row when the corpus is smaller), sorted; the same rows for every condition of an index of ``count``
+    rows, so their embeddings can come from the re-ranking cache."""
+    if size >= count:
+        return np.arange(count, dtype=np.int64)
+    return np.sort(np.random.default_rng(0).choice(count, size, replace=False)).astype(np.int64)
 
 
 class RerankCache:

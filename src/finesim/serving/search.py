@@ -110,8 +110,8 @@ def checked_plain(index: Any) -> None:
 def describe_index(index: Any) -> dict[str, Any]:
     """What ``/info`` says about the served index (no stored condition texts: ``/info`` needs no API key, and
     the conditions a bi-encoder index stores are those clients have searched). ``first_stage`` and
-    ``first_stage_query`` are the first stage's model and query mode (``conditioned``, ``plain`` or ``tri``), both
-    None without one. ``plain_search``: whether a ``/search`` without a condition is answered."""
+    ``first_stage_query`` are the first stage's model and query mode (``conditioned``, ``plain``, ``tri`` or
+    ``mapped``), both None without one. ``plain_search``: whether a ``/search`` without a condition is answered."""
     manifest = index.store.manifest
     stage = index.first_stage_spec
     return {
