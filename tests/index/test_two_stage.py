@@ -297,3 +297,35 @@ def test_a_changed_map_sample_or_ridge_fits_the_map_again(model_dirs, corpus, tm
     index.map_sample = 0
     with pytest.raises(ValueError, match="map_sample must be a whole number >= 1, got 0"):
         index.search_rows("a cat", "the color", k=5, candidates=10, strategy="two-stage")
+
+
+def test_without_waiting_a_new_condition_ranks_as_conditioned_until_its_map_is_fitted(model_dirs, corpus, tmp_path):
+    """map_wait False (what the server sets): the first query of a condition takes the conditioned first stage's
+    candidates and starts the fit in the background; once fitted, queries take the mapped ones."""
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample, index.map_wait = 40, False
+    stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
+    query = index.embedder.conditioned(["a red car"], "color")[0]
+    conditioned = set(np.argsort(-(stored @ query), kind="stable")[:10].tolist())
+    first = index.search_rows("a red car", "color", k=10, candidates=10, strategy="two-stage")[0]
+    assert set(first.tolist()) == conditioned
+    assert index.wait_for_maps(timeout=120)
+    fitted = index._maps[index.key("color")]
+    mapped = stored @ fitted.weights
+    cosine = (mapped @ query) / np.linalg.norm(mapped, axis=1)
+    expected = set(np.argsort(-cosine, kind="stable")[:10].tolist())
+    assert expected != conditioned  # the two first stages differ here, so the check below can fail
+    again = index.search_rows("a red car", "color", k=10, candidates=10, strategy="two-stage")[0]
+    assert set(again.tolist()) == expected
+
+
+def test_a_background_fit_that_fails_raises_on_the_next_query(model_dirs, corpus, tmp_path):
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample, index.map_ridge, index.map_wait = 40, 0.0, False  # a ridge the fit refuses
+    index.search_rows("a cat", "the animal", k=5, candidates=10, strategy="two-stage")  # answered meanwhile
+    assert index.wait_for_maps(timeout=120)
+    with pytest.raises(ValueError, match="ridge must be > 0"):
+        index.search_rows("a cat", "the animal", k=5, candidates=10, strategy="two-stage")
+    index.map_ridge = 0.5  # fixed: the next query starts a good fit
+    index.search_rows("a cat", "the animal", k=5, candidates=10, strategy="two-stage")
+    assert index.wait_for_maps(timeout=120) and index._maps[index.key("the animal")].ridge == 0.5

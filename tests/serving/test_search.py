@@ -256,6 +256,26 @@ def test_info_reports_the_first_stage_and_its_query_mode(indexes, saved_models, 
         assert (index["search"], index["first_stage"], index["first_stage_query"]) == ("auto", model, query)
 
 
+def test_a_mapped_index_fits_a_new_conditions_map_on_its_first_query(saved_models, scorers, tmp_path) -> None:  # noqa: F811
+    """A served "mapped" index fits a new condition's map on the worker thread, on the condition's first search (the
+    model stays used by one thread at a time), and keeps it for the next; every answer re-ranks exactly."""
+    from finesim import ConditionalIndex
+
+    folder = ConditionalIndex.build(str(saved_models["bi"]), CORPUS, tmp_path / "mapped", first_stage_query="mapped")
+    with serving(scorers["bi"], model=str(saved_models["bi"]), index=str(folder.store.root)) as client:
+        assert client.get("/info").json()["index"]["first_stage_query"] == "mapped"
+        index = client.app.state.model.index
+        assert index.map_wait is True
+        body = {"query": "a dog", "condition": "the color", "k": 3}
+        first = client.post("/search", json=body)
+        assert first.status_code == 200
+        fitted = index._maps[index.key("the color")]  # fitted by the first search
+        second = client.post("/search", json=body)
+        assert index._maps[index.key("the color")] is fitted
+        # the whole small corpus is re-ranked either way, so both equal exact search
+        assert first.json() == second.json() == index.search("a dog", "the color", 3, strategy="exact")
+
+
 def _failed_start(scorer, **settings):
     from fastapi.testclient import TestClient
 

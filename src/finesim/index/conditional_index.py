@@ -224,6 +224,11 @@ class ConditionalIndex:
         self.map_ridge = MAP_RIDGE
         self._maps: OrderedDict[str, ConditionMap] = OrderedDict()
         self._map_locks: dict[str, threading.Lock] = {}  # one per condition key: a fit runs once at a time
+        # map_wait False: a query whose condition has no map yet ranks as "conditioned" while a background thread
+        # fits the map (the server's choice); True: it waits for the fit
+        self.map_wait = True
+        self._map_threads: dict[str, threading.Thread] = {}
+        self._map_errors: dict[str, Exception] = {}
         self._masks: OrderedDict[str, np.ndarray] = OrderedDict()
 
     # ------------------------------------------------------------------ construction
@@ -814,16 +819,68 @@ class ConditionalIndex:
         if stage.query_mode == TRI:  # the tri-encoder's own top N under the condition, as its index ranks them
             found, _ = self._tri_rows(stage.tri_query(query, condition), FIRST_STAGE, wanted, kind, None, mask)
         elif stage.query_mode == MAPPED:  # the corpus vectors mapped under the condition (ConditionMap)
-            found = self._mapped_rows(self._condition_map(condition, key), query_vector, wanted, kind, mask)
+            fitted = self._condition_map(condition, key) if self.map_wait else self._map_or_fit_later(condition, key)
+            if fitted is not None:
+                found = self._mapped_rows(fitted, query_vector, wanted, kind, mask)
+            else:  # its map is being fitted in the background: ranked as "conditioned" meanwhile
+                found = self._nearest_first_stage(query_vector, wanted, kind, mask)
         else:
             same = stage.embedder is self.embedder and stage.query_mode == "conditioned"
             vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
-            if kind is None:
-                found, _ = self._exact(FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask)
-            else:
-                found = _keep(self._ann_for_first_stage(kind).search(vector.numpy(), wanted), mask)
+            found = self._nearest_first_stage(vector, wanted, kind, mask)
         block = self._conditioned_rows(key, condition, found)
         return best_rows((as_float_tensor(block) @ query_vector).numpy(), found, k)
+
+    def _nearest_first_stage(
+        self, vector: torch.Tensor, wanted: int, kind: str | None, mask: np.ndarray | None
+    ) -> np.ndarray:
+        """The ``wanted`` rows whose first-stage vectors have the highest dot product with ``vector``: exactly, or
+        through the faiss index of the first-stage vectors (``kind``)."""
+        if kind is None:
+            return self._exact(FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask)[0]
+        return _keep(self._ann_for_first_stage(kind).search(vector.numpy(), wanted), mask)
+
+    def _map_options(self) -> tuple[int, float]:
+        """``(map_sample, map_ridge)``, checked."""
+        sample = self.map_sample
+        if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or sample < 1:
+            raise ValueError(f"map_sample must be a whole number >= 1, got {sample!r}")
+        return int(sample), float(self.map_ridge)
+
+    def _map_or_fit_later(self, condition: str, key: str) -> ConditionMap | None:
+        """``map_wait`` False: the condition's map when it is ready, else None, with a background thread fitting it
+        (one per condition). A fit that failed raises its error here, on the next query of its condition."""
+        with self._lock:
+            error = self._map_errors.pop(key, None)
+            if error is not None:
+                raise error
+            held = self._maps.get(key)
+            if held is not None and held.fits(len(self), *self._map_options()):
+                self._maps.move_to_end(key)
+                return held
+            thread = self._map_threads.get(key)
+            if thread is None or not thread.is_alive():
+
+                def fit() -> None:
+                    try:
+                        self._condition_map(condition, key)
+                    except Exception as err:  # handed to the next query of the condition
+                        with self._lock:
+                            self._map_errors[key] = err
+                        logger.warning("fitting the map of condition %r failed: %s", condition, err)
+
+                thread = threading.Thread(target=fit, name=f"finesim-map-{key[:12]}", daemon=True)
+                self._map_threads[key] = thread
+                thread.start()
+        return None
+
+    def wait_for_maps(self, timeout: float | None = None) -> bool:
+        """Wait for the maps being fitted in the background (``map_wait`` False); whether none is still running."""
+        with self._lock:
+            threads = list(self._map_threads.values())
+        for thread in threads:
+            thread.join(timeout)
+        return not any(thread.is_alive() for thread in threads)
 
     def _conditioned_rows(self, key: str, condition: str, rows: np.ndarray) -> np.ndarray:
         """The embeddings of corpus ``rows`` under ``condition`` (in that order): from the re-ranking cache, the
@@ -840,14 +897,10 @@ class ConditionalIndex:
         corpus texts embedded under the condition, through the re-ranking cache, and one pass over the first-stage
         vectors) and kept for later queries; fitted again when the index has grown or ``map_sample`` /
         ``map_ridge`` changed. A fit holds a lock of its condition only: searches under other conditions go on."""
-        if isinstance(self.map_sample, bool) or not isinstance(self.map_sample, (int, np.integer)):
-            raise ValueError(f"map_sample must be a whole number >= 1, got {self.map_sample!r}")
-        if self.map_sample < 1:
-            raise ValueError(f"map_sample must be a whole number >= 1, got {self.map_sample!r}")
         with self._lock:
             fitting = self._map_locks.setdefault(key, threading.Lock())
         with fitting:
-            count, sample, ridge = len(self), int(self.map_sample), float(self.map_ridge)
+            count, (sample, ridge) = len(self), self._map_options()
             with self._lock:
                 held = self._maps.get(key)
                 if held is not None and held.fits(count, sample, ridge):
@@ -864,7 +917,7 @@ class ConditionalIndex:
                     stop = min(start + SCORE_CHUNK, part.count, count - part.start)
                     block = self._check_finite(np.asarray(array[start:stop], dtype=np.float32), part, FIRST_STAGE,
                                                np.arange(start, stop))  # fmt: skip
-                    norms = torch.linalg.vector_norm(torch.from_numpy(block) @ mapping, dim=1).numpy()
+                    norms = torch.linalg.vector_norm(as_float_tensor(block) @ mapping, dim=1).numpy()
                     inverse[part.start + start : part.start + stop] = 1.0 / np.maximum(norms, 1e-12)
             fitted = ConditionMap(weights, inverse, count, rows, ridge)
             with self._lock:
