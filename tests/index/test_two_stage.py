@@ -329,3 +329,50 @@ def test_a_background_fit_that_fails_raises_on_the_next_query(model_dirs, corpus
     index.map_ridge = 0.5  # fixed: the next query starts a good fit
     index.search_rows("a cat", "the animal", k=5, candidates=10, strategy="two-stage")
     assert index.wait_for_maps(timeout=120) and index._maps[index.key("the animal")].ridge == 0.5
+
+
+def test_a_fitted_map_is_kept_in_the_index_folder_for_later_processes(model_dirs, tmp_path, monkeypatch, caplog):
+    texts = make_corpus(70, seed=9)
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(model_dirs["bi"]), texts[:60], folder, first_stage_query="mapped")
+    first = ConditionalIndex.open(folder)
+    first.map_sample = 30
+    rows = first.search_rows("a cat", "the animal", k=5, candidates=8, strategy="two-stage")[0]
+    saved = sorted((folder / "maps").glob("*.npz"))
+    assert [f.name.split("-")[0] for f in saved] == [first.key("the animal")]
+    # another process (a new object): the map is read, not fitted: only the candidates and the query are embedded
+    later = ConditionalIndex.open(folder)
+    later.map_sample = 30
+    before = later.embedder.encoded
+    found = later.search_rows("a cat", "the animal", k=5, candidates=8, strategy="two-stage")[0]
+    assert found.tolist() == rows.tolist() and later.embedder.encoded - before == 8 + 1
+    key = first.key("the animal")
+    np.testing.assert_array_equal(later._maps[key].weights, first._maps[key].weights)
+    # another sample size is another map (fitted; the condition's older file replaced)
+    later.map_sample = 20
+    later.search_rows("a cat", "the animal", k=5, candidates=8, strategy="two-stage")
+    assert len(list((folder / "maps").glob("*.npz"))) == 1 and sorted((folder / "maps").glob("*.npz")) != saved
+    # a damaged file is fitted again, not trusted
+    damaged = next((folder / "maps").glob("*.npz"))
+    damaged.write_bytes(b"not a map")
+    again = ConditionalIndex.open(folder)
+    again.map_sample = 20
+    before = again.embedder.encoded
+    again.search_rows("a cat", "the animal", k=5, candidates=8, strategy="two-stage")
+    assert again.embedder.encoded - before >= 20 + 1  # the sample embedded again
+    assert damaged.read_bytes().startswith(b"PK")  # rewritten whole (an .npz is a zip)
+    # added rows: another map (the rows differ)
+    again.add(texts[60:])
+    again.search_rows("a cat", "the animal", k=5, candidates=8, strategy="two-stage")
+    assert again._maps[again.key("the animal")].count == 70
+    # a folder the map cannot be written to: the search still answers, with a warning
+    import finesim.index.conditional_index as module
+
+    def refuse(path, fitted):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(module, "save_condition_map", refuse)
+    again.map_sample = 25
+    with caplog.at_level("WARNING", logger="finesim.index"):
+        assert len(again.search_rows("a cat", "the animal", k=5, candidates=8, strategy="two-stage")[0]) == 5
+    assert "could not keep the fitted map" in caplog.text

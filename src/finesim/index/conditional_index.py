@@ -48,6 +48,7 @@ from finesim.index.store import (
     FORMAT_VERSION,
     LOCK,
     MANIFEST,
+    MAPS,
     PARTS,
     SENTENCES,
     ArrayWriter,
@@ -78,9 +79,12 @@ from finesim.index.two_stage import (
     FirstStageSpec,
     RerankCache,
     fit_condition_map,
+    load_condition_map,
+    map_file_name,
     map_sample_rows,
     plain_search_refusal,
     resolve_first_stage,
+    save_condition_map,
 )
 
 logger = logging.getLogger("finesim.index")
@@ -895,7 +899,8 @@ class ConditionalIndex:
     def _condition_map(self, condition: str, key: str) -> ConditionMap:
         """The condition's :class:`~finesim.index.two_stage.ConditionMap`, fitted on first use (``map_sample``
         corpus texts embedded under the condition, through the re-ranking cache, and one pass over the first-stage
-        vectors) and kept for later queries; fitted again when the index has grown or ``map_sample`` /
+        vectors) and kept for later queries, in memory and in the index folder (``maps/``, read by later processes:
+        a command line search, a restarted server); fitted again when the index has grown or ``map_sample`` /
         ``map_ridge`` changed. A fit holds a lock of its condition only: searches under other conditions go on."""
         with self._lock:
             fitting = self._map_locks.setdefault(key, threading.Lock())
@@ -906,26 +911,47 @@ class ConditionalIndex:
                 if held is not None and held.fits(count, sample, ridge):
                     self._maps.move_to_end(key)
                     return held
-            rows = map_sample_rows(count, sample)
-            plain = self._gather(rows, FIRST_STAGE)
-            weights = fit_condition_map(plain, self._conditioned_rows(key, condition, rows), ridge)
-            mapping = torch.from_numpy(weights)
-            inverse = np.zeros(count, dtype=np.float32)
-            for part in self.store.parts:  # the stored rows as the scan reads them (not re-normalised)
-                array = self._array(part, FIRST_STAGE)
-                for start in range(0, min(part.count, count - part.start), SCORE_CHUNK):
-                    stop = min(start + SCORE_CHUNK, part.count, count - part.start)
-                    block = self._check_finite(np.asarray(array[start:stop], dtype=np.float32), part, FIRST_STAGE,
-                                               np.arange(start, stop))  # fmt: skip
-                    norms = torch.linalg.vector_norm(as_float_tensor(block) @ mapping, dim=1).numpy()
-                    inverse[part.start + start : part.start + stop] = 1.0 / np.maximum(norms, 1e-12)
-            fitted = ConditionMap(weights, inverse, count, rows, ridge)
+            spec = self.first_stage_spec
+            assert spec is not None
+            file = self.store.root / MAPS / map_file_name(key, count, sample, ridge, [p.id for p in self.store.parts])
+            fitted = load_condition_map(file, count, sample, ridge, spec.dim)
+            if fitted is None:
+                fitted = self._fit_condition_map(condition, key, count, sample, ridge)
+                self._save_map(file, key, fitted)
             with self._lock:
                 self._maps[key] = fitted
                 self._maps.move_to_end(key)
                 while len(self._maps) > MAP_CONDITIONS:
                     self._maps.popitem(last=False)
             return fitted
+
+    def _save_map(self, file: Path, key: str, fitted: ConditionMap) -> None:
+        """Keep a fitted map in the index folder for later processes (best effort: a read-only folder or a full disk
+        costs a fit per process, not the search), replacing the condition's older maps."""
+        try:
+            save_condition_map(file, fitted)
+            for old in file.parent.glob(f"{key}-*.npz"):
+                if old != file:
+                    old.unlink(missing_ok=True)
+        except OSError as err:
+            logger.warning("could not keep the fitted map in %s (it is fitted again next time): %s", file, err)
+
+    def _fit_condition_map(self, condition: str, key: str, count: int, sample: int, ridge: float) -> ConditionMap:
+        """Fit the condition's map over the first ``count`` rows (see :meth:`_condition_map`)."""
+        rows = map_sample_rows(count, sample)
+        plain = self._gather(rows, FIRST_STAGE)
+        weights = fit_condition_map(plain, self._conditioned_rows(key, condition, rows), ridge)
+        mapping = torch.from_numpy(weights)
+        inverse = np.zeros(count, dtype=np.float32)
+        for part in self.store.parts:  # the stored rows as the scan reads them (not re-normalised)
+            array = self._array(part, FIRST_STAGE)
+            for start in range(0, min(part.count, count - part.start), SCORE_CHUNK):
+                stop = min(start + SCORE_CHUNK, part.count, count - part.start)
+                block = self._check_finite(np.asarray(array[start:stop], dtype=np.float32), part, FIRST_STAGE,
+                                           np.arange(start, stop))  # fmt: skip
+                norms = torch.linalg.vector_norm(as_float_tensor(block) @ mapping, dim=1).numpy()
+                inverse[part.start + start : part.start + stop] = 1.0 / np.maximum(norms, 1e-12)
+        return ConditionMap(weights, inverse, count, rows, ridge)
 
     def _mapped_rows(
         self, fitted: ConditionMap, query_vector: torch.Tensor, wanted: int, kind: str | None, mask: np.ndarray | None

@@ -13,6 +13,8 @@ Layout (see docs/search.md)::
       conditions/<key>/<part>.npy       ... its (count, dim) L2-normalised corpus embeddings, one file per part
       conditions/<key>/<part>.sha256    ... the SHA-256 of that file (``sha256sum`` format), written before it
       ann/<name>.faiss, ann/<name>.json approximate-search indexes (faiss) and what they cover
+      maps/<key>-<digest>.npz           a "mapped" first stage's fitted map of one condition (written by a search,
+                                        reused by later processes; the digest names the rows, sample and ridge)
       .lock                             writers (build, add) hold an exclusive lock on it
 
 Parts are immutable once written. A writer builds a part in ``parts/.tmp-<part>.<pid>/`` and renames it into place, then
@@ -54,6 +56,7 @@ MANIFEST = "manifest.json"
 PARTS = "parts"
 CONDITIONS = "conditions"
 ANN = "ann"
+MAPS = "maps"
 LOCK = ".lock"
 TEXTS = "texts.jsonl"
 OFFSETS = "offsets.npy"
@@ -684,7 +687,7 @@ def remove_leftovers(root: Path, manifest: dict[str, Any] | None) -> list[str]:
 
     - part folders the manifest does not list (a writer's ``.tmp-<part>.<pid>`` folder, or a part renamed into
       place whose manifest commit never happened), and the condition files and checksums of such parts;
-    - temporary files (``.<name>.<pid>-<random>.tmp``) of the manifest, condition caches and faiss indexes whose
+    - temporary files (``.<name>.<pid>-<random>.tmp``) of the manifest, condition caches, faiss indexes and maps whose
       process is no longer running; one without a pid (an older finesim's) once it is a day old.
     """
     listed = {str(p["id"]) for p in manifest["parts"]} if manifest else set()
@@ -703,7 +706,9 @@ def remove_leftovers(root: Path, manifest: dict[str, Any] | None) -> list[str]:
                     file.unlink(missing_ok=True)
                     removed.append(f"{CONDITIONS}/{sub.name}/{file.name}")
     stale = time.time() - STALE_SECONDS
-    for file in [*root.glob(".*.tmp"), *root.glob(f"{CONDITIONS}/*/.*.tmp"), *root.glob(f"{ANN}/.*.tmp")]:
+    temporary = [*root.glob(".*.tmp"), *root.glob(f"{CONDITIONS}/*/.*.tmp"), *root.glob(f"{ANN}/.*.tmp"),
+                 *root.glob(f"{MAPS}/.*.tmp")]  # fmt: skip
+    for file in temporary:
         with contextlib.suppress(OSError):
             if _leftover(file.name, TEMP_PID, file.stat().st_mtime, stale):
                 file.unlink()

@@ -36,7 +36,10 @@ A bi-encoder's ``"self"`` first-stage vectors are also what a search without a c
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
+import zipfile
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -342,6 +345,50 @@ class ConditionMap:
     def query_vector(self, conditioned_query: np.ndarray) -> np.ndarray:
         """``W q``: the vector whose dot product with a text's first-stage vector is its unscaled mapped score."""
         return self.weights @ np.asarray(conditioned_query, dtype=np.float32)
+
+
+def map_file_name(key: str, count: int, sample: int, ridge: float, part_ids: list[str]) -> str:
+    """The file name of a condition's saved map (``maps/`` of the index folder): the condition key, then a digest of
+    what the map depends on besides the model and condition (the key's): the rows (their count and the parts holding
+    them), the sample size and the ridge."""
+    what = json.dumps([count, sample, repr(float(ridge)), list(part_ids)]).encode()
+    return f"{key}-{hashlib.sha256(what).hexdigest()[:16]}.npz"
+
+
+def save_condition_map(path: Path, fitted: ConditionMap) -> None:
+    """Write ``fitted`` to ``path`` (``.npz``) atomically."""
+    from finesim.results import atomic_write
+
+    def write(fh: Any) -> None:
+        np.savez(
+            fh,
+            weights=fitted.weights,
+            inverse_norms=fitted.inverse_norms,
+            sample=fitted.sample,
+            count=np.int64(fitted.count),
+            ridge=np.float64(fitted.ridge),
+        )
+
+    atomic_write(path, write)
+
+
+def load_condition_map(path: Path, count: int, sample: int, ridge: float, dim: int) -> ConditionMap | None:
+    """The map saved at ``path`` when it is whole and is the one asked for (``count`` rows, ``sample`` texts,
+    ``ridge``, width ``dim``, finite values); None otherwise (absent, damaged, or another's: fitted again)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            fitted = ConditionMap(
+                np.asarray(data["weights"], dtype=np.float32),
+                np.asarray(data["inverse_norms"], dtype=np.float32),
+                int(data["count"]),
+                np.asarray(data["sample"], dtype=np.int64),
+                float(data["ridge"]),
+            )
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):
+        return None
+    whole = fitted.weights.shape == (dim, dim) and fitted.inverse_norms.shape == (count,)
+    finite = whole and bool(np.isfinite(fitted.weights).all() and np.isfinite(fitted.inverse_norms).all())
+    return fitted if finite and fitted.fits(count, sample, ridge) else None
 
 
 def map_sample_rows(count: int, size: int = MAP_SAMPLE) -> np.ndarray:
