@@ -300,7 +300,7 @@ def test_a_changed_map_sample_or_ridge_fits_the_map_again(model_dirs, corpus, tm
 
 
 def test_without_waiting_a_new_condition_ranks_as_conditioned_until_its_map_is_fitted(model_dirs, corpus, tmp_path):
-    """map_wait False (what the server sets): the first query of a condition takes the conditioned first stage's
+    """map_wait False: the first query of a condition takes the conditioned first stage's
     candidates and starts the fit in the background; once fitted, queries take the mapped ones."""
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
     index.map_sample, index.map_wait = 40, False
@@ -348,12 +348,13 @@ def test_a_fitted_map_is_kept_in_the_index_folder_for_later_processes(model_dirs
     assert found.tolist() == rows.tolist() and later.embedder.encoded - before == 8 + 1
     key = first.key("the animal")
     np.testing.assert_array_equal(later._maps[key].weights, first._maps[key].weights)
-    # another sample size is another map (fitted; the condition's older file replaced)
+    # another sample size is another map (fitted; its file beside the first, which another process may use)
     later.map_sample = 20
     later.search_rows("a cat", "the animal", k=5, candidates=8, strategy="two-stage")
-    assert len(list((folder / "maps").glob("*.npz"))) == 1 and sorted((folder / "maps").glob("*.npz")) != saved
+    both = sorted((folder / "maps").glob("*.npz"))
+    assert len(both) == 2 and saved[0] in both
     # a damaged file is fitted again, not trusted
-    damaged = next((folder / "maps").glob("*.npz"))
+    damaged = next(f for f in both if f != saved[0])
     damaged.write_bytes(b"not a map")
     again = ConditionalIndex.open(folder)
     again.map_sample = 20
@@ -361,8 +362,16 @@ def test_a_fitted_map_is_kept_in_the_index_folder_for_later_processes(model_dirs
     again.search_rows("a cat", "the animal", k=5, candidates=8, strategy="two-stage")
     assert again.embedder.encoded - before >= 20 + 1  # the sample embedded again
     assert damaged.read_bytes().startswith(b"PK")  # rewritten whole (an .npz is a zip)
-    # added rows: another map (the rows differ)
+    # a file that is no map at all (an .npy renamed) is fitted again too
+    np.save(saved[0].with_suffix(".tmp.npy"), np.zeros(3))
+    saved[0].with_suffix(".tmp.npy").replace(saved[0])
+    again.map_sample = 30
+    again.search_rows("a cat", "the animal", k=5, candidates=8, strategy="two-stage")
+    assert len(again._maps[again.key("the animal")].sample) == 30
+    assert saved[0].read_bytes().startswith(b"PK")  # fitted again (its sample partly cached) and rewritten whole
+    # added rows: the maps of the old rows go, and another map is fitted
     again.add(texts[60:])
+    assert list((folder / "maps").glob("*.npz")) == []
     again.search_rows("a cat", "the animal", k=5, candidates=8, strategy="two-stage")
     assert again._maps[again.key("the animal")].count == 70
     # a folder the map cannot be written to: the search still answers, with a warning
@@ -376,3 +385,25 @@ def test_a_fitted_map_is_kept_in_the_index_folder_for_later_processes(model_dirs
     with caplog.at_level("WARNING", logger="finesim.index"):
         assert len(again.search_rows("a cat", "the animal", k=5, candidates=8, strategy="two-stage")[0]) == 5
     assert "could not keep the fitted map" in caplog.text
+
+
+def test_a_background_fit_embeds_its_sample_a_batch_at_a_time(model_dirs, corpus, tmp_path):
+    """The fit embeds its sample in calls of at most batch_size texts, each taking the model's lock on its own, so
+    other searches get the model between them."""
+    import threading
+
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample, index.map_wait = 64, False
+    index.embedder.batch_size = 8
+    calls = []
+    original = index.embedder.conditioned
+
+    def conditioned(texts, condition):
+        calls.append((threading.current_thread().name, len(texts)))
+        return original(texts, condition)
+
+    index.embedder.conditioned = conditioned
+    index.search_rows("a cat", "the animal", k=3, candidates=5, strategy="two-stage")  # starts the fit
+    assert index.wait_for_maps(timeout=120)
+    fit_batches = [n for name, n in calls if name.startswith("finesim-map-")]
+    assert max(fit_batches) <= 8 and sum(fit_batches) >= 64 - 5  # the sample (less rows the search embedded)

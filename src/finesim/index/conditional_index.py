@@ -513,6 +513,8 @@ class ConditionalIndex:
             for key, condition in keys.items():
                 current.write_condition_meta(key, condition)
             current.commit(manifest)
+            for kept in (root / MAPS).glob("*.npz"):  # "mapped" first-stage maps of the rows before this add
+                kept.unlink(missing_ok=True)
             self.store = IndexStore.open(root)
             self._masks.clear()
         return len(self)
@@ -854,14 +856,15 @@ class ConditionalIndex:
     def _map_or_fit_later(self, condition: str, key: str) -> ConditionMap | None:
         """``map_wait`` False: the condition's map when it is ready, else None, with a background thread fitting it
         (one per condition). A fit that failed raises its error here, on the next query of its condition."""
+        options = self._map_options()  # a bad option is the caller's error, raised now
         with self._lock:
+            held = self._maps.get(key)
+            if held is not None and held.fits(len(self), *options):
+                self._maps.move_to_end(key)
+                return held
             error = self._map_errors.pop(key, None)
             if error is not None:
                 raise error
-            held = self._maps.get(key)
-            if held is not None and held.fits(len(self), *self._map_options()):
-                self._maps.move_to_end(key)
-                return held
             thread = self._map_threads.get(key)
             if thread is None or not thread.is_alive():
 
@@ -905,7 +908,8 @@ class ConditionalIndex:
         with self._lock:
             fitting = self._map_locks.setdefault(key, threading.Lock())
         with fitting:
-            count, (sample, ridge) = len(self), self._map_options()
+            store, (sample, ridge) = self.store, self._map_options()  # one snapshot: an add() replaces self.store
+            count, parts = store.count, list(store.parts)
             with self._lock:
                 held = self._maps.get(key)
                 if held is not None and held.fits(count, sample, ridge):
@@ -913,11 +917,11 @@ class ConditionalIndex:
                     return held
             spec = self.first_stage_spec
             assert spec is not None
-            file = self.store.root / MAPS / map_file_name(key, count, sample, ridge, [p.id for p in self.store.parts])
+            file = store.root / MAPS / map_file_name(key, count, sample, ridge, [p.id for p in parts])
             fitted = load_condition_map(file, count, sample, ridge, spec.dim)
             if fitted is None:
-                fitted = self._fit_condition_map(condition, key, count, sample, ridge)
-                self._save_map(file, key, fitted)
+                fitted = self._fit_condition_map(condition, key, parts, sample, ridge)
+                self._save_map(file, fitted)
             with self._lock:
                 self._maps[key] = fitted
                 self._maps.move_to_end(key)
@@ -925,25 +929,30 @@ class ConditionalIndex:
                     self._maps.popitem(last=False)
             return fitted
 
-    def _save_map(self, file: Path, key: str, fitted: ConditionMap) -> None:
+    def _save_map(self, file: Path, fitted: ConditionMap) -> None:
         """Keep a fitted map in the index folder for later processes (best effort: a read-only folder or a full disk
-        costs a fit per process, not the search), replacing the condition's older maps."""
+        costs a fit per process, not the search). Maps of fewer rows are removed by the next ``add``; those of
+        another sample size or ridge stay beside it (another process may use them)."""
         try:
             save_condition_map(file, fitted)
-            for old in file.parent.glob(f"{key}-*.npz"):
-                if old != file:
-                    old.unlink(missing_ok=True)
         except OSError as err:
             logger.warning("could not keep the fitted map in %s (it is fitted again next time): %s", file, err)
 
-    def _fit_condition_map(self, condition: str, key: str, count: int, sample: int, ridge: float) -> ConditionMap:
-        """Fit the condition's map over the first ``count`` rows (see :meth:`_condition_map`)."""
+    def _fit_condition_map(
+        self, condition: str, key: str, parts: list[Part], sample: int, ridge: float
+    ) -> ConditionMap:
+        """Fit the condition's map over the rows of ``parts`` (see :meth:`_condition_map`). The sample is embedded a
+        batch at a time, so that other searches (a fit in the background) get the model between batches."""
+        count = parts[-1].stop if parts else 0
         rows = map_sample_rows(count, sample)
         plain = self._gather(rows, FIRST_STAGE)
-        weights = fit_condition_map(plain, self._conditioned_rows(key, condition, rows), ridge)
+        step = max(1, int(self.embedder.batch_size))
+        under = [self._conditioned_rows(key, condition, rows[i : i + step]) for i in range(0, len(rows), step)]
+        conditioned = np.concatenate(under) if under else np.zeros((0, plain.shape[1]), dtype=np.float32)
+        weights = fit_condition_map(plain, conditioned, ridge)
         mapping = torch.from_numpy(weights)
         inverse = np.zeros(count, dtype=np.float32)
-        for part in self.store.parts:  # the stored rows as the scan reads them (not re-normalised)
+        for part in parts:  # the stored rows as the scan reads them (not re-normalised)
             array = self._array(part, FIRST_STAGE)
             for start in range(0, min(part.count, count - part.start), SCORE_CHUNK):
                 stop = min(start + SCORE_CHUNK, part.count, count - part.start)

@@ -640,7 +640,7 @@ class IndexStore:
             "finesim_version": manifest.get("finesim_version"),
             "created": manifest.get("created"),
             "updated": manifest.get("updated"),
-            "bytes": sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file()),
+            "bytes": folder_bytes(self.root),
         }
 
     # -------------------------------------------------------- writing
@@ -671,6 +671,16 @@ def writer_lock(root: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def folder_bytes(root: Path) -> int:
+    """The bytes of the files under ``root``; a file removed meanwhile (a search replacing a map) counts 0."""
+    total = 0
+    for path in root.rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                total += path.stat().st_size
+    return total
 
 
 def _leftover(name: str, pattern: re.Pattern[str], mtime: float, stale: float) -> bool:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import zipfile
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -61,6 +60,7 @@ CACHE_ROWS = 262_144  # embeddings kept in memory over all conditions (1 GiB at 
 # validation conditions the two-stage benchmark reports
 MAP_SAMPLE = 2048
 MAP_RIDGE = 0.1
+MAP_FORMAT = 1  # a saved map's format and fit: changing either makes older files another map (fitted again)
 MAP_CONDITIONS = 16  # fitted maps kept in memory (least recently used dropped first): a map is d x d plus n floats
 # an approximate "mapped" first stage takes MAP_POOL x N faiss candidates, re-ranked by the map (not tuned: its
 # coverage of the exact mapped first stage's candidates is in two_stage_search_mapped.json)
@@ -351,7 +351,7 @@ def map_file_name(key: str, count: int, sample: int, ridge: float, part_ids: lis
     """The file name of a condition's saved map (``maps/`` of the index folder): the condition key, then a digest of
     what the map depends on besides the model and condition (the key's): the rows (their count and the parts holding
     them), the sample size and the ridge."""
-    what = json.dumps([count, sample, repr(float(ridge)), list(part_ids)]).encode()
+    what = json.dumps([MAP_FORMAT, count, sample, repr(float(ridge)), list(part_ids)]).encode()
     return f"{key}-{hashlib.sha256(what).hexdigest()[:16]}.npz"
 
 
@@ -380,15 +380,15 @@ def load_condition_map(path: Path, count: int, sample: int, ridge: float, dim: i
             fitted = ConditionMap(
                 np.asarray(data["weights"], dtype=np.float32),
                 np.asarray(data["inverse_norms"], dtype=np.float32),
-                int(data["count"]),
-                np.asarray(data["sample"], dtype=np.int64),
-                float(data["ridge"]),
+                int(data["count"].item()),
+                np.asarray(data["sample"], dtype=np.int64).reshape(-1),
+                float(data["ridge"].item()),
             )
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):
+        whole = fitted.weights.shape == (dim, dim) and fitted.inverse_norms.shape == (count,)
+        finite = whole and bool(np.isfinite(fitted.weights).all() and np.isfinite(fitted.inverse_norms).all())
+        return fitted if finite and fitted.fits(count, sample, ridge) else None
+    except Exception:  # absent, damaged or not a map at all (a file is no reason to fail a search): fitted again
         return None
-    whole = fitted.weights.shape == (dim, dim) and fitted.inverse_norms.shape == (count,)
-    finite = whole and bool(np.isfinite(fitted.weights).all() and np.isfinite(fitted.inverse_norms).all())
-    return fitted if finite and fitted.fits(count, sample, ridge) else None
 
 
 def map_sample_rows(count: int, size: int = MAP_SAMPLE) -> np.ndarray:
