@@ -22,7 +22,7 @@ from finesim.cli.common import (
     say,
     show_help,
 )
-from finesim.index.two_stage import MAP_RIDGE, MAP_SAMPLE
+from finesim.index.two_stage import MAP_RIDGE, MAP_SAMPLE, QUERY_MODES
 
 
 def _corpus_options(p: argparse.ArgumentParser, *, default_column: str | None) -> None:
@@ -105,7 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--first-stage-query",
-        choices=["conditioned", "plain", "tri", "mapped"],
+        choices=list(QUERY_MODES),
         default=None,
         help="the query's first stage: 'conditioned', the (query, condition) embedding, 'plain', the query's alone, "
         "'tri', a tri-encoder's ranking under the condition, or 'mapped' ('self' only: the (query, condition) "

@@ -229,7 +229,8 @@ class ConditionalIndex:
         self._maps: OrderedDict[str, ConditionMap] = OrderedDict()
         self._map_locks: dict[str, threading.Lock] = {}  # one per condition key: a fit runs once at a time
         # map_wait False: a query whose condition has no map yet ranks as "conditioned" while a background thread
-        # fits the map (the server's choice); True: it waits for the fit
+        # fits the map; True (the default, and the server's: its scorer uses the model outside the index's lock): it
+        # waits for the fit
         self.map_wait = True
         self._map_threads: dict[str, threading.Thread] = {}
         self._map_errors: dict[str, Exception] = {}
