@@ -1281,35 +1281,13 @@ def search_section(folder: Path) -> list[str]:
     target = big["settings"]["size"] if big else None
     by_size = fp32["results"].get("recall_by_size", [])
     if by_size:
-        sizes = sorted({r["size"] for r in by_size})
-        doublings = math.log2(sizes[-1] / sizes[0])
-        extra = f" | change per doubling of the corpus, {sizes[0]:,} → {sizes[-1]:,} |" + (
-            f" extrapolated to {target:,} texts |" if target else ""
-        )
         lines += [
             "",
             "Recall@10 by corpus size (fp32, exact first stage, the first S texts of the same corpus; "
-            "`recall_by_size` in `two_stage_search.json`)"
-            + (
-                f"; the last column continues the straight line in log size through the smallest and largest"
-                f" prefix over log2({target:,} / {sizes[-1]:,}) = {math.log2(target / sizes[-1]):.1f} more doublings:"
-                " an extrapolation, not a measurement (the exact ranking of the large corpus is not computed, and"
-                " its text mix differs, below)"
-                if target
-                else ""
-            )
-            + ":",
+            "`recall_by_size` in `two_stage_search.json`)" + _extrapolation_words(by_size, target) + ":",
             "",
-            "| N | " + " | ".join(f"{size:,} texts" for size in sizes) + extra,
-            "|---" * (len(sizes) + 2 + (1 if target else 0)) + "|",
+            *_by_size_table(by_size, target),
         ]
-        for n in sorted({r["candidates"] for r in by_size}):
-            cells = {r["size"]: r["recall_at_10"] for r in by_size if r["candidates"] == n}
-            slope = (cells[sizes[-1]] - cells[sizes[0]]) / doublings
-            row = f"| {n} | " + " | ".join(f"{cells[size]:.3f}" for size in sizes) + f" | {slope:+.4f} |"
-            if target:
-                row += f" {cells[sizes[-1]] + slope * math.log2(target / sizes[-1]):.3f} |"
-            lines.append(row)
     if "two_stage_latency_1m" in data:
         size_1m = data["two_stage_latency_1m"]["settings"]["size"]
         size_50k = fp32["settings"]["size"]
@@ -1496,6 +1474,23 @@ def mapped_section(folder: Path) -> list[str]:
         ),
     ]
     files = [path]
+    by_size_path = folder / "two_stage_search_mapped_by_size.json"
+    if by_size_path.is_file():
+        sized = read(by_size_path)
+        by_size = sized["results"].get("recall_by_size", [])
+        big_path = folder / "two_stage_build_1m.json"
+        target = read(big_path)["settings"]["size"] if big_path.is_file() else None
+        lines += [
+            "",
+            "Recall@10 by corpus size (`recall_by_size` in"
+            f" `{by_size_path.name}`): the exact first stage over the first S texts of the same corpus, the same"
+            " queries; `mapped` fits each prefix's map on a sample of that prefix, as an index of S texts would"
+            + _extrapolation_words(by_size, target, "as the search-at-scale section says")
+            + ".",
+        ]
+        for mode in [m for m in ("conditioned", "mapped") if any(r.get("query_mode") == m for r in by_size)]:
+            lines += ["", f"`{mode}`:", "", *_by_size_table(by_size, target, mode)]
+        files.append(by_size_path)
     latency_path = folder / "two_stage_latency_mapped.json"
     if latency_path.is_file():
         timed = read(latency_path)
@@ -1549,6 +1544,45 @@ def mapped_section(folder: Path) -> list[str]:
     if settings.get("note"):
         lines += ["", f"Run note: {settings['note'].rstrip('.')}."]
     lines += ["", "Files: " + ", ".join(f"`{f.relative_to(folder).as_posix()}`" for f in files) + "."]
+    return lines
+
+
+def _extrapolation_words(by_size: list[dict[str, Any]], target: int | None, where: str = "below") -> str:
+    """What the last column of :func:`_by_size_table` is, for the sentence above the table ('' without a target);
+    ``where`` points to the description of the large corpus's text mix."""
+    if not target:
+        return ""
+    largest = max(r["size"] for r in by_size)
+    return (
+        f"; the last column continues the straight line in log size through the smallest and largest"
+        f" prefix over log2({target:,} / {largest:,}) = {math.log2(target / largest):.1f} more doublings:"
+        " an extrapolation, not a measurement (the exact ranking of the large corpus is not computed, and"
+        f" its text mix differs, {where})"
+    )
+
+
+def _by_size_table(by_size: list[dict[str, Any]], target: int | None, mode: str | None = None) -> list[str]:
+    """Recall@10 per N (rows) and corpus prefix (columns) of a ``recall_by_size`` list (the points of query mode
+    ``mode`` when given; files written before the mode was recorded are ``conditioned``), the change per doubling of
+    the corpus between the smallest and largest prefix, and, with ``target``, that straight line in log size
+    continued to ``target`` texts."""
+    points = [r for r in by_size if mode is None or r.get("query_mode", "conditioned") == mode]
+    sizes = sorted({r["size"] for r in points})
+    doublings = math.log2(sizes[-1] / sizes[0])
+    extra = f" | change per doubling of the corpus, {sizes[0]:,} → {sizes[-1]:,} |" + (
+        f" extrapolated to {target:,} texts |" if target else ""
+    )
+    lines = [
+        "| N | " + " | ".join(f"{size:,} texts" for size in sizes) + extra,
+        "|---" * (len(sizes) + 2 + (1 if target else 0)) + "|",
+    ]
+    for n in sorted({r["candidates"] for r in points}):
+        cells = {r["size"]: r["recall_at_10"] for r in points if r["candidates"] == n}
+        slope = (cells[sizes[-1]] - cells[sizes[0]]) / doublings
+        row = f"| {n} | " + " | ".join(f"{cells[size]:.3f}" for size in sizes) + f" | {slope:+.4f} |"
+        if target:
+            row += f" {cells[sizes[-1]] + slope * math.log2(target / sizes[-1]):.3f} |"
+        lines.append(row)
     return lines
 
 

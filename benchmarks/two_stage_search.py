@@ -57,7 +57,13 @@ from index_scaling import csts_sentences, distinct_corpus, sentence_pool, valida
 from finesim.index import ConditionalIndex, recall_at_k
 from finesim.index.approximate import DEFAULT_PARAMS
 from finesim.index.topk import best_rows
-from finesim.index.two_stage import FIRST_STAGE, RerankCache, other_model_query
+from finesim.index.two_stage import (
+    FIRST_STAGE,
+    RerankCache,
+    fit_condition_map,
+    map_sample_rows,
+    other_model_query,
+)
 from finesim.paths import data_root
 from finesim.results import environment_record, path_roots, portable, write_json_atomic
 
@@ -94,12 +100,19 @@ def reference_truth(reference: ConditionalIndex, size: int, query: str, conditio
 
 
 def prefix_recall(
-    index: ConditionalIndex, pairs: list[tuple[str, str]], sizes: list[int], ns: list[int], k: int
+    index: ConditionalIndex,
+    pairs: list[tuple[str, str]],
+    sizes: list[int],
+    ns: list[int],
+    k: int,
+    mode: str = "conditioned",
 ) -> list[dict[str, Any]]:
-    """Recall@k of two-stage search (exact first stage, ``conditioned`` query) against exact search over the first
-    ``size`` texts only, for each size and N, read from the stored arrays (the first-stage vectors and each
-    condition's corpus embeddings) with the arithmetic of ``ConditionalIndex._two_stage``: how recall at a fixed N
-    falls as the corpus grows."""
+    """Recall@k of two-stage search (exact first stage, query mode ``mode``: ``conditioned`` or ``mapped``) against
+    exact search over the first ``size`` texts only, for each size and N, read from the stored arrays (the
+    first-stage vectors and each condition's corpus embeddings) with the arithmetic of ``ConditionalIndex._two_stage``:
+    how recall at a fixed N falls as the corpus grows. ``mapped`` fits each condition's map on each prefix as an
+    index of that many texts would (``map_sample_rows`` of the prefix, the index's ``map_sample`` and ``map_ridge``;
+    the sample's embeddings read from the stored arrays, which are the model's embeddings of those texts)."""
     first = np.concatenate([np.asarray(index.store.array(part, FIRST_STAGE), dtype=np.float32)
                             for part in index.store.parts])  # fmt: skip
     by_condition = {
@@ -118,11 +131,22 @@ def prefix_recall(
     out = []
     for size in sizes:
         rows = np.arange(size)
+        maps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        if mode == "mapped":  # per condition, the map an index of the first `size` texts fits, and its row scales
+            sample = map_sample_rows(size, index.map_sample)
+            for condition, embedded in by_condition.items():
+                weights = fit_condition_map(first[sample], embedded[sample], index.map_ridge)
+                maps[condition] = (weights, 1.0 / np.maximum(np.linalg.norm(first[:size] @ weights, axis=1), 1e-12))
         # per query, once per size: the exact top k and the first stage's scores (each N takes its top N of them)
         scored = {}
         for query, condition in pairs:
             embedded, vector = by_condition[condition][:size], vectors[(query, condition)]
-            scored[(query, condition)] = (best_rows(embedded @ vector, rows, k)[0], first[:size] @ vector)
+            if mode == "mapped":
+                weights, inverse = maps[condition]
+                stage_scores = (first[:size] @ (weights @ vector)) * inverse
+            else:
+                stage_scores = first[:size] @ vector
+            scored[(query, condition)] = (best_rows(embedded @ vector, rows, k)[0], stage_scores)
         for n in ns:
             per_query = []
             for (query, condition), (truth, stage_scores) in scored.items():
@@ -130,9 +154,10 @@ def prefix_recall(
                 found, _ = best_rows(stage_scores, rows, max(n, k))
                 got, _ = best_rows(embedded[found] @ vector, found, k)
                 per_query.append(recall_at_k(truth, got, k))
-            out.append({"size": size, "candidates": n, f"recall_at_{k}": round(float(np.mean(per_query)), 4),
+            out.append({"query_mode": mode, "size": size, "candidates": n,
+                        f"recall_at_{k}": round(float(np.mean(per_query)), 4),
                         "min_recall": round(float(np.min(per_query)), 4)})  # fmt: skip
-            print(f"prefix {size} N={n}: recall@{k} {out[-1][f'recall_at_{k}']}", flush=True)
+            print(f"{mode} prefix {size} N={n}: recall@{k} {out[-1][f'recall_at_{k}']}", flush=True)
     return out
 
 
@@ -187,7 +212,8 @@ def main() -> None:
         "--prefixes",
         default=None,
         help="also recall on the first S texts for each S in this list (e.g. 12500,25000) with the exact first stage "
-        "and the conditioned query, from the stored arrays (needs the own exact ranking): the trend with corpus size",
+        "and each of --modes' conditioned and mapped queries, from the stored arrays (needs the own exact ranking): "
+        "the trend with corpus size",
     )
     parser.add_argument("--data", default=None)
     parser.add_argument("--size", type=int, default=50000)
@@ -397,7 +423,12 @@ def main() -> None:
             result["recall"] = curve
         stage.query_mode = index.first_stage_spec.query if index.first_stage_spec else "conditioned"  # its own
         if prefixes:
-            result["recall_by_size"] = prefix_recall(index, pairs, [*prefixes, len(corpus)], ns, args.k)
+            result["recall_by_size"] = [
+                point
+                for mode in modes
+                if mode in ("conditioned", "mapped")
+                for point in prefix_recall(index, pairs, [*prefixes, len(corpus)], ns, args.k, mode)
+            ]
 
         if args.latency:
             timing = []

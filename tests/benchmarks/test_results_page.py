@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import re
 import shutil
 import statistics
@@ -711,3 +712,26 @@ def test_the_mapped_first_stage_table_recomputes() -> None:
     from finesim.index.two_stage import MAP_RIDGE, MAP_SAMPLE
 
     assert (chosen["sample"], chosen["ridge"]) == (MAP_SAMPLE, MAP_RIDGE)  # the library's defaults are the choice
+
+
+def test_the_mapped_recall_by_corpus_size_recomputes() -> None:
+    """Recall@10 by corpus prefix (``two_stage_search_mapped_by_size.json``), per query mode: the cells, the change
+    per doubling between the smallest and largest prefix and its straight line continued to the 1M corpus, worked out
+    here; the largest prefix is the whole corpus, so its cells are the recall table's exact-first-stage ones."""
+    data = json.loads((RESULTS / "two_stage_search_mapped_by_size.json").read_text(encoding="utf-8"))
+    target = json.loads((RESULTS / "two_stage_build_1m.json").read_text(encoding="utf-8"))["settings"]["size"]
+    points = data["results"]["recall_by_size"]
+    full = {(r["query_mode"], r["candidates"]): r["recall_at_10"] for r in data["results"]["recall"]}
+    page = PAGE.read_text(encoding="utf-8")
+    section = page[page.index("Recall@10 by corpus size (`recall_by_size` in `two_stage_search_mapped_by_size") :]
+    for mode in ("conditioned", "mapped"):
+        cells = {(r["size"], r["candidates"]): r["recall_at_10"] for r in points if r["query_mode"] == mode}
+        sizes, ns = sorted({s for s, _ in cells}), sorted({n for _, n in cells})
+        assert sizes[-1] == data["settings"]["size"] and sizes[0] * 8 == sizes[-1]  # three doublings
+        expected = []
+        for n in ns:
+            assert cells[(sizes[-1], n)] == full[(mode, n)]
+            slope = (cells[(sizes[-1], n)] - cells[(sizes[0], n)]) / 3
+            far = cells[(sizes[-1], n)] + slope * math.log2(target / sizes[-1])
+            expected.append([str(n), *(f"{cells[(s, n)]:.3f}" for s in sizes), f"{slope:+.4f}", f"{far:.3f}"])
+        assert table(section, f"`{mode}`:") == expected
