@@ -137,6 +137,14 @@ def test_the_mapped_first_stage_on_the_command_line(model_dirs, tmp_path, capsys
     with pytest.raises(SystemExit) as exit_info:
         main(["index", "search", str(tmp_path / "conditioned"), *search[1:], "--map-sample", "20"])
     assert exit_info.value.code == 2 and "this index's first stage query is conditioned" in capsys.readouterr().err
+    # a new condition's fit shows a progress bar over its sample (totals included); the next search reads the kept map
+    weather = ["index", "search", str(out), "--query", "a cat", "--condition", "the weather", "--map-sample", "20"]
+    capsys.readouterr()
+    assert main(weather) == 0
+    assert "map for condition 'the weather'" in (err := capsys.readouterr().err) and "20/20" in err
+    assert main(weather) == 0 and "map for condition" not in capsys.readouterr().err
+    colour = ["index", "search", str(out), "--query", "a", "--condition", "the colour", "--map-sample", "20"]
+    assert main([*colour, "-q"]) == 0 and "map for condition" not in capsys.readouterr().err  # -q: no bar
 
 
 def test_errors_are_one_line_naming_the_file(model_dirs, tmp_path, capsys):

@@ -871,7 +871,7 @@ class ConditionalIndex:
 
                 def fit() -> None:
                     try:
-                        self._condition_map(condition, key)
+                        self._condition_map(condition, key, in_background=True)
                     except Exception as err:  # handed to the next query of the condition
                         with self._lock:
                             self._map_errors[key] = err
@@ -900,12 +900,13 @@ class ConditionalIndex:
             cached.update(zip(missing, embedded))
         return np.stack([cached[int(r)] for r in rows]) if len(rows) else np.zeros((0, self.store.dim), np.float32)
 
-    def _condition_map(self, condition: str, key: str) -> ConditionMap:
+    def _condition_map(self, condition: str, key: str, in_background: bool = False) -> ConditionMap:
         """The condition's :class:`~finesim.index.two_stage.ConditionMap`, fitted on first use (``map_sample``
         corpus texts embedded under the condition, through the re-ranking cache, and one pass over the first-stage
         vectors) and kept for later queries, in memory and in the index folder (``maps/``, read by later processes:
         a command line search, a restarted server); fitted again when the index has grown or ``map_sample`` /
-        ``map_ridge`` changed. A fit holds a lock of its condition only: searches under other conditions go on."""
+        ``map_ridge`` changed. A fit holds a lock of its condition only: searches under other conditions go on. A fit
+        logs what it does and, unless ``in_background``, shows a progress bar when ``show_progress`` is on."""
         with self._lock:
             fitting = self._map_locks.setdefault(key, threading.Lock())
         with fitting:
@@ -921,7 +922,7 @@ class ConditionalIndex:
             file = store.root / MAPS / map_file_name(key, count, sample, ridge, [p.id for p in parts])
             fitted = load_condition_map(file, count, sample, ridge, spec.dim)
             if fitted is None:
-                fitted = self._fit_condition_map(condition, key, parts, sample, ridge)
+                fitted = self._fit_condition_map(condition, key, parts, sample, ridge, in_background)
                 self._save_map(file, fitted)
             with self._lock:
                 self._maps[key] = fitted
@@ -940,7 +941,7 @@ class ConditionalIndex:
             logger.warning("could not keep the fitted map in %s (it is fitted again next time): %s", file, err)
 
     def _fit_condition_map(
-        self, condition: str, key: str, parts: list[Part], sample: int, ridge: float
+        self, condition: str, key: str, parts: list[Part], sample: int, ridge: float, in_background: bool = False
     ) -> ConditionMap:
         """Fit the condition's map over the rows of ``parts`` (see :meth:`_condition_map`). The sample is embedded a
         batch at a time, so that other searches (a fit in the background) get the model between batches."""
@@ -948,7 +949,16 @@ class ConditionalIndex:
         rows = map_sample_rows(count, sample)
         plain = self._gather(rows, FIRST_STAGE)
         step = max(1, int(self.embedder.batch_size))
-        under = [self._conditioned_rows(key, condition, rows[i : i + step]) for i in range(0, len(rows), step)]
+        logger.info(
+            "fitting the map of condition %r: %d sample texts embedded under it, then one pass over %d first-stage "
+            "vectors (kept for later queries)", condition, len(rows), count,
+        )  # fmt: skip
+        under = []
+        bar = _progress(len(rows), f"map for condition {condition[:40]!r}", self.show_progress and not in_background)
+        with bar:
+            for i in range(0, len(rows), step):
+                under.append(self._conditioned_rows(key, condition, rows[i : i + step]))
+                bar.update(len(under[-1]))
         conditioned = np.concatenate(under) if under else np.zeros((0, plain.shape[1]), dtype=np.float32)
         weights = fit_condition_map(plain, conditioned, ridge)
         mapping = torch.from_numpy(weights)
