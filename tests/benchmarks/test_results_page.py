@@ -735,3 +735,12 @@ def test_the_mapped_recall_by_corpus_size_recomputes() -> None:
             far = cells[(sizes[-1], n)] + slope * math.log2(target / sizes[-1])
             expected.append([str(n), *(f"{cells[(s, n)]:.3f}" for s in sizes), f"{slope:+.4f}", f"{far:.3f}"])
         assert table(section, f"`{mode}`:") == expected
+    # the goals sentence: the smallest N reaching recall 0.90 (exact first stage) and the line's value over 1M texts
+    goals = page[page.index("Against issue 41's goals (recall@10") :].split("\n")[0]
+    mapped = {n: r for (s, n), r in full.items() if s == "mapped"}
+    first = min(n for n, r in mapped.items() if r >= 0.90)
+    assert f"reaches the recall goal at N = {first} with the exact first stage ({mapped[first]:.3f})" in goals
+    cells = {(r["size"], r["candidates"]): r["recall_at_10"] for r in points if r["query_mode"] == "mapped"}
+    small, large = min(s for s, _ in cells), max(s for s, _ in cells)
+    far = cells[(large, 100)] + (cells[(large, 100)] - cells[(small, 100)]) / 3 * math.log2(target / large)
+    assert f"N = 100: {far:.3f}" in goals and "Both at once for a never-seen condition: **not met**" in goals
