@@ -1286,7 +1286,7 @@ def search_section(folder: Path) -> list[str]:
             "Recall@10 by corpus size (fp32, exact first stage, the first S texts of the same corpus; "
             "`recall_by_size` in `two_stage_search.json`)" + _extrapolation_words(by_size, target) + ":",
             "",
-            *_by_size_table(by_size, target),
+            *_by_size_table(by_size, target, "conditioned"),
         ]
     if "two_stage_latency_1m" in data:
         size_1m = data["two_stage_latency_1m"]["settings"]["size"]
@@ -1475,9 +1475,8 @@ def mapped_section(folder: Path) -> list[str]:
     ]
     files = [path]
     by_size_path = folder / "two_stage_search_mapped_by_size.json"
-    if by_size_path.is_file():
-        sized = read(by_size_path)
-        by_size = sized["results"].get("recall_by_size", [])
+    by_size = read(by_size_path)["results"].get("recall_by_size", []) if by_size_path.is_file() else []
+    if by_size:
         big_path = folder / "two_stage_build_1m.json"
         target = read(big_path)["settings"]["size"] if big_path.is_file() else None
         lines += [
@@ -1550,7 +1549,10 @@ def mapped_section(folder: Path) -> list[str]:
 
 def _mapped_goal_lines(folder: Path, recall: dict[tuple[str, int], float], size: int) -> list[str]:
     """Issue 41's goals for the ``mapped`` first stage, computed: per first-stage search, the smallest N reaching the
-    recall goal, the warm and cold latency measured at that N, and the by-size line's value over the 1M corpus."""
+    recall goal and the latency of a never-seen condition measured there (cold: the first query of a condition, which
+    fits its map; warm latencies are shown for a condition seen before), then the by-size line's value over the 1M
+    corpus. The verdict is about the corpus measured: "met" needs every such N's cold p50 and p95 within the bounds,
+    "not measured" where no latency was timed; the 1M corpus itself is never measured with ``mapped`` here."""
     if not recall:
         return []
     timed_path, sized_path = folder / "two_stage_latency_mapped.json", folder / "two_stage_search_mapped_by_size.json"
@@ -1563,37 +1565,39 @@ def _mapped_goal_lines(folder: Path, recall: dict[tuple[str, int], float], size:
             continue
         n = reached[0]
         text = f"N = {n} with the {FIRST_STAGE[search]} ({recall[(search, n)]:.3f})"
-        if (search, n) in warm:
-            p50, p95 = warm[(search, n)]
-            fast = p50 <= SEARCH_GOAL_P50_MS and p95 <= SEARCH_GOAL_P95_MS
-            text += (
-                f": later queries under a condition {p50:,.0f} / {p95:,.0f} ms p50 / p95 (latency goal"
-                f" {'met' if fast else 'not met'} there), its first query {cold[(search, n)][0] / 1000:.1f} s p50"
-            )
-            verdicts.append(fast and cold[(search, n)][0] <= SEARCH_GOAL_P50_MS)
+        if (search, n) in cold:
+            p50, p95 = cold[(search, n)]
+            verdicts.append(p50 <= SEARCH_GOAL_P50_MS and p95 <= SEARCH_GOAL_P95_MS)
+            text += f": a never-seen condition's first query {p50 / 1000:.1f} / {p95 / 1000:.1f} s p50 / p95"
+            if (search, n) in warm:
+                text += ", later queries under it {:,.0f} / {:,.0f} ms".format(*warm[(search, n)])
         parts.append(text)
+    if not parts:
+        return ["", f"Against issue 41's goals: `mapped` does not reach recall@10 ≥ {SEARCH_GOAL_RECALL:.2f} at any N."]
+    verdict = "**not measured**" if not verdicts else "**met**" if all(verdicts) else "**not met**"
     big_path = folder / "two_stage_build_1m.json"
+    by_size = read(sized_path)["results"].get("recall_by_size", []) if sized_path.is_file() else []
+    by_size = [r for r in by_size if r.get("query_mode") == "mapped"]
     far = ""
-    if sized_path.is_file() and big_path.is_file():
+    if by_size and big_path.is_file():
         target = read(big_path)["settings"]["size"]
-        by_size = [r for r in read(sized_path)["results"]["recall_by_size"] if r.get("query_mode") == "mapped"]
         sizes = sorted({r["size"] for r in by_size})
         at = {(r["size"], r["candidates"]): r["recall_at_10"] for r in by_size}
-        line = [
-            f"N = {n}: {_log_line(at[(sizes[0], n)], at[(sizes[-1], n)], sizes[0], sizes[-1], target):.3f}"
-            for n in sorted({n for _, n in at}) if (sizes[0], n) in at and (sizes[-1], n) in at
-        ]  # fmt: skip
+        ends = [n for n in sorted({n for _, n in at}) if (sizes[0], n) in at and (sizes[-1], n) in at]
+        line = {n: _log_line(at[(sizes[0], n)], at[(sizes[-1], n)], sizes[0], sizes[-1], target) for n in ends}
+        enough = [n for n in ends if line[n] >= SEARCH_GOAL_RECALL]
         far = (
             f" Over {target:,} texts `mapped` was not measured; the straight line of the by-size table puts its"
-            f" recall@10 at {', '.join(line)} (an extrapolation)."
+            f" recall@10 at {', '.join(f'N = {n}: {line[n]:.4f}' for n in ends)} (an extrapolation, four decimals so"
+            f" that a value just under {SEARCH_GOAL_RECALL:.2f} shows as one)"
+            + (f"; the smallest N it puts at the recall goal is {enough[0]}." if enough else "; no N reaches the goal.")
         )
-    both = "**met**" if verdicts and all(verdicts) else "**not met**"
     return [
         "",
         f"Against issue 41's goals (recall@10 ≥ {SEARCH_GOAL_RECALL:.2f}; p50 ≤ {SEARCH_GOAL_P50_MS} ms and p95 ≤"
         f" {SEARCH_GOAL_P95_MS / 1000:g} s for a never-seen condition over 1M texts), at {size:,} texts: `mapped`"
-        f" reaches the recall goal at {'; at '.join(parts)}. Both at once for a never-seen condition: {both}"
-        " (the first query of a condition pays the map's fit)." + far,
+        f" reaches the recall goal at {'; at '.join(parts)}. Recall and latency at once for a never-seen condition,"
+        f" at {size:,} texts: {verdict} (its first query pays the map's fit)." + far,
     ]
 
 
@@ -1606,7 +1610,7 @@ def _log_line(small: float, large: float, small_size: int, large_size: int, targ
 def _extrapolation_words(by_size: list[dict[str, Any]], target: int | None, where: str = "below") -> str:
     """What the last column of :func:`_by_size_table` is, for the sentence above the table ('' without a target);
     ``where`` points to the description of the large corpus's text mix."""
-    if not target:
+    if not target or not by_size:
         return ""
     largest = max(r["size"] for r in by_size)
     return (

@@ -268,6 +268,8 @@ def main() -> None:
     modes = args.modes.split(",") if args.modes else (["tri"] if tri else ["conditioned", "plain"])
     if tri != (modes == ["tri"]):
         raise SystemExit(f"--modes {args.modes}: 'tri' is the mode of a tri-encoder first stage, its only one")
+    if prefixes and not {"conditioned", "mapped"} & set(modes):
+        raise SystemExit(f"--prefixes measures the conditioned and mapped modes; --modes {args.modes} has neither")
 
     root = data_root(args.data)
     pool, files = sentence_pool(root)

@@ -950,8 +950,8 @@ class ConditionalIndex:
         plain = self._gather(rows, FIRST_STAGE)
         step = max(1, int(self.embedder.batch_size))
         logger.info(
-            "fitting the map of condition %r: %d sample texts embedded under it, then one pass over %d first-stage "
-            "vectors (kept for later queries)", condition, len(rows), count,
+            "fitting the map of condition %r: %d sample texts under it (embedded, or read from the re-ranking cache), "
+            "then one pass over %d first-stage vectors (kept for later queries)", condition, len(rows), count,
         )  # fmt: skip
         under = []
         bar = _progress(len(rows), f"map for condition {condition[:40]!r}", self.show_progress and not in_background)
