@@ -259,7 +259,7 @@ def _copy_results(tmp_path: Path) -> Path:
     shutil.copytree(
         RESULTS / "claims",
         folder / "claims",
-        ignore=shutil.ignore_patterns("levers-csts-minilm", "levers2-csts-minilm"),
+        ignore=shutil.ignore_patterns("levers-csts-minilm", "levers2-csts-minilm", "levers3-csts-minilm-gpu"),
     )
     return folder
 
@@ -385,6 +385,71 @@ def test_the_second_lever_screen_applies_the_plans_rule(page_script: ModuleType,
     write(control, 71.0, seed=2)  # +0.500 ships
     assert rows()[llrd][7] == "+0.500: ships"
     assert page_script.LEVERS2 in page_script.build(folder, None)
+
+
+def test_the_gpu_lever_screen_applies_the_plans_rule(page_script: ModuleType, tmp_path: Path) -> None:
+    """plan.yaml's third-screen rule by hand: the control counts when its 3-seed mean dev is within 0.80 of the CPU
+    main job's seeds' mean, a lever passes when its 3-seed mean dev beats the control's by more than 0.40 (unrounded);
+    a lever with no run says so and names itself among those not run; dev is train.dev only."""
+    folder = _copy_results(tmp_path)
+    study = page_script.LEVERS3
+    planned = {spec["id"]: spec for spec in page_script.planned_levers(study)}
+    control, lever, other = "minilm-control", "minilm-epochs8", "minilm-cosent"
+    assert {control, lever, other} <= set(planned)
+    for spec in planned.values():  # one change each against the control's written-out settings, three seeds
+        assert {"train.bf16=false", "data.dev_fraction=0.1", "data.dev_seed=42"} <= set(spec["set"])
+        assert spec["seeds"] == [42, 1, 2]
+        assert len(set(spec["set"]) - set(planned[control]["set"])) <= 2
+
+    def rows() -> dict[str, list[str]]:
+        return {
+            cells[0].strip("`"): cells
+            for line in page_script.levers3_lines(folder)
+            if line.startswith("| `")
+            for cells in [[c.strip() for c in line.strip().strip("|").split("|")]]
+        }
+
+    def text() -> str:
+        return "\n".join(page_script.levers3_lines(folder))
+
+    assert rows()[lever][6] == "not run" and rows()[lever][1] == "`train.epochs=8`"
+    assert "The control has 0 of 3 seeds" in text() and f"`{lever}`" in text().split("Not run:")[1]
+    template = json.loads(
+        (RESULTS / "claims" / "levers-csts-minilm" / "minilm-lr1e-4__seed42.json").read_text(encoding="utf-8")
+    )
+    for name in ("levers-csts-minilm", study):
+        (folder / "claims" / name).mkdir(exist_ok=True)
+
+    def write(run: str, dev: float | None, seed: int, at: str = study) -> None:
+        result = json.loads(json.dumps(template))
+        result.update(study=at, run=run, seed=seed, spec=planned.get(run, {}))
+        result["train"]["validation"] = {"spearman": 99.0}
+        result["train"].pop("dev", None)
+        if dev is not None:
+            result["train"]["dev"] = {"spearman": dev}
+        result["environment"]["hardware"]["gpu"] = "Some GPU"
+        (folder / "claims" / at / f"{run}__seed{seed}.json").write_text(json.dumps(result), encoding="utf-8")
+
+    for seed, dev in ((42, 72.0), (1, 71.0), (2, 71.5)):  # control mean 71.5
+        write(control, dev, seed)
+    write(lever, 72.0, 42)
+    write(lever, 71.5, 1)
+    assert rows()[lever][6] == "incomplete" and rows()[lever][2] == "2 of 3 (42, 1)"
+    assert "CPU main job's seeds" in text() and "cannot be checked" in text()
+    for seed, dev in ((42, 72.4), (1, 72.4), (2, 72.3)):  # CPU mean 72.3667: 0.8667 away, the control does not count
+        write("minilm-lr1e-4", dev, seed, at="levers-csts-minilm")
+    write(lever, 72.1999, 2)  # lever mean 71.89997: +0.39997 does not pass (more than 0.40 is needed)
+    assert "it does not count: the screen stops" in text() and rows()[lever][6] == "no verdict (control)"
+    write("minilm-lr1e-4", 71.9, 2, at="levers-csts-minilm")  # CPU mean 72.2333: 0.7333 away, it counts
+    assert "Control: mean dev 71.50 against the CPU main job's 72.23: it counts." in text()
+    assert "run on Some GPU" in text()
+    assert rows()[lever][6] == "+0.400: does not pass" and rows()[lever][3] == "71.90 ± 0.36"
+    write(lever, 72.2001, 2)  # lever mean 71.90003: +0.40003 unrounded is more than 0.40
+    assert rows()[lever][6] == "+0.400: passes"
+    write(lever, None, 2)  # no dev: the validation figure (99.0 in train.validation) is never used
+    assert rows()[lever][6] == "incomplete"
+    assert f"`{lever}`" not in text().split("Not run:")[1] and f"`{other}`" in text().split("Not run:")[1]
+    assert page_script.LEVERS3 in page_script.build(folder, None)
 
 
 SERVING = "## Serving throughput (finesim serve, issue 41)"
