@@ -749,12 +749,12 @@ def levers3_lines(folder: Path) -> list[str]:
         "",
         f"The second screen's fp32 settings, one change per row, each at seeds {', '.join(map(str, order))}, all",
         f"run on {gpu or 'a lent GPU'} with 10 to 19 runs at once on it (so the times below are neither this CPU's",
-        "nor one run's alone). The GPU machine carries at most 64 MiB, so all-MiniLM-L6-v2 travelled",
-        "as fp16 and was widened back to fp32 there: every run of this screen, the control included, starts from those",
-        "rounded weights. The rule, fixed before any run (`benchmarks/claims/plan.yaml`), on the kept epoch's dev",
-        f"Spearman: the control counts when its mean over the seeds is within {LEVER_CONTROL_BOUND:.2f} of the CPU main",
-        f"job's seeds' mean; a lever passes when its mean beats the control's by more than {LEVER_MARGIN:.2f}; a",
-        "passing lever is then confirmed on this CPU by the second screen's step 2 before anything ships.",
+        "nor one run's alone). The GPU machine carries at most 64 MiB, so all-MiniLM-L6-v2 travelled as fp16 and",
+        "was widened back to fp32 there: every run of this screen, the control included, starts from those rounded",
+        "weights. The rule, fixed before any run (`benchmarks/claims/plan.yaml`), on the kept epoch's dev Spearman:",
+        f"the control counts when its mean over the seeds is within {LEVER_CONTROL_BOUND:.2f} of the CPU main job's",
+        f"seeds' mean; a lever passes when its mean beats the control's by more than {LEVER_MARGIN:.2f}; a passing",
+        "lever is then confirmed on this CPU by the second screen's step 2 before anything ships.",
         "",
     ]
     if control is None:
