@@ -2176,6 +2176,42 @@ def _goal_line(rows: list[dict[str, Any]], ppr: int) -> str:
     )
 
 
+MAP_FIT_SERVING = ("serve_during_map_fit_before.json", "serve_during_map_fit_after.json")
+
+
+def map_fit_serving_lines(folder: Path) -> list[str]:
+    """``benchmarks/serve_during_map_fit.py``: a one-pair ``/similarity`` request's latency while another client's
+    ``/search`` fits a new condition's map, for each code the files measured (before and after the fit left the
+    scoring worker); empty when neither file exists."""
+    found = [(name, read(folder / name)) for name in MAP_FIT_SERVING if (folder / name).is_file()]
+    if not found:
+        return []
+    lines = [
+        "## /similarity while a new condition's map is fitted (finesim serve, issue 41)",
+        "",
+        "`benchmarks/serve_during_map_fit.py`: a real server over a `mapped` index; one client sends `/search` under",
+        "a never-seen condition (its map fitted first) while another sends one-pair `/similarity` requests one after",
+        "another until that search returns; idle = the same requests with nothing else running. One row per",
+        "condition. The index: the 50k corpus of the two-stage benchmark with its first stage's query set to",
+        "`mapped` (the vectors a `--first-stage-query mapped` build stores), MiniLM as its ONNX fp32 export, 2",
+        "threads.",
+        "",
+        "| code | index | condition | /search s | /similarity answered during it | p50 ms | p95 ms | max ms | "
+        "idle p50 ms | results |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, d in found:
+        index = f"{d['index']['name']}, {d['index']['count']:,} texts"
+        for run in d["runs"]:
+            during, idle = run["similarity_during_fit"], run["similarity_idle"]
+            lines.append(
+                f"| {d['code']['label']} | {index} | {run['condition']} | {run['search']['seconds']:.1f} | "
+                f"{during['n']} | {during['p50_ms']:,.0f} | {during['p95_ms']:,.0f} | {during['max_ms']:,.0f} | "
+                f"{idle['p50_ms']:.0f} | `{name}` |"
+            )
+    return lines
+
+
 def serve_section(folder: Path) -> list[str]:
     """Issue 41's serving throughput (docs/serving.md): every server run of ``benchmarks/serve_load.py`` under
     ``serve_stack/`` and the earlier ``serve_load_*.json``, the goals, the same-round comparisons, the in-process
@@ -2599,6 +2635,9 @@ def build(folder: Path, figure_name: str | None) -> str:
     serve = serve_section(folder)
     if serve:
         parts.append("\n".join(serve) + "\n")
+    fit = map_fit_serving_lines(folder)
+    if fit:
+        parts.append("\n".join(fit) + "\n")
     parts.append(RECIPES.replace("@CSTS_GRID@", csts_grid_cell(folder)))
     parts.append(BENCHMARKS.replace("@CCL_5EP@", ccl_5ep_cell(folder)))
     return "\n".join(parts)

@@ -825,3 +825,35 @@ def test_the_mapped_recall_by_corpus_size_recomputes() -> None:
     assert f"N = 200: {line[('mapped', 200)]:.4f}" in goals and "N = 200: 0.8998" in goals  # just under, shown so
     reach = min(n for (m, n), v in line.items() if m == "mapped" and v >= 0.90)
     assert f"the smallest N it puts at the recall goal is {reach}." in goals
+
+
+def test_the_map_fit_serving_rows_recompute_from_their_files() -> None:
+    """One row per condition of each serve_during_map_fit file: the search's seconds, how many /similarity requests
+    were answered during it and their p50/p95/max, and the idle p50, worked out here from the JSON."""
+    text = PAGE.read_text(encoding="utf-8")
+    heading = "## /similarity while a new condition's map is fitted (finesim serve, issue 41)"
+    files = [RESULTS / name for name in ("serve_during_map_fit_before.json", "serve_during_map_fit_after.json")]
+    if not any(f.is_file() for f in files):
+        assert heading not in text
+        return
+    rows = table(text, heading)
+    expected = []
+    for path in files:
+        d = json.loads(path.read_text(encoding="utf-8"))
+        for run in d["runs"]:
+            during = run["similarity_during_fit"]
+            expected.append(
+                [
+                    d["code"]["label"],
+                    f"{d['index']['name']}, {d['index']['count']:,} texts",
+                    run["condition"],
+                    f"{run['search']['seconds']:.1f}",
+                    str(during["n"]),
+                    f"{during['p50_ms']:,.0f}",
+                    f"{during['p95_ms']:,.0f}",
+                    f"{during['max_ms']:,.0f}",
+                    f"{run['similarity_idle']['p50_ms']:.0f}",
+                    f"`{path.name}`",
+                ]
+            )
+    assert rows == expected

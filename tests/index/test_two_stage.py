@@ -262,6 +262,30 @@ def test_the_mapped_first_stage_fits_once_per_condition_and_again_after_add(mode
     assert_matches_brute_force(results, model_dirs["bi"], "a cat", texts, "the animal", 6)
 
 
+def test_prepare_map_fits_ahead_what_the_first_search_would_fit(model_dirs, corpus, tmp_path):
+    """map_needed says whether an 'auto' search would fit (or read) a map first; prepare_map does that step now, so
+    the search after it embeds only its query and candidates; neither applies to an index that needs no map."""
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample = 30
+    assert index.map_needed("the animal")
+    before = index.embedder.encoded
+    assert index.prepare_map("the animal") is True
+    assert index.embedder.encoded - before >= 30  # the sample, embedded under the condition
+    assert not index.map_needed("the animal") and index.prepare_map("the animal") is False
+    fitted = index._maps[index.key("the animal")]
+    before = index.embedder.encoded
+    index.search_rows("a cat", "the animal", k=5, candidates=10)  # 'auto': two-stage, the map held
+    assert index.embedder.encoded - before <= 10 + 1 and index._maps[index.key("the animal")] is fitted
+    index.map_sample = 40  # another sample size: fitted again
+    assert index.map_needed("the animal")
+    index.prepare(["the color"])  # stored: 'auto' searches it exactly, no map
+    assert not index.map_needed("the color") and index.prepare_map("the color") is False
+    with pytest.raises(ValueError, match="condition"):
+        index.prepare_map("   ")
+    plain = ConditionalIndex.build(str(model_dirs["bi"]), corpus[:20], tmp_path / "conditioned")
+    assert not plain.map_needed("the animal") and plain.prepare_map("the animal") is False
+
+
 def test_the_approximate_mapped_first_stage_matches_the_exact_one_when_its_pool_holds_every_row(
     model_dirs, corpus, tmp_path
 ):

@@ -30,6 +30,7 @@ CORPUS = [
     *[" ".join(WORDS[i : i + 4]) for i in range(0, 60, 5)],
 ]
 QUERIES = [("a man plays the piano", "the activity"), ("a dog walks", "the animal")]
+PAIR = {"sentence1": ["a dog runs"], "sentence2": ["a cat sits"], "condition": "the animal"}
 
 
 @pytest.fixture(scope="module")
@@ -256,24 +257,60 @@ def test_info_reports_the_first_stage_and_its_query_mode(indexes, saved_models, 
         assert (index["search"], index["first_stage"], index["first_stage_query"]) == ("auto", model, query)
 
 
-def test_a_mapped_index_fits_a_new_conditions_map_on_its_first_query(saved_models, scorers, tmp_path) -> None:  # noqa: F811
-    """A served "mapped" index fits a new condition's map on the worker thread, on the condition's first search (the
-    model stays used by one thread at a time), and keeps it for the next; every answer re-ranks exactly."""
+def test_a_mapped_index_fits_a_new_conditions_map_beside_the_worker(saved_models, scorers, tmp_path) -> None:  # noqa: F811
+    """A served "mapped" index fits a new condition's map before that condition's first search, in a thread other
+    than the scoring worker, taking turns with it at the model lock: /similarity is answered while the fit is paused
+    half-way (on a fit held by the worker it would wait for the whole fit). The map is kept for the next search, and
+    every answer re-ranks exactly."""
     from finesim import ConditionalIndex
 
     folder = ConditionalIndex.build(str(saved_models["bi"]), CORPUS, tmp_path / "mapped", first_stage_query="mapped")
     with serving(scorers["bi"], model=str(saved_models["bi"]), index=str(folder.store.root)) as client:
         assert client.get("/info").json()["index"]["first_stage_query"] == "mapped"
         index = client.app.state.model.index
-        assert index.map_wait is True
+        assert index.embedder._lock is client.app.state.model.batcher.engine.model_lock  # one lock for both
+        index.embedder.batch_size = 4  # the fit embeds its sample (the whole small corpus) 4 texts at a time
+        fitters: list[threading.Thread] = []
+        paused, go = threading.Event(), threading.Event()
+        fit, rows = index._fit_condition_map, index._conditioned_rows
+
+        def watched_fit(*args, **kwargs):
+            fitters.append(threading.current_thread())
+            return fit(*args, **kwargs)
+
+        def paused_rows(key, condition, chunk):
+            if threading.current_thread() in fitters and len(chunk) and not paused.is_set():
+                out = rows(key, condition, chunk)  # one batch embedded, the lock released again
+                paused.set()
+                assert go.wait(30)
+                return out
+            return rows(key, condition, chunk)
+
+        index._fit_condition_map, index._conditioned_rows = watched_fit, paused_rows
         body = {"query": "a dog", "condition": "the color", "k": 3}
-        first = client.post("/search", json=body)
-        assert first.status_code == 200
-        fitted = index._maps[index.key("the color")]  # fitted by the first search
+        assert index.map_needed("the color")
+        answers: dict[str, object] = {}
+        searching = threading.Thread(target=lambda: answers.update(first=client.post("/search", json=body)))
+        searching.start()
+        try:
+            wait_until(paused.is_set, timeout=30, what="the map fit to start")
+            scoring = threading.Thread(
+                target=lambda: answers.update(scored=client.post("/similarity", json=PAIR)), daemon=True
+            )
+            scoring.start()
+            scoring.join(15)
+            assert not scoring.is_alive(), "/similarity waited for the map fit"
+            assert answers["scored"].status_code == 200 and searching.is_alive()
+        finally:
+            go.set()
+            searching.join(60)
+        assert [t.name for t in fitters] != ["finesim-batcher"] and len(fitters) == 1
+        assert answers["first"].status_code == 200, answers["first"].text
+        assert not index.map_needed("the color")
         second = client.post("/search", json=body)
-        assert index._maps[index.key("the color")] is fitted
+        assert len(fitters) == 1  # kept: the second search fits nothing
         # the whole small corpus is re-ranked either way, so both equal exact search
-        assert first.json() == second.json() == index.search("a dog", "the color", 3, strategy="exact")
+        assert answers["first"].json() == second.json() == index.search("a dog", "the color", 3, strategy="exact")
 
 
 def _failed_start(scorer, **settings):

@@ -210,12 +210,13 @@ class ConditionalIndex:
         batch_size: int = 64,
         show_progress: bool = False,
         device: str | None = None,
+        model_lock: Any = None,
     ) -> None:
         self.store = store
         self.model = model
         self.encoder = encoder
         self.device = device
-        self.embedder = IndexEncoder(model, encoder, batch_size=batch_size)
+        self.embedder = IndexEncoder(model, encoder, batch_size=batch_size, lock=model_lock)
         self.show_progress = show_progress
         self._anns: dict[str, AnnFile] = {}
         self._lock = threading.RLock()
@@ -401,9 +402,12 @@ class ConditionalIndex:
         device: str | None = None,
         batch_size: int = 64,
         show_progress: bool = False,
+        model_lock: Any = None,
     ) -> ConditionalIndex:
         """Open an index folder, checking every file and that ``model`` (default: the model recorded in the
-        manifest) is the model the index was built with (same weights hash)."""
+        manifest) is the model the index was built with (same weights hash). ``model_lock``: what each call of the
+        model holds (:class:`~finesim.index.encoders.IndexEncoder`'s ``lock``), shared with the model's other users
+        (a server's scoring worker)."""
         store = IndexStore.open(path)
         recorded = store.manifest["model"]
         encoder = str(store.manifest["encoder"]["type"])
@@ -426,7 +430,10 @@ class ConditionalIndex:
                 f"{recorded['sha256'][:16]}) but {shown} has weights sha256 {fingerprint[:16]}: open it with the "
                 "model it was built with, or build a new index"
             )
-        index = cls(store, loaded, encoder, batch_size=batch_size, show_progress=show_progress, device=device)
+        index = cls(
+            store, loaded, encoder, batch_size=batch_size, show_progress=show_progress, device=device,
+            model_lock=model_lock,
+        )  # fmt: skip
         if index.first_stage_spec is not None and index.first_stage_spec.model != "self":
             index.first_stage()  # another model: loaded and checked now, not on the first search
         return index
@@ -588,6 +595,28 @@ class ConditionalIndex:
             return True
         key = self.key(condition)
         return all(self.store.condition_array(key, p) is not None for p in self.store.parts)
+
+    def map_needed(self, condition: str) -> bool:
+        """Whether the next search under ``condition`` (strategy ``auto``) would first fit its map, or read it from
+        ``maps/``: a "mapped" first stage, a condition whose corpus embeddings are not stored, and no map held for
+        the index's current size and :attr:`map_sample` / :attr:`map_ridge`. :meth:`prepare_map` does that step."""
+        spec = self.first_stage_spec
+        if self.encoder == "tri" or spec is None or spec.query != MAPPED or self.has_condition(condition):
+            return False
+        with self._lock:
+            held = self._maps.get(self.key(condition))
+            return held is None or not held.fits(len(self), *self._map_options())
+
+    def prepare_map(self, condition: str) -> bool:
+        """Fit (or read from ``maps/``) the map that a two-stage search under ``condition`` needs, now, unless it is
+        held: the step the condition's first search would otherwise take inline. A server runs it in a thread of
+        its own, taking turns at the model lock with the scoring worker, so that other requests go on meanwhile.
+        Returns whether a map was fitted or read (False: none is needed, see :meth:`map_needed`)."""
+        condition = _check_text(condition, "condition")
+        if not self.map_needed(condition):
+            return False
+        self._condition_map(condition, self.key(condition))
+        return True
 
     @property
     def conditions(self) -> list[str]:

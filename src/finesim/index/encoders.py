@@ -49,20 +49,23 @@ class IndexEncoder:
         model: the loaded model (``SentenceTransformer`` or :class:`~finesim.case.model.CaseModel`).
         encoder: the encoder type, ``bi``, ``tri`` or ``case`` (:func:`check_indexable`).
         batch_size: encoding batch size.
+        lock: what each model call holds (a context manager; default: a lock of this object's own). Give the lock
+            of every other user of ``model`` so that the model and its tokenizer serve one call at a time.
 
     Attributes:
         encoded: how many texts (corpus rows and queries) this object has embedded.
     """
 
-    def __init__(self, model: Any, encoder: str, *, batch_size: int = 64) -> None:
+    def __init__(self, model: Any, encoder: str, *, batch_size: int = 64, lock: Any = None) -> None:
         self.model = model
         self.encoder = check_indexable(encoder)
         self.batch_size = batch_size
         self.encoded = 0
         self.head = None
         # one model call at a time: searches may come from several threads, and a CASE encoder's in-memory store is
-        # cleared after each corpus chunk
-        self._lock = threading.Lock()
+        # cleared after each corpus chunk; ``lock`` shares the lock with another user of the same model (a server's
+        # scoring worker: finesim.serving.engine.ModelLock)
+        self._lock = lock if lock is not None else threading.Lock()
         if encoder == "tri":
             from finesim.models.condition_head import find_condition_head
 

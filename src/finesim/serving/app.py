@@ -27,7 +27,16 @@ from finesim import __version__
 from finesim.evaluation.ensemble import ENSEMBLE
 from finesim.serving.batching import MicroBatcher, ShuttingDown
 from finesim.serving.cache import LRUCache
-from finesim.serving.engine import Embeddings, EmbedJob, Job, NoTokenizer, PairJob, ScoringEngine, SearchJob
+from finesim.serving.engine import (
+    Embeddings,
+    EmbedJob,
+    Job,
+    ModelLock,
+    NoTokenizer,
+    PairJob,
+    ScoringEngine,
+    SearchJob,
+)
 from finesim.serving.errors import (
     BACKEND,
     NO_INDEX,
@@ -218,12 +227,13 @@ def create_app(
         try:
             scorer = load()
             info = describe_model(scorer, settings)
+            model_lock = ModelLock()  # the worker's and the index's (a map fit's thread too): one model call at a time
             if settings.index is not None:
                 state.failed_stage = "index"
-                index = open_served_index(settings, scorer)
+                index = open_served_index(settings, scorer, model_lock)
                 state.index_info = describe_index(index)
             state.failed_stage = "model"
-            engine = ScoringEngine(scorer, LRUCache(settings.cache_size), index=index)
+            engine = ScoringEngine(scorer, LRUCache(settings.cache_size), index=index, model_lock=model_lock)
             if settings.max_batch_tokens is not None:
                 check_token_counting(engine)
             batcher = MicroBatcher(
@@ -294,6 +304,16 @@ def create_app(
         except Exception as err:
             logger.exception("scoring failed")
             raise ApiError(500, f"the model failed on this request: {type(err).__name__}: {err}", BACKEND) from None
+
+    async def prepare_map(index: Any, condition: str) -> None:
+        """A new condition's map (a "mapped" index), fitted in a thread of its own that takes turns with the worker
+        at the model lock: this request waits for it, the others go on (the worker is not held for the fit)."""
+        try:
+            await asyncio.to_thread(index.prepare_map, condition)
+        except Exception as err:
+            logger.exception("fitting the map failed")
+            message = f"fitting the map of the condition failed: {type(err).__name__}: {err}"
+            raise ApiError(500, message, BACKEND) from None
 
     @app.get("/health", responses={503: {"description": "loading, or the model failed to load"}})
     async def health() -> Any:
@@ -397,6 +417,8 @@ def create_app(
         if body.k > settings.max_items:
             raise invalid(f"k is {body.k}; the server returns at most {settings.max_items} results per request")
         where = checked_where(state.index, body.where)
+        if condition is not None and state.index.map_needed(condition):
+            await prepare_map(state.index, condition)
         results = await run(batcher, SearchJob(query, condition, body.k, where))
         metrics.items.labels(endpoint="/search").inc(1)
         return results

@@ -17,15 +17,20 @@ the pieces' results back together (:func:`merge_results`); :meth:`ScoringEngine.
 budget counts.
 
 A :class:`SearchJob` (``POST /search``) is never combined: it runs alone, after the batch's other jobs, as
-:meth:`finesim.index.ConditionalIndex.search` on the index opened with the same model object. Running it on this
-same worker thread is what keeps the model used by one thread at a time (the index encodes the query, and for a
-bi-encoder or CASE model a new condition's whole corpus, with that model).
+:meth:`finesim.index.ConditionalIndex.search` on the index opened with the same model object. One
+:class:`ModelLock` keeps the model (and its tokenizer, which refuses concurrent use) to one call at a time: the
+engine holds it for a batch's model work and its token counts, the index for each of its model calls. A thread other
+than the worker may so use the model too, taking turns with it in the order they asked: the server fits a new
+condition's map for a "mapped" index that way (:meth:`~finesim.index.ConditionalIndex.prepare_map`), a batch of
+texts at a time, while the worker goes on scoring.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -91,6 +96,40 @@ ModelJob = PairJob | EmbedJob  # the jobs a micro-batch combines into one model 
 Job = PairJob | EmbedJob | SearchJob
 
 
+class ModelLock:
+    """A lock granted in the order it was asked for (first come, first served), for a model shared by threads.
+
+    A plain :class:`threading.Lock` lets the thread that releases it take it again at once, so a loop of model calls
+    (a map fit) could hold off a waiting scorer for its whole length; here the waiter goes next. Not re-entrant.
+    """
+
+    def __init__(self) -> None:
+        self._state = threading.Condition(threading.Lock())
+        self._next = 0  # the next ticket handed out
+        self._serving = 0  # the ticket that holds the lock
+
+    def acquire(self) -> None:
+        with self._state:
+            ticket = self._next
+            self._next += 1
+            while ticket != self._serving:
+                self._state.wait()
+
+    def release(self) -> None:
+        with self._state:
+            self._serving += 1
+            self._state.notify_all()
+
+    def __enter__(self) -> ModelLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.release()
+
+
 class ScoringEngine:
     """Runs micro-batches of jobs on one scorer with an LRU cache in front; used by one thread only.
 
@@ -99,12 +138,17 @@ class ScoringEngine:
         cache: the cache of embeddings keyed ``(text, condition)``, or of a cross-encoder's scores keyed
             ``(s1, s2, condition)``.
         index: the :class:`~finesim.index.ConditionalIndex` that :class:`SearchJob` s search (None: none).
+        model_lock: the :class:`ModelLock` held for each batch's model work (default: a new one); give the index
+            the same (``ConditionalIndex.open(model_lock=...)``).
     """
 
-    def __init__(self, scorer: ConditionalScorer, cache: LRUCache, index: Any = None) -> None:
+    def __init__(
+        self, scorer: ConditionalScorer, cache: LRUCache, index: Any = None, model_lock: ModelLock | None = None
+    ) -> None:
         self.scorer = scorer
         self.cache = cache
         self.index = index
+        self.model_lock = model_lock if model_lock is not None else ModelLock()
 
     def run(self, jobs: Sequence[Job]) -> tuple[list[Any], BatchStats]:
         """Each job's result (scores array, :class:`Embeddings`, search results, or the exception it raised) and
@@ -112,8 +156,11 @@ class ScoringEngine:
         counts = _Counts()
         results: list[Any] = [None] * len(jobs)
         model_jobs: dict[int, ModelJob] = {i: job for i, job in enumerate(jobs) if not isinstance(job, SearchJob)}
-        for i, result in zip(model_jobs, self._run_combined(list(model_jobs.values()), counts)):
-            results[i] = result
+        if model_jobs:
+            with self.model_lock:
+                combined = self._run_combined(list(model_jobs.values()), counts)
+            for i, result in zip(model_jobs, combined):
+                results[i] = result
         for i, job in enumerate(jobs):
             if isinstance(job, SearchJob):
                 try:
@@ -237,7 +284,8 @@ class ScoringEngine:
         (:func:`job_tokens`); a search counts 0 (it runs alone after the batch)."""
         if isinstance(job, SearchJob):
             return [0]
-        return job_tokens(self.scorer, job)
+        with self.model_lock:  # the tokenizer refuses concurrent use
+            return job_tokens(self.scorer, job)
 
 
 class NoTokenizer(ValueError):

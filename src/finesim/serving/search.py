@@ -5,7 +5,8 @@ the same encoder type, opens it with the served model object (so the model is lo
 :meth:`~finesim.index.ConditionalIndex.open` compares its weights hash with the one the index records), and embeds
 the corpus for the start-up conditions of a bi-encoder or CASE index. Any failure stops the server with one error
 line naming the index folder. The searches themselves run on the batching worker
-(:class:`~finesim.serving.engine.SearchJob`), the one thread that uses the model.
+(:class:`~finesim.serving.engine.SearchJob`); a new condition's map (a "mapped" index) is fitted before its search,
+in a thread that takes turns with the worker at the model lock (:class:`~finesim.serving.engine.ModelLock`).
 
 The index is a :class:`ServedIndex`: a damaged file met during a search (NaN or infinite vectors, a file gone) is an
 :class:`~finesim.index.IndexFormatError` naming the file relative to the index folder, so the 500 answer does not
@@ -14,7 +15,8 @@ show the server's paths (the server's log has the full traceback).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from finesim.evaluation.ensemble import ENSEMBLE
@@ -42,8 +44,17 @@ class ServedIndex(ConditionalIndex):
         where: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> list[dict[str, Any]]:
-        try:
+        with self._files_named_relative():
             return super().search(query, condition, k, where=where, **options)
+
+    def prepare_map(self, condition: str) -> bool:
+        with self._files_named_relative():
+            return super().prepare_map(condition)
+
+    @contextmanager
+    def _files_named_relative(self) -> Iterator[None]:
+        try:
+            yield
         except IndexFormatError as err:
             raise err.relative_to(self.store.root) from None
         except OSError as err:  # a file removed or unreadable since the index was opened
@@ -51,8 +62,9 @@ class ServedIndex(ConditionalIndex):
             raise name from None
 
 
-def open_served_index(settings: ServeSettings, scorer: Any) -> Any:
-    """The :class:`~finesim.index.ConditionalIndex` at ``settings.index``, opened with ``scorer``'s model.
+def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = None) -> Any:
+    """The :class:`~finesim.index.ConditionalIndex` at ``settings.index``, opened with ``scorer``'s model and the
+    scoring engine's ``model_lock`` (:class:`~finesim.serving.engine.ModelLock`).
 
     Raises:
         IndexOpenError: the folder is not a valid index, was built for another encoder type or with another
@@ -76,7 +88,10 @@ def open_served_index(settings: ServeSettings, scorer: Any) -> Any:
                 f"was built (--encoder {encoder})"
             )
         loaded = LoadedModel(scorer.model, encoder, settings.model, None)
-        index = ServedIndex.open(path, model=loaded, device=settings.device, batch_size=settings.inference_batch_size)
+        index = ServedIndex.open(
+            path, model=loaded, device=settings.device, batch_size=settings.inference_batch_size,
+            model_lock=model_lock,
+        )  # fmt: skip
         if settings.index_conditions:
             index.prepare(list(settings.index_conditions))
     except (ValueError, OSError) as err:

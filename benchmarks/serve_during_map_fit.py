@@ -1,0 +1,188 @@
+"""What a ``finesim serve`` client waits while another client's search fits a new condition's map.
+
+A server with a "mapped" index (``finesim index build --first-stage-query mapped``) fits a never-seen condition's
+map before that condition's first ``/search`` (``--map-sample`` texts embedded under it; 12-14 s at 50k texts with
+MiniLM on 2 cores). This benchmark starts a real server process on 127.0.0.1 over such an index and, for each of
+``--conditions`` (each must be new to the index: neither stored nor in its ``maps/``):
+
+1. sends ``--idle-probes`` sequential one-pair ``POST /similarity`` requests: their latency with nothing else running;
+2. sends ``POST /search`` under the condition from one thread and, until it returns, one-pair ``/similarity``
+   requests one after another from another: their latency while the map is fitted, and the search's own time.
+
+The maps it fits are removed from the index's ``maps/`` afterwards (so the next run fits them again). ``--src`` runs
+the server from another checkout's ``src`` (a baseline, e.g. a git worktree of an earlier commit); the results file
+records which. Run it alone on the machine (``flock`` on the CPU lock), code and baseline in one invocation each,
+side by side:
+
+    flock /tmp/finesim-cpu.lock python benchmarks/serve_during_map_fit.py --index IDX --model M --src ../base/src \\
+        --label before --output benchmarks/results/serve_during_map_fit_before.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve_load import Server
+
+from finesim.results import environment_record, path_roots, portable, write_json_atomic
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIR = {"sentence1": ["A man is playing a guitar on stage."], "sentence2": ["A woman sings into a microphone."]}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--index", required=True, help="a mapped index (finesim index build --first-stage-query mapped)")
+    p.add_argument("--model", required=True, help="what finesim serve --model gets (the index's model)")
+    p.add_argument(
+        "--conditions",
+        nargs="+",
+        default=["the time of day", "the kind of weather"],
+        help="never-seen conditions, one measured fit each",
+    )
+    p.add_argument("--query", default="A person is outside.", help="the /search query")
+    p.add_argument("--idle-probes", type=int, default=20, help="sequential /similarity requests with nothing else on")
+    p.add_argument("--threads", type=int, default=2, help="finesim serve --threads")
+    p.add_argument("--inference-batch-size", type=int, default=None, help="finesim serve --inference-batch-size")
+    p.add_argument("--src", default=None, help="run the server from this src folder (a baseline checkout's)")
+    p.add_argument("--label", default="this checkout", help="what the results file calls the code measured")
+    p.add_argument("--output", required=True, help="results JSON")
+    return p.parse_args(argv)
+
+
+def summary(values: list[float]) -> dict[str, float | int]:
+    """Count, p50, p95 and max of latencies in milliseconds."""
+    if not values:
+        return {"n": 0}
+    ms = np.asarray(values) * 1000.0
+    return {
+        "n": len(values),
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p95_ms": float(np.percentile(ms, 95)),
+        "max_ms": float(ms.max()),
+    }
+
+
+def similarity_latency(client: Any, url: str) -> float:
+    started = time.perf_counter()
+    response = client.post(f"{url}/similarity", json={**PAIR, "condition": "the activity"}, timeout=600)
+    response.raise_for_status()
+    return time.perf_counter() - started
+
+
+def measure(url: str, condition: str, query: str, idle_probes: int) -> dict[str, Any]:
+    """Idle /similarity latency, then a /search under ``condition`` with /similarity probes beside it."""
+    import httpx
+
+    with httpx.Client() as client:
+        for _ in range(3):
+            similarity_latency(client, url)  # warm-up
+        idle = [similarity_latency(client, url) for _ in range(idle_probes)]
+    found: dict[str, Any] = {}
+
+    def search() -> None:
+        started = time.perf_counter()
+        with httpx.Client() as client:
+            response = client.post(f"{url}/search", json={"query": query, "condition": condition, "k": 10}, timeout=900)
+        found.update(status=response.status_code, seconds=time.perf_counter() - started)
+
+    searching = threading.Thread(target=search)
+    searching.start()
+    during = []
+    with httpx.Client() as client:
+        while searching.is_alive():
+            during.append(similarity_latency(client, url))
+    searching.join()
+    return {
+        "condition": condition,
+        "search": found,
+        "similarity_idle": summary(idle),
+        "similarity_during_fit": summary(during),
+    }
+
+
+def results_roots(args: argparse.Namespace, src: Path) -> list[tuple[str, str]]:
+    """The folders the results file names portably: the index as ``<index>`` (its name and size are recorded
+    beside), a baseline's ``src`` as ``<baseline>/src``, then :func:`~finesim.results.path_roots`'."""
+    extra = {str(Path(args.index).resolve()): "<index>"}
+    if args.src:
+        extra[str(src.parent)] = "<baseline>"
+    return path_roots(extra=extra)
+
+
+def source_commit(src: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from finesim.index.store import IndexStore
+
+    manifest = IndexStore.open(args.index).manifest
+    stage = manifest.get("first_stage") or {}
+    if stage.get("query") != "mapped":
+        raise SystemExit(
+            f"{args.index}: its first stage's query is {stage.get('query')!r}, not 'mapped': a server fits no map over "
+            "it (build it with --first-stage-query mapped)"
+        )
+    maps = Path(args.index) / "maps"
+    before = set(maps.glob("*")) if maps.is_dir() else set()
+    src = Path(args.src).resolve() if args.src else ROOT / "src"
+    if args.src:
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))
+    server_args = argparse.Namespace(
+        model=args.model, threads=args.threads, clients=1, inference_batch_size=args.inference_batch_size,
+        encoder=None, device=None,
+    )  # fmt: skip
+    runs = []
+    try:
+        for condition in args.conditions:
+            server = Server(server_args, batch_size=64, batch_wait_ms=5)
+            server.command += ["--index", str(args.index)]
+            url = server.start()
+            try:
+                runs.append(measure(url, condition, args.query, args.idle_probes))
+            finally:
+                server.stop()
+            print(runs[-1], flush=True)
+    finally:
+        for path in set(maps.glob("*")) - before if maps.is_dir() else ():
+            path.unlink()  # the maps this run fitted: the next run fits them again
+    during = [r["similarity_during_fit"]["p50_ms"] for r in runs if r["similarity_during_fit"]["n"]]
+    payload = {
+        "benchmark": "serve_during_map_fit",
+        "code": {"label": args.label, "src": str(src), "git_commit": source_commit(src)},
+        "index": {
+            "name": Path(args.index).resolve().name,
+            "count": manifest["count"],
+            "model": manifest["model"].get("name"),
+            "first_stage": stage,
+        },
+        "settings": {k: v for k, v in vars(args).items() if k not in ("output",)},
+        "server_command": server.command if runs else None,
+        "runs": runs,
+        "similarity_p50_ms_during_fit_median": statistics.median(during) if during else None,
+        "environment": environment_record(),
+    }
+    write_json_atomic(args.output, portable(payload, results_roots(args, src)))
+    print(f"wrote {args.output}")
+    return 0 if runs and all(r["search"].get("status") == 200 for r in runs) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
