@@ -738,7 +738,11 @@ def levers3_lines(folder: Path) -> list[str]:
     control_runs = runs.get(f"{LEVERS3}/{LEVERS3_CONTROL}", [])
     order = list(control_spec.get("seeds", []))
     seeds = set(order)
-    cpu = [v for r in claims_runs(folder, LEVERS).get(MAIN_JOB_RUN, []) if (v := dev_of(r)) is not None]
+    cpu = [  # the CPU main job's seeds the rule names (42, 1, 2), whatever seeds land later
+        v
+        for r in claims_runs(folder, LEVERS).get(MAIN_JOB_RUN, [])
+        if seed_of(r) in seeds and (v := dev_of(r)) is not None
+    ]
     control_devs = [v for r in control_runs if seed_of(r) in seeds and (v := dev_of(r)) is not None]
     control = sum(control_devs) / len(control_devs) if len(control_devs) == len(seeds) else None
     cpu_mean = sum(cpu) / len(cpu) if cpu else None
@@ -747,7 +751,8 @@ def levers3_lines(folder: Path) -> list[str]:
     lines = [
         f"## A third screen, every run on a lent GPU (study `{LEVERS3}`)",
         "",
-        f"The second screen's fp32 settings, one change per row, each at seeds {', '.join(map(str, order))}, all",
+        f"The second screen's fp32 settings, one change per row (batch 16 with its square-root learning rate), each at"
+        f" seeds {', '.join(map(str, order))}, all",
         f"run on {gpu or 'a lent GPU'} with 10 to 19 runs at once on it (so the times below are neither this CPU's",
         "nor one run's alone). The GPU machine carries at most 64 MiB, so all-MiniLM-L6-v2 travelled as fp16 and",
         "was widened back to fp32 there: every run of this screen, the control included, starts from those rounded",
@@ -2204,10 +2209,14 @@ def map_fit_serving_lines(folder: Path) -> list[str]:
         index = f"{d['index']['name']}, {d['index']['count']:,} texts"
         for run in d["runs"]:
             during, idle = run["similarity_during_fit"], run["similarity_idle"]
+            cells = [f"{during[k]:,.0f}" if during["n"] else "—" for k in ("p50_ms", "p95_ms", "max_ms")]
+            raw = during.get("latencies_ms")
+            answered = (
+                f"{during['n']} ({', '.join(f'{v:,.0f}' for v in raw)} ms)" if raw and len(raw) <= 3 else during["n"]
+            )
             lines.append(
                 f"| {d['code']['label']} | {index} | {run['condition']} | {run['search']['seconds']:.1f} | "
-                f"{during['n']} | {during['p50_ms']:,.0f} | {during['p95_ms']:,.0f} | {during['max_ms']:,.0f} | "
-                f"{idle['p50_ms']:.0f} | `{name}` |"
+                f"{answered} | {' | '.join(cells)} | {idle['p50_ms']:.0f} | `{name}` |"
             )
     return lines
 

@@ -6,8 +6,9 @@ MiniLM on 2 cores). This benchmark starts a real server process on 127.0.0.1 ove
 ``--conditions`` (each must be new to the index: neither stored nor in its ``maps/``):
 
 1. sends ``--idle-probes`` sequential one-pair ``POST /similarity`` requests: their latency with nothing else running;
-2. sends ``POST /search`` under the condition from one thread and, until it returns, one-pair ``/similarity``
-   requests one after another from another: their latency while the map is fitted, and the search's own time.
+2. sends ``POST /search`` under the condition from one thread and, from ``--probe-delay`` seconds later until it
+   returns, one-pair ``/similarity`` requests one after another from another: each one's latency while the map is
+   fitted, and the search's own time.
 
 The maps it fits are removed from the index's ``maps/`` afterwards (so the next run fits them again). ``--src`` runs
 the server from another checkout's ``src`` (a baseline, e.g. a git worktree of an earlier commit); the results file
@@ -53,6 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--query", default="A person is outside.", help="the /search query")
     p.add_argument("--idle-probes", type=int, default=20, help="sequential /similarity requests with nothing else on")
+    p.add_argument("--probe-delay", type=float, default=1.0, help="seconds from sending /search to the first probe")
     p.add_argument("--threads", type=int, default=2, help="finesim serve --threads")
     p.add_argument("--inference-batch-size", type=int, default=None, help="finesim serve --inference-batch-size")
     p.add_argument("--src", default=None, help="run the server from this src folder (a baseline checkout's)")
@@ -61,16 +63,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def summary(values: list[float]) -> dict[str, float | int]:
-    """Count, p50, p95 and max of latencies in milliseconds."""
+def summary(values: list[float]) -> dict[str, Any]:
+    """Count, p50, p95 and max of latencies in milliseconds, and each latency."""
     if not values:
-        return {"n": 0}
+        return {"n": 0, "latencies_ms": []}
     ms = np.asarray(values) * 1000.0
     return {
         "n": len(values),
         "p50_ms": float(np.percentile(ms, 50)),
         "p95_ms": float(np.percentile(ms, 95)),
         "max_ms": float(ms.max()),
+        "latencies_ms": [round(float(v), 1) for v in ms],
     }
 
 
@@ -81,7 +84,7 @@ def similarity_latency(client: Any, url: str) -> float:
     return time.perf_counter() - started
 
 
-def measure(url: str, condition: str, query: str, idle_probes: int) -> dict[str, Any]:
+def measure(url: str, condition: str, query: str, idle_probes: int, delay: float) -> dict[str, Any]:
     """Idle /similarity latency, then a /search under ``condition`` with /similarity probes beside it."""
     import httpx
 
@@ -99,6 +102,7 @@ def measure(url: str, condition: str, query: str, idle_probes: int) -> dict[str,
 
     searching = threading.Thread(target=search)
     searching.start()
+    time.sleep(delay)  # the search has reached the server and its fit has begun: each probe is sent during it
     during = []
     with httpx.Client() as client:
         while searching.is_alive():
@@ -121,12 +125,16 @@ def results_roots(args: argparse.Namespace, src: Path) -> list[tuple[str, str]]:
     return path_roots(extra=extra)
 
 
-def source_commit(src: Path) -> str | None:
+def source_commit(src: Path) -> dict[str, Any] | None:
+    """The commit of the checkout holding ``src``, and whether its ``src`` differs from it (uncommitted changes)."""
     try:
-        out = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+        head = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+        changed = subprocess.run(
+            ["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True, text=True, check=True
+        )
     except (OSError, subprocess.CalledProcessError):
         return None
-    return out.stdout.strip()
+    return {"commit": head.stdout.strip(), "uncommitted_changes": bool(changed.stdout.strip())}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             server.command += ["--index", str(args.index)]
             url = server.start()
             try:
-                runs.append(measure(url, condition, args.query, args.idle_probes))
+                runs.append(measure(url, condition, args.query, args.idle_probes, args.probe_delay))
             finally:
                 server.stop()
             print(runs[-1], flush=True)

@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -842,16 +843,22 @@ def test_the_map_fit_serving_rows_recompute_from_their_files() -> None:
         d = json.loads(path.read_text(encoding="utf-8"))
         for run in d["runs"]:
             during = run["similarity_during_fit"]
+            raw = during.get("latencies_ms") or []
+            assert len(raw) in (0, during["n"])  # each probe's wait, where the file records them
+            if raw:
+                ms = sorted(raw)
+                assert during["max_ms"] == pytest.approx(ms[-1], abs=0.05)
+                assert during["p50_ms"] == pytest.approx(float(np.percentile(ms, 50)), abs=0.05)
+            answered = str(during["n"]) + (f" ({', '.join(f'{v:,.0f}' for v in raw)} ms)" if 0 < len(raw) <= 3 else "")
+            stats = [f"{during[k]:,.0f}" if during["n"] else "—" for k in ("p50_ms", "p95_ms", "max_ms")]
             expected.append(
                 [
                     d["code"]["label"],
                     f"{d['index']['name']}, {d['index']['count']:,} texts",
                     run["condition"],
                     f"{run['search']['seconds']:.1f}",
-                    str(during["n"]),
-                    f"{during['p50_ms']:,.0f}",
-                    f"{during['p95_ms']:,.0f}",
-                    f"{during['max_ms']:,.0f}",
+                    answered,
+                    *stats,
                     f"{run['similarity_idle']['p50_ms']:.0f}",
                     f"`{path.name}`",
                 ]

@@ -195,3 +195,42 @@ def test_the_engine_holds_the_model_lock_for_a_batchs_model_work(scorers) -> Non
     thread.join(30)
     (scores,), stats = done[0]
     assert scores.shape == (1,) and stats.model_calls == 1
+
+
+def test_a_model_lock_wait_cut_short_gives_its_turn_up_and_only_the_holder_releases() -> None:
+    import threading
+
+    from serving_support import wait_until
+
+    from finesim.serving.engine import ModelLock
+
+    lock, got, errors = ModelLock(), [], []
+    lock.acquire()
+    wait = lock._state.wait
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    lock._state.wait = interrupted  # the next waiter's wait is cut short (as Ctrl-C would)
+    try:
+        lock.acquire()
+    except KeyboardInterrupt:
+        errors.append("cut short")
+    lock._state.wait = wait
+    later = threading.Thread(target=lambda: (lock.acquire(), got.append("later"), lock.release()), daemon=True)
+    later.start()
+    wait_until(lambda: _waiting(lock, 3), timeout=10, what="the later waiter")
+    stranger = threading.Thread(target=lambda: errors.append(_release_error(lock)), daemon=True)
+    stranger.start()
+    stranger.join(10)
+    lock.release()  # the cut-short ticket is skipped: the later waiter goes next
+    later.join(10)
+    assert errors == ["cut short", "ModelLock.release() by a thread that does not hold it"] and got == ["later"]
+
+
+def _release_error(lock) -> str:
+    try:
+        lock.release()
+    except RuntimeError as err:
+        return str(err)
+    return "released"

@@ -257,15 +257,17 @@ def test_info_reports_the_first_stage_and_its_query_mode(indexes, saved_models, 
         assert (index["search"], index["first_stage"], index["first_stage_query"]) == ("auto", model, query)
 
 
-def test_a_mapped_index_fits_a_new_conditions_map_beside_the_worker(saved_models, scorers, tmp_path) -> None:  # noqa: F811
+@pytest.mark.parametrize("tokens", [None, 4096], ids=["no-token-budget", "token-budget"])
+def test_a_mapped_index_fits_a_new_conditions_map_beside_the_worker(tokens, saved_models, scorers, tmp_path) -> None:  # noqa: F811
     """A served "mapped" index fits a new condition's map before that condition's first search, in a thread other
     than the scoring worker, taking turns with it at the model lock: /similarity is answered while the fit is paused
-    half-way (on a fit held by the worker it would wait for the whole fit). The map is kept for the next search, and
-    every answer re-ranks exactly."""
+    half-way (on a fit held by the worker it would wait for the whole fit), with a token budget too (its counts use
+    a tokenizer of their own). The map is kept for the next search, and every answer re-ranks exactly."""
     from finesim import ConditionalIndex
 
     folder = ConditionalIndex.build(str(saved_models["bi"]), CORPUS, tmp_path / "mapped", first_stage_query="mapped")
-    with serving(scorers["bi"], model=str(saved_models["bi"]), index=str(folder.store.root)) as client:
+    served = {"model": str(saved_models["bi"]), "index": str(folder.store.root), "max_batch_tokens": tokens}
+    with serving(scorers["bi"], **served) as client:
         assert client.get("/info").json()["index"]["first_stage_query"] == "mapped"
         index = client.app.state.model.index
         assert index.embedder._lock is client.app.state.model.batcher.engine.model_lock  # one lock for both
@@ -304,13 +306,57 @@ def test_a_mapped_index_fits_a_new_conditions_map_beside_the_worker(saved_models
         finally:
             go.set()
             searching.join(60)
-        assert [t.name for t in fitters] != ["finesim-batcher"] and len(fitters) == 1
+        assert [t.name for t in fitters] == ["finesim-map"]
         assert answers["first"].status_code == 200, answers["first"].text
         assert not index.map_needed("the color")
         second = client.post("/search", json=body)
         assert len(fitters) == 1  # kept: the second search fits nothing
         # the whole small corpus is re-ranked either way, so both equal exact search
         assert answers["first"].json() == second.json() == index.search("a dog", "the color", 3, strategy="exact")
+
+
+def test_one_new_condition_searched_twice_at_once_is_fitted_once(saved_models, scorers, tmp_path) -> None:  # noqa: F811
+    """Two /search requests under one new condition, sent together: one map fit, both answered alike."""
+    from finesim import ConditionalIndex
+
+    folder = ConditionalIndex.build(str(saved_models["bi"]), CORPUS, tmp_path / "mapped", first_stage_query="mapped")
+    with serving(scorers["bi"], model=str(saved_models["bi"]), index=str(folder.store.root)) as client:
+        index = client.app.state.model.index
+        fits, fit = [], index._fit_condition_map
+        index._fit_condition_map = lambda *a, **k: (fits.append(1), fit(*a, **k))[1]
+        body = {"query": "a dog", "condition": "the size", "k": 3}
+        answers: list = []
+        threads = [threading.Thread(target=lambda: answers.append(client.post("/search", json=body))) for _ in "ab"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert [a.status_code for a in answers] == [200, 200] and answers[0].json() == answers[1].json()
+        assert fits == [1]
+
+
+def test_a_failed_map_fit_is_a_500_naming_the_file_in_the_index(saved_models, scorers, tmp_path) -> None:  # noqa: F811
+    """A fit that meets a damaged file answers 500 with the file named relative to the index folder (never the
+    server's path); nothing is kept, so the next search under the condition tries again."""
+    from finesim import ConditionalIndex
+    from finesim.index import IndexFormatError
+
+    folder = ConditionalIndex.build(str(saved_models["bi"]), CORPUS, tmp_path / "mapped", first_stage_query="mapped")
+    root = folder.store.root
+    with serving(scorers["bi"], model=str(saved_models["bi"]), index=str(root)) as client:
+        index = client.app.state.model.index
+        fit = index._fit_condition_map
+
+        def damaged(*args, **kwargs):
+            raise IndexFormatError(root / "parts" / "000000" / "first_stage.npy", "row 3 holds NaN")
+
+        index._fit_condition_map = damaged
+        body = {"query": "a dog", "condition": "the size", "k": 3}
+        failed = client.post("/search", json=body)
+        assert_error(failed, 500, "Backend", contains="parts/000000/first_stage.npy: row 3 holds NaN")
+        assert str(root) not in failed.text and str(tmp_path) not in failed.text
+        index._fit_condition_map = fit
+        assert client.post("/search", json=body).status_code == 200
 
 
 def _failed_start(scorer, **settings):

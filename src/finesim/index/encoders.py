@@ -53,7 +53,8 @@ class IndexEncoder:
             of every other user of ``model`` so that the model and its tokenizer serve one call at a time.
 
     Attributes:
-        encoded: how many texts (corpus rows and queries) this object has embedded.
+        encoded: how many texts (corpus rows and queries) this object has embedded (every thread's;
+            :meth:`encoded_by_this_thread` counts the calling thread's alone).
     """
 
     def __init__(self, model: Any, encoder: str, *, batch_size: int = 64, lock: Any = None) -> None:
@@ -61,6 +62,7 @@ class IndexEncoder:
         self.encoder = check_indexable(encoder)
         self.batch_size = batch_size
         self.encoded = 0
+        self._local = threading.local()  # this thread's count (a server's worker, beside a map fit's thread)
         self.head = None
         # one model call at a time: searches may come from several threads, and a CASE encoder's in-memory store is
         # cleared after each corpus chunk; ``lock`` shares the lock with another user of the same model (a server's
@@ -72,6 +74,14 @@ class IndexEncoder:
             self.head = find_condition_head(model)
             if self.head is None:
                 raise ValueError("a tri-encoder index needs a model with a ConditionHead")
+
+    def _counted(self, count: int) -> None:
+        self.encoded += count
+        self._local.encoded = getattr(self._local, "encoded", 0) + count
+
+    def encoded_by_this_thread(self) -> int:
+        """How many texts this object has embedded for calls made from the calling thread."""
+        return int(getattr(self._local, "encoded", 0))
 
     # -------------------------------------------------------- descriptions
 
@@ -109,7 +119,7 @@ class IndexEncoder:
                 embeddings, position = encode_distinct(self.model, list(texts), batch_size=self.batch_size)
             finally:
                 self.model.train(was_training)
-            self.encoded += len(position)
+            self._counted(len(position))
         return rows(embeddings, position, list(texts))
 
     def stage(self, texts: Sequence[str]) -> np.ndarray:
@@ -134,7 +144,7 @@ class IndexEncoder:
         item once."""
         with self._lock:
             embeddings, position = encode_distinct(self.model, items, batch_size=self.batch_size)
-            self.encoded += len(position)
+            self._counted(len(position))
         return l2_rows(rows(embeddings, position, items)).numpy()
 
     def plain(self, texts: Sequence[str]) -> np.ndarray:
@@ -155,7 +165,7 @@ class IndexEncoder:
             encoder = self.model.encoder
             before = encoder.encoded
             x = self.model.embed(texts, [condition] * len(texts))
-            self.encoded += len(texts)
+            self._counted(len(texts))
             # the CASE encoder keeps every embedding it made in memory: a corpus would fill it
             forget = getattr(encoder, "forget", None)
             if forget is not None and encoder.encoded != before:

@@ -216,6 +216,7 @@ def create_app(
             worker of ``finesim serve --workers N`` does.
     """
     state = ModelState()
+    map_turn = threading.Lock()  # one map fit at a time (a "mapped" index's new conditions)
     metrics = ServerMetrics(SCORING_PATHS + PUBLIC_PATHS + (MODELS_PATH,))
     load = loader or default_loader(settings)
     docs = docs_enabled(settings)
@@ -306,12 +307,34 @@ def create_app(
             raise ApiError(500, f"the model failed on this request: {type(err).__name__}: {err}", BACKEND) from None
 
     async def prepare_map(index: Any, condition: str) -> None:
-        """A new condition's map (a "mapped" index), fitted in a thread of its own that takes turns with the worker
-        at the model lock: this request waits for it, the others go on (the worker is not held for the fit)."""
+        """A new condition's map, fitted (or read from ``maps/``) before its first search in a thread of its own (a
+        daemon: a server that stops does not wait for it), one fit at a time, taking turns with the worker at the
+        model lock: this request waits for the fit, the others go on (the worker is not held for it). A fit whose
+        client has gone still finishes: its map is kept for the next search."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def settle(error: BaseException | None) -> None:
+            if not done.done():  # the request may have been cancelled meanwhile
+                done.set_result(None) if error is None else done.set_exception(error)
+
+        def fit() -> None:
+            error: BaseException | None = None
+            with map_turn:
+                try:
+                    index.prepare_map(condition)
+                except BaseException as err:
+                    error = err
+            try:
+                loop.call_soon_threadsafe(settle, error)
+            except RuntimeError:  # the event loop has closed: the server stopped meanwhile
+                pass
+
+        threading.Thread(target=fit, name="finesim-map", daemon=True).start()
         try:
-            await asyncio.to_thread(index.prepare_map, condition)
+            await done
         except Exception as err:
-            logger.exception("fitting the map failed")
+            logger.error("fitting the map of condition %r failed", condition, exc_info=err)
             message = f"fitting the map of the condition failed: {type(err).__name__}: {err}"
             raise ApiError(500, message, BACKEND) from None
 
@@ -417,7 +440,7 @@ def create_app(
         if body.k > settings.max_items:
             raise invalid(f"k is {body.k}; the server returns at most {settings.max_items} results per request")
         where = checked_where(state.index, body.where)
-        if condition is not None and state.index.map_needed(condition):
+        if condition is not None and maps_conditions(state.index):
             await prepare_map(state.index, condition)
         results = await run(batcher, SearchJob(query, condition, body.k, where))
         metrics.items.labels(endpoint="/search").inc(1)
@@ -446,6 +469,14 @@ def create_app(
         return {"object": "list", "data": data, "model": settings.model, "usage": usage}
 
     return app
+
+
+def maps_conditions(index: Any) -> bool:
+    """Whether ``index`` has a "mapped" first stage, whose searches under a new condition fit its map first (read from
+    the manifest: no file is touched on the event loop; :meth:`~finesim.index.ConditionalIndex.map_needed` runs in
+    the fitting thread)."""
+    spec = getattr(index, "first_stage_spec", None)
+    return spec is not None and spec.query == "mapped" and index.encoder != "tri"
 
 
 def check_token_counting(engine: ScoringEngine) -> None:

@@ -19,7 +19,8 @@ budget counts.
 A :class:`SearchJob` (``POST /search``) is never combined: it runs alone, after the batch's other jobs, as
 :meth:`finesim.index.ConditionalIndex.search` on the index opened with the same model object. One
 :class:`ModelLock` keeps the model (and its tokenizer, which refuses concurrent use) to one call at a time: the
-engine holds it for a batch's model work and its token counts, the index for each of its model calls. A thread other
+engine holds it for a batch's model work, the index for each of its model calls; the worker counts tokens for the
+token budget with a copy of the tokenizer of its own, without the lock. A thread other
 than the worker may so use the model too, taking turns with it in the order they asked: the server fits a new
 condition's map for a "mapped" index that way (:meth:`~finesim.index.ConditionalIndex.prepare_map`), a batch of
 texts at a time, while the worker goes on scoring.
@@ -28,7 +29,9 @@ texts at a time, while the worker goes on scoring.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Hashable, Sequence
+from copy import deepcopy
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -100,25 +103,44 @@ class ModelLock:
     """A lock granted in the order it was asked for (first come, first served), for a model shared by threads.
 
     A plain :class:`threading.Lock` lets the thread that releases it take it again at once, so a loop of model calls
-    (a map fit) could hold off a waiting scorer for its whole length; here the waiter goes next. Not re-entrant.
+    (a map fit) could hold off a waiting scorer for its whole length; here the waiter goes next. Not re-entrant; a
+    wait cut short by an exception gives its turn up, and only the holder may release it.
     """
 
     def __init__(self) -> None:
         self._state = threading.Condition(threading.Lock())
         self._next = 0  # the next ticket handed out
         self._serving = 0  # the ticket that holds the lock
+        self._abandoned: set[int] = set()  # tickets whose waits were cut short: skipped
+        self._owner: int | None = None
 
     def acquire(self) -> None:
         with self._state:
             ticket = self._next
             self._next += 1
-            while ticket != self._serving:
-                self._state.wait()
+            try:
+                while ticket != self._serving:
+                    self._state.wait()
+            except BaseException:
+                self._abandoned.add(ticket)
+                self._skip_abandoned()
+                raise
+            self._owner = threading.get_ident()
 
     def release(self) -> None:
         with self._state:
+            if self._owner != threading.get_ident():
+                raise RuntimeError("ModelLock.release() by a thread that does not hold it")
+            self._owner = None
             self._serving += 1
+            self._skip_abandoned()
             self._state.notify_all()
+
+    def _skip_abandoned(self) -> None:
+        while self._serving in self._abandoned:
+            self._abandoned.discard(self._serving)
+            self._serving += 1
+        self._state.notify_all()
 
     def __enter__(self) -> ModelLock:
         self.acquire()
@@ -197,11 +219,11 @@ class ScoringEngine:
     def _search(self, job: SearchJob, counts: _Counts) -> list[dict[str, Any]]:
         if self.index is None:
             raise ValueError("no index is loaded")
-        before = self.index.embedder.encoded
+        before = self.index.embedder.encoded_by_this_thread()  # not a map fit's, in its own thread meanwhile
         try:
             return self.index.search(job.query, job.condition, job.k, where=job.where)
         finally:
-            encoded = self.index.embedder.encoded - before
+            encoded = self.index.embedder.encoded_by_this_thread() - before
             counts.calls += int(encoded > 0)  # a request refused before encoding did not call the model
             counts.encoded += encoded
 
@@ -284,8 +306,7 @@ class ScoringEngine:
         (:func:`job_tokens`); a search counts 0 (it runs alone after the batch)."""
         if isinstance(job, SearchJob):
             return [0]
-        with self.model_lock:  # the tokenizer refuses concurrent use
-            return job_tokens(self.scorer, job)
+        return job_tokens(self.scorer, job)  # with the worker's own copy of the tokenizer: no lock (_counting_copy)
 
 
 class NoTokenizer(ValueError):
@@ -340,11 +361,34 @@ def input_tokens(scorer: Any, texts: Sequence[str], conditions: Sequence[str | N
     return counts
 
 
+_COUNTING_COPIES: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_COUNTING_LOCK = threading.Lock()
+
+
+def _counting_copy(model: Any) -> Any:
+    """A copy of ``model``'s tokenizer for counting tokens (None without one), made once per model object. A fast
+    tokenizer refuses concurrent use ("Already borrowed"), and the model's own may be encoding in another thread (a
+    map fit's) while the worker counts the next requests' tokens; the copy spares the count a wait for the model
+    lock. Only the worker counts (and the start-up check, before the worker runs)."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        return None
+    with _COUNTING_LOCK:
+        try:
+            copy = _COUNTING_COPIES.get(model)
+        except TypeError:  # not weakly referable: count with the model's own
+            return tokenizer
+        if copy is None or copy[0] is not tokenizer:
+            copy = (tokenizer, deepcopy(tokenizer))
+            _COUNTING_COPIES[model] = copy
+        return copy[1]
+
+
 def _lengths(model: Any, texts: Sequence[str], pairs: Sequence[str] | None) -> list[int]:
     """Token count of each text (or text pair), truncated as the model truncates."""
     if not texts:
         return []
-    tokenizer = getattr(model, "tokenizer", None)
+    tokenizer = _counting_copy(model)
     if tokenizer is None:
         raise NoTokenizer(f"{type(model).__name__} has no tokenizer to count tokens with")
     limit = getattr(model, "max_seq_length", None)
