@@ -658,6 +658,15 @@ def _mean_gain(lever: list[dict[str, Any]], control: list[dict[str, Any]], seeds
     return sum(mine.values()) / len(seeds) - sum(theirs.values()) / len(seeds)  # type: ignore[arg-type]
 
 
+def _lever_cells(results: list[dict[str, Any]]) -> str:
+    """A lever screen row's measured cells: ``(seeds) | dev | validation | training time`` (after "N of M")."""
+    dev = [v for r in results if (v := dev_of(r)) is not None]
+    val = [v for r in results if (v := reported(r, "csts")) is not None]
+    secs = [float(r["seconds"]["train"]) for r in results if "train" in r.get("seconds", {})]
+    seeds = ", ".join(str(seed_of(r)) for r in results)
+    return f"({seeds}) | {mean_sd(dev)} | {mean_sd(val)} | {minutes(secs)}"
+
+
 def levers2_lines(folder: Path) -> list[str]:
     """The second lever screen (study ``levers2-csts-minilm``), with plan.yaml's rule applied: the control's validity
     against the bf16 run's seed 42, each lever's seed-42 screen, and the ship decision on seeds 1 and 2."""
@@ -716,13 +725,9 @@ def levers2_lines(folder: Path) -> list[str]:
                 f"| `{spec['id']}` | {lever_change(spec, control_spec)} | {done} | — | — | — | {screen} | — | — |"
             )
             continue
-        dev = [v for r in results if (v := dev_of(r)) is not None]
-        val = [v for r in results if (v := reported(r, "csts")) is not None]
-        secs = [float(r["seconds"]["train"]) for r in results if "train" in r.get("seconds", {})]
-        seeds = ", ".join(str(seed_of(r)) for r in results)
         lines.append(
-            f"| `{spec['id']}` | {lever_change(spec, control_spec)} | {done} ({seeds}) | {mean_sd(dev)} | "
-            f"{mean_sd(val)} | {minutes(secs)} | {screen} | {ships} | {files_cell(results)} |"
+            f"| `{spec['id']}` | {lever_change(spec, control_spec)} | {done} {_lever_cells(results)} | {screen} | "
+            f"{ships} | {files_cell(results)} |"
         )
     return lines
 
@@ -791,13 +796,9 @@ def levers3_lines(folder: Path) -> list[str]:
             missing.append(spec["id"])
             lines.append(f"| `{spec['id']}` | {lever_change(spec, control_spec)} | {done} | — | — | — | {screen} | — |")
             continue
-        dev = [v for r in results if (v := dev_of(r)) is not None]
-        val = [v for r in results if (v := reported(r, "csts")) is not None]
-        secs = [float(r["seconds"]["train"]) for r in results if "train" in r.get("seconds", {})]
-        done_seeds = ", ".join(str(seed_of(r)) for r in results)
         lines.append(
-            f"| `{spec['id']}` | {lever_change(spec, control_spec)} | {done} ({done_seeds}) | {mean_sd(dev)} | "
-            f"{mean_sd(val)} | {minutes(secs)} | {screen} | {files_cell(results)} |"
+            f"| `{spec['id']}` | {lever_change(spec, control_spec)} | {done} {_lever_cells(results)} | {screen} | "
+            f"{files_cell(results)} |"
         )
     if missing:
         lines += [

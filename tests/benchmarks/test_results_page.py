@@ -318,6 +318,32 @@ def test_the_soup_line_recomputes(page_script: ModuleType) -> None:
     assert f"validation {d['soup']['validation']:.2f}" in line
 
 
+def _write_lever(
+    study: Path,
+    template: dict,
+    run: str,
+    dev: float | None,
+    seed: int,
+    spec: dict,
+    *,
+    validation: float | None = None,
+    gpu: str | None = None,
+) -> None:
+    """A lever screen's results file from ``template``: its dev Spearman (none when None), a train.validation of 99.0
+    that the rule must never use, and optionally the reported validation and the GPU the run names."""
+    result = json.loads(json.dumps(template))
+    result.update(study=study.name, run=run, seed=seed, spec=spec)
+    result["train"]["validation"] = {"spearman": 99.0}
+    result["train"].pop("dev", None)
+    if dev is not None:
+        result["train"]["dev"] = {"spearman": dev}
+    if validation is not None:
+        result["report"]["scores"]["CSTS-validation"] = validation
+    if gpu is not None:
+        result["environment"]["hardware"]["gpu"] = gpu
+    (study / f"{run}__seed{seed}.json").write_text(json.dumps(result), encoding="utf-8")
+
+
 def test_the_second_lever_screen_applies_the_plans_rule(page_script: ModuleType, tmp_path: Path) -> None:
     """plan.yaml's rule by hand: the control counts within 0.80 of the bf16 run's seed 42, a lever passes on seed 42
     by more than 0.40 (unrounded), and ships on the mean of seeds 1 and 2 by more than 0.40; dev is train.dev only."""
@@ -352,14 +378,7 @@ def test_the_second_lever_screen_applies_the_plans_rule(page_script: ModuleType,
         (folder / "claims" / name).mkdir(exist_ok=True)
 
     def write(run: str, dev: float | None, seed: int = 42, at: str = study, validation: float = 60.0) -> None:
-        result = json.loads(json.dumps(template))
-        result.update(study=at, run=run, seed=seed, spec=planned.get(run, {}))
-        result["train"]["validation"] = {"spearman": 99.0}
-        result["train"].pop("dev", None)
-        if dev is not None:
-            result["train"]["dev"] = {"spearman": dev}
-        result["report"]["scores"]["CSTS-validation"] = validation
-        (folder / "claims" / at / f"{run}__seed{seed}.json").write_text(json.dumps(result), encoding="utf-8")
+        _write_lever(folder / "claims" / at, template, run, dev, seed, planned.get(run, {}), validation=validation)
 
     write(llrd, 72.00)
     write(control, 71.50)
@@ -422,14 +441,7 @@ def test_the_gpu_lever_screen_applies_the_plans_rule(page_script: ModuleType, tm
         (folder / "claims" / name).mkdir(exist_ok=True)
 
     def write(run: str, dev: float | None, seed: int, at: str = study) -> None:
-        result = json.loads(json.dumps(template))
-        result.update(study=at, run=run, seed=seed, spec=planned.get(run, {}))
-        result["train"]["validation"] = {"spearman": 99.0}
-        result["train"].pop("dev", None)
-        if dev is not None:
-            result["train"]["dev"] = {"spearman": dev}
-        result["environment"]["hardware"]["gpu"] = "Some GPU"
-        (folder / "claims" / at / f"{run}__seed{seed}.json").write_text(json.dumps(result), encoding="utf-8")
+        _write_lever(folder / "claims" / at, template, run, dev, seed, planned.get(run, {}), gpu="Some GPU")
 
     for seed, dev in ((42, 72.0), (1, 71.0), (2, 71.5)):  # control mean 71.5
         write(control, dev, seed)
