@@ -288,6 +288,8 @@ def test_a_mapped_index_fits_a_new_conditions_map_beside_the_worker(tokens, save
                 return out
             return rows(key, condition, chunk)
 
+        held = {"query": "a dog", "condition": "the animal", "k": 3}
+        assert client.post("/search", json=held).status_code == 200  # its map fitted before the paused fit
         index._fit_condition_map, index._conditioned_rows = watched_fit, paused_rows
         body = {"query": "a dog", "condition": "the color", "k": 3}
         assert index.map_needed("the color")
@@ -302,7 +304,12 @@ def test_a_mapped_index_fits_a_new_conditions_map_beside_the_worker(tokens, save
             scoring.start()
             scoring.join(15)
             assert not scoring.is_alive(), "/similarity waited for the map fit"
-            assert answers["scored"].status_code == 200 and searching.is_alive()
+            other = threading.Thread(target=lambda: answers.update(held=client.post("/search", json=held)), daemon=True)
+            other.start()
+            other.join(15)
+            assert not other.is_alive(), "a search under a condition whose map is held waited for another's fit"
+            assert answers["scored"].status_code == 200 and answers["held"].status_code == 200
+            assert searching.is_alive()
         finally:
             go.set()
             searching.join(60)

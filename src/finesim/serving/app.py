@@ -320,11 +320,12 @@ def create_app(
 
         def fit() -> None:
             error: BaseException | None = None
-            with map_turn:
-                try:
-                    index.prepare_map(condition)
-                except BaseException as err:
-                    error = err
+            try:
+                if index.map_needed(condition):  # a map already held (the common case) waits for no other fit
+                    with map_turn:
+                        index.prepare_map(condition)  # checks again: a fit just ended may have made it
+            except BaseException as err:
+                error = err
             try:
                 loop.call_soon_threadsafe(settle, error)
             except RuntimeError:  # the event loop has closed: the server stopped meanwhile

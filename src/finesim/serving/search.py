@@ -47,6 +47,10 @@ class ServedIndex(ConditionalIndex):
         with self._files_named_relative():
             return super().search(query, condition, k, where=where, **options)
 
+    def map_needed(self, condition: str) -> bool:
+        with self._files_named_relative():
+            return super().map_needed(condition)
+
     def prepare_map(self, condition: str) -> bool:
         with self._files_named_relative():
             return super().prepare_map(condition)
