@@ -1,6 +1,7 @@
 #!/bin/bash
-# Device run of study levers3-csts-minilm-gpu (benchmarks/claims/plan.yaml), from the folder benchmarks/device/prepare.sh
-# builds (.gpu/, copied there as run.sh); results come back in $OUT/results.tgz. JOBS="run:seed ..." runs only those;
+# Device run of study levers3-csts-minilm-gpu (benchmarks/claims/plan.yaml; STUDY=levers3b-csts-minilm-gpu for its
+# second sitting), from the folder benchmarks/device/prepare.sh builds (.gpu/, copied there as run.sh); results come
+# back in $OUT/results.tgz. Every row of the study at seeds 42, 1 and 2 runs; JOBS="run:seed ..." runs only those;
 # a second call on the warm machine resumes the runs the first call's DEADLINE cut (checkpoints stay in /tmp/runs).
 cd "$(dirname "$0")/.."
 export T0=$(date +%s) DEADLINE=${DEADLINE:-540}
@@ -15,9 +16,10 @@ mkdir -p /tmp/logs /tmp/claims
 pack() { tar czf $OUT/results.tgz.tmp -C /tmp claims logs 2>/dev/null && mv $OUT/results.tgz.tmp $OUT/results.tgz; }
 ( while sleep 15; do pack; done ) &
 PACKER=$!
-S=levers3-csts-minilm-gpu
+S=${STUDY:-levers3-csts-minilm-gpu}
 jobs=""
-[ -n "$JOBS" ] && jobs="$JOBS" || for run in minilm-epochs8 minilm-epochs6 minilm-batch16 minilm-control minilm-cosent minilm-pearson minilm-cosine-schedule minilm-clip1 minilm-transform minilm-wd0.01; do
+rows=$($PY -c "import sys, yaml; print(' '.join(r['id'] for r in yaml.safe_load(open('benchmarks/claims/plan.yaml'))['studies'][sys.argv[1]]))" $S) || exit 6
+[ -n "$JOBS" ] && jobs="$JOBS" || for run in $rows; do
   for seed in 42 1 2; do jobs="$jobs $run:$seed"; done
 done
 echo $jobs | tr ' ' '\n' | xargs -P ${P:-10} -I{} bash -c 'r=${1%%:*}; s=${1##*:}; left=$(( DEADLINE - $(date +%s) + T0 )); [ $left -gt 30 ] || exit 0; timeout $left $PY benchmarks/claims/run.py --only '$S'/$r --seeds $s > /tmp/logs/$r-$s.log 2>&1; rc=$?; echo "$(date +%T) $r seed $s rc=$rc"' _ {}
