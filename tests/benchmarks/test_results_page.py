@@ -260,7 +260,9 @@ def _copy_results(tmp_path: Path) -> Path:
     shutil.copytree(
         RESULTS / "claims",
         folder / "claims",
-        ignore=shutil.ignore_patterns("levers-csts-minilm", "levers2-csts-minilm", "levers3-csts-minilm-gpu"),
+        ignore=shutil.ignore_patterns(
+            "levers-csts-minilm", "levers2-csts-minilm", "levers3-csts-minilm-gpu", "levers3b-csts-minilm-gpu"
+        ),
     )
     return folder
 
@@ -463,6 +465,58 @@ def test_the_gpu_lever_screen_applies_the_plans_rule(page_script: ModuleType, tm
     assert rows()[lever][6] == "incomplete"
     assert f"`{lever}`" not in text().split("Not run:")[1] and f"`{other}`" in text().split("Not run:")[1]
     assert page_script.LEVERS3 in page_script.build(folder, None)
+
+
+def test_the_second_gpu_sitting_compares_each_lever_with_its_own_control(
+    page_script: ModuleType, tmp_path: Path
+) -> None:
+    """Study levers3b (the third screen's rows a later GPU ran): the rule against its own call's control, never the
+    first sitting's; the page says when the two controls agree at every seed, and the first sitting's "Not run" note
+    names the rows that ran later (only those)."""
+    folder = _copy_results(tmp_path)
+    first, second = page_script.LEVERS3, page_script.LEVERS3B
+    planned = {spec["id"]: spec for spec in page_script.planned_levers(second)}
+    control, lever = "minilm-control", "minilm-clip1"
+    assert set(planned) == {control, lever, "minilm-transform", "minilm-wd0.01"}
+    assert planned[control]["set"] == next(
+        spec["set"] for spec in page_script.planned_levers(first) if spec["id"] == control
+    )
+    template = json.loads(
+        (RESULTS / "claims" / "levers-csts-minilm" / "minilm-lr1e-4__seed42.json").read_text(encoding="utf-8")
+    )
+    for name in ("levers-csts-minilm", first, second):
+        (folder / "claims" / name).mkdir(exist_ok=True)
+
+    def write(run: str, dev: float, seed: int, at: str) -> None:
+        _write_lever(folder / "claims" / at, template, run, dev, seed, planned.get(run, {}), gpu="Some GPU")
+
+    def rows() -> dict[str, list[str]]:
+        return {
+            cells[0].strip("`"): cells
+            for line in page_script.levers3_lines(folder, second)
+            if line.startswith("| `")
+            for cells in [[c.strip() for c in line.strip().strip("|").split("|")]]
+        }
+
+    for seed in (42, 1, 2):
+        write("minilm-lr1e-4", 70.5, seed, at="levers-csts-minilm")  # CPU mean 70.5
+        write(control, 71.5, seed, at=first)  # the first sitting's control: 71.5
+        write(control, 70.0, seed, at=second)  # this call's control: 70.0, 0.5 from the CPU's, it counts
+    write(lever, 70.5, 42, at=second)
+    write(lever, 70.5, 1, at=second)
+    write(lever, 70.2, 2, at=second)  # mean 70.4: +0.400 against its own control does not pass (-1.1 vs the first)
+    text = "\n".join(page_script.levers3_lines(folder, second))
+    assert "Control: mean dev 70.00 against the CPU main job's 70.50: it counts." in text
+    assert "equals the first sitting's" not in text
+    assert rows()[lever][6] == "+0.400: does not pass"
+    write(lever, 70.21, 2, at=second)  # mean 70.40333: passes against its own control
+    assert rows()[lever][6] == "+0.403: passes"
+    note = "\n".join(page_script.levers3_lines(folder, first)).split("Not run:")[1]
+    assert "`minilm-clip1`: run later, with their own control" in note and "`minilm-wd0.01`: run" not in note
+    for seed in (42, 1, 2):
+        write(control, 71.5, seed, at=second)
+    assert "equals the first sitting's at every seed (3)" in "\n".join(page_script.levers3_lines(folder, second))
+    assert second in page_script.build(folder, None)
 
 
 SERVING = "## Serving throughput (finesim serve, issue 41)"
