@@ -10,6 +10,13 @@ MiniLM on 2 cores). This benchmark starts a real server process on 127.0.0.1 ove
    returns, one-pair ``/similarity`` requests one after another from another: each one's latency while the map is
    fitted, and the search's own time.
 
+With ``--no-map-wait`` (``finesim serve --no-map-wait``: a new condition's searches are answered by the
+``conditioned`` first stage while its map is fitted in the background) step 2 becomes: one ``/search`` under the
+condition (its time: what a client of a never-seen condition waits), then, until the fit's map file appears in
+``maps/``, one-pair ``/similarity`` requests and ``/search`` requests under the condition (``--queries``, cycled)
+one after another, each one's latency, and the fit's time as seen from outside (from the first search sent to the map
+file's appearance, to within one request); then ``--after-fit`` searches under the condition (its map held).
+
 The maps it fits are removed from the index's ``maps/`` afterwards (so the next run fits them again). ``--src`` runs
 the server from another checkout's ``src`` (a baseline, e.g. a git worktree of an earlier commit); the results file
 records which. Run it alone on the machine (``flock`` on the CPU lock), code and baseline in one invocation each,
@@ -22,6 +29,7 @@ side by side:
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import subprocess
@@ -53,6 +61,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="never-seen conditions, one measured fit each",
     )
     p.add_argument("--query", default="A person is outside.", help="the /search query")
+    p.add_argument(
+        "--no-map-wait", action="store_true", help="serve with --no-map-wait and measure as the docstring says"
+    )
+    p.add_argument(
+        "--queries",
+        nargs="+",
+        default=["A person is outside.", "Two dogs play in the snow.", "A man cooks dinner.", "A child reads a book."],
+        help="--no-map-wait: the searches sent during and after the fit, cycled",
+    )
+    p.add_argument("--after-fit", type=int, default=8, help="--no-map-wait: searches once the map is held")
     p.add_argument("--idle-probes", type=int, default=20, help="sequential /similarity requests with nothing else on")
     p.add_argument("--probe-delay", type=float, default=1.0, help="seconds from sending /search to the first probe")
     p.add_argument("--threads", type=int, default=2, help="finesim serve --threads")
@@ -116,6 +134,52 @@ def measure(url: str, condition: str, query: str, idle_probes: int, delay: float
     }
 
 
+def search_latency(client: Any, url: str, query: str, condition: str) -> float:
+    started = time.perf_counter()
+    response = client.post(f"{url}/search", json={"query": query, "condition": condition, "k": 10}, timeout=900)
+    response.raise_for_status()
+    return time.perf_counter() - started
+
+
+def measure_no_wait(
+    url: str, condition: str, queries: list[str], idle_probes: int, maps: Path, after_fit: int
+) -> dict[str, Any]:
+    """--no-map-wait: idle /similarity latency; a first /search under ``condition``; /similarity and /search
+    requests one after another until the condition's map file appears; then ``after_fit`` searches."""
+    import httpx
+
+    before = set(maps.glob("*")) if maps.is_dir() else set()
+
+    def fitted() -> bool:
+        return maps.is_dir() and bool(set(maps.glob("*")) - before)
+
+    with httpx.Client() as client:
+        for _ in range(3):
+            similarity_latency(client, url)  # warm-up
+        idle = [similarity_latency(client, url) for _ in range(idle_probes)]
+        started = time.perf_counter()
+        first = search_latency(client, url, queries[0], condition)
+        similarity, searches, fit_seconds = [], [], None
+        for i in itertools.count(1):
+            if fitted():
+                fit_seconds = time.perf_counter() - started
+                break
+            if time.perf_counter() - started > 900:
+                break
+            similarity.append(similarity_latency(client, url))
+            searches.append(search_latency(client, url, queries[i % len(queries)], condition))
+        later = [search_latency(client, url, queries[i % len(queries)], condition) for i in range(after_fit)]
+    return {
+        "condition": condition,
+        "search": {"status": 200, "seconds": first},
+        "fit_seconds_seen": fit_seconds,
+        "similarity_idle": summary(idle),
+        "similarity_during_fit": summary(similarity),
+        "search_during_fit": summary(searches),
+        "search_after_fit": summary(later),
+    }
+
+
 def results_roots(args: argparse.Namespace, src: Path) -> list[tuple[str, str]]:
     """The folders the results file names portably: the index as ``<index>`` (its name and size are recorded
     beside), a baseline's ``src`` as ``<baseline>/src``, then :func:`~finesim.results.path_roots`'."""
@@ -161,10 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for condition in args.conditions:
             server = Server(server_args, batch_size=64, batch_wait_ms=5)
-            server.command += ["--index", str(args.index)]
+            server.command += ["--index", str(args.index)] + (["--no-map-wait"] if args.no_map_wait else [])
             url = server.start()
             try:
-                runs.append(measure(url, condition, args.query, args.idle_probes, args.probe_delay))
+                if args.no_map_wait:
+                    runs.append(measure_no_wait(url, condition, args.queries, args.idle_probes, maps, args.after_fit))
+                else:
+                    runs.append(measure(url, condition, args.query, args.idle_probes, args.probe_delay))
             finally:
                 server.stop()
             print(runs[-1], flush=True)

@@ -101,3 +101,20 @@ def test_the_token_budget_reaches_the_settings_and_the_help(monkeypatch, capsys)
     assert "--max-batch-tokens N also bound a micro-batch by tokens" in help_text
     assert "a request larger than what is left is split over several batches" in help_text
     assert "--inference-batch-size N the model's forward batch inside one micro-batch" in help_text
+
+
+def test_no_map_wait_reaches_the_settings(monkeypatch, tmp_path, capsys) -> None:
+    """``--no-map-wait`` turns ``ServeSettings.map_wait`` off (on by default); the help says what it does."""
+    import finesim.serving.server as server
+    from finesim.index.store import IndexStore
+
+    given: list = []
+    monkeypatch.setattr(server, "serve", lambda settings, **kw: given.append(settings) or 0)
+    monkeypatch.setattr(IndexStore, "open", lambda path: None)  # no index is read: the flag alone is tested
+    main(["serve", "--model", "minilm", "--index", str(tmp_path)])
+    main(["serve", "--model", "minilm", "--index", str(tmp_path), "--no-map-wait"])
+    assert [settings.map_wait for settings in given] == [True, False]
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--no-map-wait a 'mapped' index (--first-stage-query mapped): answer a new condition's searches" in help_text

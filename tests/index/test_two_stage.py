@@ -343,6 +343,37 @@ def test_without_waiting_a_new_condition_ranks_as_conditioned_until_its_map_is_f
     assert set(again.tolist()) == expected
 
 
+def test_background_fits_of_several_new_conditions_take_turns(model_dirs, corpus, tmp_path):
+    """map_wait False and three new conditions queried at once: each is answered at once, each map is fitted once,
+    and never two fits at the same time (they share the model: one at a time, as a server's)."""
+    import threading
+    import time
+
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample, index.map_wait = 40, False
+    fit, running, most, fitted = index._fit_condition_map, [0], [0], []
+    count = threading.Lock()
+
+    def one_at_a_time(condition, *args, **kwargs):
+        with count:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)  # long enough for another thread's fit to start, were it allowed to
+        try:
+            return fit(condition, *args, **kwargs)
+        finally:
+            with count:
+                running[0] -= 1
+                fitted.append(condition)
+
+    index._fit_condition_map = one_at_a_time
+    for condition in ("color", "size", "the animal"):
+        index.search_rows("a red car", condition, k=5, candidates=10, strategy="two-stage")
+    assert index.wait_for_maps(timeout=120)
+    assert sorted(fitted) == ["color", "size", "the animal"] and most[0] == 1
+    assert not any(index.map_needed(c) for c in ("color", "size", "the animal"))
+
+
 def test_a_background_fit_that_fails_raises_on_the_next_query(model_dirs, corpus, tmp_path):
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
     index.map_sample, index.map_ridge, index.map_wait = 40, 0.0, False  # a ridge the fit refuses

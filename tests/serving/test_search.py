@@ -322,6 +322,65 @@ def test_a_mapped_index_fits_a_new_conditions_map_beside_the_worker(tokens, save
         assert answers["first"].json() == second.json() == index.search("a dog", "the color", 3, strategy="exact")
 
 
+def test_without_map_wait_a_new_condition_is_answered_while_its_map_is_fitted(saved_models, scorers, tmp_path) -> None:  # noqa: F811
+    """``map_wait=False`` (``finesim serve --no-map-wait``): a new condition's searches are answered while its map's
+    fit is paused half-way in the index's own background thread (ranked by the ``conditioned`` first stage), /info
+    says so, the fit then ends and keeps the map, and later searches fit nothing; every answer re-ranks exactly."""
+    from finesim import ConditionalIndex
+
+    folder = ConditionalIndex.build(str(saved_models["bi"]), CORPUS, tmp_path / "mapped", first_stage_query="mapped")
+    served = {"model": str(saved_models["bi"]), "index": str(folder.store.root), "map_wait": False}
+    with serving(scorers["bi"], **served) as client:
+        assert client.get("/info").json()["index"]["map_wait"] is False
+        index = client.app.state.model.index
+        assert index.map_wait is False and index.embedder._lock is client.app.state.model.batcher.engine.model_lock
+        index.embedder.batch_size = 4
+        fitters: list[str] = []
+        paused, go = threading.Event(), threading.Event()
+        fit, rows = index._fit_condition_map, index._conditioned_rows
+
+        def watched_fit(*args, **kwargs):
+            fitters.append(threading.current_thread().name)
+            return fit(*args, **kwargs)
+
+        def paused_rows(key, condition, chunk):
+            out = rows(key, condition, chunk)
+            if threading.current_thread().name.startswith("finesim-map-") and not paused.is_set():
+                paused.set()  # one batch of the sample embedded, the model lock released again
+                assert go.wait(30)
+            return out
+
+        index._fit_condition_map, index._conditioned_rows = watched_fit, paused_rows
+        body = {"query": "a dog", "condition": "the color", "k": 3}
+        answers: dict[str, object] = {}
+
+        def answered(name: str, path: str, payload: dict) -> None:
+            sending = threading.Thread(target=lambda: answers.update({name: client.post(path, json=payload)}))
+            sending.daemon = True
+            sending.start()
+            sending.join(15)
+            assert not sending.is_alive(), f"{name} waited for the map fit"
+
+        try:
+            answered("first", "/search", body)
+            wait_until(paused.is_set, timeout=30, what="the background fit to start")
+            answered("again", "/search", body)  # the fit is paused half-way meanwhile
+            answered("scored", "/similarity", PAIR)
+            assert index.map_needed("the color")  # the fit has not ended
+        finally:
+            go.set()
+        assert index.wait_for_maps(60)
+        first, again, scored = answers["first"], answers["again"], answers["scored"]
+        assert first.status_code == again.status_code == scored.status_code == 200, first.text
+        assert len(fitters) == 1 and fitters[0].startswith("finesim-map-")
+        assert not index.map_needed("the color") and any((folder.store.root / "maps").iterdir())
+        later = client.post("/search", json=body)
+        assert len(fitters) == 1  # kept: nothing fitted again
+        # the whole small corpus is re-ranked either way, so every answer equals exact search (which stores the
+        # condition's embeddings: last)
+        assert first.json() == again.json() == later.json() == index.search("a dog", "the color", 3, strategy="exact")
+
+
 def test_one_new_condition_searched_twice_at_once_is_fitted_once(saved_models, scorers, tmp_path) -> None:  # noqa: F811
     """Two /search requests under one new condition, sent together: one map fit, both answered alike."""
     from finesim import ConditionalIndex

@@ -152,6 +152,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="bi-encoder / CASE index: embed the corpus for these conditions (one a line) at start-up, before "
         "/health answers 200, instead of on each condition's first query",
     )
+    group.add_argument(
+        "--no-map-wait",
+        dest="map_wait",
+        action="store_false",
+        help="a 'mapped' index (--first-stage-query mapped): answer a new condition's searches with the "
+        "'conditioned' first stage while its map is fitted in the background, instead of holding its first search "
+        "until the fit ends (2048 texts embedded: about 20 s at 50k texts with MiniLM on 2 cores)",
+    )
     p.add_argument(
         "--workers",
         type=positive_int,
@@ -212,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         index=args.index,
         index_conditions=conditions,
+        map_wait=args.map_wait,
         docs=args.docs,
         workers=args.workers,
         threads=args.threads,

@@ -230,10 +230,11 @@ class ConditionalIndex:
         self._maps: OrderedDict[str, ConditionMap] = OrderedDict()
         self._map_locks: dict[str, threading.Lock] = {}  # one per condition key: a fit runs once at a time
         # map_wait False: a query whose condition has no map yet ranks as "conditioned" while a background thread
-        # fits the map; True (the default, and the server's: its scorer uses the model outside the index's lock): it
-        # waits for the fit
+        # fits the map (one fit at a time: another new condition's fit waits its turn, its queries ranked as
+        # "conditioned" meanwhile); True (the default): it waits for the fit
         self.map_wait = True
         self._map_threads: dict[str, threading.Thread] = {}
+        self._background_fit_turn = threading.Lock()
         self._map_errors: dict[str, Exception] = {}
         self._masks: OrderedDict[str, np.ndarray] = OrderedDict()
 
@@ -885,7 +886,8 @@ class ConditionalIndex:
 
     def _map_or_fit_later(self, condition: str, key: str) -> ConditionMap | None:
         """``map_wait`` False: the condition's map when it is ready, else None, with a background thread fitting it
-        (one per condition). A fit that failed raises its error here, on the next query of its condition."""
+        (one per condition; the threads fit one at a time). A fit that failed raises its error here, on the next
+        query of its condition."""
         options = self._map_options()  # a bad option is the caller's error, raised now
         with self._lock:
             held = self._maps.get(key)
@@ -900,7 +902,8 @@ class ConditionalIndex:
 
                 def fit() -> None:
                     try:
-                        self._condition_map(condition, key, in_background=True)
+                        with self._background_fit_turn:
+                            self._condition_map(condition, key, in_background=True)
                     except Exception as err:  # handed to the next query of the condition
                         with self._lock:
                             self._map_errors[key] = err

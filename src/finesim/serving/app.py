@@ -441,8 +441,8 @@ def create_app(
         if body.k > settings.max_items:
             raise invalid(f"k is {body.k}; the server returns at most {settings.max_items} results per request")
         where = checked_where(state.index, body.where)
-        if condition is not None and maps_conditions(state.index):
-            await prepare_map(state.index, condition)
+        if condition is not None and settings.map_wait and maps_conditions(state.index):
+            await prepare_map(state.index, condition)  # without map_wait, the index fits it in its own thread
         results = await run(batcher, SearchJob(query, condition, body.k, where))
         metrics.items.labels(endpoint="/search").inc(1)
         return results

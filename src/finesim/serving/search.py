@@ -6,7 +6,8 @@ the same encoder type, opens it with the served model object (so the model is lo
 the corpus for the start-up conditions of a bi-encoder or CASE index. Any failure stops the server with one error
 line naming the index folder. The searches themselves run on the batching worker
 (:class:`~finesim.serving.engine.SearchJob`); a new condition's map (a "mapped" index) is fitted before its search,
-in a thread that takes turns with the worker at the model lock (:class:`~finesim.serving.engine.ModelLock`).
+in a thread that takes turns with the worker at the model lock (:class:`~finesim.serving.engine.ModelLock`), or, with
+``map_wait`` off, in the index's own background thread (the same lock) while its searches are answered meanwhile.
 
 The index is a :class:`ServedIndex`: a damaged file met during a search (NaN or infinite vectors, a file gone) is an
 :class:`~finesim.index.IndexFormatError` naming the file relative to the index folder, so the 500 answer does not
@@ -96,6 +97,7 @@ def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = No
             path, model=loaded, device=settings.device, batch_size=settings.inference_batch_size,
             model_lock=model_lock,
         )  # fmt: skip
+        index.map_wait = settings.map_wait
         if settings.index_conditions:
             index.prepare(list(settings.index_conditions))
     except (ValueError, OSError) as err:
@@ -130,7 +132,8 @@ def describe_index(index: Any) -> dict[str, Any]:
     """What ``/info`` says about the served index (no stored condition texts: ``/info`` needs no API key, and
     the conditions a bi-encoder index stores are those clients have searched). ``first_stage`` and
     ``first_stage_query`` are the first stage's model and query mode (``conditioned``, ``plain``, ``tri`` or
-    ``mapped``), both None without one. ``plain_search``: whether a ``/search`` without a condition is answered."""
+    ``mapped``), both None without one. ``plain_search``: whether a ``/search`` without a condition is answered.
+    ``map_wait`` (a "mapped" index; else None): whether a new condition's first search waits for its map's fit."""
     manifest = index.store.manifest
     stage = index.first_stage_spec
     return {
@@ -146,6 +149,7 @@ def describe_index(index: Any) -> dict[str, Any]:
         "first_stage": None if stage is None else stage.model,
         "first_stage_query": None if stage is None else stage.query,
         "plain_search": index.plain_search_refusal() is None,
+        "map_wait": bool(index.map_wait) if stage is not None and stage.query == "mapped" else None,
         "ids": index.store.fields["id"],
         "metadata_keys": index.store.metadata_keys() if index.store.fields["metadata"] else [],
     }

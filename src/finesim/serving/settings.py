@@ -42,6 +42,9 @@ class ServeSettings:
             (None: ``/search`` answers 404 ``NoIndex``).
         index_conditions: bi-encoder / CASE indexes: conditions whose corpus embeddings are computed at start-up
             (before ``/health`` answers 200) instead of on their first query.
+        map_wait: a "mapped" index: a new condition's first search waits for its map's fit (True), or is answered
+            at once by the ``conditioned`` first stage while the map is fitted in the background, as are the
+            condition's other searches until the fit ends (False; ``ConditionalIndex.map_wait``).
         docs: serve FastAPI's interactive API page at ``/docs`` (with ``/openapi.json``, both then public); None: on
             when ``host`` is a loopback address, off otherwise (the page loads its scripts from a CDN).
         workers: server processes behind the one port (uvicorn's multi-process supervisor; each loads the model and
@@ -68,6 +71,7 @@ class ServeSettings:
     inference_batch_size: int = 64
     index: str | None = None
     index_conditions: tuple[str, ...] = ()
+    map_wait: bool = True
     docs: bool | None = None
     workers: int = 1
     threads: int | None = None
