@@ -2216,6 +2216,8 @@ def _goal_line(rows: list[dict[str, Any]], ppr: int) -> str:
 
 
 MAP_FIT_SERVING = ("serve_during_map_fit_before.json", "serve_during_map_fit_after.json")
+MAP_WAIT_SERVING = ("serve_map_wait_on.json", "serve_map_wait_off.json")  # the same code, --no-map-wait off / on
+MAP_WAIT_HEADING = "### A never-seen condition's searches with and without waiting for its map (`--no-map-wait`)"
 
 
 def map_fit_serving_lines(folder: Path) -> list[str]:
@@ -2251,6 +2253,48 @@ def map_fit_serving_lines(folder: Path) -> list[str]:
             lines.append(
                 f"| {d['code']['label']} | {index} | {run['condition']} | {run['search']['seconds']:.1f} | "
                 f"{answered} | {' | '.join(cells)} | {idle['p50_ms']:.0f} | `{name}` |"
+            )
+    return lines + map_wait_lines(folder)
+
+
+def _latency_cells(summary: dict[str, Any]) -> str:
+    """``n | p50 | p95`` of a latency summary (ms), dashes when empty."""
+    if not summary or not summary.get("n"):
+        return "0 | — | —"
+    return f"{summary['n']} | {summary['p50_ms']:,.0f} | {summary['p95_ms']:,.0f}"
+
+
+def map_wait_lines(folder: Path) -> list[str]:
+    """The same benchmark with the server's default (a new condition's first search waits for its map) and with
+    ``--no-map-wait`` (answered by the conditioned first stage meanwhile): the first search's time, the fit's, and
+    the requests answered during and after it; empty when neither file exists."""
+    found = [(name, read(folder / name)) for name in MAP_WAIT_SERVING if (folder / name).is_file()]
+    if not found:
+        return []
+    lines = [
+        "",
+        MAP_WAIT_HEADING,
+        "",
+        "The same server, index and conditions, run one after the other: the default, where a new condition's first",
+        "`/search` waits for its map (the fit's time is that search's), then `--no-map-wait`, where it is answered by",
+        "the `conditioned` first stage while the map is fitted in the background; then, until the map is saved,",
+        "one-pair `/similarity` and `/search` requests under the condition alternate (the searches cycle four",
+        "queries, so a repeated one finds its candidates' embeddings cached), and once it is held a few more searches.",
+        "The fit's time without waiting is seen from outside (first search sent to map file written, to within one",
+        "request). Latencies in ms: requests answered, p50, p95.",
+        "",
+        "| code | condition | first /search s | map fit s | /similarity during the fit | p50 | p95 | "
+        "/search during the fit | p50 | p95 | /search after the fit | p50 | p95 | results |",
+        "|---" * 14 + "|",
+    ]
+    for name, d in found:
+        for run in d["runs"]:
+            first = run["search"]["seconds"]
+            fit = run.get("fit_seconds_seen", first)
+            phases = [run["similarity_during_fit"], run.get("search_during_fit", {}), run.get("search_after_fit", {})]
+            lines.append(
+                f"| {d['code']['label']} | {run['condition']} | {first:.1f} | "
+                f"{'—' if fit is None else f'{fit:.1f}'} | {' | '.join(map(_latency_cells, phases))} | `{name}` |"
             )
     return lines
 

@@ -894,6 +894,46 @@ def test_the_mapped_recall_by_corpus_size_recomputes() -> None:
     assert f"the smallest N it puts at the recall goal is {reach}." in goals
 
 
+def test_the_map_wait_rows_recompute_from_their_files(page_script: ModuleType) -> None:
+    """One row per condition of serve_map_wait_on/off.json: the first search's seconds, the fit's (the first search's
+    own when the server waits), and each phase's requests with p50/p95, worked out here from the JSON."""
+    text = PAGE.read_text(encoding="utf-8")
+    files = [RESULTS / name for name in page_script.MAP_WAIT_SERVING]
+    if not any(f.is_file() for f in files):
+        assert page_script.MAP_WAIT_HEADING not in text
+        return
+    rows = table(text, page_script.MAP_WAIT_HEADING)
+
+    def cells(summary: dict | None) -> list[str]:
+        if not summary or not summary["n"]:
+            return ["0", "—", "—"]
+        return [str(summary["n"]), f"{summary['p50_ms']:,.0f}", f"{summary['p95_ms']:,.0f}"]
+
+    expected = []
+    for path in files:
+        d = json.loads(path.read_text(encoding="utf-8"))
+        waits = "--no-map-wait" not in d["server_command"]
+        assert d["settings"]["no_map_wait"] is not waits
+        for run in d["runs"]:
+            first = run["search"]["seconds"]
+            fit = first if waits else run["fit_seconds_seen"]
+            if not waits:  # answered long before its condition's map was held
+                assert fit is not None and first < fit
+            expected.append(
+                [
+                    d["code"]["label"],
+                    run["condition"],
+                    f"{first:.1f}",
+                    f"{fit:.1f}",
+                    *cells(run["similarity_during_fit"]),
+                    *cells(run.get("search_during_fit")),
+                    *cells(run.get("search_after_fit")),
+                    f"`{path.name}`",
+                ]
+            )
+    assert rows == expected
+
+
 def test_the_map_fit_serving_rows_recompute_from_their_files() -> None:
     """One row per condition of each serve_during_map_fit file: the search's seconds, how many /similarity requests
     were answered during it and their p50/p95/max, and the idle p50, worked out here from the JSON."""
