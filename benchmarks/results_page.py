@@ -2254,7 +2254,7 @@ def map_fit_serving_lines(folder: Path) -> list[str]:
                 f"| {d['code']['label']} | {index} | {run['condition']} | {run['search']['seconds']:.1f} | "
                 f"{answered} | {' | '.join(cells)} | {idle['p50_ms']:.0f} | `{name}` |"
             )
-    return lines + map_wait_lines(folder)
+    return lines
 
 
 def _latency_cells(summary: dict[str, Any]) -> str:
@@ -2271,6 +2271,7 @@ def map_wait_lines(folder: Path) -> list[str]:
     found = [(name, read(folder / name)) for name in MAP_WAIT_SERVING if (folder / name).is_file()]
     if not found:
         return []
+    cycled = next((len(d["settings"]["queries"]) for _, d in found if d["settings"].get("no_map_wait")), "the")
     lines = [
         "",
         MAP_WAIT_HEADING,
@@ -2278,8 +2279,9 @@ def map_wait_lines(folder: Path) -> list[str]:
         "The same server, index and conditions, run one after the other: the default, where a new condition's first",
         "`/search` waits for its map (the fit's time is that search's), then `--no-map-wait`, where it is answered by",
         "the `conditioned` first stage while the map is fitted in the background; then, until the map is saved,",
-        "one-pair `/similarity` and `/search` requests under the condition alternate (the searches cycle four",
-        "queries, so a repeated one finds its candidates' embeddings cached), and once it is held a few more searches.",
+        "one-pair `/similarity` and `/search` requests under the condition alternate (the searches cycle"
+        f" {cycled} queries, so a repeated one finds its candidates' embeddings cached), and once it is held a few",
+        "more searches.",
         "The fit's time without waiting is seen from outside (first search sent to map file written, to within one",
         "request). Latencies in ms: requests answered, p50, p95.",
         "",
@@ -2722,9 +2724,9 @@ def build(folder: Path, figure_name: str | None) -> str:
     serve = serve_section(folder)
     if serve:
         parts.append("\n".join(serve) + "\n")
-    fit = map_fit_serving_lines(folder)
+    fit = map_fit_serving_lines(folder) + map_wait_lines(folder)  # each empty without its files
     if fit:
-        parts.append("\n".join(fit) + "\n")
+        parts.append("\n".join(fit).lstrip("\n") + "\n")
     parts.append(RECIPES.replace("@CSTS_GRID@", csts_grid_cell(folder)))
     parts.append(BENCHMARKS.replace("@CCL_5EP@", ccl_5ep_cell(folder)))
     return "\n".join(parts)

@@ -148,10 +148,10 @@ def measure_no_wait(
     requests one after another until the condition's map file appears; then ``after_fit`` searches."""
     import httpx
 
-    before = set(maps.glob("*")) if maps.is_dir() else set()
+    before = set(maps.glob("*.npz")) if maps.is_dir() else set()
 
     def fitted() -> bool:
-        return maps.is_dir() and bool(set(maps.glob("*")) - before)
+        return maps.is_dir() and bool(set(maps.glob("*.npz")) - before)
 
     with httpx.Client() as client:
         for _ in range(3):
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             "it (build it with --first-stage-query mapped)"
         )
     maps = Path(args.index) / "maps"
-    before = set(maps.glob("*")) if maps.is_dir() else set()
+    before = set(maps.glob("*.npz")) if maps.is_dir() else set()
     src = Path(args.src).resolve() if args.src else ROOT / "src"
     if args.src:
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                 server.stop()
             print(runs[-1], flush=True)
     finally:
-        for path in set(maps.glob("*")) - before if maps.is_dir() else ():
+        for path in set(maps.glob("*.npz")) - before if maps.is_dir() else ():
             path.unlink()  # the maps this run fitted: the next run fits them again
     during = [r["similarity_during_fit"]["p50_ms"] for r in runs if r["similarity_during_fit"]["n"]]
     payload = {

@@ -104,16 +104,30 @@ def test_the_token_budget_reaches_the_settings_and_the_help(monkeypatch, capsys)
 
 
 def test_no_map_wait_reaches_the_settings(monkeypatch, tmp_path, capsys) -> None:
-    """``--no-map-wait`` turns ``ServeSettings.map_wait`` off (on by default); the help says what it does."""
+    """``--no-map-wait`` turns ``ServeSettings.map_wait`` off (on by default); without an index, or with one whose
+    first stage fits no maps, it is a usage error (it would do nothing); the help says what it does."""
+    from types import SimpleNamespace
+
     import finesim.serving.server as server
     from finesim.index.store import IndexStore
 
     given: list = []
     monkeypatch.setattr(server, "serve", lambda settings, **kw: given.append(settings) or 0)
-    monkeypatch.setattr(IndexStore, "open", lambda path: None)  # no index is read: the flag alone is tested
+    first_stage = {"query": "mapped"}
+
+    store = SimpleNamespace(manifest={"first_stage": first_stage})  # what the command reads of the index
+    monkeypatch.setattr(IndexStore, "open", lambda path: store)
     main(["serve", "--model", "minilm", "--index", str(tmp_path)])
     main(["serve", "--model", "minilm", "--index", str(tmp_path), "--no-map-wait"])
     assert [settings.map_wait for settings in given] == [True, False]
+    first_stage["query"] = "conditioned"  # an index that fits no maps: the flag would do nothing, so it is refused
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", "--index", str(tmp_path), "--no-map-wait"])
+    assert exit_.value.code == 2
+    assert "--no-map-wait: the index" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", "--no-map-wait"])
+    assert exit_.value.code == 2 and "--no-map-wait needs --index" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())

@@ -343,12 +343,16 @@ def test_without_waiting_a_new_condition_ranks_as_conditioned_until_its_map_is_f
     assert set(again.tolist()) == expected
 
 
-def test_background_fits_of_several_new_conditions_take_turns(model_dirs, corpus, tmp_path):
-    """map_wait False and three new conditions queried at once: each is answered at once, each map is fitted once,
-    and never two fits at the same time (they share the model: one at a time, as a server's)."""
+def test_background_fits_of_several_new_conditions_take_turns(model_dirs, corpus, tmp_path, monkeypatch):
+    """map_wait False and new conditions queried at once: each is answered at once, at most MAP_PENDING fits wait (a
+    condition beyond them is queued by its next query), each map is fitted once, never two fits at the same time
+    (they share the model: one at a time, as a server's), and a saved map is read without waiting for a fit's turn."""
     import threading
     import time
 
+    import finesim.index.conditional_index as module
+
+    monkeypatch.setattr(module, "MAP_PENDING", 3)
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
     index.map_sample, index.map_wait = 40, False
     fit, running, most, fitted = index._fit_condition_map, [0], [0], []
@@ -367,11 +371,19 @@ def test_background_fits_of_several_new_conditions_take_turns(model_dirs, corpus
                 fitted.append(condition)
 
     index._fit_condition_map = one_at_a_time
-    for condition in ("color", "size", "the animal"):
+    for condition in ("color", "size", "the animal", "the place"):  # the fourth is beyond MAP_PENDING
         index.search_rows("a red car", condition, k=5, candidates=10, strategy="two-stage")
+    assert len(index._map_threads) == 3
     assert index.wait_for_maps(timeout=120)
     assert sorted(fitted) == ["color", "size", "the animal"] and most[0] == 1
-    assert not any(index.map_needed(c) for c in ("color", "size", "the animal"))
+    assert not any(index.map_needed(c) for c in ("color", "size", "the animal")) and index.map_needed("the place")
+    index.search_rows("a red car", "the place", k=5, candidates=10, strategy="two-stage")  # now there is room
+    assert index.wait_for_maps(timeout=120) and not index.map_needed("the place") and len(fitted) == 4
+    again = ConditionalIndex.open(index.store.root)  # a later process: the maps are in maps/
+    again.map_sample, again.map_wait = 40, False
+    with again._background_fit_turn:  # a fit holding the turn does not hold up reading a saved map
+        again.search_rows("a red car", "color", k=5, candidates=10, strategy="two-stage")
+        assert again.wait_for_maps(timeout=30) and not again.map_needed("color")
 
 
 def test_a_background_fit_that_fails_raises_on_the_next_query(model_dirs, corpus, tmp_path):

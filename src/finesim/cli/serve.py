@@ -191,10 +191,18 @@ def run(args: argparse.Namespace) -> int:
         from finesim.cli.index import read_conditions
 
         conditions = tuple(read_conditions(args.conditions))
+    if not args.map_wait and args.index is None:
+        raise UsageError("--no-map-wait needs --index: it applies to a 'mapped' index's new conditions")
     if args.index is not None:
         from finesim.index.store import IndexStore
 
-        IndexStore.open(args.index)  # a missing or damaged folder fails now, before the model loads
+        store = IndexStore.open(args.index)  # a missing or damaged folder fails now, before the model loads
+        query = (store.manifest.get("first_stage") or {}).get("query")
+        if not args.map_wait and query != "mapped":
+            raise UsageError(
+                f"--no-map-wait: the index {args.index} fits no maps (its first stage's query is {query!r}, not "
+                "'mapped'); leave it out, or build the index with --first-stage-query mapped"
+            )
     try:
         from finesim.serving.server import serve
     except ImportError as err:

@@ -20,10 +20,12 @@ another index cannot).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,6 +70,7 @@ from finesim.index.two_stage import (
     DEFAULT_CANDIDATES,
     FIRST_STAGE,
     MAP_CONDITIONS,
+    MAP_PENDING,
     MAP_POOL,
     MAP_RIDGE,
     MAP_SAMPLE,
@@ -886,8 +889,9 @@ class ConditionalIndex:
 
     def _map_or_fit_later(self, condition: str, key: str) -> ConditionMap | None:
         """``map_wait`` False: the condition's map when it is ready, else None, with a background thread fitting it
-        (one per condition; the threads fit one at a time). A fit that failed raises its error here, on the next
-        query of its condition."""
+        (one per condition, at most ``MAP_PENDING`` at a time: a condition beyond them is answered meanwhile and
+        queued by a later query; the threads read a saved map at once and fit one at a time). A fit that failed
+        raises its error here, on the next query of its condition."""
         options = self._map_options()  # a bad option is the caller's error, raised now
         with self._lock:
             held = self._maps.get(key)
@@ -897,13 +901,13 @@ class ConditionalIndex:
             error = self._map_errors.pop(key, None)
             if error is not None:
                 raise error
-            thread = self._map_threads.get(key)
-            if thread is None or not thread.is_alive():
+            for done in [k for k, t in self._map_threads.items() if not t.is_alive()]:
+                del self._map_threads[done]  # finished: a later query of its condition may start another
+            if key not in self._map_threads and len(self._map_threads) < MAP_PENDING:
 
                 def fit() -> None:
                     try:
-                        with self._background_fit_turn:
-                            self._condition_map(condition, key, in_background=True)
+                        self._condition_map(condition, key, in_background=True)
                     except Exception as err:  # handed to the next query of the condition
                         with self._lock:
                             self._map_errors[key] = err
@@ -915,11 +919,13 @@ class ConditionalIndex:
         return None
 
     def wait_for_maps(self, timeout: float | None = None) -> bool:
-        """Wait for the maps being fitted in the background (``map_wait`` False); whether none is still running."""
+        """Wait for the maps being fitted in the background (``map_wait`` False), at most ``timeout`` seconds in
+        all; whether none is still running."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             threads = list(self._map_threads.values())
         for thread in threads:
-            thread.join(timeout)
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return not any(thread.is_alive() for thread in threads)
 
     def _conditioned_rows(self, key: str, condition: str, rows: np.ndarray) -> np.ndarray:
@@ -954,7 +960,9 @@ class ConditionalIndex:
             file = store.root / MAPS / map_file_name(key, count, sample, ridge, [p.id for p in parts])
             fitted = load_condition_map(file, count, sample, ridge, spec.dim)
             if fitted is None:
-                fitted = self._fit_condition_map(condition, key, parts, sample, ridge, in_background)
+                # background fits take turns (a saved map above is read without waiting for another's fit)
+                with self._background_fit_turn if in_background else contextlib.nullcontext():
+                    fitted = self._fit_condition_map(condition, key, parts, sample, ridge, in_background)
                 self._save_map(file, fitted)
             with self._lock:
                 self._maps[key] = fitted

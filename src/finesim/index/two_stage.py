@@ -61,6 +61,10 @@ CACHE_ROWS = 262_144  # embeddings kept in memory over all conditions (1 GiB at 
 MAP_SAMPLE = 2048
 MAP_RIDGE = 0.1
 MAP_FORMAT = 1  # a saved map's format and fit: changing either makes older files another map (fitted again)
+# map_wait False: new conditions whose maps wait for a background fit at once (more are answered by the conditioned
+# first stage without queuing a fit: a later query of theirs queues it), so many new conditions at once cannot pile up
+# fits that each take the model for 2048 encodes, wanted or not
+MAP_PENDING = 4
 MAP_CONDITIONS = 16  # fitted maps kept in memory (least recently used dropped first): a map is d x d plus n floats
 # an approximate "mapped" first stage takes MAP_POOL x N faiss candidates, re-ranked by the map (not tuned: its
 # coverage of the exact mapped first stage's candidates is in two_stage_search_mapped.json)
