@@ -332,7 +332,7 @@ def test_without_waiting_a_new_condition_ranks_as_conditioned_until_its_map_is_f
     query = index.embedder.conditioned(["a red car"], "color")[0]
     conditioned = set(np.argsort(-(stored @ query), kind="stable")[:10].tolist())
     first = index.search_rows("a red car", "color", k=10, candidates=10, strategy="two-stage")[0]
-    assert set(first.tolist()) == conditioned
+    assert set(first.tolist()) == conditioned and index.last_first_stage() == "conditioned"
     assert index.wait_for_maps(timeout=120)
     fitted = index._maps[index.key("color")]
     mapped = stored @ fitted.weights
@@ -340,7 +340,12 @@ def test_without_waiting_a_new_condition_ranks_as_conditioned_until_its_map_is_f
     expected = set(np.argsort(-cosine, kind="stable")[:10].tolist())
     assert expected != conditioned  # the two first stages differ here, so the check below can fail
     again = index.search_rows("a red car", "color", k=10, candidates=10, strategy="two-stage")[0]
-    assert set(again.tolist()) == expected
+    assert set(again.tolist()) == expected and index.last_first_stage() == "mapped"
+    index.search_rows("a red car", "color", k=10, strategy="exact")
+    assert index.last_first_stage() is None  # every row scored: no first stage
+    with pytest.raises(ValueError):
+        index.search_rows("a red car", "color", k=0, candidates=10, strategy="two-stage")
+    assert index.last_first_stage() is None  # a failed search leaves none behind
 
 
 def test_background_fits_of_several_new_conditions_take_turns(model_dirs, corpus, tmp_path, monkeypatch):

@@ -105,7 +105,8 @@ def test_a_search_job_runs_alone_beside_the_combined_batch(indexes, saved_models
     pair = PairJob(["a dog"], ["a cat"], ["the animal"])
     jobs = [SearchJob("a dog", "the animal", 3), pair, SearchJob("a dog", "the animal", 0), pair]
     results, stats = engine.run(jobs)
-    assert results[0] == index.search("a dog", "the animal", 3)
+    assert results[0].results == index.search("a dog", "the animal", 3)
+    assert results[0].first_stage is None  # a tri-encoder index: no two-stage search
     assert isinstance(results[2], ValueError) and "k must be" in str(results[2])
     np.testing.assert_allclose(results[1], scorer.similarity(["a dog"], ["a cat"], "the animal"), atol=1e-6)
     np.testing.assert_allclose(results[3], results[1])
@@ -121,10 +122,11 @@ def test_bi_encoder_conditions_prepared_at_start_and_on_first_query(saved_models
         index = client.app.state.model.index
         assert index.conditions == ["the animal"]  # embedded before /health answered 200
         before = index.embedder.encoded
-        assert client.post("/search", json={"query": "a dog", "condition": "the animal", "k": 3}).status_code == 200
+        stored = client.post("/search", json={"query": "a dog", "condition": "the animal", "k": 3})
+        assert stored.status_code == 200 and "x-finesim-first-stage" not in stored.headers  # exact: stored
         assert index.embedder.encoded == before + 1  # only the query
         answer = client.post("/search", json={"query": "a dog", "condition": "the color", "k": 3})
-        assert answer.status_code == 200
+        assert answer.status_code == 200 and answer.headers["X-Finesim-First-Stage"] == "conditioned"
         # a new condition: two-stage search re-ranks the candidates (here the whole small corpus) in memory
         assert index.embedder.encoded == before + 2 + len(CORPUS)
         assert index.conditions == ["the animal"]
@@ -315,6 +317,7 @@ def test_a_mapped_index_fits_a_new_conditions_map_beside_the_worker(tokens, save
             searching.join(60)
         assert [t.name for t in fitters] == ["finesim-map"]
         assert answers["first"].status_code == 200, answers["first"].text
+        assert answers["first"].headers["X-Finesim-First-Stage"] == "mapped"  # it waited for the map
         assert not index.map_needed("the color")
         second = client.post("/search", json=body)
         assert len(fitters) == 1  # kept: the second search fits nothing
@@ -376,6 +379,8 @@ def test_without_map_wait_a_new_condition_is_answered_while_its_map_is_fitted(sa
         assert not index.map_needed("the color") and any((folder.store.root / "maps").iterdir())
         later = client.post("/search", json=body)
         assert len(fitters) == 1  # kept: nothing fitted again
+        # each answer says which first stage found its candidates: the interim one until the map was held
+        assert [a.headers["X-Finesim-First-Stage"] for a in (first, again, later)] == ["conditioned"] * 2 + ["mapped"]
         # the whole small corpus is re-ranked either way, so every answer equals exact search (which stores the
         # condition's embeddings: last)
         assert first.json() == again.json() == later.json() == index.search("a dog", "the color", 3, strategy="exact")

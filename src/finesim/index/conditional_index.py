@@ -238,6 +238,7 @@ class ConditionalIndex:
         self.map_wait = True
         self._map_threads: dict[str, threading.Thread] = {}
         self._background_fit_turn = threading.Lock()
+        self._searching = threading.local()  # per thread: the first stage its last search ranked candidates with
         self._map_errors: dict[str, Exception] = {}
         self._masks: OrderedDict[str, np.ndarray] = OrderedDict()
 
@@ -708,6 +709,7 @@ class ConditionalIndex:
         where: Mapping[str, Any] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, scores)`` of the best ``k``, best first (ties: lower row first); see :meth:`search`."""
+        self._searching.first_stage = None
         query = _check_text(query, "query")
         if condition is not None:
             condition = _check_text(condition, "condition")
@@ -856,6 +858,7 @@ class ConditionalIndex:
         wanted = max(candidates if candidates is not None else max(DEFAULT_CANDIDATES, 10 * k), k)
         query_vector = _finite_query(torch.as_tensor(self.embedder.conditioned([query], condition)[0]))
         key = self.key(condition)
+        used = stage.query_mode
         if stage.query_mode == TRI:  # the tri-encoder's own top N under the condition, as its index ranks them
             found, _ = self._tri_rows(stage.tri_query(query, condition), FIRST_STAGE, wanted, kind, None, mask)
         elif stage.query_mode == MAPPED:  # the corpus vectors mapped under the condition (ConditionMap)
@@ -864,12 +867,21 @@ class ConditionalIndex:
                 found = self._mapped_rows(fitted, query_vector, wanted, kind, mask)
             else:  # its map is being fitted in the background: ranked as "conditioned" meanwhile
                 found = self._nearest_first_stage(query_vector, wanted, kind, mask)
+                used = "conditioned"
         else:
             same = stage.embedder is self.embedder and stage.query_mode == "conditioned"
             vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
             found = self._nearest_first_stage(vector, wanted, kind, mask)
         block = self._conditioned_rows(key, condition, found)
+        self._searching.first_stage = used
         return best_rows((as_float_tensor(block) @ query_vector).numpy(), found, k)
+
+    def last_first_stage(self) -> str | None:
+        """The first stage whose candidates this thread's last search re-ranked: ``"conditioned"``, ``"mapped"``,
+        ``"plain"`` or ``"tri"`` (a ``mapped`` index answers ``"conditioned"`` while a new condition's map is fitted
+        in the background, ``map_wait`` False); None when it was no two-stage search (exact, a tri-encoder index, a
+        search without a condition) or it failed."""
+        return getattr(self._searching, "first_stage", None)
 
     def _nearest_first_stage(
         self, vector: torch.Tensor, wanted: int, kind: str | None, mask: np.ndarray | None

@@ -35,6 +35,7 @@ from finesim.serving.engine import (
     NoTokenizer,
     PairJob,
     ScoringEngine,
+    SearchAnswer,
     SearchJob,
 )
 from finesim.serving.errors import (
@@ -77,6 +78,7 @@ logger = logging.getLogger("finesim.serving")
 PUBLIC_PATHS = ("/health", "/info", "/metrics")
 SCORING_PATHS = ("/similarity", "/rerank", "/v1/embeddings", "/search")
 MODELS_PATH = "/v1/models"
+FIRST_STAGE_HEADER = "X-Finesim-First-Stage"  # /search: the first stage whose candidates were re-ranked
 DOCS_PATHS = ("/docs", "/docs/oauth2-redirect", "/openapi.json")  # public while the docs page is on
 
 NO_EMBEDDINGS = {
@@ -426,10 +428,12 @@ def create_app(
         return [{"index": i, "score": float(scores[i])} for i in order[: body.top_n]]
 
     @app.post("/search")
-    async def search(body: SearchRequest) -> list[dict[str, Any]]:
+    async def search(body: SearchRequest, response: Response) -> list[dict[str, Any]]:
         """The ``k`` texts of the served index most similar to ``query`` under ``condition`` (without one when it is
         an explicit null; left out, a 422), best first: ``[{"index", "text", "score"}, ...]``, what
-        ``ConditionalIndex.search(query, condition, k)`` returns."""
+        ``ConditionalIndex.search(query, condition, k)`` returns. A two-stage search says which first stage found
+        its candidates in the header ``X-Finesim-First-Stage`` (``conditioned`` for a ``mapped`` index whose map
+        is still being fitted, ``--no-map-wait``)."""
         if settings.index is None:
             raise ApiError(404, NO_INDEX_MESSAGE, NO_INDEX)
         _, batcher = state.ready()
@@ -443,9 +447,11 @@ def create_app(
         where = checked_where(state.index, body.where)
         if condition is not None and settings.map_wait and maps_conditions(state.index):
             await prepare_map(state.index, condition)  # without map_wait, the index fits it in its own thread
-        results = await run(batcher, SearchJob(query, condition, body.k, where))
+        answer: SearchAnswer = await run(batcher, SearchJob(query, condition, body.k, where))
+        if answer.first_stage is not None:
+            response.headers[FIRST_STAGE_HEADER] = answer.first_stage
         metrics.items.labels(endpoint="/search").inc(1)
-        return results
+        return answer.results
 
     @app.post("/v1/embeddings")
     async def embeddings(body: EmbeddingsRequest) -> dict[str, Any]:

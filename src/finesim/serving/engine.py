@@ -81,6 +81,15 @@ class Embeddings:
 
 
 @dataclass(frozen=True)
+class SearchAnswer:
+    """A :class:`SearchJob`'s result: the results, and the first stage whose candidates were re-ranked (None: no
+    two-stage search; :meth:`~finesim.index.ConditionalIndex.last_first_stage`)."""
+
+    results: list[dict[str, Any]]
+    first_stage: str | None
+
+
+@dataclass(frozen=True)
 class SearchJob:
     """Search the loaded index: the ``k`` corpus texts most similar to ``query`` under ``condition``."""
 
@@ -173,7 +182,7 @@ class ScoringEngine:
         self.model_lock = model_lock if model_lock is not None else ModelLock()
 
     def run(self, jobs: Sequence[Job]) -> tuple[list[Any], BatchStats]:
-        """Each job's result (scores array, :class:`Embeddings`, search results, or the exception it raised) and
+        """Each job's result (scores array, :class:`Embeddings`, :class:`SearchAnswer`, or the exception it raised) and
         the batch's stats."""
         counts = _Counts()
         results: list[Any] = [None] * len(jobs)
@@ -216,12 +225,13 @@ class ScoringEngine:
                 results.append(one)
         return results
 
-    def _search(self, job: SearchJob, counts: _Counts) -> list[dict[str, Any]]:
+    def _search(self, job: SearchJob, counts: _Counts) -> SearchAnswer:
         if self.index is None:
             raise ValueError("no index is loaded")
         before = self.index.embedder.encoded_by_this_thread()  # not a map fit's, in its own thread meanwhile
         try:
-            return self.index.search(job.query, job.condition, job.k, where=job.where)
+            results = self.index.search(job.query, job.condition, job.k, where=job.where)
+            return SearchAnswer(results, self.index.last_first_stage())
         finally:
             encoded = self.index.embedder.encoded_by_this_thread() - before
             counts.calls += int(encoded > 0)  # a request refused before encoding did not call the model
