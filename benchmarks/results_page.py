@@ -2286,8 +2286,9 @@ def map_wait_lines(folder: Path) -> list[str]:
         "request). Latencies in ms: requests answered, p50, p95.",
         "",
         "| code | condition | first /search s | map fit s | /similarity during the fit | p50 | p95 | "
-        "/search during the fit | p50 | p95 | /search after the fit | p50 | p95 | results |",
-        "|---" * 14 + "|",
+        "/search during the fit | p50 | p95 | /search after the fit | p50 | p95 | answered by (first; during; after) "
+        "| results |",
+        "|---" * 15 + "|",
     ]
     for name, d in found:
         for run in d["runs"]:
@@ -2296,9 +2297,20 @@ def map_wait_lines(folder: Path) -> list[str]:
             phases = [run["similarity_during_fit"], run.get("search_during_fit", {}), run.get("search_after_fit", {})]
             lines.append(
                 f"| {d['code']['label']} | {run['condition']} | {first:.1f} | "
-                f"{'—' if fit is None else f'{fit:.1f}'} | {' | '.join(map(_latency_cells, phases))} | `{name}` |"
+                f"{'—' if fit is None else f'{fit:.1f}'} | {' | '.join(map(_latency_cells, phases))} | "
+                f"{_answered_by(run)} | `{name}` |"
             )
     return lines
+
+
+def _answered_by(run: dict[str, Any]) -> str:
+    """The first stage each answer named (its ``X-Finesim-First-Stage``): the first search's; the counts during and
+    after the fit; "—" for a file that did not record it."""
+    if "first_stage" not in run["search"]:
+        return "—"
+    stages = run.get("first_stages", {})
+    counts = ["; " + (", ".join(f"{k} {v}" for k, v in sorted(stages[p].items())) or "none") for p in stages]
+    return f"{run['search']['first_stage']}{''.join(counts)}"
 
 
 def serve_section(folder: Path) -> list[str]:

@@ -29,6 +29,7 @@ side by side:
 from __future__ import annotations
 
 import argparse
+import collections
 import itertools
 import os
 import statistics
@@ -116,7 +117,11 @@ def measure(url: str, condition: str, query: str, idle_probes: int, delay: float
         started = time.perf_counter()
         with httpx.Client() as client:
             response = client.post(f"{url}/search", json={"query": query, "condition": condition, "k": 10}, timeout=900)
-        found.update(status=response.status_code, seconds=time.perf_counter() - started)
+        found.update(
+            status=response.status_code,
+            seconds=time.perf_counter() - started,
+            first_stage=response.headers.get("X-Finesim-First-Stage"),
+        )
 
     searching = threading.Thread(target=search)
     searching.start()
@@ -134,10 +139,12 @@ def measure(url: str, condition: str, query: str, idle_probes: int, delay: float
     }
 
 
-def search_latency(client: Any, url: str, query: str, condition: str) -> float:
+def search_latency(client: Any, url: str, query: str, condition: str, stages: list[str | None]) -> float:
+    """One /search's seconds; the first stage its answer names (X-Finesim-First-Stage) is appended to ``stages``."""
     started = time.perf_counter()
     response = client.post(f"{url}/search", json={"query": query, "condition": condition, "k": 10}, timeout=900)
     response.raise_for_status()
+    stages.append(response.headers.get("X-Finesim-First-Stage"))
     return time.perf_counter() - started
 
 
@@ -158,8 +165,11 @@ def measure_no_wait(
             similarity_latency(client, url)  # warm-up
         idle = [similarity_latency(client, url) for _ in range(idle_probes)]
         started = time.perf_counter()
-        first = search_latency(client, url, queries[0], condition)
+        first_stage: list[str | None] = []
+        first = search_latency(client, url, queries[0], condition, first_stage)
         similarity, searches, fit_seconds = [], [], None
+        during_stages: list[str | None] = []
+        after_stages: list[str | None] = []
         for i in itertools.count(1):
             if fitted():
                 fit_seconds = time.perf_counter() - started
@@ -167,12 +177,18 @@ def measure_no_wait(
             if time.perf_counter() - started > 900:
                 break
             similarity.append(similarity_latency(client, url))
-            searches.append(search_latency(client, url, queries[i % len(queries)], condition))
-        later = [search_latency(client, url, queries[i % len(queries)], condition) for i in range(after_fit)]
+            searches.append(search_latency(client, url, queries[i % len(queries)], condition, during_stages))
+        later = [
+            search_latency(client, url, queries[i % len(queries)], condition, after_stages) for i in range(after_fit)
+        ]
     return {
         "condition": condition,
-        "search": {"status": 200, "seconds": first},
+        "search": {"status": 200, "seconds": first, "first_stage": first_stage[0]},
         "fit_seconds_seen": fit_seconds,
+        "first_stages": {  # each answer's X-Finesim-First-Stage, counted
+            "during_fit": dict(collections.Counter(map(str, during_stages))),
+            "after_fit": dict(collections.Counter(map(str, after_stages))),
+        },
         "similarity_idle": summary(idle),
         "similarity_during_fit": summary(similarity),
         "search_during_fit": summary(searches),

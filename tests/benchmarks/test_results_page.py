@@ -909,10 +909,22 @@ def test_the_map_wait_rows_recompute_from_their_files(page_script: ModuleType) -
             return ["0", "—", "—"]
         return [str(summary["n"]), f"{summary['p50_ms']:,.0f}", f"{summary['p95_ms']:,.0f}"]
 
+    def answered_by(run: dict) -> str:
+        if "first_stage" not in run["search"]:
+            return "—"
+        text = str(run["search"]["first_stage"])
+        for phase in ("during_fit", "after_fit"):
+            if phase in run.get("first_stages", {}):
+                counts = run["first_stages"][phase]
+                text += "; " + (", ".join(f"{k} {counts[k]}" for k in sorted(counts)) or "none")
+        return text
+
     expected = []
     for path in files:
         d = json.loads(path.read_text(encoding="utf-8"))
         waits = "--no-map-wait" not in d["server_command"]
+        if waits and "first_stage" in d["runs"][0]["search"]:  # it waited for the map: the map found them
+            assert all(run["search"]["first_stage"] == "mapped" for run in d["runs"])
         assert d["settings"]["no_map_wait"] is not waits
         for run in d["runs"]:
             first = run["search"]["seconds"]
@@ -928,6 +940,7 @@ def test_the_map_wait_rows_recompute_from_their_files(page_script: ModuleType) -
                     *cells(run["similarity_during_fit"]),
                     *cells(run.get("search_during_fit")),
                     *cells(run.get("search_after_fit")),
+                    answered_by(run),
                     f"`{path.name}`",
                 ]
             )
