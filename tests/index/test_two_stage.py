@@ -361,12 +361,13 @@ def test_background_fits_of_several_new_conditions_take_turns(model_dirs, corpus
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
     index.map_sample, index.map_wait = 40, False
     fit, running, most, fitted = index._fit_condition_map, [0], [0], []
-    count = threading.Lock()
+    count, queued = threading.Lock(), threading.Event()
 
     def one_at_a_time(condition, *args, **kwargs):
         with count:
             running[0] += 1
             most[0] = max(most[0], running[0])
+        assert queued.wait(60)  # no fit ends before the four conditions were searched
         time.sleep(0.2)  # long enough for another thread's fit to start, were it allowed to
         try:
             return fit(condition, *args, **kwargs)
@@ -379,6 +380,7 @@ def test_background_fits_of_several_new_conditions_take_turns(model_dirs, corpus
     for condition in ("color", "size", "the animal", "the place"):  # the fourth is beyond MAP_PENDING
         index.search_rows("a red car", condition, k=5, candidates=10, strategy="two-stage")
     assert len(index._map_threads) == 3
+    queued.set()
     assert index.wait_for_maps(timeout=120)
     assert sorted(fitted) == ["color", "size", "the animal"] and most[0] == 1
     assert not any(index.map_needed(c) for c in ("color", "size", "the animal")) and index.map_needed("the place")

@@ -234,7 +234,7 @@ class ConditionalIndex:
         self._map_locks: dict[str, threading.Lock] = {}  # one per condition key: a fit runs once at a time
         # map_wait False: a query whose condition has no map yet ranks as "conditioned" while a background thread
         # fits the map (one fit at a time: another new condition's fit waits its turn, its queries ranked as
-        # "conditioned" meanwhile); True (the default): it waits for the fit
+        # "conditioned" meanwhile; at most MAP_PENDING conditions wait); True (the default): it waits for the fit
         self.map_wait = True
         self._map_threads: dict[str, threading.Thread] = {}
         self._background_fit_turn = threading.Lock()

@@ -433,7 +433,7 @@ def create_app(
         an explicit null; left out, a 422), best first: ``[{"index", "text", "score"}, ...]``, what
         ``ConditionalIndex.search(query, condition, k)`` returns. A two-stage search says which first stage found
         its candidates in the header ``X-Finesim-First-Stage`` (``conditioned`` for a ``mapped`` index whose map
-        is still being fitted, ``--no-map-wait``)."""
+        is still being fitted, ``--no-map-wait``); without one (exact, tri-encoder, no condition) there is none."""
         if settings.index is None:
             raise ApiError(404, NO_INDEX_MESSAGE, NO_INDEX)
         _, batcher = state.ready()
