@@ -668,15 +668,26 @@ def _lever_cells(results: list[dict[str, Any]]) -> str:
     return f"({seeds}) | {mean_sd(dev)} | {mean_sd(val)} | {minutes(secs)}"
 
 
+def _lever_screen(
+    folder: Path, study: str, control: str
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, list[dict[str, Any]]], list[dict[str, Any]]] | None:
+    """A lever screen's planned rows, its control's row, its results by run and the control's results; None when
+    plan.yaml has no such study or no control row in it."""
+    planned = planned_levers(study)
+    control_spec = next((spec for spec in planned if spec["id"] == control), None)
+    if not planned or control_spec is None:
+        return None
+    runs = claims_runs(folder, study)
+    return planned, control_spec, runs, runs.get(f"{study}/{control}", [])
+
+
 def levers2_lines(folder: Path) -> list[str]:
     """The second lever screen (study ``levers2-csts-minilm``), with plan.yaml's rule applied: the control's validity
     against the bf16 run's seed 42, each lever's seed-42 screen, and the ship decision on seeds 1 and 2."""
-    planned = planned_levers(LEVERS2)
-    control_spec = next((spec for spec in planned if spec["id"] == LEVERS2_CONTROL), None)
-    if not planned or control_spec is None:
+    screen = _lever_screen(folder, LEVERS2, LEVERS2_CONTROL)
+    if screen is None:
         return []
-    runs = claims_runs(folder, LEVERS2)
-    control_runs = runs.get(f"{LEVERS2}/{LEVERS2_CONTROL}", [])
+    planned, control_spec, runs, control_runs = screen
     bf16 = next((dev_of(r) for r in claims_runs(folder, LEVERS).get(MAIN_JOB_RUN, []) if seed_of(r) == 42), None)
     control = next((dev_of(r) for r in control_runs if seed_of(r) == 42), None)
     valid = control is not None and bf16 is not None and abs(control - bf16) <= LEVER_CONTROL_BOUND
@@ -737,12 +748,10 @@ def levers3_lines(folder: Path, study: str = LEVERS3) -> list[str]:
     """The third lever screen (study ``levers3-csts-minilm-gpu``, run on a lent GPU; ``study=LEVERS3B``: its second
     sitting, with its own control), with plan.yaml's rule applied: the control's 3-seed mean dev against the CPU main
     job's seeds, each lever's 3-seed mean dev gain over it."""
-    planned = planned_levers(study)
-    control_spec = next((spec for spec in planned if spec["id"] == LEVERS3_CONTROL), None)
-    if not planned or control_spec is None:
+    screen = _lever_screen(folder, study, LEVERS3_CONTROL)
+    if screen is None:
         return []
-    runs = claims_runs(folder, study)
-    control_runs = runs.get(f"{study}/{LEVERS3_CONTROL}", [])
+    planned, control_spec, runs, control_runs = screen
     order = list(control_spec.get("seeds", []))
     seeds = set(order)
     cpu = [  # the CPU main job's seeds the rule names (42, 1, 2), whatever seeds land later
