@@ -2079,6 +2079,8 @@ SERVE_RUNS = {
     "E": "A again, with CPU accounting",
     "F": "E with a 0.5 ms GIL switch interval (`sys.setswitchinterval`)",
     "G": "2 workers x 1 torch thread (`--workers 2 --threads 1`)",
+    "H": "A on a slower host (2026-11-28, no AVX-512), the main job's seed-42 model",
+    "I": "H with the model as its ONNX fp32 export (server and in-process scorer alike)",
 }
 # the runs before issue 41's interleaved rounds, in benchmarks/results/: file stem -> what differs
 SERVE_EARLIER = {
@@ -2102,9 +2104,18 @@ SERVE_ROUNDS = (
     ("F", ("F_ppr1_r1", "F_ppr1_r2"), ("E_ppr1_r4", "E_ppr1_r5")),
     ("G", ("G_ppr1_r1", "G_ppr1_r2"), ("E_ppr1_r6", "E_ppr1_r7")),
 )
+# the model's runtime, not a server setting (no adoption rule): the ratio of the ONNX export's runs against the torch
+# model's in the same rounds, on the later host
+SERVE_RUNTIME_ROUND = ("I", ("I_ppr1_r1", "I_ppr1_r2"), ("H_ppr1_r1", "H_ppr1_r2"))
+SERVE_LATER_HOST = ("H", "I")  # the run letters measured on the slower host of 2026-11-28
 SERVE_ADOPT_MARGIN = 0.05
 SERVE_GOAL = 0.8  # issue 41: the batched server at >= 0.8x the in-process scorer's pairs/s
-SERVE_DEFAULT_RUNS = ("A", "E")  # what `finesim serve` runs by default
+SERVE_DEFAULT_RUNS = ("A", "E", "H")  # what `finesim serve` runs by default
+
+
+def _and(items: tuple[str, ...]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def serve_row(path: Path, what: str) -> dict[str, Any]:
@@ -2217,7 +2228,7 @@ def _goal_line(rows: list[dict[str, Any]], ppr: int) -> str:
     ratio = stats([r["ratio"] for r in default])
     met = ratio["mean"] >= SERVE_GOAL
     return (
-        f"{label}: the default set-up ({' and '.join(SERVE_DEFAULT_RUNS)}) {ratio['mean']:.2f}× mean over"
+        f"{label}: the default set-up ({_and(SERVE_DEFAULT_RUNS)}) {ratio['mean']:.2f}× mean over"
         f" {ratio['n']} run{'s' if ratio['n'] > 1 else ''} ({_span([r['ratio'] for r in default], unit='×')}),"
         f" p95 {_span([r['p95'] for r in default], fmt=',.0f', unit=' ms')}; every set-up:"
         f" {_span([r['ratio'] for r in runs], unit='×')} over {len(runs)} runs: **{'met' if met else 'not met'}**."
@@ -2340,7 +2351,8 @@ def serve_section(folder: Path) -> list[str]:
         "",
         f"`benchmarks/serve_load.py --load-generator wrk` (one wrk thread, {setup['clients']} keep-alive"
         f" connections, {setup['duration']} s) against `finesim serve` with a MiniLM C-STS bi-encoder"
-        f" (`{setup['model']}`), C-STS validation pairs cycled, cache off, batch {setup['batch_size']},"
+        f" ({', '.join(f'`{m}`' for m in setup['model'].split(' or '))}), C-STS validation pairs cycled,"
+        f" cache off, batch {setup['batch_size']},"
         f" {setup['batch_wait_ms']} ms wait, on the idle {setup['cores']}-core CPU; each run measures its own"
         " in-process baseline (the scorer's `similarity` over the same pairs, median of"
         f" {setup['repeats']}), and ratio is server / in-process pairs/s of the same file."
@@ -2399,12 +2411,30 @@ def serve_section(folder: Path) -> list[str]:
             f" {', '.join(f'`{s}`' for s in base)} | {theirs:.1f} | {change:+.1%} |"
             f" {'adopted' if change > SERVE_ADOPT_MARGIN else 'not adopted'} |"
         )
+    letter, runs, base = SERVE_RUNTIME_ROUND
+    if all(stem in by_stem for stem in (*runs, *base)):
+        keys = ("server", "in_process", "ratio")
+        mine, theirs = (
+            {key: stats([by_stem[s][key] for s in stems])["mean"] for key in keys} for stems in (runs, base)
+        )
+        lines += [
+            "",
+            f"The model's runtime ({letter}: {SERVE_RUNS[letter]}; {', '.join(f'`{s}`' for s in runs)} against"
+            f" {', '.join(f'`{s}`' for s in base)}, same rounds): the server answers {mine['server']:.1f} against"
+            f" {theirs['server']:.1f} pairs/s ({mine['server'] / theirs['server'] - 1:+.1%}) and the in-process"
+            f" scorer {mine['in_process']:.1f} against {theirs['in_process']:.1f}"
+            f" ({mine['in_process'] / theirs['in_process'] - 1:+.1%}), so the ratio is {mine['ratio']:.2f}× against"
+            f" {theirs['ratio']:.2f}×.",
+        ]
     cpu_rows = [r for r in rows if r["cpu"]]
-    small = [r for r in cpu_rows if r["ppr"] == 1 and r["workers"] == 1]
+    small = [r for r in cpu_rows if r["ppr"] == 1 and r["workers"] == 1 and r["letter"] not in SERVE_LATER_HOST]
+    later = [r for r in cpu_rows if r["ppr"] == 1 and r["workers"] == 1 and r["letter"] in SERVE_LATER_HOST]
     large = [r for r in cpu_rows if r["ppr"] == 32 and r["workers"] == 1]
     if small:
         lines += ["", "Where the CPU goes (the rows with CPU columns; one worker):", ""]
-        for label, group in (("1 pair per request", small), ("32 pairs per request", large)):
+        groups = (("1 pair per request", small), ("1 pair per request, the slower host", later),
+                  ("32 pairs per request", large))  # fmt: skip
+        for label, group in groups:
             if not group:
                 continue
             loop = _span([r["cpu"]["loop"] for r in group], ".1f", "%")

@@ -544,11 +544,11 @@ def test_every_row_of_the_serving_tables_recomputes_from_its_file() -> None:
     text = PAGE.read_text(encoding="utf-8")
     rows = table(text, SERVING)
     folder = RESULTS / "serve_stack"
-    runs = [p for p in folder.glob("*.json") if re.fullmatch(r"[A-G]_ppr\d+_r\d+", p.stem)]
+    runs = [p for p in folder.glob("*.json") if re.fullmatch(r"[A-Z]_ppr\d+_r\d+", p.stem)]
     assert len(runs) >= 20
 
     def order(stem: str) -> tuple[str, int, int]:
-        letter, ppr, repeat = re.fullmatch(r"([A-G])_ppr(\d+)_r(\d+)", stem).groups()
+        letter, ppr, repeat = re.fullmatch(r"([A-Z])_ppr(\d+)_r(\d+)", stem).groups()
         return letter, int(ppr), int(repeat)
 
     stems = [cells[0].strip("`") for cells in rows]
@@ -590,6 +590,25 @@ def test_every_row_of_the_serving_tables_recomputes_from_its_file() -> None:
         [str(c["chunk_pairs"]), str(c["calls"]), f"{c['pairs_per_s']:.1f}"] for c in expected_chunks
     ]
     assert chunk_rows[-1][2] == f"{chunks['in_process']['pairs_per_s']:.1f}"
+
+    # the model's runtime (I: ONNX fp32 export) against the torch model (H), same rounds: both sides' means and ratios
+    def means(stems: tuple[str, ...]) -> tuple[float, float, float]:
+        files = [json.loads((folder / f"{s}.json").read_text(encoding="utf-8"))["results"] for s in stems]
+        server = statistics.mean(f["server_batched"]["pairs_per_s"] for f in files)
+        in_process = statistics.mean(f["in_process"]["pairs_per_s"] for f in files)
+        ratio = statistics.mean(f["server_batched"]["pairs_per_s"] / f["in_process"]["pairs_per_s"] for f in files)
+        return server, in_process, ratio
+
+    (onnx_server, onnx_in, onnx_ratio), (torch_server, torch_in, torch_ratio) = (
+        means(("I_ppr1_r1", "I_ppr1_r2")),
+        means(("H_ppr1_r1", "H_ppr1_r2")),
+    )
+    runtime = next(x for x in section.splitlines() if x.startswith("The model's runtime (I: "))
+    assert (
+        f"the server answers {onnx_server:.1f} against {torch_server:.1f} pairs/s"
+        f" ({onnx_server / torch_server - 1:+.1%}) and the in-process scorer {onnx_in:.1f} against {torch_in:.1f}"
+        f" ({onnx_in / torch_in - 1:+.1%}), so the ratio is {onnx_ratio:.2f}× against {torch_ratio:.2f}×."
+    ) in runtime
 
 
 DISTILLED = "## A distilled first stage (issue 41)"
