@@ -2081,6 +2081,7 @@ SERVE_RUNS = {
     "G": "2 workers x 1 torch thread (`--workers 2 --threads 1`)",
     "H": "A on a slower host (2026-11-28, no AVX-512), the main job's seed-42 model",
     "I": "H with the model as its ONNX fp32 export (server and in-process scorer alike)",
+    "J": "H with the server's event-loop thread at nice 10 (its model threads at 0)",
 }
 # the runs before issue 41's interleaved rounds, in benchmarks/results/: file stem -> what differs
 SERVE_EARLIER = {
@@ -2103,11 +2104,12 @@ SERVE_ROUNDS = (
     ("D", ("D_ppr1_r1", "D_ppr1_r2"), ("A_ppr1_r3", "A_ppr1_r4")),
     ("F", ("F_ppr1_r1", "F_ppr1_r2"), ("E_ppr1_r4", "E_ppr1_r5")),
     ("G", ("G_ppr1_r1", "G_ppr1_r2"), ("E_ppr1_r6", "E_ppr1_r7")),
+    ("J", ("J_ppr1_r1", "J_ppr1_r2"), ("H_ppr1_r3", "H_ppr1_r4")),
 )
 # the model's runtime, not a server setting (no adoption rule): the ratio of the ONNX export's runs against the torch
 # model's in the same rounds, on the later host
 SERVE_RUNTIME_ROUND = ("I", ("I_ppr1_r1", "I_ppr1_r2"), ("H_ppr1_r1", "H_ppr1_r2"))
-SERVE_LATER_HOST = ("H", "I")  # the run letters measured on the slower host of 2026-11-28
+SERVE_LATER_HOST = ("H", "I", "J")  # the run letters measured on the slower host of 2026-11-28
 SERVE_ADOPT_MARGIN = 0.05
 SERVE_GOAL = 0.8  # issue 41: the batched server at >= 0.8x the in-process scorer's pairs/s
 SERVE_DEFAULT_RUNS = ("A", "E", "H")  # what `finesim serve` runs by default
