@@ -1740,6 +1740,78 @@ def _mapped_goal_lines(folder: Path, recall: dict[tuple[str, int], float], size:
     ]
 
 
+BORROWED_SECTION = "### A never-seen condition's first query: the map of the nearest condition held"
+
+
+def borrowed_map_section(folder: Path) -> list[str]:
+    """``two_stage_borrowed_map.json``: recall@10 per N of the first stage a never-seen condition's first query can
+    use without waiting for its own map's fit (`conditioned`; a borrowed map, from the nearest condition of each donor
+    pool and, as a control, the farthest) against the condition's own map; each condition's donors. Empty when the
+    file is absent."""
+    path = folder / "two_stage_borrowed_map.json"
+    if not path.is_file():
+        return []
+    data = read(path)
+    settings, results = data["settings"], data["results"]
+    curves = results["recall"]
+    ns = settings["candidates"]
+    lines = [
+        BORROWED_SECTION,
+        "",
+        f"`benchmarks/two_stage_borrowed_map.py` with `{settings['model']}`, {_short_size(settings['size'])} texts,"
+        f" the {len(settings['conditions'])} never-seen C-STS validation conditions x"
+        f" {settings['queries_per_condition']} queries of the table above, exact first stage, k = {settings['k']};"
+        " recall@10 against the model's own exact ranking. The donors are C-STS **train** conditions (none equal to"
+        " a measured one), nearest by the cosine of the model's embeddings of the two condition texts, from all of"
+        " them ("
+        + f"{settings['donor_pools']['all']:,}"
+        + ") or from "
+        + " and ".join(f"{n} drawn at random" for label, n in settings["donor_pools"].items() if label != "all")
+        + "; the farthest of the random pool is a control.",
+        "",
+        "| first stage of the first query | " + " | ".join(f"N = {n}" for n in ns) + " |",
+        "|---" * (len(ns) + 1) + "|",
+    ]
+    for label, curve in curves.items():
+        by_n = {p["candidates"]: p["recall_at_10"] for p in curve["points"]}
+        lines.append(f"| {label} | " + " | ".join(f"{by_n[n]:.3f}" for n in ns) + " |")
+    pools = list(next(iter(results["donors"].values())))
+    lines += [
+        "",
+        "| condition | " + " | ".join(f"donor: {pool} (cosine)" for pool in pools) + " |",
+        "|---" * (len(pools) + 1) + "|",
+    ]
+    for condition, donors in results["donors"].items():
+        cells = [f"{d['donor']} ({d['cosine']:.2f})" for d in (donors[p] for p in pools)]
+        lines.append(f"| {condition} | " + " | ".join(cells) + " |")
+    own = {p["candidates"]: p["recall_at_10"] for p in curves["mapped (own map)"]["points"]}
+    plain = {p["candidates"]: p["recall_at_10"] for p in curves["conditioned"]["points"]}
+    borrowed = [label for label in curves if label.startswith("mapped, borrowed from the nearest")]
+    ends = "; ".join(
+        f"N = {n}: {_span([_point(curves[b], n) for b in borrowed], '.3f')} against {plain[n]:.3f} (`conditioned`)"
+        f" and {own[n]:.3f} (its own map)"
+        for n in ns
+    )
+    per_condition = []
+    for label in (label for label in curves if label.startswith("mapped, borrowed")):
+        for n in ns:
+            mine = next(p for p in curves[label]["points"] if p["candidates"] == n)["by_condition"]
+            base = next(p for p in curves["conditioned"]["points"] if p["candidates"] == n)["by_condition"]
+            above = sum(mine[c] > base[c] for c in base)
+            per_condition.append(f"{label.removeprefix('mapped, borrowed from ')} at N = {n}: {above} of {len(base)}")
+    lines += [
+        "",
+        f"A borrowed map from the nearest donor: {ends}. Conditions whose recall@10 the borrowed map lifts above"
+        f" `conditioned`'s: {'; '.join(per_condition)}. Note: {settings.get('note') or '—'}.",
+    ]
+    return lines
+
+
+def _point(curve: dict[str, Any], n: int) -> float:
+    """Recall@10 of one curve of ``two_stage_borrowed_map.json`` at N = ``n``."""
+    return next(p["recall_at_10"] for p in curve["points"] if p["candidates"] == n)
+
+
 def _log_line(small: float, large: float, small_size: int, large_size: int, target: int) -> float:
     """The straight line in log corpus size through (``small_size``, ``small``) and (``large_size``, ``large``),
     continued to ``target`` texts: an extrapolation."""
@@ -2770,7 +2842,9 @@ def build(folder: Path, figure_name: str | None) -> str:
             parts.append("\n".join(screen) + "\n")
     parts.append("\n".join(levers_tried_section(folder)) + "\n")
     parts.append("\n".join(harness_section(folder)) + "\n")
-    for section in (search_section, hnsw_ef_section, mapped_section, distill_section, small_search_section):
+    sections = (search_section, hnsw_ef_section, mapped_section, borrowed_map_section, distill_section,
+                small_search_section)  # fmt: skip
+    for section in sections:
         lines = section(folder)
         if lines:
             parts.append("\n".join(lines) + "\n")

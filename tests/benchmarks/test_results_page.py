@@ -1002,3 +1002,36 @@ def test_the_map_fit_serving_rows_recompute_from_their_files() -> None:
                 ]
             )
     assert rows == expected
+
+
+BORROWED = "### A never-seen condition's first query: the map of the nearest condition held"
+
+
+def test_the_borrowed_map_rows_recompute_from_their_file() -> None:
+    """The borrowed-map section: one row per first stage of ``two_stage_borrowed_map.json`` with its recall@10 at
+    each N, one row per condition with each pool's donor and cosine, and the per-condition count above
+    `conditioned` recomputed here."""
+    data = json.loads((RESULTS / "two_stage_borrowed_map.json").read_text(encoding="utf-8"))
+    section = _section(PAGE.read_text(encoding="utf-8"), BORROWED)
+    ns = data["settings"]["candidates"]
+    curves = data["results"]["recall"]
+    rows = table(section, BORROWED)
+    assert [cells[0] for cells in rows] == list(curves)
+    for cells in rows:
+        points = {p["candidates"]: p["recall_at_10"] for p in curves[cells[0]]["points"]}
+        assert cells[1:] == [f"{points[n]:.3f}" for n in ns], cells[0]
+    donors = table(section, "| condition |")
+    assert [cells[0] for cells in donors] == data["settings"]["conditions"]
+    for cells in donors:
+        picked = data["results"]["donors"][cells[0]]
+        assert cells[1:] == [f"{d['donor']} ({d['cosine']:.2f})" for d in picked.values()]
+    plain = next(p for p in curves["conditioned"]["points"] if p["candidates"] == 100)["by_condition"]
+    far = next(
+        p for p in curves["mapped, borrowed from the farthest of random 100"]["points"] if p["candidates"] == 100
+    )
+    above = sum(far["by_condition"][c] > plain[c] for c in plain)
+    assert f"the farthest of random 100 at N = 100: {above} of {len(plain)}" in section
+    # at the time of writing: every nearest donor lifts recall@10 above `conditioned` at N = 100 and 200
+    for label in ("the nearest of all", "the nearest of random 100"):
+        for n in (100, 200):
+            assert f"{label} at N = {n}: 6 of 6" in section

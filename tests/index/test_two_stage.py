@@ -348,6 +348,55 @@ def test_without_waiting_a_new_condition_ranks_as_conditioned_until_its_map_is_f
     assert index.last_first_stage() is None  # a failed search leaves none behind
 
 
+def test_without_waiting_a_new_condition_borrows_the_map_of_the_nearest_condition_held(model_dirs, corpus, tmp_path):
+    """map_wait False and maps held for other conditions: a new condition's first query ranks with the map of the
+    held condition whose text embedding is nearest its own (by hand: cosines of the plain embeddings of the condition
+    texts, then the mapped cosine with that map's weights) and says "borrowed"; below map_borrow_min_cosine, or with
+    map_borrow False, it ranks as "conditioned"; its own fit's failure still raises on the next query."""
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample = 40
+    held = ("color", "the animal")
+    for condition in held:  # fitted while waiting, as earlier searches would have
+        index.search_rows("a red car", condition, k=5, candidates=10, strategy="two-stage")
+    index.map_wait = False
+    stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
+    new = "the colour of the car"
+    texts = index.embedder.plain([new, *held])
+    cosines = texts[1:] @ texts[0]
+    assert abs(cosines[0] - cosines[1]) > 1e-4  # the nearest is decided
+    query = index.embedder.conditioned(["a red car"], new)[0]
+
+    def top(weights: np.ndarray) -> set[int]:
+        mapped = stored @ weights
+        return set(np.argsort(-(mapped @ query) / np.linalg.norm(mapped, axis=1), kind="stable")[:10].tolist())
+
+    donors = [top(index._maps[index.key(c)].weights) for c in held]
+    assert donors[0] != donors[1]  # the donor matters here, so picking the wrong one fails
+    index.map_borrow = False
+    first = index.search_rows("a red car", new, k=10, candidates=10, strategy="two-stage")[0]
+    assert set(first.tolist()) == set(np.argsort(-(stored @ query), kind="stable")[:10].tolist())
+    assert index.last_first_stage() == "conditioned"
+    assert index.wait_for_maps(timeout=120)
+    index._maps.pop(index.key(new))  # as if its fit had not ended yet (the map file stays behind: removed too)
+    for kept in (index.store.root / "maps").glob("*.npz"):
+        if index.key(new) in kept.name:
+            kept.unlink()
+    index.map_borrow = True
+    index.map_borrow_min_cosine = float(cosines.max()) + 1e-3  # the nearest held condition is too far: none borrowed
+    index._fit_condition_map = lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError("held up"))
+    index.search_rows("a red car", new, k=10, candidates=10, strategy="two-stage")
+    assert index.last_first_stage() == "conditioned"
+    assert index.wait_for_maps(timeout=120)
+    with pytest.raises(RuntimeError, match="held up"):  # the background fit's failure, on the next query
+        index.search_rows("a red car", new, k=10, candidates=10, strategy="two-stage")
+    index.map_borrow_min_cosine = float(cosines.max()) - 1e-3
+    second = index.search_rows("a red car", new, k=10, candidates=10, strategy="two-stage")[0]
+    assert set(second.tolist()) == donors[int(np.argmax(cosines))] and index.last_first_stage() == "borrowed"
+    assert index.wait_for_maps(timeout=120)
+    with pytest.raises(RuntimeError, match="held up"):  # the background fit's failure, on the next query
+        index.search_rows("a red car", new, k=10, candidates=10, strategy="two-stage")
+
+
 def test_background_fits_of_several_new_conditions_take_turns(model_dirs, corpus, tmp_path, monkeypatch):
     """map_wait False and new conditions queried at once: each is answered at once, at most MAP_PENDING fits wait (a
     condition beyond them is queued by its next query), each map is fitted once, never two fits at the same time

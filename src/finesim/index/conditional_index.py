@@ -67,8 +67,10 @@ from finesim.index.store import (
 from finesim.index.topk import best_rows
 from finesim.index.tri import as_float_tensor
 from finesim.index.two_stage import (
+    BORROWED,
     DEFAULT_CANDIDATES,
     FIRST_STAGE,
+    MAP_BORROW_MIN_COSINE,
     MAP_CONDITIONS,
     MAP_PENDING,
     MAP_POOL,
@@ -236,6 +238,14 @@ class ConditionalIndex:
         # fits the map (one fit at a time: another new condition's fit waits its turn, its queries ranked as
         # "conditioned" meanwhile; at most MAP_PENDING conditions wait); True (the default): it waits for the fit
         self.map_wait = True
+        # map_wait False, and such a query's condition has no map yet: rank with the map of the nearest condition
+        # whose map is held (the cosine of the model's embeddings of the two condition texts, at least
+        # map_borrow_min_cosine; "borrowed") rather than as "conditioned" (False: never); measured in
+        # benchmarks/two_stage_borrowed_map.py (docs/search.md)
+        self.map_borrow = True
+        self.map_borrow_min_cosine = MAP_BORROW_MIN_COSINE
+        self._map_conditions: dict[str, str] = {}  # condition key -> its text, for the maps held
+        self._condition_vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # condition text -> unit vector
         self._map_threads: dict[str, threading.Thread] = {}
         self._background_fit_turn = threading.Lock()
         self._searching = threading.local()  # per thread: the first stage its last search ranked candidates with
@@ -863,9 +873,12 @@ class ConditionalIndex:
             found, _ = self._tri_rows(stage.tri_query(query, condition), FIRST_STAGE, wanted, kind, None, mask)
         elif stage.query_mode == MAPPED:  # the corpus vectors mapped under the condition (ConditionMap)
             fitted = self._condition_map(condition, key) if self.map_wait else self._map_or_fit_later(condition, key)
+            if fitted is None and self.map_borrow:  # its map is being fitted in the background: borrow one
+                fitted = self._borrowed_map(condition, key)
+                used = BORROWED if fitted is not None else used
             if fitted is not None:
                 found = self._mapped_rows(fitted, query_vector, wanted, kind, mask)
-            else:  # its map is being fitted in the background: ranked as "conditioned" meanwhile
+            else:  # nothing to borrow (or map_borrow False): ranked as "conditioned" meanwhile
                 found = self._nearest_first_stage(query_vector, wanted, kind, mask)
                 used = "conditioned"
         else:
@@ -878,9 +891,10 @@ class ConditionalIndex:
 
     def last_first_stage(self) -> str | None:
         """The first stage whose candidates this thread's last search re-ranked: ``"conditioned"``, ``"mapped"``,
-        ``"plain"`` or ``"tri"`` (a ``mapped`` index answers ``"conditioned"`` while a new condition's map is fitted
-        in the background, ``map_wait`` False); None when it was no two-stage search (exact, a tri-encoder index, a
-        search without a condition) or it failed."""
+        ``"borrowed"``, ``"plain"`` or ``"tri"`` (a ``mapped`` index answers ``"borrowed"``, the map of the nearest
+        condition it holds, or ``"conditioned"`` when it holds none, while a new condition's map is fitted in the
+        background, ``map_wait`` False); None when it was no two-stage search (exact, a tri-encoder index, a search
+        without a condition) or it failed."""
         return getattr(self._searching, "first_stage", None)
 
     def _nearest_first_stage(
@@ -891,6 +905,41 @@ class ConditionalIndex:
         if kind is None:
             return self._exact(FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask)[0]
         return _keep(self._ann_for_first_stage(kind).search(vector.numpy(), wanted), mask)
+
+    def _borrowed_map(self, condition: str, key: str) -> ConditionMap | None:
+        """The held map (fitting this index's size and map options) of the condition nearest to ``condition``: the
+        highest cosine between the model's embeddings of the two condition texts alone (each text embedded once and
+        kept); None when no other condition's map is held or the nearest lies below ``map_borrow_min_cosine``. A
+        near condition's map ranked closer to ``condition``'s own map than the unmapped vectors do; an unrelated
+        condition's ranked worse (benchmarks/two_stage_borrowed_map.py)."""
+        if self.embedder.encoder != "bi":  # a text alone has an embedding in a bi-encoder only
+            return None
+        options = self._map_options()
+        with self._lock:
+            held = {k: (self._map_conditions[k], m) for k, m in self._maps.items()
+                    if k != key and k in self._map_conditions and m.fits(len(self), *options)}  # fmt: skip
+        if not held:
+            return None
+        texts = [condition, *dict.fromkeys(text for text, _ in held.values())]
+        with self._lock:
+            missing = [t for t in texts if t not in self._condition_vectors]
+        if missing:
+            vectors = self.embedder.plain(missing)  # unit rows
+            with self._lock:
+                self._condition_vectors.update(zip(missing, vectors))
+        with self._lock:
+            for text in texts:
+                self._condition_vectors.move_to_end(text)
+            while len(self._condition_vectors) > 4 * MAP_CONDITIONS:
+                self._condition_vectors.popitem(last=False)
+            target = self._condition_vectors[condition]
+            cosine = {k: float(self._condition_vectors[text] @ target) for k, (text, _) in held.items()}
+        nearest = max(cosine, key=cosine.__getitem__)
+        if cosine[nearest] < self.map_borrow_min_cosine:  # a distant condition's map ranks worse than none
+            return None
+        logger.debug("condition %r borrows the map of %r (cosine %.3f) while its own is fitted", condition,
+                     held[nearest][0], cosine[nearest])  # fmt: skip
+        return held[nearest][1]
 
     def _map_options(self) -> tuple[int, float]:
         """``(map_sample, map_ridge)``, checked."""
@@ -978,9 +1027,10 @@ class ConditionalIndex:
                 self._save_map(file, fitted)
             with self._lock:
                 self._maps[key] = fitted
+                self._map_conditions[key] = condition
                 self._maps.move_to_end(key)
                 while len(self._maps) > MAP_CONDITIONS:
-                    self._maps.popitem(last=False)
+                    self._map_conditions.pop(self._maps.popitem(last=False)[0], None)
             return fitted
 
     def _save_map(self, file: Path, fitted: ConditionMap) -> None:

@@ -50,6 +50,13 @@ FIRST_STAGE = "first_stage"  # the array name of the first-stage vectors in a pa
 SELF = "self"
 TRI = "tri"  # the query mode of a tri-encoder first stage: its own top N under the condition
 MAPPED = "mapped"  # a self first stage whose corpus vectors are mapped under the condition (ConditionMap)
+BORROWED = "borrowed"  # what a mapped first stage ranked with: the map of the nearest condition held (map_borrow)
+# the least cosine between two condition texts' embeddings for one to borrow the other's map: on six never-seen C-STS
+# validation conditions (benchmarks/results/two_stage_borrowed_map.json, N = 100) the map of every donor at 0.48 or
+# more lifted the condition's recall above the "conditioned" first stage's and that of every donor at 0.01 or less
+# left it below; 0.3 lies between, set after seeing them (no reported figure depends on it: every nearest donor
+# measured lies above it)
+MAP_BORROW_MIN_COSINE = 0.3
 QUERY_MODES = ("conditioned", "plain", TRI, MAPPED)
 STRATEGIES = ("auto", "exact", "two-stage")
 # candidates re-ranked per query (benchmarks/results/two_stage_search.json: recall@10 against exact search per N)

@@ -432,8 +432,9 @@ def create_app(
         """The ``k`` texts of the served index most similar to ``query`` under ``condition`` (without one when it is
         an explicit null; left out, a 422), best first: ``[{"index", "text", "score"}, ...]``, what
         ``ConditionalIndex.search(query, condition, k)`` returns. A two-stage search says which first stage found
-        its candidates in the header ``X-Finesim-First-Stage`` (``conditioned`` for a ``mapped`` index whose map
-        is still being fitted, ``--no-map-wait``); without one (exact, tri-encoder, no condition) there is none."""
+        its candidates in the header ``X-Finesim-First-Stage`` (for a ``mapped`` index whose map is still being
+        fitted, ``--no-map-wait``: ``borrowed``, the map of the nearest condition it holds, or ``conditioned`` when
+        it holds none); without one (exact, tri-encoder, no condition) there is none."""
         if settings.index is None:
             raise ApiError(404, NO_INDEX_MESSAGE, NO_INDEX)
         _, batcher = state.ready()
