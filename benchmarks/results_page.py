@@ -1762,11 +1762,11 @@ def borrowed_map_section(folder: Path) -> list[str]:
         f" the {len(settings['conditions'])} never-seen C-STS validation conditions x"
         f" {settings['queries_per_condition']} queries of the table above, exact first stage, k = {settings['k']};"
         " recall@10 against the model's own exact ranking. The donors are C-STS **train** conditions (none equal to"
-        " a measured one), nearest by the cosine of the model's embeddings of the two condition texts, from all of"
-        " them ("
-        + f"{settings['donor_pools']['all']:,}"
-        + ") or from "
-        + " and ".join(f"{n} drawn at random" for label, n in settings["donor_pools"].items() if label != "all")
+        " a measured one), nearest by the cosine of the model's embeddings of the two condition texts, from "
+        + " or from ".join(
+            f"all of them ({n:,})" if label == "all" else f"{n} drawn at random"
+            for label, n in settings.get("donor_pools", {}).items()
+        )
         + "; the farthest of the random pool is a control.",
         "",
         "| first stage of the first query | " + " | ".join(f"N = {n}" for n in ns) + " |",
@@ -1774,7 +1774,7 @@ def borrowed_map_section(folder: Path) -> list[str]:
     ]
     for label, curve in curves.items():
         by_n = {p["candidates"]: p["recall_at_10"] for p in curve["points"]}
-        lines.append(f"| {label} | " + " | ".join(f"{by_n[n]:.3f}" for n in ns) + " |")
+        lines.append(f"| {label} | " + " | ".join(f"{by_n[n]:.3f}" if n in by_n else "—" for n in ns) + " |")
     pools = list(next(iter(results["donors"].values())))
     lines += [
         "",
@@ -1782,11 +1782,13 @@ def borrowed_map_section(folder: Path) -> list[str]:
         "|---" * (len(pools) + 1) + "|",
     ]
     for condition, donors in results["donors"].items():
-        cells = [f"{d['donor']} ({d['cosine']:.2f})" for d in (donors[p] for p in pools)]
+        cells = [_donor_cell(donors.get(p)) for p in pools]
         lines.append(f"| {condition} | " + " | ".join(cells) + " |")
+    borrowed = [label for label in curves if label.startswith("mapped, borrowed from the nearest")]
+    if not ("conditioned" in curves and "mapped (own map)" in curves and borrowed):
+        return lines  # a file without the comparison's three first stages: its tables only
     own = {p["candidates"]: p["recall_at_10"] for p in curves["mapped (own map)"]["points"]}
     plain = {p["candidates"]: p["recall_at_10"] for p in curves["conditioned"]["points"]}
-    borrowed = [label for label in curves if label.startswith("mapped, borrowed from the nearest")]
     ends = "; ".join(
         f"N = {n}: {_span([_point(curves[b], n) for b in borrowed], '.3f')} against {plain[n]:.3f} (`conditioned`)"
         f" and {own[n]:.3f} (its own map)"
@@ -1799,12 +1801,32 @@ def borrowed_map_section(folder: Path) -> list[str]:
             base = next(p for p in curves["conditioned"]["points"] if p["candidates"] == n)["by_condition"]
             above = sum(mine[c] > base[c] for c in base)
             per_condition.append(f"{label.removeprefix('mapped, borrowed from ')} at N = {n}: {above} of {len(base)}")
+    held = [label for label in curves if label.startswith("mapped, borrowed from the index's maps")]
+    if held:
+        picks = "; ".join(f"N = {n}: {', '.join(f'{_point(curves[h], n):.3f}' for h in held)}" for n in ns)
+        ends += (
+            f". The index's own pick among {settings.get('held')} held maps of train conditions drawn at random"
+            f" (draws {', '.join(str(d) for d in settings.get('held_draws', []))}; threshold"
+            f" {settings.get('map_borrow_min_cosine')}; a condition with no held condition near enough ranked as"
+            f" `conditioned`): {picks}"
+        )
     lines += [
         "",
         f"A borrowed map from the nearest donor: {ends}. Conditions whose recall@10 the borrowed map lifts above"
-        f" `conditioned`'s: {'; '.join(per_condition)}. Note: {settings.get('note') or '—'}.",
+        f" `conditioned`'s: {'; '.join(per_condition)}. Run note: {settings.get('note') or '—'}."
+        + (f" Record note: {data['record_note']}" if data.get("record_note") else ""),
     ]
     return lines
+
+
+def _donor_cell(d: dict[str, Any] | None) -> str:
+    """A donor and its cosine; for the index's own pick, none when its nearest held condition lies below the
+    threshold (that nearest named)."""
+    if d is None:
+        return "—"
+    if d["donor"] is None:
+        return f"none (nearest held: {d['nearest_held']}, {d['cosine']:.2f})"
+    return f"{d['donor']} ({d['cosine']:.2f})"
 
 
 def _point(curve: dict[str, Any], n: int) -> float:
@@ -2184,7 +2206,7 @@ SERVE_RUNTIME_ROUND = ("I", ("I_ppr1_r1", "I_ppr1_r2"), ("H_ppr1_r1", "H_ppr1_r2
 SERVE_LATER_HOST = ("H", "I", "J")  # the run letters measured on the slower host of 2026-11-28
 SERVE_ADOPT_MARGIN = 0.05
 SERVE_GOAL = 0.8  # issue 41: the batched server at >= 0.8x the in-process scorer's pairs/s
-SERVE_DEFAULT_RUNS = ("A", "E", "H")  # what `finesim serve` runs by default
+SERVE_DEFAULT_RUNS = ("A", "E")  # what `finesim serve` runs by default (the goal's runs, fixed before H was run)
 
 
 def _and(items: tuple[str, ...]) -> str:
@@ -2289,6 +2311,20 @@ def _serve_table_row(r: dict[str, Any], cpu_columns: bool) -> str:
         cpu = r["cpu"]
         cells += [f"{cpu[k]:.1f}" if cpu else "" for k in ("loop", "model", "wrk", "idle")]
     return "| " + " | ".join(cells) + " |"
+
+
+def _later_host_line(rows: list[dict[str, Any]]) -> list[str]:
+    """The default set-up on the slower later host (run H, 1 pair per request), beside the goal's line rather than
+    in it: another host and model than the runs the goal's rule was fixed on."""
+    later = [r for r in rows if r["letter"] == "H" and r["ppr"] == 1]
+    if not later:
+        return []
+    ratio = stats([r["ratio"] for r in later])
+    return [
+        f"  - the same set-up on the slower host of 2026-11-28 with the main job's model (H, not in the rule above):"
+        f" {ratio['mean']:.2f}× mean over {ratio['n']} runs ({_span([r['ratio'] for r in later], unit='×')}), p95"
+        f" {_span([r['p95'] for r in later], fmt=',.0f', unit=' ms')}."
+    ]
 
 
 def _goal_line(rows: list[dict[str, Any]], ppr: int) -> str:
@@ -2445,6 +2481,7 @@ def serve_section(folder: Path) -> list[str]:
         "shown, never picked; computed from the rows above):",
         "",
         _goal_line(rows, 1),
+        *_later_host_line(rows),
         _goal_line(rows, 32),
     ]
     earlier = serve_earlier_rows(folder)

@@ -10,8 +10,9 @@ MiniLM on 2 cores). This benchmark starts a real server process on 127.0.0.1 ove
    returns, one-pair ``/similarity`` requests one after another from another: each one's latency while the map is
    fitted, and the search's own time.
 
-With ``--no-map-wait`` (``finesim serve --no-map-wait``: a new condition's searches are answered by the
-``conditioned`` first stage while its map is fitted in the background) step 2 becomes: one ``/search`` under the
+With ``--no-map-wait`` (``finesim serve --no-map-wait``: a new condition's searches are answered at once while its
+map is fitted in the background: by the ``conditioned`` first stage here, each condition on a fresh server holding
+no other map to borrow) step 2 becomes: one ``/search`` under the
 condition (its time: what a client of a never-seen condition waits), then, until the fit's map file appears in
 ``maps/``, one-pair ``/similarity`` requests and ``/search`` requests under the condition (``--queries``, cycled)
 one after another, each one's latency, and the fit's time as seen from outside (from the first search sent to the map

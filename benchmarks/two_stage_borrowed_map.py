@@ -19,7 +19,9 @@ no encoding):
    served that many conditions before); as a control, also the random pool's *farthest* condition.
 3. For each measured condition and pool: the donor is the pool's condition with the highest cosine to it; its map is
    fitted on this index (its sample embedded under the donor, as a server would have done when the donor was first
-   searched) and used as the measured condition's map.
+   searched; kept in the index's ``maps/`` like any fitted map, so a rerun reads it) and used as the measured
+   condition's map. The donors are picked here, from whole pools; an index picks among the maps it holds (at most
+   16, ``ConditionalIndex._borrowed_map``) and only above ``map_borrow_min_cosine``.
 4. Recall@k of two-stage search with the exact first stage at each N of ``--candidates`` for the first-stage queries
    `conditioned`, `mapped` (the condition's own map) and each pool's borrowed map.
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,6 +51,13 @@ from finesim.index import ConditionalIndex, recall_at_k
 from finesim.index.two_stage import RerankCache
 from finesim.paths import data_root
 from finesim.results import environment_record, path_roots, portable, write_json_atomic
+
+
+def git_commit() -> str:
+    """The checked-out commit, with ``-dirty`` when tracked files under src/ differ from it."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src"], check=False).returncode != 0
+    return (commit or "unknown") + ("-dirty" if dirty else "")
 
 
 def same_condition(a: str, b: str) -> bool:
@@ -70,6 +80,15 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=10)
     parser.add_argument("--candidates", default="50,100,200")
     parser.add_argument("--pool-size", type=int, default=100, help="the random donor pool's size")
+    parser.add_argument(
+        "--held",
+        type=int,
+        default=0,
+        help="also: the index holding the maps of this many train conditions drawn at random (one draw per "
+        "--held-draws seed), each measured condition's donor picked by the index itself (map_borrow_min_cosine "
+        "applied: a condition with no donor near enough is ranked as conditioned)",
+    )
+    parser.add_argument("--held-draws", default="1,2", help="seeds of the --held draws, comma-separated")
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--note", default=None)
@@ -129,16 +148,20 @@ def main() -> None:
                 donors[condition][f"{label}, farthest"] = {"donor": candidates[worst], "cosine": float(cosines[worst])}
 
     def curve(mode: str, install: dict[str, Any] | None) -> dict[str, Any]:
-        """Recall@k per N with the first-stage query ``mode``; ``install``: condition -> the map it is given."""
-        stage.query_mode = mode
+        """Recall@k per N with the first-stage query ``mode``; ``install``: condition -> the map it is given (None:
+        that condition ranked as ``conditioned``)."""
         index._maps.clear()
         for condition, fitted in (install or {}).items():
-            index._maps[index.key(condition)] = fitted
+            if fitted is not None:
+                index._maps[index.key(condition)] = fitted
+
+        def search(q: str, c: str, n: int) -> list[int]:
+            stage.query_mode = "conditioned" if install is not None and install.get(c, 0) is None else mode
+            return [int(r) for r in index.search_rows(q, c, args.k, strategy="two-stage", candidates=n)[0]]
+
         points = []
         for n in ns:
-            per_query = [recall_at_k(exact[(q, c)], index.search_rows(q, c, args.k, strategy="two-stage",
-                                                                         candidates=n)[0], args.k)
-                         for q, c in pairs]  # fmt: skip
+            per_query = [recall_at_k(exact[(q, c)], search(q, c, n), args.k) for q, c in pairs]
             by_condition = {
                 c: float(np.mean([r for (q, cc), r in zip(pairs, per_query) if cc == c])) for c in conditions
             }
@@ -166,6 +189,31 @@ def main() -> None:
         )
         results[f"mapped, borrowed from {which}"] = curve("mapped", install)
 
+    # the index's own pick: it holds the maps of --held train conditions (fitted as when they were searched) and
+    # borrows for each measured condition through ConditionalIndex._borrowed_map, threshold included
+    for draw in [int(s) for s in args.held_draws.split(",")] if args.held else []:
+        label = f"the index's maps of {args.held} train conditions (draw {draw})"
+        index._maps.clear()
+        held = random.Random(draw).sample(donors_all, args.held)
+        for donor in held:
+            start = time.perf_counter()
+            index._condition_map(donor, index.key(donor))
+            map_seconds.setdefault(donor, round(time.perf_counter() - start, 1))
+        kept = dict(index._maps)  # at most MAP_CONDITIONS: the index's own bound
+        install = {}
+        for condition in conditions:
+            picked = index._borrowed_map(condition, index.key(condition))
+            nearest = max(
+                (index._map_conditions[k] for k in kept),
+                key=lambda t: float(vectors[position[t]] @ vectors[position[condition]]),
+            )
+            cosine = float(vectors[position[nearest]] @ vectors[position[condition]])
+            donor = next((index._map_conditions[k] for k, m in kept.items() if m is picked), None)
+            donors[condition][label] = {"donor": donor, "cosine": cosine, "nearest_held": nearest}
+            install[condition] = picked
+            print(f"{label}: {condition!r} -> {donor!r} (nearest held {nearest!r}, cosine {cosine:.3f})", flush=True)
+        results[f"mapped, borrowed from {label}"] = curve("mapped", install)
+
     record = {
         "benchmark": "two_stage_borrowed_map",
         "description": __doc__.split("\n\n")[0],
@@ -183,11 +231,15 @@ def main() -> None:
             "map_ridge": index.map_ridge,
             "first_stage_search": "exact",
             "donor_pools": {label: len(p) for label, p in pools.items()},
+            "held": args.held,
+            "held_draws": [int(s) for s in args.held_draws.split(",")] if args.held else [],
+            "map_borrow_min_cosine": index.map_borrow_min_cosine,
             "note": args.note,
         },
         "data": {"sentences": files, "conditions": csts_file},
         # a donor's map: fitted here, or read in about no time from maps/ where an earlier run of this script saved it
         "results": {"donors": donors, "donor_map_seconds": map_seconds, "recall": results},
+        "code": {"git_commit": git_commit()},
         "environment": environment_record(),
     }
     # the index folder may lie outside the checkout: recorded as <index>, never as this machine's path

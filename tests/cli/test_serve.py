@@ -132,3 +132,22 @@ def test_no_map_wait_reaches_the_settings(monkeypatch, tmp_path, capsys) -> None
         main(["serve", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "--no-map-wait a 'mapped' index (--first-stage-query mapped): answer a new condition's searches" in help_text
+
+
+def test_no_map_borrow_reaches_the_settings_and_needs_no_map_wait(monkeypatch, tmp_path, capsys) -> None:
+    """``--no-map-borrow`` turns ``ServeSettings.map_borrow`` off (on by default); without ``--no-map-wait`` it would
+    do nothing (a waiting search has its own map), so it is a usage error naming both flags."""
+    from types import SimpleNamespace
+
+    import finesim.serving.server as server
+    from finesim.index.store import IndexStore
+
+    given: list = []
+    monkeypatch.setattr(server, "serve", lambda settings, **kw: given.append(settings) or 0)
+    monkeypatch.setattr(IndexStore, "open", lambda path: SimpleNamespace(manifest={"first_stage": {"query": "mapped"}}))
+    main(["serve", "--model", "minilm", "--index", str(tmp_path), "--no-map-wait"])
+    main(["serve", "--model", "minilm", "--index", str(tmp_path), "--no-map-wait", "--no-map-borrow"])
+    assert [(s.map_wait, s.map_borrow) for s in given] == [(False, True), (False, False)]
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", "--index", str(tmp_path), "--no-map-borrow"])
+    assert exit_.value.code == 2 and "--no-map-borrow needs --no-map-wait" in capsys.readouterr().err

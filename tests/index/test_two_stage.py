@@ -393,6 +393,12 @@ def test_without_waiting_a_new_condition_borrows_the_map_of_the_nearest_conditio
     second = index.search_rows("a red car", new, k=10, candidates=10, strategy="two-stage")[0]
     assert set(second.tolist()) == donors[int(np.argmax(cosines))] and index.last_first_stage() == "borrowed"
     assert index.wait_for_maps(timeout=120)
+    index.map_sample = 41  # the held maps were fitted on another sample: none of them is borrowed
+    with pytest.raises(RuntimeError, match="held up"):
+        index.search_rows("a red car", new, k=10, candidates=10, strategy="two-stage")  # the last failure, raised
+    index.search_rows("a red car", new, k=10, candidates=10, strategy="two-stage")
+    assert index.last_first_stage() == "conditioned"
+    assert index.wait_for_maps(timeout=120)
     with pytest.raises(RuntimeError, match="held up"):  # the background fit's failure, on the next query
         index.search_rows("a red car", new, k=10, candidates=10, strategy="two-stage")
 

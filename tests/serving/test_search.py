@@ -335,6 +335,7 @@ def test_without_map_wait_a_new_condition_is_answered_while_its_map_is_fitted(sa
     served = {"model": str(saved_models["bi"]), "index": str(folder.store.root), "map_wait": False}
     with serving(scorers["bi"], **served) as client:
         assert client.get("/info").json()["index"]["map_wait"] is False
+        assert client.get("/info").json()["index"]["map_borrow"] is True
         index = client.app.state.model.index
         assert index.map_wait is False and index.embedder._lock is client.app.state.model.batcher.engine.model_lock
         index.embedder.batch_size = 4
@@ -384,6 +385,15 @@ def test_without_map_wait_a_new_condition_is_answered_while_its_map_is_fitted(sa
         # the whole small corpus is re-ranked either way, so every answer equals exact search (which stores the
         # condition's embeddings: last)
         assert first.json() == again.json() == later.json() == index.search("a dog", "the color", 3, strategy="exact")
+        # another new condition now borrows the map held (the tiny model's condition cosines are arbitrary: any
+        # cosine is near enough here)
+        index.map_borrow_min_cosine = -1.0
+        borrowed = client.post("/search", json={**body, "condition": "the colour"})
+        assert borrowed.status_code == 200 and borrowed.headers["X-Finesim-First-Stage"] == "borrowed"
+        assert index.wait_for_maps(60)
+    with serving(scorers["bi"], **served, map_borrow=False) as client:  # finesim serve --no-map-borrow
+        assert client.get("/info").json()["index"]["map_borrow"] is False
+        assert client.app.state.model.index.map_borrow is False
 
 
 def test_one_new_condition_searched_twice_at_once_is_fitted_once(saved_models, scorers, tmp_path) -> None:  # noqa: F811

@@ -156,9 +156,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--no-map-wait",
         dest="map_wait",
         action="store_false",
-        help="a 'mapped' index (--first-stage-query mapped): answer a new condition's searches with the "
-        "'conditioned' first stage while its map is fitted in the background, instead of holding its first search "
-        "until the fit ends (2048 texts embedded: about 20 s at 50k texts with MiniLM on 2 cores)",
+        help="a 'mapped' index (--first-stage-query mapped): answer a new condition's searches at once while its "
+        "map is fitted in the background (with the map of the nearest condition the index holds, else the "
+        "'conditioned' first stage), instead of holding its first search until the fit ends (2048 texts embedded: "
+        "about 20 s at 50k texts with MiniLM on 2 cores)",
+    )
+    group.add_argument(
+        "--no-map-borrow",
+        dest="map_borrow",
+        action="store_false",
+        help="with --no-map-wait: answer a new condition's searches with the 'conditioned' first stage until its own "
+        "map is fitted, never with the map of the nearest condition held",
     )
     p.add_argument(
         "--workers",
@@ -193,6 +201,10 @@ def run(args: argparse.Namespace) -> int:
         conditions = tuple(read_conditions(args.conditions))
     if not args.map_wait and args.index is None:
         raise UsageError("--no-map-wait needs --index: it applies to a 'mapped' index's new conditions")
+    if not args.map_borrow and args.map_wait:
+        raise UsageError(
+            "--no-map-borrow needs --no-map-wait: a map is borrowed only while a new condition's own is fitted"
+        )
     if args.index is not None:
         from finesim.index.store import IndexStore
 
@@ -229,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
         index=args.index,
         index_conditions=conditions,
         map_wait=args.map_wait,
+        map_borrow=args.map_borrow,
         docs=args.docs,
         workers=args.workers,
         threads=args.threads,

@@ -234,9 +234,10 @@ class ConditionalIndex:
         self.map_ridge = MAP_RIDGE
         self._maps: OrderedDict[str, ConditionMap] = OrderedDict()
         self._map_locks: dict[str, threading.Lock] = {}  # one per condition key: a fit runs once at a time
-        # map_wait False: a query whose condition has no map yet ranks as "conditioned" while a background thread
-        # fits the map (one fit at a time: another new condition's fit waits its turn, its queries ranked as
-        # "conditioned" meanwhile; at most MAP_PENDING conditions wait); True (the default): it waits for the fit
+        # map_wait False: a query whose condition has no map yet is answered at once ("borrowed" or "conditioned",
+        # below) while a background thread fits the map (one fit at a time: another new condition's fit waits its
+        # turn, its queries answered the same way meanwhile; at most MAP_PENDING conditions wait); True (the
+        # default): it waits for the fit
         self.map_wait = True
         # map_wait False, and such a query's condition has no map yet: rank with the map of the nearest condition
         # whose map is held (the cosine of the model's embeddings of the two condition texts, at least
@@ -892,9 +893,9 @@ class ConditionalIndex:
     def last_first_stage(self) -> str | None:
         """The first stage whose candidates this thread's last search re-ranked: ``"conditioned"``, ``"mapped"``,
         ``"borrowed"``, ``"plain"`` or ``"tri"`` (a ``mapped`` index answers ``"borrowed"``, the map of the nearest
-        condition it holds, or ``"conditioned"`` when it holds none, while a new condition's map is fitted in the
-        background, ``map_wait`` False); None when it was no two-stage search (exact, a tri-encoder index, a search
-        without a condition) or it failed."""
+        condition it holds, or ``"conditioned"`` when it holds none near enough or ``map_borrow`` is False, while a
+        new condition's map is fitted in the background, ``map_wait`` False); None when it was no two-stage search
+        (exact, a tri-encoder index, a search without a condition) or it failed."""
         return getattr(self._searching, "first_stage", None)
 
     def _nearest_first_stage(
@@ -921,19 +922,18 @@ class ConditionalIndex:
         if not held:
             return None
         texts = [condition, *dict.fromkeys(text for text, _ in held.values())]
-        with self._lock:
-            missing = [t for t in texts if t not in self._condition_vectors]
+        with self._lock:  # a local copy: another search may prune the kept vectors meanwhile
+            vectors = {t: self._condition_vectors[t] for t in texts if t in self._condition_vectors}
+        missing = [t for t in texts if t not in vectors]
         if missing:
-            vectors = self.embedder.plain(missing)  # unit rows
-            with self._lock:
-                self._condition_vectors.update(zip(missing, vectors))
+            vectors.update(zip(missing, self.embedder.plain(missing)))  # unit rows
         with self._lock:
             for text in texts:
+                self._condition_vectors[text] = vectors[text]
                 self._condition_vectors.move_to_end(text)
             while len(self._condition_vectors) > 4 * MAP_CONDITIONS:
                 self._condition_vectors.popitem(last=False)
-            target = self._condition_vectors[condition]
-            cosine = {k: float(self._condition_vectors[text] @ target) for k, (text, _) in held.items()}
+        cosine = {k: float(vectors[text] @ vectors[condition]) for k, (text, _) in held.items()}
         nearest = max(cosine, key=cosine.__getitem__)
         if cosine[nearest] < self.map_borrow_min_cosine:  # a distant condition's map ranks worse than none
             return None

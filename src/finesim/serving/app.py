@@ -434,7 +434,8 @@ def create_app(
         ``ConditionalIndex.search(query, condition, k)`` returns. A two-stage search says which first stage found
         its candidates in the header ``X-Finesim-First-Stage`` (for a ``mapped`` index whose map is still being
         fitted, ``--no-map-wait``: ``borrowed``, the map of the nearest condition it holds, or ``conditioned`` when
-        it holds none); without one (exact, tri-encoder, no condition) there is none."""
+        it holds none near enough or with ``--no-map-borrow``); without one (exact, tri-encoder, no condition)
+        there is none."""
         if settings.index is None:
             raise ApiError(404, NO_INDEX_MESSAGE, NO_INDEX)
         _, batcher = state.ready()

@@ -98,6 +98,7 @@ def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = No
             model_lock=model_lock,
         )  # fmt: skip
         index.map_wait = settings.map_wait
+        index.map_borrow = settings.map_borrow
         if settings.index_conditions:
             index.prepare(list(settings.index_conditions))
     except (ValueError, OSError) as err:
@@ -133,7 +134,8 @@ def describe_index(index: Any) -> dict[str, Any]:
     the conditions a bi-encoder index stores are those clients have searched). ``first_stage`` and
     ``first_stage_query`` are the first stage's model and query mode (``conditioned``, ``plain``, ``tri`` or
     ``mapped``), both None without one. ``plain_search``: whether a ``/search`` without a condition is answered.
-    ``map_wait`` (a "mapped" index; else None): whether a new condition's first search waits for its map's fit."""
+    ``map_wait`` (a "mapped" index; else None): whether a new condition's first search waits for its map's fit;
+    ``map_borrow`` (likewise): whether, not waiting, it may rank with the map of the nearest condition held."""
     manifest = index.store.manifest
     stage = index.first_stage_spec
     return {
@@ -150,6 +152,7 @@ def describe_index(index: Any) -> dict[str, Any]:
         "first_stage_query": None if stage is None else stage.query,
         "plain_search": index.plain_search_refusal() is None,
         "map_wait": bool(index.map_wait) if stage is not None and stage.query == "mapped" else None,
+        "map_borrow": bool(index.map_borrow) if stage is not None and stage.query == "mapped" else None,
         "ids": index.store.fields["id"],
         "metadata_keys": index.store.metadata_keys() if index.store.fields["metadata"] else [],
     }

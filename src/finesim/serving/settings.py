@@ -43,8 +43,11 @@ class ServeSettings:
         index_conditions: bi-encoder / CASE indexes: conditions whose corpus embeddings are computed at start-up
             (before ``/health`` answers 200) instead of on their first query.
         map_wait: a "mapped" index: a new condition's first search waits for its map's fit (True), or is answered
-            at once by the ``conditioned`` first stage while the map is fitted in the background, as are the
-            condition's other searches until the fit ends (False; ``ConditionalIndex.map_wait``).
+            at once while the map is fitted in the background, as are the condition's other searches until the fit
+            ends (False; ``ConditionalIndex.map_wait``): with the map of the nearest condition the index holds
+            (``map_borrow``), else by the ``conditioned`` first stage.
+        map_borrow: with ``map_wait`` False, whether such searches may use the map of the nearest condition held
+            (``ConditionalIndex.map_borrow``); False: always the ``conditioned`` first stage.
         docs: serve FastAPI's interactive API page at ``/docs`` (with ``/openapi.json``, both then public); None: on
             when ``host`` is a loopback address, off otherwise (the page loads its scripts from a CDN).
         workers: server processes behind the one port (uvicorn's multi-process supervisor; each loads the model and
@@ -72,6 +75,7 @@ class ServeSettings:
     index: str | None = None
     index_conditions: tuple[str, ...] = ()
     map_wait: bool = True
+    map_borrow: bool = True
     docs: bool | None = None
     workers: int = 1
     threads: int | None = None
