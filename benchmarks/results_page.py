@@ -2209,11 +2209,6 @@ SERVE_GOAL = 0.8  # issue 41: the batched server at >= 0.8x the in-process score
 SERVE_DEFAULT_RUNS = ("A", "E")  # what `finesim serve` runs by default (the goal's runs, fixed before H was run)
 
 
-def _and(items: tuple[str, ...]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-
-
 def serve_row(path: Path, what: str) -> dict[str, Any]:
     """One server run of ``benchmarks/serve_load.py``: the figures of the tables below, unrounded."""
     d = read(path)
@@ -2338,7 +2333,7 @@ def _goal_line(rows: list[dict[str, Any]], ppr: int) -> str:
     ratio = stats([r["ratio"] for r in default])
     met = ratio["mean"] >= SERVE_GOAL
     return (
-        f"{label}: the default set-up ({_and(SERVE_DEFAULT_RUNS)}) {ratio['mean']:.2f}× mean over"
+        f"{label}: the default set-up ({' and '.join(SERVE_DEFAULT_RUNS)}) {ratio['mean']:.2f}× mean over"
         f" {ratio['n']} run{'s' if ratio['n'] > 1 else ''} ({_span([r['ratio'] for r in default], unit='×')}),"
         f" p95 {_span([r['p95'] for r in default], fmt=',.0f', unit=' ms')}; every set-up:"
         f" {_span([r['ratio'] for r in runs], unit='×')} over {len(runs)} runs: **{'met' if met else 'not met'}**."

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,6 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from index_scaling import sentence_pool, validation_conditions
+from main_job_check import git_commit
 from two_stage_search import fill_cache
 
 from finesim.index import ConditionalIndex, recall_at_k
@@ -53,21 +53,9 @@ from finesim.paths import data_root
 from finesim.results import environment_record, path_roots, portable, write_json_atomic
 
 
-def git_commit() -> str:
-    """The checked-out commit, with ``-dirty`` when tracked files under src/ differ from it."""
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src"], check=False).returncode != 0
-    return (commit or "unknown") + ("-dirty" if dirty else "")
-
-
 def same_condition(a: str, b: str) -> bool:
     """Equal once case-folded with runs of spaces collapsed ("Type of beverage" is "type of beverage")."""
     return " ".join(a.casefold().split()) == " ".join(b.casefold().split())
-
-
-def unit_rows(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length."""
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 def main() -> None:
@@ -134,7 +122,7 @@ def main() -> None:
 
     # the condition texts alone, through the model: the nearness that picks a donor
     texts = list(dict.fromkeys([*conditions, *donors_all]))
-    vectors = unit_rows(index.embedder.plain(texts))
+    vectors = index.embedder.plain(texts)  # unit rows
     position = {t: i for i, t in enumerate(texts)}
     donors: dict[str, dict[str, Any]] = {}
     for label, candidates in pools.items():
