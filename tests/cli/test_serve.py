@@ -151,3 +151,26 @@ def test_no_map_borrow_reaches_the_settings_and_needs_no_map_wait(monkeypatch, t
     with pytest.raises(SystemExit) as exit_:
         main(["serve", "--model", "minilm", "--index", str(tmp_path), "--no-map-borrow"])
     assert exit_.value.code == 2 and "--no-map-borrow needs --no-map-wait" in capsys.readouterr().err
+
+
+def test_rerank_depth_reaches_the_settings_and_needs_an_index(monkeypatch, tmp_path, capsys) -> None:
+    """``--rerank-depth`` is passed to ``ServeSettings.rerank_depth`` as written (None without it: the index's
+    default); without ``--index`` it is a usage error, and a bad value is refused by argparse saying what is
+    expected."""
+    from types import SimpleNamespace
+
+    import finesim.serving.server as server
+    from finesim.index.store import IndexStore
+
+    given: list = []
+    monkeypatch.setattr(server, "serve", lambda settings, **kw: given.append(settings) or 0)
+    monkeypatch.setattr(IndexStore, "open", lambda path: SimpleNamespace(manifest={"first_stage": {"query": "mapped"}}))
+    main(["serve", "--model", "minilm", "--index", str(tmp_path)])
+    main(["serve", "--model", "minilm", "--index", str(tmp_path), "--rerank-depth", "25,25,3"])
+    assert [s.rerank_depth for s in given] == [None, "25,25,3"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", "--rerank-depth", "25,25,3"])
+    assert exit_.value.code == 2 and "--rerank-depth needs --index" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", "--index", str(tmp_path), "--rerank-depth", "0,1,1"])
+    assert exit_.value.code == 2 and "first must be a whole number >= 1, got 0" in capsys.readouterr().err

@@ -147,6 +147,31 @@ def test_the_mapped_first_stage_on_the_command_line(model_dirs, tmp_path, capsys
     assert main([*colour, "-q"]) == 0 and "map for condition" not in capsys.readouterr().err  # -q: no bar
 
 
+def test_rerank_depth_on_the_command_line(model_dirs, tmp_path, capsys):
+    """``--rerank-depth`` searches as the API with the same depth, ``all`` as without it; a bad value is a usage
+    error that says what is expected."""
+    from finesim import ConditionalIndex
+    from finesim.index.rerank_depth import RerankDepth
+
+    texts = make_corpus(60, seed=19)
+    out = tmp_path / "index"
+    argv = ["index", "build", "--model", str(model_dirs["bi"]), "--corpus", str(write_csv(tmp_path / "c.csv", texts))]
+    assert main([*argv, "-o", str(out), "-q"]) == 0
+    search = [str(out), "--query", "a dog", "--condition", "the sport", "-k", "3", "--candidates", "40"]
+    index = ConditionalIndex.open(out)
+    index.rerank_depth = RerankDepth(1, 1, 1)
+    shallow = index.search_rows("a dog", "the sport", k=3, candidates=40, strategy="two-stage")[0].tolist()
+    index.rerank_depth = None
+    everything = index.search_rows("a dog", "the sport", k=3, candidates=40, strategy="two-stage")[0].tolist()
+    assert shallow != everything  # the depth matters here, so the comparisons below can fail
+    assert [r["index"] for r in search_json(capsys, *search, "--rerank-depth", "1,1,1")] == shallow
+    assert [r["index"] for r in search_json(capsys, *search, "--rerank-depth", "all")] == everything
+    with pytest.raises(SystemExit) as exit_info:
+        main(["index", "search", *search, "--rerank-depth", "25,25"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "expected 'all' or three whole numbers FIRST,STEP,PATIENCE" in err
+
+
 def test_errors_are_one_line_naming_the_file(model_dirs, tmp_path, capsys):
     model = str(model_dirs["tri-hadamard"])
     wrong_column = write_csv(tmp_path / "c.csv", ["a dog", "a cat"], column="sentence")

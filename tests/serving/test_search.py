@@ -257,6 +257,32 @@ def test_info_reports_the_first_stage_and_its_query_mode(indexes, saved_models, 
         with serving(scorers["bi"], model=str(saved_models["bi"]), index=str(folder)) as client:
             index = client.get("/info").json()["index"]
         assert (index["search"], index["first_stage"], index["first_stage_query"]) == ("auto", model, query)
+        assert index["rerank_depth"] == "all"  # the default: every candidate re-ranked
+
+
+def test_rerank_depth_reaches_the_served_index(indexes, saved_models, scorers) -> None:  # noqa: F811
+    """``rerank_depth`` (``finesim serve --rerank-depth``) is the served index's, shown by /info; a search re-ranks
+    by it (fewer candidates embedded than re-ranking all of them), and the scores stay exact."""
+    from finesim.index.rerank_depth import RerankDepth
+    from finesim.serving import ServeSettings
+
+    served = {"model": str(saved_models["bi"]), "index": str(indexes["bi"])}
+    body = {"query": "a dog", "condition": "a colour never stored", "k": 2}
+    with serving(scorers["bi"], **served, rerank_depth="2,2,1") as client:
+        assert client.get("/info").json()["index"]["rerank_depth"] == "2,2,1"
+        index = client.app.state.model.index
+        assert index.rerank_depth == RerankDepth(2, 2, 1)
+        before = index.embedder.encoded
+        answer = client.post("/search", json=body)
+        assert answer.status_code == 200, answer.text
+        assert 2 <= index.embedder.encoded - before - 1 < len(CORPUS)  # re-ranking all would embed every text
+        exact = {r["index"]: r["score"] for r in index.search("a dog", body["condition"], len(CORPUS), strategy="exact")}
+        for row in answer.json():
+            assert row["score"] == pytest.approx(exact[row["index"]], abs=2e-5)
+    with pytest.raises(ValueError, match="rerank_depth needs an index"):
+        ServeSettings(model="m", rerank_depth="2,2,1")
+    with pytest.raises(ValueError, match="expected 'all' or three whole numbers"):
+        ServeSettings(model="m", index="i", rerank_depth="2,2")
 
 
 @pytest.mark.parametrize("tokens", [None, 4096], ids=["no-token-budget", "token-budget"])

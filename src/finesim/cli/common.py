@@ -111,6 +111,18 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
+def rerank_depth(text: str) -> str:
+    """An argparse type: a two-stage search's re-ranking depth, ``all`` or ``FIRST,STEP,PATIENCE``
+    (:func:`finesim.index.rerank_depth.parse_rerank_depth`), checked and returned as written."""
+    from finesim.index.rerank_depth import parse_rerank_depth
+
+    try:
+        parse_rerank_depth(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text.strip()
+
+
 def override(text: str) -> str:
     """An argparse type: a recipe override ``section.key=value``."""
     key = text.split("=", 1)[0].strip()

@@ -19,6 +19,7 @@ from finesim.cli.common import (
     positive_float,
     positive_int,
     ray_wanted,
+    rerank_depth,
     say,
     show_help,
 )
@@ -180,6 +181,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="only rows whose metadata KEY equals VALUE (repeatable: all must hold); an approximate or two-stage "
         "search filters its candidates, so it may return fewer than k",
+    )
+    p.add_argument(
+        "--rerank-depth",
+        type=rerank_depth,
+        default=None,
+        metavar="all|FIRST,STEP,PATIENCE",
+        help="a two-stage search: re-rank all its candidates ('all', the default), or best first, FIRST of them then "
+        "STEP more at a time, stopping after PATIENCE chunks in a row that change nothing in the top k (e.g. "
+        "25,25,3: fewer encodes for an easy query, up to --candidates for a hard one; docs/search.md)",
     )
     p.add_argument(
         "--map-sample",
@@ -413,6 +423,10 @@ def run_search(args: argparse.Namespace) -> int:
         index.map_sample = args.map_sample
     if args.map_ridge is not None:
         index.map_ridge = args.map_ridge
+    if args.rerank_depth is not None:
+        from finesim.index.rerank_depth import parse_rerank_depth
+
+        index.rerank_depth = parse_rerank_depth(args.rerank_depth)
     options = {"approximate": args.approximate, "candidates": args.candidates, "strategy": args.strategy}
     condition = None if args.no_condition else args.condition
     results = index.search(args.query, condition, k=args.k, where=where, **options)

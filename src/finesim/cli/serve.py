@@ -12,6 +12,7 @@ from finesim.cli.common import (
     log_level,
     non_negative_int,
     positive_int,
+    rerank_depth,
     say,
 )
 
@@ -168,6 +169,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --no-map-wait: answer a new condition's searches with the 'conditioned' first stage until its own "
         "map is fitted, never with the map of the nearest condition held",
     )
+    group.add_argument(
+        "--rerank-depth",
+        type=rerank_depth,
+        default=None,
+        metavar="all|FIRST,STEP,PATIENCE",
+        help="/search's two-stage searches: re-rank all their candidates ('all', the default), or best first, FIRST "
+        "of them then STEP more at a time, stopping after PATIENCE chunks in a row that change nothing in the top k "
+        "(e.g. 25,25,3; docs/search.md)",
+    )
     p.add_argument(
         "--workers",
         type=positive_int,
@@ -205,6 +215,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--no-map-borrow needs --no-map-wait: a map is borrowed only while a new condition's own is fitted"
         )
+    if args.rerank_depth is not None and args.index is None:
+        raise UsageError("--rerank-depth needs --index: it applies to /search's two-stage searches")
     if args.index is not None:
         from finesim.index.store import IndexStore
 
@@ -242,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
         index_conditions=conditions,
         map_wait=args.map_wait,
         map_borrow=args.map_borrow,
+        rerank_depth=args.rerank_depth,
         docs=args.docs,
         workers=args.workers,
         threads=args.threads,

@@ -22,6 +22,7 @@ from typing import Any
 
 from finesim.evaluation.ensemble import ENSEMBLE
 from finesim.index import ConditionalIndex, IndexFormatError
+from finesim.index.rerank_depth import parse_rerank_depth
 from finesim.serving.errors import ApiError
 from finesim.serving.settings import ServeSettings
 
@@ -99,6 +100,8 @@ def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = No
         )  # fmt: skip
         index.map_wait = settings.map_wait
         index.map_borrow = settings.map_borrow
+        if settings.rerank_depth is not None:
+            index.rerank_depth = parse_rerank_depth(settings.rerank_depth)
         if settings.index_conditions:
             index.prepare(list(settings.index_conditions))
     except (ValueError, OSError) as err:
@@ -135,7 +138,8 @@ def describe_index(index: Any) -> dict[str, Any]:
     ``first_stage_query`` are the first stage's model and query mode (``conditioned``, ``plain``, ``tri`` or
     ``mapped``), both None without one. ``plain_search``: whether a ``/search`` without a condition is answered.
     ``map_wait`` (a "mapped" index; else None): whether a new condition's first search waits for its map's fit;
-    ``map_borrow`` (likewise): whether, not waiting, it may rank with the map of the nearest condition held."""
+    ``map_borrow`` (likewise): whether, not waiting, it may rank with the map of the nearest condition held.
+    ``rerank_depth`` (an index with a first stage; else None): ``"all"`` or ``"FIRST,STEP,PATIENCE"``."""
     manifest = index.store.manifest
     stage = index.first_stage_spec
     return {
@@ -153,6 +157,7 @@ def describe_index(index: Any) -> dict[str, Any]:
         "plain_search": index.plain_search_refusal() is None,
         "map_wait": bool(index.map_wait) if stage is not None and stage.query == "mapped" else None,
         "map_borrow": bool(index.map_borrow) if stage is not None and stage.query == "mapped" else None,
+        "rerank_depth": None if stage is None else "all" if index.rerank_depth is None else str(index.rerank_depth),
         "ids": index.store.fields["id"],
         "metadata_keys": index.store.metadata_keys() if index.store.fields["metadata"] else [],
     }

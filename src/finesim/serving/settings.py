@@ -48,6 +48,9 @@ class ServeSettings:
             (``map_borrow``), else by the ``conditioned`` first stage.
         map_borrow: with ``map_wait`` False, whether such searches may use the map of the nearest condition held
             (``ConditionalIndex.map_borrow``); False: always the ``conditioned`` first stage.
+        rerank_depth: how deep ``/search``'s two-stage searches re-rank (``ConditionalIndex.rerank_depth``): ``"all"``
+            or ``"FIRST,STEP,PATIENCE"`` (:func:`finesim.index.rerank_depth.parse_rerank_depth`); None: the index's
+            default.
         docs: serve FastAPI's interactive API page at ``/docs`` (with ``/openapi.json``, both then public); None: on
             when ``host`` is a loopback address, off otherwise (the page loads its scripts from a CDN).
         workers: server processes behind the one port (uvicorn's multi-process supervisor; each loads the model and
@@ -76,6 +79,7 @@ class ServeSettings:
     index_conditions: tuple[str, ...] = ()
     map_wait: bool = True
     map_borrow: bool = True
+    rerank_depth: str | None = None
     docs: bool | None = None
     workers: int = 1
     threads: int | None = None
@@ -99,6 +103,12 @@ class ServeSettings:
             raise ValueError("the API key is empty")
         if self.index_conditions and self.index is None:
             raise ValueError("index_conditions need an index")
+        if self.rerank_depth is not None:
+            from finesim.index.rerank_depth import parse_rerank_depth
+
+            if self.index is None:
+                raise ValueError("rerank_depth needs an index")
+            parse_rerank_depth(self.rerank_depth)  # a bad value fails here, before the model loads
         for condition in self.index_conditions:
             if not isinstance(condition, str) or not condition.strip():
                 raise ValueError(f"index_conditions: {condition!r} is not a non-empty string")

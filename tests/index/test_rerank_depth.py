@@ -1,0 +1,114 @@
+"""Adaptive re-ranking depth (finesim.index.rerank_depth): candidates re-ranked best first, a chunk at a time, until
+the chunks stop changing the top k; every score stays exact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from index_helpers import brute_force, build_model_dirs, make_corpus
+
+from finesim import ConditionalIndex
+from finesim.index.rerank_depth import ADAPTIVE_DEPTH, RerankDepth, parse_rerank_depth
+from finesim.index.topk import best_rows
+from finesim.index.two_stage import FIRST_STAGE
+
+# candidate rows in first-stage order and each row's exact score (by hand: the top 2 are rows 12 and 11)
+ROWS = np.array([10, 11, 12, 13, 14, 15, 16, 17, 18, 19])
+SCORES = {10: 0.5, 11: 0.7, 12: 0.9, 13: 0.1, 14: 0.2, 15: 0.3, 16: 0.95, 17: 0.0, 18: 0.0, 19: 0.0}
+
+
+def scorer(seen: list[list[int]]):
+    def score(rows: np.ndarray) -> np.ndarray:
+        seen.append([int(r) for r in rows])
+        return np.array([SCORES[int(r)] for r in rows], dtype=np.float32)
+
+    return score
+
+
+def test_it_stops_after_patience_chunks_that_change_nothing():
+    seen: list[list[int]] = []
+    rows, scores, count = RerankDepth(first=3, step=2, patience=2).rerank(ROWS, 2, scorer(seen))
+    # chunk [10 11 12]: top {12, 11}; [13 14]: nothing enters (idle 1); [15 16]: 16 enters (idle 0);
+    # [17 18]: nothing (idle 1); [19]: nothing (idle 2): every candidate scored
+    assert seen == [[10, 11, 12], [13, 14], [15, 16], [17, 18], [19]]
+    assert rows.tolist() == [16, 12] and count == 10
+    np.testing.assert_allclose(scores, [0.95, 0.9])
+    seen.clear()
+    rows, _, count = RerankDepth(first=3, step=2, patience=1).rerank(ROWS, 2, scorer(seen))
+    # patience 1: the first chunk that changes nothing ([13 14]) ends it, before row 16 is seen
+    assert seen == [[10, 11, 12], [13, 14]] and count == 5
+    assert rows.tolist() == [12, 11]
+
+
+def test_every_candidate_scored_is_best_rows_of_all_of_them():
+    rng = np.random.default_rng(0)
+    rows = rng.permutation(200)
+    values = rng.random(200).astype(np.float32)
+    values[[5, 6, 7]] = values[4]  # ties: broken by the lower row, as best_rows does
+    expected = best_rows(values[rows], rows, 10)
+    got_rows, got_scores, count = RerankDepth(200, 1, 1).rerank(rows, 10, lambda r: values[r])
+    assert count == 200
+    assert got_rows.tolist() == expected[0].tolist()
+    np.testing.assert_array_equal(got_scores, expected[1])
+
+
+def test_no_candidates_and_fewer_than_k():
+    rows, scores, count = RerankDepth(5, 5, 1).rerank(np.zeros(0, dtype=np.int64), 3, lambda r: np.zeros(len(r)))
+    assert rows.tolist() == [] and scores.tolist() == [] and count == 0
+    rows, _, count = RerankDepth(2, 1, 1).rerank(np.array([4, 9]), 5, lambda r: np.array([0.1, 0.2]))
+    assert rows.tolist() == [9, 4] and count == 2
+
+
+def test_a_scorer_of_the_wrong_shape_is_an_error():
+    with pytest.raises(ValueError, match=r"2 candidates gave scores of shape \(3,\)"):
+        RerankDepth(2, 1, 1).rerank(np.array([1, 2]), 1, lambda r: np.zeros(3))
+
+
+def test_options_are_checked_with_clear_messages():
+    assert parse_rerank_depth("all") is None and parse_rerank_depth(" ALL ") is None
+    assert parse_rerank_depth("25, 25, 3") == RerankDepth(25, 25, 3)
+    assert str(RerankDepth(25, 25, 3)) == "25,25,3"
+    for bad in ("25,25", "a,b,c", "25,25,3,1", "-1,2,3", ""):
+        with pytest.raises(ValueError, match=r"expected 'all' or three whole numbers FIRST,STEP,PATIENCE"):
+            parse_rerank_depth(bad)
+    with pytest.raises(ValueError, match="patience must be a whole number >= 1, got 0"):
+        parse_rerank_depth("25,25,0")
+    with pytest.raises(ValueError, match="first must be a whole number >= 1, got True"):
+        RerankDepth(True, 1, 1)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tiny_bert_dir, tmp_path_factory) -> dict[str, Path]:
+    return build_model_dirs(tiny_bert_dir, tmp_path_factory)
+
+
+def test_the_index_default_rerank_depth_is_every_candidate():
+    # benchmarks/two_stage_adaptive_depth.py's rule kept "all" the default (results/two_stage_adaptive_depth.json)
+    assert ADAPTIVE_DEPTH is None
+
+
+def test_an_index_with_a_rerank_depth_embeds_fewer_candidates_and_scores_exactly(model_dirs, tmp_path):
+    corpus = make_corpus(120)
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
+    assert index.rerank_depth is None
+    exact_rows, exact_scores = brute_force(model_dirs["bi"], "a man plays guitar", corpus, "the sport", len(corpus))
+    exact = dict(zip(exact_rows, exact_scores))
+    full = index.search("a man plays guitar", "the sport", k=5, candidates=100)
+    index.rerank_cache.__init__()  # empty: every search below pays its own encodes
+    index.rerank_depth = RerankDepth(10, 10, 1)
+    before = index.embedder.encoded
+    results = index.search("a man plays guitar", "the sport", k=5, candidates=100)
+    encoded = index.embedder.encoded - before - 1  # less the (query, condition)
+    assert 10 <= encoded < 100 and encoded % 10 == 0
+    np.testing.assert_allclose([r["score"] for r in results], [exact[r["index"]] for r in results], atol=2e-5)
+    # what was re-ranked is the first stage's first `encoded` candidates, best first: the top 5 is theirs, exactly
+    stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
+    query = index.embedder.conditioned(["a man plays guitar"], "the sport")[0]
+    first = best_rows(stored @ query, np.arange(len(corpus)), encoded)[0]
+    expected = best_rows(np.array([exact[int(r)] for r in first]), first, 5)[0]
+    assert [r["index"] for r in results] == expected.tolist()
+    # a depth deep enough to see every candidate gives what re-ranking all of them gives
+    index.rerank_depth = RerankDepth(100, 1, 100)
+    assert index.search("a man plays guitar", "the sport", k=5, candidates=100) == full
