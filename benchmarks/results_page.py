@@ -1819,6 +1819,73 @@ def borrowed_map_section(folder: Path) -> list[str]:
     return lines
 
 
+ADAPTIVE_SECTION = "### Adaptive re-ranking depth: fewer candidates for an easy query"
+
+
+def adaptive_depth_section(folder: Path) -> list[str]:
+    """``two_stage_adaptive_depth.json``: recall@10 and candidates re-ranked for all N candidates and for the setting
+    its rule chose, on the train conditions that chose it and on the validation conditions it is reported on, and
+    the latency of real searches. Empty when the file is absent."""
+    path = folder / "two_stage_adaptive_depth.json"
+    if not path.is_file():
+        return []
+    data = read(path)
+    settings, results = data["settings"], data["results"]
+    select, report = results["selection"], results["report"]
+    chosen = select["chosen"]
+    names = [f"all {n}" for n in settings["fixed_candidates"]] + ([chosen] if chosen else [])
+    lines = [
+        ADAPTIVE_SECTION,
+        "",
+        f"`benchmarks/two_stage_adaptive_depth.py` with `{settings['model']}`, exact first stage, k = {settings['k']};"
+        " recall@10 against the model's own exact ranking; `all N`: every one of N candidates re-ranked;"
+        " `FIRST,STEP,PATIENCE`: best first, FIRST candidates then STEP more at a time, stopping after PATIENCE chunks"
+        f" in a row that change nothing in the top k, at most {settings['max_candidates']}. Chosen on"
+        f" {len(select['conditions'])} C-STS train conditions x {select['queries_per_condition']} queries"
+        f" ({_short_size(select['size'])} texts) by the rule in the script's docstring; reported on the"
+        f" {len(report['conditions'])} never-seen validation conditions x {report['queries_per_condition']} queries"
+        f" ({_short_size(report['size'])} texts).",
+        "",
+        "| conditions | first stage | re-ranking | recall@10 | candidates: mean | p50 | p95 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for where, part in (("train (selection)", select), ("validation (report)", report)):
+        for mode, rows in part["table"].items():
+            for name in names:
+                row = rows[name]
+                lines.append(
+                    f"| {where} | {mode} | {name} | {row['recall_at_10']:.3f} | {row['candidates_mean']:.1f} |"
+                    f" {row['candidates_p50']:.0f} | {row['candidates_p95']:.0f} |"
+                )
+    verdict = (
+        f"chosen `{chosen}` (qualifying: {', '.join(f'`{q}`' for q in select['qualifying'])});"
+        + (
+            " it becomes the default."
+            if select["becomes_default"]
+            else f" it re-ranks more than {settings['default_share']:.0%} of N on average for at least one first"
+            " stage, so re-ranking all N stays the default and the depth is an option (`--rerank-depth`)."
+        )
+        if chosen
+        else "no setting qualifies: re-ranking all N stays the default."
+    )
+    lines += ["", f"The rule's outcome: {verdict}"]
+    latency = report.get("latency")
+    if latency:
+        cells = "; ".join(
+            f"`{name}`: p50 {row['p50_ms']:,.0f} ms, p95 {row['p95_ms']:,.0f} ms, {row['candidates_mean']:.0f}"
+            " candidates embedded on average"
+            for name, row in latency.items()
+        )
+        searches = next(iter(latency.values()))["searches"]
+        lines += [
+            "",
+            f"Latency of real searches ({searches} each, the `mapped` first stage with each condition's own map held,"
+            f" the re-ranking cache emptied before each search, alternating): {cells}."
+            f" Run note: {settings.get('note') or '—'}.",
+        ]
+    return lines
+
+
 def _donor_cell(d: dict[str, Any] | None) -> str:
     """A donor and its cosine; for the index's own pick, none when its nearest held condition lies below the
     threshold (that nearest named)."""
@@ -2874,8 +2941,8 @@ def build(folder: Path, figure_name: str | None) -> str:
             parts.append("\n".join(screen) + "\n")
     parts.append("\n".join(levers_tried_section(folder)) + "\n")
     parts.append("\n".join(harness_section(folder)) + "\n")
-    sections = (search_section, hnsw_ef_section, mapped_section, borrowed_map_section, distill_section,
-                small_search_section)  # fmt: skip
+    sections = (search_section, hnsw_ef_section, mapped_section, borrowed_map_section, adaptive_depth_section,
+                distill_section, small_search_section)  # fmt: skip
     for section in sections:
         lines = section(folder)
         if lines:

@@ -1041,3 +1041,48 @@ def test_the_borrowed_map_rows_recompute_from_their_file() -> None:
     # at the time of writing: every nearest donor lifts recall@10 above `conditioned` for every condition at N = 100
     nearest = [label.removeprefix("mapped, borrowed from ") for label in borrowed if "nearest" in label]
     assert nearest and all(f"{label} at N = 100: 6 of 6" in section for label in nearest)
+
+
+ADAPTIVE = "### Adaptive re-ranking depth: fewer candidates for an easy query"
+
+
+def test_the_adaptive_depth_rows_and_the_rules_outcome_recompute_from_their_file() -> None:
+    """The adaptive-depth section: one row per conditions x first stage x (all N, the chosen setting), its figures
+    from ``two_stage_adaptive_depth.json``; the rule's choice and whether it became the default worked out here from
+    the selection table (within the tolerance of all N for both first stages, fewest candidates; default when at
+    most the share of N for both), and the library's default agrees."""
+    from finesim.index.rerank_depth import ADAPTIVE_DEPTH
+
+    data = json.loads((RESULTS / "two_stage_adaptive_depth.json").read_text(encoding="utf-8"))
+    settings, select = data["settings"], data["results"]["selection"]
+    section = _section(PAGE.read_text(encoding="utf-8"), ADAPTIVE)
+    names = [f"all {n}" for n in settings["fixed_candidates"]] + [select["chosen"]]
+    expected = []
+    for where, part in (("train (selection)", select), ("validation (report)", data["results"]["report"])):
+        for mode, rows in part["table"].items():
+            for name in names:
+                row = rows[name]
+                expected.append([where, mode, name, f"{row['recall_at_10']:.3f}", f"{row['candidates_mean']:.1f}",
+                                 f"{row['candidates_p50']:.0f}", f"{row['candidates_p95']:.0f}"])  # fmt: skip
+    assert table(section, "| conditions |") == expected
+    # the rule, recomputed
+    top = settings["max_candidates"]
+    modes = list(select["table"])
+    reference = {m: select["table"][m][f"all {top}"]["recall_at_10"] for m in modes}
+    names = [n for n in select["table"][modes[0]] if not n.startswith("all ")]
+    qualifying = [
+        n for n in names
+        if all(select["table"][m][n]["recall_at_10"] >= reference[m] - settings["tolerance"] for m in modes)
+    ]  # fmt: skip
+    assert qualifying == select["qualifying"]
+
+    def key(name: str) -> tuple[float, int, int]:
+        first, _, patience = (int(x) for x in name.split(","))
+        return (sum(select["table"][m][name]["candidates_mean"] for m in modes), -first, -patience)
+
+    chosen = min(qualifying, key=key)
+    assert chosen == select["chosen"] and f"chosen `{chosen}`" in section
+    default = all(select["table"][m][chosen]["candidates_mean"] <= settings["default_share"] * top for m in modes)
+    assert default == select["becomes_default"]
+    assert (ADAPTIVE_DEPTH is None) == (not default)  # the library ships what the rule decided
+    assert ("stays the default" in section) == (not default)
