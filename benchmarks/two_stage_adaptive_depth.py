@@ -15,8 +15,10 @@ on the six validation conditions of step 2 came before it; that is disclosed in 
   its ``--cache-dir`` holds their embeddings under each condition, so selection costs no encoding); first stages
   ``conditioned`` and ``mapped`` (the shipped ``map_sample`` and ``map_ridge``), exact;
 - a setting qualifies when its mean recall@10 against the exact ranking is within ``--tolerance`` (0.01) of
-  re-ranking all ``N`` candidates, for both first stages; the chosen setting re-ranks the fewest candidates on average
-  (summed over both first stages; ties: the larger ``first``, then the larger ``patience``);
+  re-ranking all ``N`` candidates, for both first stages ("within" includes equality; compared on the unrounded
+  means, with 1e-9 of slack for floating point); the chosen setting re-ranks the fewest candidates on average
+  (unrounded, summed over both first stages; ties: the larger ``first``, then the larger ``patience``, then the
+  larger ``step``);
 - it becomes the default (``finesim.index.rerank_depth.ADAPTIVE_DEPTH`` and the index's ``rerank_depth``) when its
   mean number of candidates re-ranked is at most 75% of ``N`` for both first stages; otherwise re-ranking all ``N``
   stays the default and adaptive depth is an option.
@@ -29,8 +31,9 @@ index's ``maps/`` or fitted).
 
 **Latency** (step 3, ``--latency``): real two-stage searches on that index through the library, the re-ranking cache
 emptied before each search (every query pays its candidates' encodes, as a never-seen condition's first query
-does), ``mapped`` first stage with the condition's own map held, all ``N`` = 200 against the chosen setting,
-alternating per query; p50 and p95 milliseconds. Run it on an idle machine (the CPU lock).
+does), ``mapped`` first stage with the condition's own map held, all ``N`` = 200 against the chosen setting, each
+query searched both ways, which goes first alternating from query to query; p50 and p95 milliseconds. Run it on an
+idle machine (the CPU lock).
 
     flock /tmp/finesim-cpu.lock python benchmarks/two_stage_adaptive_depth.py \\
         --select-index WORK/index --select-cache CACHE --index /work/ts50k-mapped \\
@@ -42,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import random
 import sys
 import time
 from pathlib import Path
@@ -52,10 +54,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from index_scaling import sentence_pool, validation_conditions
 from main_job_check import git_commit
+from two_stage_map_selection import train_conditions
+from two_stage_search import Draws, percentiles
 
-from finesim.data.csts import read_csts
 from finesim.index import ConditionalIndex, recall_at_k
 from finesim.index.rerank_depth import RerankDepth
 from finesim.index.topk import best_rows
@@ -68,6 +70,7 @@ MAX_N = 200
 FIXED_NS = (50, 100, 200, 400)
 SHARE = 0.75  # the chosen setting becomes the default when it re-ranks at most this share of N on average
 K = 10
+SLACK = 1e-9  # floating-point slack of "within the tolerance" (recall means are multiples of 1 / (10 x queries))
 
 
 def settings() -> list[RerankDepth]:
@@ -91,15 +94,39 @@ def measure(orders: list[tuple[np.ndarray, np.ndarray, list[int]]], depth: Reran
         "candidates_mean": round(float(np.mean(used)), 1),
         "candidates_p50": float(np.percentile(used, 50)),
         "candidates_p95": float(np.percentile(used, 95)),
+        "hits": round(K * float(np.sum(recalls))),  # exact: the rule compares these, unrounded
+        "candidates_total": int(np.sum(used)),
+        "queries": len(used),
     }
+
+
+def choose(
+    table: dict[str, dict[str, dict[str, Any]]], tolerance: float
+) -> tuple[RerankDepth | None, list[RerankDepth], bool]:
+    """The rule of the module docstring on a selection table: the chosen setting (None when none qualifies), the
+    qualifying ones, and whether the chosen one becomes the default. Exact: on hit counts and candidate totals."""
+
+    def recall(mode: str, name: str) -> float:
+        row = table[mode][name]
+        return float(row["hits"]) / (K * row["queries"])
+
+    def mean(mode: str, name: str) -> float:
+        row = table[mode][name]
+        return row["candidates_total"] / row["queries"]
+
+    qualifying = [
+        d for d in settings()
+        if all(recall(m, str(d)) >= recall(m, f"all {MAX_N}") - tolerance - SLACK for m in table)
+    ]  # fmt: skip
+    if not qualifying:
+        return None, [], False
+    chosen = min(qualifying, key=lambda d: (sum(mean(m, str(d)) for m in table), -d.first, -d.patience, -d.step))
+    return chosen, qualifying, all(mean(m, str(chosen)) <= SHARE * MAX_N for m in table)
 
 
 def select(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     """Step 1: every setting on the train conditions of two_stage_map_selection.py, and the rule's choice."""
-    train, _ = read_csts(root / "csts" / "train.csv")
-    validation, _ = read_csts(root / "csts" / "validation.csv")
-    pool = sorted(set(train["condition"]) - set(validation["condition"]))
-    conditions = random.Random(args.select_seed).sample(pool, 4)  # two_stage_map_selection.py's draw
+    conditions = train_conditions(root, args.select_seed, 4)  # two_stage_map_selection.py's draw
     index = ConditionalIndex.open(args.select_index, model=args.model)
     size = min(10_000, len(index))
     plain = np.concatenate([np.asarray(index.store.array(p, FIRST_STAGE)) for p in index.store.parts])[:size]
@@ -129,17 +156,7 @@ def select(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     for mode, per in orders.items():
         table[mode] = {f"all {n}": measure(per, None, n) for n in FIXED_NS}
         table[mode].update({str(d): measure(per, d, MAX_N) for d in settings()})
-    reference = {mode: table[mode][f"all {MAX_N}"][f"recall_at_{K}"] for mode in table}
-    qualifying = [
-        d for d in settings()
-        if all(table[m][str(d)][f"recall_at_{K}"] >= reference[m] - args.tolerance for m in table)
-    ]  # fmt: skip
-    chosen = (
-        min(qualifying, key=lambda d: (sum(table[m][str(d)]["candidates_mean"] for m in table), -d.first, -d.patience))
-        if qualifying
-        else None
-    )
-    default = chosen is not None and all(table[m][str(chosen)]["candidates_mean"] <= SHARE * MAX_N for m in table)
+    chosen, qualifying, default = choose(table, args.tolerance)
     for mode in table:
         for name, row in table[mode].items():
             print(f"select {mode:12} {name:10} {row}", flush=True)
@@ -161,14 +178,8 @@ def select(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 def report(args: argparse.Namespace, root: Path, chosen: RerankDepth | None) -> dict[str, Any]:
     """Steps 2 and 3: the validation conditions of two_stage_search.py on its 50k index."""
-    pool, _ = sentence_pool(root)
-    conditions_pool, _ = validation_conditions(root)
-    rng = random.Random(args.seed)  # the draws of two_stage_search.py, in its order
-    rng.shuffle(pool)
-    corpus = pool[: args.size]
-    conditions = rng.sample(conditions_pool, args.conditions)
-    queries = {c: rng.sample(pool, args.queries) for c in conditions}
-    pairs = [(q, c) for c in conditions for q in queries[c]]
+    draws = Draws.make(root, args.seed, args.size, args.conditions, args.queries)  # two_stage_search.py's draws
+    corpus, conditions, queries, pairs = draws.corpus, draws.conditions, draws.queries, draws.pairs()
     index = ConditionalIndex.open(args.index, model=args.model)
     if len(index) != len(corpus) or index.store.texts(range(len(corpus))) != corpus:
         raise SystemExit(f"--index {args.index}: not an index of this corpus")
@@ -211,8 +222,9 @@ def latency(index: ConditionalIndex, pairs: list[tuple[str, str]], chosen: Reran
     for condition in dict.fromkeys(c for _, c in pairs):
         index._condition_map(condition, index.key(condition))  # held: its fit is not what is timed
     index.search("warm-up", pairs[0][1], k=K, strategy="two-stage", candidates=MAX_N)
-    for query, condition in pairs:
-        for name, depth in ((f"all {MAX_N}", None), (str(chosen), chosen)):
+    ways: list[tuple[str, RerankDepth | None]] = [(f"all {MAX_N}", None), (str(chosen), chosen)]
+    for i, (query, condition) in enumerate(pairs):
+        for name, depth in ways if i % 2 == 0 else ways[::-1]:  # which goes first alternates
             index.rerank_cache = RerankCache()
             index.rerank_depth = depth
             before = index.embedder.encoded
@@ -223,8 +235,9 @@ def latency(index: ConditionalIndex, pairs: list[tuple[str, str]], chosen: Reran
     index.rerank_depth = None
     out = {}
     for name, values in times.items():
-        out[name] = {"p50_ms": round(float(np.percentile(values, 50)), 1),
-                     "p95_ms": round(float(np.percentile(values, 95)), 1),
+        seconds = percentiles([v / 1000 for v in values])
+        out[name] = {"p50_ms": round(1000 * seconds["p50_seconds"], 1),
+                     "p95_ms": round(1000 * seconds["p95_seconds"], 1),
                      "candidates_mean": round(float(np.mean(encoded[name])), 1), "searches": len(values)}  # fmt: skip
         print(f"latency {name:10} {out[name]}", flush=True)
     return out

@@ -43,9 +43,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from index_scaling import sentence_pool, validation_conditions
 from main_job_check import git_commit
-from two_stage_search import fill_cache
+from two_stage_search import Draws, fill_cache
 
 from finesim.index import ConditionalIndex, recall_at_k
 from finesim.index.two_stage import RerankCache
@@ -87,14 +86,9 @@ def main() -> None:
     from finesim.data.csts import read_csts
 
     root = data_root(args.data)
-    pool, files = sentence_pool(root)
-    conditions_pool, csts_file = validation_conditions(root)
-    rng = random.Random(args.seed)  # the draws of two_stage_search.py, in its order
-    rng.shuffle(pool)
-    corpus = pool[: args.size]
-    conditions = rng.sample(conditions_pool, args.conditions)
-    queries = {c: rng.sample(pool, args.queries) for c in conditions}
-    pairs = [(query, condition) for condition in conditions for query in queries[condition]]
+    draws = Draws.make(root, args.seed, args.size, args.conditions, args.queries)  # two_stage_search.py's draws
+    corpus, conditions, pairs = draws.corpus, draws.conditions, draws.pairs()
+    files, csts_file = draws.files, draws.csts_file
 
     index = ConditionalIndex.open(args.index, model=args.model)
     if len(index) != len(corpus) or index.store.texts(range(len(corpus))) != corpus:

@@ -39,6 +39,14 @@ NS = (50, 100, 200)
 METRIC_NS = (100, 200)
 
 
+def train_conditions(root: Path, seed: int, count: int) -> list[str]:
+    """``count`` C-STS train conditions that validation does not have, drawn with ``seed`` (this script's draw, which
+    ``two_stage_adaptive_depth.py`` repeats)."""
+    train, _ = read_csts(root / "csts" / "train.csv")
+    validation, _ = read_csts(root / "csts" / "validation.csv")
+    return random.Random(seed).sample(sorted(set(train["condition"]) - set(validation["condition"])), count)
+
+
 def recall_table(
     plain: np.ndarray, under: dict[str, np.ndarray], queries: int, seed: int
 ) -> dict[str, dict[int, float]]:
@@ -105,10 +113,7 @@ def main(argv: list[str] | None = None) -> None:
 
     root = data_root(args.data)
     train_path, validation_path = root / "csts" / "train.csv", root / "csts" / "validation.csv"
-    train, _ = read_csts(train_path)
-    validation, _ = read_csts(validation_path)
-    pool = sorted(set(train["condition"]) - set(validation["condition"]))
-    conditions = random.Random(args.seed).sample(pool, args.conditions)
+    conditions = train_conditions(root, args.seed, args.conditions)
     print(f"train conditions (none in validation): {conditions}", flush=True)
 
     index = ConditionalIndex.open(args.index, model=args.model)

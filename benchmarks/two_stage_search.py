@@ -46,6 +46,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,45 @@ def prefix_recall(
     return out
 
 
+@dataclass
+class Draws:
+    """The corpus, never-seen conditions and queries of this script (its ``--seed``, ``--size``, ``--conditions``,
+    ``--queries``), in its order of draws: ``two_stage_borrowed_map.py`` and ``two_stage_adaptive_depth.py`` measure
+    the same ones on the index this script kept."""
+
+    corpus: list[str]
+    conditions: list[str]
+    queries: dict[str, list[str]]
+    files: list[dict[str, Any]]
+    csts_file: dict[str, Any]
+    composition: dict[str, int]
+    # what later draws continue from (the latency queries): the generator, the shuffled pool, the conditions' pool
+    rng: random.Random
+    pool: list[str]
+    conditions_pool: list[str]
+
+    @classmethod
+    def make(cls, root: Path, seed: int, size: int, conditions: int, queries: int) -> Draws:
+        pool, files = sentence_pool(root)
+        conditions_pool, csts_file = validation_conditions(root)
+        rng = random.Random(seed)
+        rng.shuffle(pool)
+        composition = {"pool": min(size, len(pool)), "extra": 0, "passages": 0}
+        if size > len(pool):  # beyond the pool: C-STS sentences, then two-sentence passages (distinct_corpus)
+            extra, extra_files = csts_sentences(root)
+            files += extra_files
+            corpus, composition = distinct_corpus(pool, extra, size, seed)
+        else:
+            corpus = pool[:size]
+        drawn = rng.sample(conditions_pool, conditions)
+        queried = {c: rng.sample(pool, queries) for c in drawn}
+        return cls(corpus, drawn, queried, files, csts_file, composition, rng, pool, conditions_pool)
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every (query, condition), condition by condition."""
+        return [(query, condition) for condition in self.conditions for query in self.queries[condition]]
+
+
 def percentiles(seconds: list[float]) -> dict[str, float]:
     s = np.asarray(seconds)
     return {
@@ -272,19 +312,15 @@ def main() -> None:
         raise SystemExit(f"--prefixes measures the conditioned and mapped modes; --modes {args.modes} has neither")
 
     root = data_root(args.data)
-    pool, files = sentence_pool(root)
-    conditions_pool, csts_file = validation_conditions(root)
-    rng = random.Random(args.seed)
-    rng.shuffle(pool)
-    composition = {"pool": min(args.size, len(pool)), "extra": 0, "passages": 0}
-    if args.size > len(pool):  # beyond the pool: C-STS sentences, then two-sentence passages (distinct_corpus)
-        extra, extra_files = csts_sentences(root)
-        files += extra_files
-        corpus, composition = distinct_corpus(pool, extra, args.size, args.seed)
-    else:
-        corpus = pool[: args.size]
-    conditions = rng.sample(conditions_pool, args.conditions)
-    queries = {c: rng.sample(pool, args.queries) for c in conditions}
+    draws = Draws.make(root, args.seed, args.size, args.conditions, args.queries)
+    corpus, conditions, queries, files, csts_file = (
+        draws.corpus,
+        draws.conditions,
+        draws.queries,
+        draws.files,
+        draws.csts_file,
+    )
+    composition, rng, pool, conditions_pool = draws.composition, draws.rng, draws.pool, draws.conditions_pool
     print(f"{len(corpus)} texts, {len(conditions)} conditions x {args.queries} queries", flush=True)
 
     work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="finesim-two-stage-"))

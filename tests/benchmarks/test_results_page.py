@@ -1065,24 +1065,32 @@ def test_the_adaptive_depth_rows_and_the_rules_outcome_recompute_from_their_file
                 expected.append([where, mode, name, f"{row['recall_at_10']:.3f}", f"{row['candidates_mean']:.1f}",
                                  f"{row['candidates_p50']:.0f}", f"{row['candidates_p95']:.0f}"])  # fmt: skip
     assert table(section, "| conditions |") == expected
-    # the rule, recomputed
+    # the rule, recomputed on the exact counts (hits, candidates) the file keeps beside the rounded figures
     top = settings["max_candidates"]
     modes = list(select["table"])
-    reference = {m: select["table"][m][f"all {top}"]["recall_at_10"] for m in modes}
+
+    def recall(mode: str, name: str) -> float:
+        row = select["table"][mode][name]
+        return row["hits"] / (10 * row["queries"])
+
+    def mean(mode: str, name: str) -> float:
+        row = select["table"][mode][name]
+        return row["candidates_total"] / row["queries"]
+
     names = [n for n in select["table"][modes[0]] if not n.startswith("all ")]
     qualifying = [
         n for n in names
-        if all(select["table"][m][n]["recall_at_10"] >= reference[m] - settings["tolerance"] for m in modes)
+        if all(recall(m, n) >= recall(m, f"all {top}") - settings["tolerance"] - 1e-9 for m in modes)
     ]  # fmt: skip
     assert qualifying == select["qualifying"]
 
-    def key(name: str) -> tuple[float, int, int]:
-        first, _, patience = (int(x) for x in name.split(","))
-        return (sum(select["table"][m][name]["candidates_mean"] for m in modes), -first, -patience)
+    def key(name: str) -> tuple[float, int, int, int]:
+        first, step, patience = (int(x) for x in name.split(","))
+        return (sum(mean(m, name) for m in modes), -first, -patience, -step)
 
     chosen = min(qualifying, key=key)
     assert chosen == select["chosen"] and f"chosen `{chosen}`" in section
-    default = all(select["table"][m][chosen]["candidates_mean"] <= settings["default_share"] * top for m in modes)
+    default = all(mean(m, chosen) <= settings["default_share"] * top for m in modes)
     assert default == select["becomes_default"]
     assert (ADAPTIVE_DEPTH is None) == (not default)  # the library ships what the rule decided
     assert ("stays the default" in section) == (not default)

@@ -173,4 +173,10 @@ def test_rerank_depth_reaches_the_settings_and_needs_an_index(monkeypatch, tmp_p
     assert exit_.value.code == 2 and "--rerank-depth needs --index" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         main(["serve", "--model", "minilm", "--index", str(tmp_path), "--rerank-depth", "0,1,1"])
-    assert exit_.value.code == 2 and "first must be a whole number >= 1, got 0" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "rerank_depth '0,1,1': FIRST must be a whole number >= 1" in err
+    # an index without a first stage searches exactly: nothing to re-rank, so the option is refused, not ignored
+    monkeypatch.setattr(IndexStore, "open", lambda path: SimpleNamespace(manifest={"first_stage": None}))
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", "--index", str(tmp_path), "--rerank-depth", "25,25,3"])
+    assert exit_.value.code == 2 and "has no first stage (it searches exactly)" in capsys.readouterr().err

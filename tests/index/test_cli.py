@@ -170,6 +170,11 @@ def test_rerank_depth_on_the_command_line(model_dirs, tmp_path, capsys):
         main(["index", "search", *search, "--rerank-depth", "25,25"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "expected 'all' or three whole numbers FIRST,STEP,PATIENCE" in err
+    assert main([*argv, "-o", str(tmp_path / "plain"), "-q", "--first-stage", "none"]) == 0
+    with pytest.raises(SystemExit) as exit_info:  # no first stage: an exact search, nothing to re-rank
+        main(["index", "search", str(tmp_path / "plain"), *search[1:], "--rerank-depth", "1,1,1"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "this index has no first stage (it searches exactly)" in err
 
 
 def test_errors_are_one_line_naming_the_file(model_dirs, tmp_path, capsys):

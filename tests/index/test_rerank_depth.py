@@ -42,16 +42,19 @@ def test_it_stops_after_patience_chunks_that_change_nothing():
     assert rows.tolist() == [12, 11]
 
 
-def test_every_candidate_scored_is_best_rows_of_all_of_them():
+@pytest.mark.parametrize("depth", [RerankDepth(7, 3, 10**6), RerankDepth(1, 1, 10**6), RerankDepth(200, 1, 1)])
+def test_every_candidate_scored_is_best_rows_of_all_of_them(depth):
+    """Chunks merged one by one give best_rows of all the rows, ties included: small whole-number scores put many
+    ties inside the top k, broken by the lower row across chunks."""
     rng = np.random.default_rng(0)
     rows = rng.permutation(200)
-    values = rng.random(200).astype(np.float32)
-    values[[5, 6, 7]] = values[4]  # ties: broken by the lower row, as best_rows does
+    values = rng.integers(0, 6, 200).astype(np.float32)  # about 33 rows share the best score: ties in the top 10
     expected = best_rows(values[rows], rows, 10)
-    got_rows, got_scores, count = RerankDepth(200, 1, 1).rerank(rows, 10, lambda r: values[r])
+    got_rows, got_scores, count = depth.rerank(rows, 10, lambda r: values[r])
     assert count == 200
     assert got_rows.tolist() == expected[0].tolist()
     np.testing.assert_array_equal(got_scores, expected[1])
+    assert len(set(got_scores.tolist())) == 1  # the top 10 is all one tied score: the tie-break decided it
 
 
 def test_no_candidates_and_fewer_than_k():
@@ -66,17 +69,24 @@ def test_a_scorer_of_the_wrong_shape_is_an_error():
         RerankDepth(2, 1, 1).rerank(np.array([1, 2]), 1, lambda r: np.zeros(3))
 
 
+def test_k_must_be_at_least_one():
+    with pytest.raises(ValueError, match="k must be a whole number >= 1, got 0"):
+        RerankDepth(1, 1, 1).rerank(np.array([1]), 0, lambda r: np.zeros(len(r)))
+
+
 def test_options_are_checked_with_clear_messages():
     assert parse_rerank_depth("all") is None and parse_rerank_depth(" ALL ") is None
     assert parse_rerank_depth("25, 25, 3") == RerankDepth(25, 25, 3)
     assert str(RerankDepth(25, 25, 3)) == "25,25,3"
-    for bad in ("25,25", "a,b,c", "25,25,3,1", "-1,2,3", ""):
+    for bad in ("25,25", "a,b,c", "25,25,3,1", "-1,2,3", "", "²,1,1"):
         with pytest.raises(ValueError, match=r"expected 'all' or three whole numbers FIRST,STEP,PATIENCE"):
             parse_rerank_depth(bad)
-    with pytest.raises(ValueError, match="patience must be a whole number >= 1, got 0"):
+    with pytest.raises(ValueError, match="rerank_depth '25,25,0': PATIENCE must be a whole number >= 1, got 0"):
         parse_rerank_depth("25,25,0")
-    with pytest.raises(ValueError, match="first must be a whole number >= 1, got True"):
+    with pytest.raises(ValueError, match="FIRST must be a whole number >= 1, got True"):
         RerankDepth(True, 1, 1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="rerank_depth must be 'all', 'FIRST,STEP,PATIENCE' or a RerankDepth, got 3"):
+        parse_rerank_depth(3)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +119,32 @@ def test_an_index_with_a_rerank_depth_embeds_fewer_candidates_and_scores_exactly
     first = best_rows(stored @ query, np.arange(len(corpus)), encoded)[0]
     expected = best_rows(np.array([exact[int(r)] for r in first]), first, 5)[0]
     assert [r["index"] for r in results] == expected.tolist()
+    assert index.last_first_stage() == "conditioned"  # the depth's search keeps its bookkeeping
     # a depth deep enough to see every candidate gives what re-ranking all of them gives
-    index.rerank_depth = RerankDepth(100, 1, 100)
-    assert index.search("a man plays guitar", "the sport", k=5, candidates=100) == full
+    index.rerank_depth = "100,1,100"  # as written on the command line: parsed when set
+    assert index.rerank_depth == RerankDepth(100, 1, 100)
+    deep = index.search("a man plays guitar", "the sport", k=5, candidates=100)
+    assert [r["index"] for r in deep] == [r["index"] for r in full]
+    np.testing.assert_allclose([r["score"] for r in deep], [r["score"] for r in full], atol=1e-6)
+    index.rerank_depth = "all"
+    assert index.rerank_depth is None
+    with pytest.raises(ValueError, match="rerank_depth '25,25': expected 'all' or three whole numbers"):
+        index.rerank_depth = "25,25"
+    assert index.rerank_depth is None  # a refused value leaves the setting as it was
+
+
+def test_a_mapped_first_stage_with_a_rerank_depth_and_a_filter(model_dirs, tmp_path):
+    """The depth re-ranks the mapped first stage's candidates in their order; a filter still applies to them."""
+    corpus = make_corpus(120)
+    meta = [{"half": str(i % 2)} for i in range(len(corpus))]
+    index = ConditionalIndex.build(
+        str(model_dirs["bi"]), corpus, tmp_path / "index", metadata=meta, first_stage_query="mapped"
+    )
+    index.map_sample = 40
+    index.rerank_depth = RerankDepth(5, 5, 1)
+    results = index.search("a dog", "the animal", k=3, candidates=60, where={"half": "1"})
+    assert index.last_first_stage() == "mapped"
+    assert results and all(int(r["index"]) % 2 == 1 for r in results)
+    exact_rows, exact_scores = brute_force(model_dirs["bi"], "a dog", corpus, "the animal", len(corpus))
+    exact = dict(zip(exact_rows, exact_scores))
+    np.testing.assert_allclose([r["score"] for r in results], [exact[r["index"]] for r in results], atol=2e-5)

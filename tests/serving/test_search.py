@@ -244,6 +244,7 @@ def test_info_describes_the_index(indexes, saved_models, scorers) -> None:  # no
     assert index["built_with"] == str(saved_models["case"]) and len(index["model_sha256"]) == 64
     assert index["search"] == "exact"
     assert index["first_stage"] is None and index["first_stage_query"] is None  # CASE: no first stage by default
+    assert index["rerank_depth"] is None  # nothing is re-ranked
 
 
 def test_info_reports_the_first_stage_and_its_query_mode(indexes, saved_models, scorers, tmp_path) -> None:  # noqa: F811
@@ -265,6 +266,7 @@ def test_rerank_depth_reaches_the_served_index(indexes, saved_models, scorers) -
     by it (fewer candidates embedded than re-ranking all of them), and the scores stay exact."""
     from finesim.index.rerank_depth import RerankDepth
     from finesim.serving import ServeSettings
+    from finesim.serving.search import IndexOpenError, open_served_index
 
     served = {"model": str(saved_models["bi"]), "index": str(indexes["bi"])}
     body = {"query": "a dog", "condition": "a colour never stored", "k": 2}
@@ -276,9 +278,13 @@ def test_rerank_depth_reaches_the_served_index(indexes, saved_models, scorers) -
         answer = client.post("/search", json=body)
         assert answer.status_code == 200, answer.text
         assert 2 <= index.embedder.encoded - before - 1 < len(CORPUS)  # re-ranking all would embed every text
-        exact = {r["index"]: r["score"] for r in index.search("a dog", body["condition"], len(CORPUS), strategy="exact")}
+        everything = index.search("a dog", body["condition"], len(CORPUS), strategy="exact")
+        exact = {r["index"]: r["score"] for r in everything}
         for row in answer.json():
             assert row["score"] == pytest.approx(exact[row["index"]], abs=2e-5)
+    with pytest.raises(IndexOpenError, match="rerank_depth applies to two-stage searches, and this index has no"):
+        open_served_index(ServeSettings(model=str(saved_models["case"]), index=str(indexes["case"]),
+                                        rerank_depth="2,2,1"), scorers["case"])  # fmt: skip
     with pytest.raises(ValueError, match="rerank_depth needs an index"):
         ServeSettings(model="m", rerank_depth="2,2,1")
     with pytest.raises(ValueError, match="expected 'all' or three whole numbers"):

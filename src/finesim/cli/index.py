@@ -416,6 +416,11 @@ def run_search(args: argparse.Namespace) -> int:
             "--map-sample and --map-ridge tune the 'mapped' first stage, but this index's first stage query is "
             f"{stage.get('query') or 'none'}: build it with --first-stage-query mapped, or drop them"
         )
+    if args.rerank_depth is not None and not stage:
+        raise UsageError(
+            "--rerank-depth applies to two-stage searches, but this index has no first stage (it searches exactly): "
+            "drop it"
+        )
     index = ConditionalIndex.open(
         args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress
     )

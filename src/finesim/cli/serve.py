@@ -222,6 +222,11 @@ def run(args: argparse.Namespace) -> int:
 
         store = IndexStore.open(args.index)  # a missing or damaged folder fails now, before the model loads
         query = (store.manifest.get("first_stage") or {}).get("query")
+        if args.rerank_depth is not None and not store.manifest.get("first_stage"):
+            raise UsageError(
+                f"--rerank-depth: the index {args.index} has no first stage (it searches exactly), so nothing is "
+                "re-ranked; leave it out"
+            )
         if not args.map_wait and query != "mapped":
             raise UsageError(
                 f"--no-map-wait: the index {args.index} fits no maps (its first stage's query is {query!r}, not "

@@ -42,7 +42,7 @@ from finesim.index.approximate import ANN_KINDS, AnnFile, ann_params, normalized
 from finesim.index.corpus import meta_rows
 from finesim.index.encoders import IndexEncoder, load_index_model
 from finesim.index.errors import IndexFormatError, ModelMismatchError
-from finesim.index.rerank_depth import ADAPTIVE_DEPTH, RerankDepth
+from finesim.index.rerank_depth import ADAPTIVE_DEPTH, RerankDepth, parse_rerank_depth
 from finesim.index.store import (
     ANN,
     CONDITIONS,
@@ -248,7 +248,7 @@ class ConditionalIndex:
         self.map_borrow_min_cosine = MAP_BORROW_MIN_COSINE
         # how deep a two-stage search re-ranks its N candidates: all of them (None), or best first, a chunk at a time,
         # until the chunks stop changing the top k (finesim.index.rerank_depth.RerankDepth)
-        self.rerank_depth: RerankDepth | None = ADAPTIVE_DEPTH
+        self.rerank_depth = ADAPTIVE_DEPTH
         self._map_conditions: dict[str, str] = {}  # condition key -> its text, for the maps held
         self._condition_vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # condition text -> unit vector
         self._map_threads: dict[str, threading.Thread] = {}
@@ -890,18 +890,27 @@ class ConditionalIndex:
             same = stage.embedder is self.embedder and stage.query_mode == "conditioned"
             vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
             found = self._nearest_first_stage(vector, wanted, kind, mask)
-        depth = self.rerank_depth
-        if depth is None:  # every candidate re-ranked
-            block = self._conditioned_rows(key, condition, found)
-            self._searching.first_stage = used
-            return best_rows((as_float_tensor(block) @ query_vector).numpy(), found, k)
 
         def score(rows: np.ndarray) -> np.ndarray:
             return (as_float_tensor(self._conditioned_rows(key, condition, rows)) @ query_vector).numpy()
 
-        top_rows, top_scores, _ = depth.rerank(found, k, score)
+        depth = self.rerank_depth
+        top = best_rows(score(found), found, k) if depth is None else depth.rerank(found, k, score)[:2]
         self._searching.first_stage = used
-        return top_rows, top_scores
+        return top
+
+    @property
+    def rerank_depth(self) -> RerankDepth | None:
+        """How deep a two-stage search re-ranks its N candidates: None, every one of them (the default,
+        :data:`~finesim.index.rerank_depth.ADAPTIVE_DEPTH`), or a :class:`~finesim.index.rerank_depth.RerankDepth`:
+        best first, a chunk at a time, until the chunks stop changing the top k. Set it to None, a ``RerankDepth``,
+        ``"all"`` or ``"FIRST,STEP,PATIENCE"`` (checked when set). Candidates already in the re-ranking cache count
+        toward its chunks like the others (docs/search.md)."""
+        return self._rerank_depth
+
+    @rerank_depth.setter
+    def rerank_depth(self, value: RerankDepth | str | None) -> None:
+        self._rerank_depth = parse_rerank_depth(value)
 
     def last_first_stage(self) -> str | None:
         """The first stage whose candidates this thread's last search re-ranked: ``"conditioned"``, ``"mapped"``,

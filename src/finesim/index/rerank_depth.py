@@ -34,17 +34,20 @@ class RerankDepth:
         for name in ("first", "step", "patience"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"rerank depth: {name} must be a whole number >= 1, got {value!r}")
+                raise ValueError(f"rerank_depth: {name.upper()} must be a whole number >= 1, got {value!r}")
 
     @classmethod
     def parse(cls, text: str) -> RerankDepth:
-        """``"FIRST,STEP,PATIENCE"``, e.g. ``"25,25,3"``; a clear error for anything else."""
+        """``"FIRST,STEP,PATIENCE"``, e.g. ``"25,25,3"``; a clear error, echoing ``text``, for anything else."""
         parts = [p.strip() for p in str(text).split(",")]
-        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        if len(parts) != 3 or not all(p.isascii() and p.isdecimal() for p in parts):
             raise ValueError(
-                f"rerank depth {text!r}: expected 'all' or three whole numbers FIRST,STEP,PATIENCE (e.g. 25,25,3)"
+                f"rerank_depth {text!r}: expected 'all' or three whole numbers FIRST,STEP,PATIENCE (e.g. 25,25,3)"
             )
-        return cls(*(int(p) for p in parts))
+        try:
+            return cls(*(int(p) for p in parts))
+        except ValueError as err:
+            raise ValueError(f"rerank_depth {text!r}: {str(err).removeprefix('rerank_depth: ')}") from None
 
     def __str__(self) -> str:
         return f"{self.first},{self.step},{self.patience}"
@@ -56,6 +59,8 @@ class RerankDepth:
         scoring them chunk by chunk with ``score`` (the exact scores of a slice of rows) and stopping as the class
         says; also how many candidates were scored. Ties are broken as :func:`~finesim.index.topk.best_rows` breaks
         them, so re-ranking every candidate gives exactly ``best_rows`` of all of them."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be a whole number >= 1, got {k!r}")
         rows = np.asarray(rows, dtype=np.int64)
         top_rows, top_scores = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         done, idle = 0, 0
@@ -64,7 +69,7 @@ class RerankDepth:
             chunk = rows[done:stop]
             scores = np.asarray(score(chunk), dtype=np.float32)
             if scores.shape != (len(chunk),):
-                raise ValueError(f"rerank depth: {len(chunk)} candidates gave scores of shape {scores.shape}")
+                raise ValueError(f"rerank_depth: {len(chunk)} candidates gave scores of shape {scores.shape}")
             top_rows, top_scores = best_rows(np.concatenate([top_scores, scores]), np.concatenate([top_rows, chunk]), k)
             entered = bool(np.isin(top_rows, chunk).any())
             idle = 0 if entered else idle + 1
@@ -77,9 +82,13 @@ class RerankDepth:
 ADAPTIVE_DEPTH: RerankDepth | None = None
 
 
-def parse_rerank_depth(text: str) -> RerankDepth | None:
-    """A rerank-depth option as a user writes it: ``"all"`` (None: every candidate re-ranked) or
-    ``"FIRST,STEP,PATIENCE"`` (:meth:`RerankDepth.parse`)."""
-    if str(text).strip().casefold() == "all":
+def parse_rerank_depth(value: RerankDepth | str | None) -> RerankDepth | None:
+    """A rerank depth as a user gives it: ``"all"`` or None (None: every candidate re-ranked), ``"FIRST,STEP,PATIENCE"``
+    (:meth:`RerankDepth.parse`) or a :class:`RerankDepth`; a clear error for anything else."""
+    if value is None or isinstance(value, RerankDepth):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"rerank_depth must be 'all', 'FIRST,STEP,PATIENCE' or a RerankDepth, got {value!r}")
+    if value.strip().casefold() == "all":
         return None
-    return RerankDepth.parse(text)
+    return RerankDepth.parse(value)
