@@ -1880,7 +1880,8 @@ def adaptive_depth_section(folder: Path) -> list[str]:
         lines += [
             "",
             f"Latency of real searches ({searches} each, the `mapped` first stage with each condition's own map held,"
-            f" the re-ranking cache emptied before each search, alternating): {cells}."
+            " the re-ranking cache emptied before each search; each query searched both ways, which goes first"
+            f" alternating): {cells}."
             f" Run note: {settings.get('note') or '—'}.",
         ]
     return lines
