@@ -429,9 +429,7 @@ def run_search(args: argparse.Namespace) -> int:
     if args.map_ridge is not None:
         index.map_ridge = args.map_ridge
     if args.rerank_depth is not None:
-        from finesim.index.rerank_depth import parse_rerank_depth
-
-        index.rerank_depth = parse_rerank_depth(args.rerank_depth)
+        index.rerank_depth = args.rerank_depth  # "all" or "F,S,P": parsed by the index when set
     options = {"approximate": args.approximate, "candidates": args.candidates, "strategy": args.strategy}
     condition = None if args.no_condition else args.condition
     results = index.search(args.query, condition, k=args.k, where=where, **options)

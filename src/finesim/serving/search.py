@@ -22,7 +22,6 @@ from typing import Any
 
 from finesim.evaluation.ensemble import ENSEMBLE
 from finesim.index import ConditionalIndex, IndexFormatError
-from finesim.index.rerank_depth import parse_rerank_depth
 from finesim.serving.errors import ApiError
 from finesim.serving.settings import ServeSettings
 
@@ -106,7 +105,7 @@ def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = No
                     "rerank_depth applies to two-stage searches, and this index has no first stage (it searches "
                     "exactly): leave it out"
                 )
-            index.rerank_depth = parse_rerank_depth(settings.rerank_depth)
+            index.rerank_depth = settings.rerank_depth  # parsed by the index when set
         if settings.index_conditions:
             index.prepare(list(settings.index_conditions))
     except (ValueError, OSError) as err:
