@@ -101,6 +101,10 @@ class Preflight:
             if data is not None:
                 skipped = sum((data.report.get("skipped") or {}).values()) if isinstance(data.report, dict) else 0
                 extra = f", {skipped} rows skipped (see the report)" if skipped else ""
+                for aux in data.report.get("auxiliary", []) if isinstance(data.report, dict) else []:
+                    extra += f"; {aux['rows']} of them auxiliary from {aux['path']} ({aux['format']}"
+                    extra += "" if aux["condition"] is None else f", condition {aux['condition']!r}"
+                    extra += ")"
                 lines.append(f"{data.role} data {data.path} ({data.format}): {len(data.dataset)} rows{extra}")
         resume = (
             f"resumes from {self.checkpoint}"
@@ -148,13 +152,13 @@ def preflight(
     except ModelResolutionError as err:
         raise RecipeError(f"{source}: model.backbone: {err}") from None
     root = data_root if data_root is not None else recipe.data.root
-    train, dev = carve_dev(recipe, load_data(recipe, "train", root))
+    train, dev, auxiliary = read_training_data(recipe, root)
     validation = load_data(recipe, "validation", root) if recipe.data.validation else None
     pairs = check_layout(recipe, train.dataset, train.path)
     if recipe.train.trainer_args:  # the trainer checks their values itself: now, not after the model is built
         _check_trainer_args(recipe, out, has_eval=dev is not None or validation is not None)
     check_writable(out, source)
-    fingerprint = run_fingerprint(recipe, train, validation)
+    fingerprint = run_fingerprint(recipe, train, validation, auxiliary)
     action, checkpoint = _decide(out, fingerprint, resume, source)
     notes = []
     if recipe.train.bf16 == "auto":
@@ -234,6 +238,99 @@ def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
         )
     digest = hashlib.sha256(f"hub dataset {spec} split {d.split}".encode()).hexdigest() if hub else path_sha256(path)
     return LoadedData(role, path, data_format, dataset, report, digest)
+
+
+def load_auxiliary(recipe: Recipe, root: str | None, *, conditions: bool) -> list[LoadedData]:
+    """Read ``data.auxiliary``'s pairs (:class:`~finesim.training.recipe.AuxiliarySpec`): through their format, cut to
+    ``max_rows``, labels checked against the entry's ``low/high``, mapped linearly onto ``labels.low/high`` and scaled
+    as the main rows are. ``conditions``: whether data.train's rows carry a condition; then every auxiliary pair gets
+    one (the entry's ``condition``, or the data's own), else none may. Columns as :func:`load_data`'s, no ``row``."""
+    import numpy as np
+
+    from finesim.data.errors import DataFormatError
+    from finesim.training.formats import FormatOptions, get_data_format
+
+    source = recipe_source(recipe)
+    lab = recipe.labels
+    loaded = []
+    for i, aux in enumerate(recipe.data.auxiliary):
+        key = f"data.auxiliary[{i}]"
+        path = resolve_data_path(aux.train, root)
+        if not path.exists():
+            raise DataFormatError(f"{key}.train not found (from {source})", path=path)
+        dataset, report = get_data_format(aux.format)(
+            path, FormatOptions(label_range=(aux.low, aux.high), columns=dict(aux.columns))
+        )
+        missing = sorted({"sentence1", "sentence2", "label"} - set(dataset.column_names))
+        if missing:
+            raise RecipeError(
+                f"{source}: {key}: format {aux.format!r} gives columns {dataset.column_names}, not labelled sentence "
+                f"pairs ({missing} missing)"
+            )
+        if len(dataset) == 0:
+            raise DataFormatError(f"no rows to train on ({key})", path=path)
+        if aux.max_rows is not None and aux.max_rows < len(dataset):
+            dataset = dataset.select(range(aux.max_rows))
+        labels = np.asarray(dataset["label"], dtype=np.float64)
+        bad = np.flatnonzero((labels < aux.low) | (labels > aux.high))
+        if bad.size:
+            rows = dataset["row"] if "row" in dataset.column_names else list(range(1, len(dataset) + 1))
+            raise DataFormatError(
+                f"{bad.size} labels lie outside {key}.low/high [{aux.low:g}, {aux.high:g}]; first at row "
+                f"{rows[int(bad[0])]} (label {labels[int(bad[0])]:g})",
+                path=path,
+            )
+        columns: dict[str, list[Any]] = {"sentence1": dataset["sentence1"], "sentence2": dataset["sentence2"]}
+        own = "condition" in dataset.column_names
+        if own and aux.condition is not None:
+            raise RecipeError(f"{source}: {key}: {path} carries its own conditions; remove {key}.condition")
+        if not conditions and (own or aux.condition is not None):
+            raise RecipeError(
+                f"{source}: {key}: data.train's rows have no condition, so auxiliary pairs take none "
+                f"({'its data carries conditions' if own else f'remove {key}.condition'})"
+            )
+        if own:
+            columns["condition"] = dataset["condition"]
+        elif conditions:
+            if aux.condition is None:
+                raise RecipeError(
+                    f"{source}: {key}.condition is required: data.train's rows carry a condition, so every auxiliary "
+                    "pair needs one (e.g. 'the overall meaning'; \"\" for an empty one)"
+                )
+            columns["condition"] = [aux.condition] * len(dataset)
+        columns["label"] = (lab.low + (labels - aux.low) * (lab.high - lab.low) / (aux.high - aux.low)).tolist()
+        mapped = scale_labels(Dataset.from_dict(columns), recipe, what=f"{path} ({key})")
+        record = {
+            "format": aux.format,
+            "rows": len(mapped),
+            "condition": aux.condition,
+            "labels_mapped": f"[{aux.low:g}, {aux.high:g}] -> [{lab.low:g}, {lab.high:g}]",
+            "report": report,
+        }
+        loaded.append(LoadedData(key, path, aux.format, mapped, record, path_sha256(path)))
+    return loaded
+
+
+def with_auxiliary(train: LoadedData, auxiliary: Sequence[LoadedData]) -> LoadedData:
+    """``train`` with the auxiliary rows appended (after its dev split was carved: they never reach dev); the
+    report lists them under ``auxiliary``. Without auxiliary data, ``train`` itself."""
+    if not auxiliary:
+        return train
+    from datasets import concatenate_datasets
+
+    columns = [c for c in train.dataset.column_names if c != "row"]  # load_auxiliary gave them these
+    parts = [train.dataset.select_columns(columns)] + [a.dataset.select_columns(columns) for a in auxiliary]
+    parts = [p if p.features == parts[0].features else p.cast(parts[0].features) for p in parts]
+    report = {**train.report, "auxiliary": [{"path": str(a.path), **a.report} for a in auxiliary]}
+    return LoadedData(train.role, train.path, train.format, concatenate_datasets(parts), report, train.sha256)
+
+
+def read_training_data(recipe: Recipe, root: str | None) -> tuple[LoadedData, LoadedData | None, list[LoadedData]]:
+    """``(train, dev, auxiliary)``: data.train read, its dev split carved (``data.dev_fraction``), the auxiliary
+    pairs appended to the rest; ``auxiliary`` as read (for the fingerprint)."""
+    train, dev = carve_dev(recipe, load_data(recipe, "train", root))
+    auxiliary = load_auxiliary(recipe, root, conditions="condition" in train.dataset.column_names)
+    return with_auxiliary(train, auxiliary), dev, auxiliary
 
 
 def _is_hub_id(spec: str) -> bool:
@@ -351,14 +448,21 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): data}
 
 
-def run_fingerprint(recipe: Recipe, train: LoadedData, validation: LoadedData | None) -> dict[str, Any]:
-    """What makes a run the same run: the recipe's result-changing keys (flattened) and the data files' hashes."""
+def run_fingerprint(
+    recipe: Recipe, train: LoadedData, validation: LoadedData | None, auxiliary: Sequence[LoadedData] = ()
+) -> dict[str, Any]:
+    """What makes a run the same run: the recipe's result-changing keys (flattened) and the data files' hashes
+    (``auxiliary``'s only when there are some, so that a run without them keeps its fingerprint)."""
     keys = {k: v for k, v in _flatten(recipe.to_dict()).items() if k not in NOT_IN_FINGERPRINT}
+    if not keys.get("data.auxiliary"):  # none: the key is left out, as an empty trainer_args leaves none
+        keys.pop("data.auxiliary", None)
     if recipe.train.bf16 == "auto":  # what auto chose here: a resume where it chooses otherwise is another run
         from finesim.training.arguments import bf16_setting
 
         keys["train.bf16 (auto chose)"] = bf16_setting(recipe)[0]
-    data = {"train": train.sha256, "validation": None if validation is None else validation.sha256}
+    data: dict[str, Any] = {"train": train.sha256, "validation": None if validation is None else validation.sha256}
+    if auxiliary:
+        data["auxiliary"] = [a.sha256 for a in auxiliary]
     return {"recipe": keys, "data": data}
 
 
@@ -375,7 +479,7 @@ def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             continue
         if a != b:
             changes.append(f"{key}: {a!r} -> {b!r}")
-    for role in ("train", "validation"):
+    for role in ("train", "validation", "auxiliary"):
         a, b = (old.get("data") or {}).get(role), (new.get("data") or {}).get(role)
         if a != b:
             changes.append(f"the {role} data (its content changed)" if a and b else f"the {role} data: {a} -> {b}")

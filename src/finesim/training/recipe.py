@@ -13,6 +13,7 @@ RoBERTa-large). CASE's defaults are its paper's and reference code's (:class:`Ca
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -93,6 +94,23 @@ class ObjectiveSpec(_Section):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class AuxiliarySpec(_Section):
+    """Graded sentence pairs from another data set mixed into the training rows (``data.auxiliary``, a list), e.g.
+    STS-B + SICK-R under one generic condition for a C-STS model. They only train: the dev split is carved from
+    ``data.train`` alone and no auxiliary row is ever evaluated on. Labels are mapped linearly from the auxiliary
+    range ``[low, high]`` onto the recipe's ``[labels.low, labels.high]``, then scaled as the main rows are."""
+
+    format: Text = "sts"  # a data format of data.format's table (formats.DATA_FORMATS)
+    train: Text = "."  # the file or folder, relative to the data root like data.train ("." with sts: STS-B + SICK-R)
+    columns: dict[str, str] = Field(default_factory=dict)  # format table: finesim's names -> the file's (data.columns)
+    # the condition every auxiliary pair gets (any text, "" included); required for data without conditions when the
+    # encoder takes them, refused for data that carries its own
+    condition: str | None = None
+    low: Float = 0.0  # the auxiliary labels' range (sts: 0-5)
+    high: Float = 5.0
+    max_rows: Int | None = Field(None, ge=1)  # the first N auxiliary rows only
+
+
 class DataSpec(_Section):
     """Training and validation files. Relative paths are resolved against ``root`` (default: the data root,
     ``$FINESIM_DATA`` or ``../shared/data``)."""
@@ -113,6 +131,8 @@ class DataSpec(_Section):
     # the validation file is then only reported (evaluated once, with the kept model). None: choose on validation.
     dev_fraction: Float | None = Field(None, gt=0, lt=1)
     dev_seed: Int = 42
+    # auxiliary training pairs (AuxiliarySpec), appended to data.train's rows after the dev split is carved
+    auxiliary: list[AuxiliarySpec] = Field(default_factory=list)
 
 
 class LabelSpec(_Section):
@@ -282,16 +302,34 @@ def _members(annotation: Any) -> list[Any]:
     return [annotation]
 
 
+def _section_of(annotation: Any) -> type[BaseModel] | None:
+    """The section model inside a field's annotation (``X``, ``X | None``, ``list[X]``), else None."""
+    for m in _members(annotation):
+        if get_origin(m) is list:
+            return _section_of(get_args(m)[0])
+        if isinstance(m, type) and issubclass(m, BaseModel):
+            return m
+    return None
+
+
 def _field_at(cls: type[BaseModel], loc: tuple[str, ...]) -> FieldInfo | None:
-    """The field of ``cls`` that ``loc`` points at (None below a plain mapping)."""
+    """The field of ``cls`` that ``loc`` points at (None below a plain mapping); a list position (``0``) stays at
+    the list's field, whose entries' keys come next."""
     info = None
     model: type[BaseModel] | None = cls
     for part in loc:
+        if part.isdigit() and info is not None:
+            continue
         if model is None or part not in model.model_fields:
             return None
         info = model.model_fields[part]
-        model = next((m for m in _members(info.annotation) if isinstance(m, type) and issubclass(m, BaseModel)), None)
+        model = _section_of(info.annotation)
     return info
+
+
+def _dotted(loc: tuple[str, ...]) -> str:
+    """A key as a recipe spells it: ``data.auxiliary[0].condition``."""
+    return "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc).lstrip(".")
 
 
 def _range(info: FieldInfo | None) -> str:
@@ -312,18 +350,17 @@ EXPECTED = {"int": "an integer", "float": "a number", "bool": "true or false", "
 EXPECTED |= {"model": "a mapping", "list": "a list", "finite": "a finite number"}
 
 
-def recipe_error(err: ValidationError, cls: type[BaseModel], source: str, key: Any = ".".join) -> RecipeError:
+def recipe_error(err: ValidationError, cls: type[BaseModel], source: str, key: Any = _dotted) -> RecipeError:
     """A :class:`RecipeError` naming ``source`` and the key for pydantic's first error (and how many more);
-    ``key(loc)`` spells a key (dotted by default)."""
+    ``key(loc)`` spells a key (dotted, list positions in brackets, by default)."""
     errors = err.errors(include_url=False)
     e, loc = errors[0], tuple(str(p) for p in errors[0]["loc"])
     value, info = e.get("input"), _field_at(cls, loc)
     if e["type"] == "extra_forbidden":
         parent = _field_at(cls, loc[:-1])
-        members = _members(parent.annotation) if parent else []
-        section = next((m for m in members if isinstance(m, type) and issubclass(m, BaseModel)), cls)
+        section = (_section_of(parent.annotation) if parent else None) or cls
         allowed = section.model_fields
-        where, name = "".join(f"{p}." for p in loc[:-1]), loc[-1]
+        where, name = f"{_dotted(loc[:-1])}." if loc[:-1] else "", loc[-1]
         message = str(unknown_key(name, allowed, where, source))
         spelled = name.replace("-", "_")
         if not where and cls in (Recipe, CaseRecipe) and spelled in CaseSpec.model_fields:  # an older flat CASE recipe
@@ -455,6 +492,9 @@ def validate_recipe(recipe: Recipe, *, source: str | None = None) -> None:
         raise RecipeError(f"{source}: set train.epochs > 0 or train.max_steps > 0")
     if lab.scale == "minmax" and not lab.high > lab.low:
         raise RecipeError(f"{source}: labels.low ({lab.low}) must be below labels.high ({lab.high})")
+    for i, aux in enumerate(recipe.data.auxiliary):
+        if not aux.high > aux.low:
+            raise RecipeError(f"{source}: data.auxiliary[{i}].low ({aux.low}) must be below its high ({aux.high})")
 
 
 def recipe_source(recipe: Recipe | CaseRecipe) -> str:
@@ -562,12 +602,16 @@ def check_recipe(recipe: Recipe) -> None:
         )
     validate_recipe(recipe)
     m, d = recipe.model, recipe.data
-    for key, value, table, get in (
+    names: list[tuple[str, str | None, Mapping[str, Any], Callable[[str], Any]]] = [
         ("model.encoder", m.encoder, ENCODERS, get_encoder),
         ("objective.name", recipe.objective.name, OBJECTIVES, get_objective),
         ("data.format", d.format, DATA_FORMATS, get_data_format),
         ("data.validation_format", d.validation_format, DATA_FORMATS, get_data_format),
-    ):
+    ]
+    names += [
+        (f"data.auxiliary[{i}].format", a.format, DATA_FORMATS, get_data_format) for i, a in enumerate(d.auxiliary)
+    ]
+    for key, value, table, get in names:
         if value is None:
             continue
         try:
@@ -596,6 +640,12 @@ def check_recipe(recipe: Recipe) -> None:
     if objective.layout == "triplets" and recipe.labels.scale != "none":
         raise RecipeError(
             f"{source}: objective {objective.name!r} trains on unlabelled triplets: set labels.scale: none"
+        )
+    if d.auxiliary and objective.layout != "rows":
+        raise RecipeError(
+            f"{source}: data.auxiliary adds single labelled pairs; objective {objective.name!r} trains on "
+            f"{objective.layout} (condition pairs or triplets), which auxiliary pairs cannot form: remove "
+            "data.auxiliary or use a per-row objective such as mse"
         )
     if objective.layout == "pairs" and recipe.train.batch_size % 2:
         raise RecipeError(

@@ -35,7 +35,15 @@ from finesim.training.arguments import selection_name, training_arguments
 from finesim.training.encoders import TRIPLET_COLUMNS, EncoderType, get_encoder
 from finesim.training.evaluator import ConditionalSimilarityEvaluator
 from finesim.training.objectives import Objective, build_loss, get_objective
-from finesim.training.preflight import RUN_FILE, Preflight, carve_dev, check_layout, load_data, preflight, start_over
+from finesim.training.preflight import (
+    RUN_FILE,
+    Preflight,
+    check_layout,
+    load_data,
+    preflight,
+    read_training_data,
+    start_over,
+)
 from finesim.training.recipe import Recipe
 
 logger = logging.getLogger("finesim.training")
@@ -131,7 +139,7 @@ def prepare_data(
         train, dev, val, pairs = checked.train, checked.dev, checked.validation, checked.pairs
     else:
         root = data_root if data_root is not None else recipe.data.root
-        train, dev = carve_dev(recipe, load_data(recipe, "train", root))
+        train, dev, _ = read_training_data(recipe, root)
         val = load_data(recipe, "validation", root) if recipe.data.validation else None
         pairs = check_layout(recipe, train.dataset, train.path)
     encoder = get_encoder(recipe.model.encoder)
