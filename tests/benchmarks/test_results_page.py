@@ -353,7 +353,7 @@ def test_the_second_lever_screen_applies_the_plans_rule(page_script: ModuleType,
     study = page_script.LEVERS2
     planned = {spec["id"]: spec for spec in page_script.planned_levers(study)}
     control, llrd, batch = "minilm-fp32-control", "minilm-llrd0.95", "minilm-batch64"
-    assert set(planned) == {control, llrd, batch}
+    assert set(planned) == {control, llrd, batch, "minilm-aux-sts"}
     for spec in planned.values():  # the main job's settings written out, so a recipe change cannot move them
         assert {"train.bf16=false", "data.dev_fraction=0.1", "data.dev_seed=42", "train.epochs=4"} <= set(spec["set"])
 
@@ -373,6 +373,8 @@ def test_the_second_lever_screen_applies_the_plans_rule(page_script: ModuleType,
     assert before[control][6] == "control" and before[llrd][6] == "to run" and before[llrd][2] == "0 of 1"
     assert before[batch][1] == "`train.learning_rate=1.4e-4`, `train.batch_size=64`"
     assert before[llrd][1] == "`train.layer_lr_decay=0.95`"
+    aux = "`data.auxiliary=[{format: sts, train: '.', condition: overall meaning, low: 0, high: 5}]`"
+    assert before["minilm-aux-sts"][1] == aux and before["minilm-aux-sts"][6] == "to run"
     assert "The control has not run yet." in text()
     lever_file = RESULTS / "claims" / "levers-csts-minilm" / "minilm-lr1e-4__seed42.json"
     template = json.loads(lever_file.read_text(encoding="utf-8"))
