@@ -33,7 +33,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        hidden = default is None or default is False or default is argparse.SUPPRESS  # 0 is a real default
+        # 0 is a real default; a store_false flag's True is the value it turns off, not a default worth printing
+        hidden = default is None or default is False or default is argparse.SUPPRESS
+        hidden = hidden or isinstance(action, argparse._StoreFalseAction)
         empty = isinstance(default, (list, tuple)) and not default
         if "(default" in text or hidden or empty or not action.option_strings:  # "(default" covers "%(default)"
             return text

@@ -82,7 +82,9 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="no --teacher check: for a teacher that records no recipe (a Hub model) and never saw these dev rows",
     )
-    p.add_argument("--data", default=None, help="data root for a relative --train (default: $FINESIM_DATA)")
+    p.add_argument(
+        "--data", default=None, help="data root for a relative --train (default: $FINESIM_DATA, else ../shared/data)"
+    )
     p.add_argument("--report", metavar="FILE", default=None, help="write the counts and settings as JSON (atomically)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")

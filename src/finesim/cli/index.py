@@ -179,8 +179,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=None,
         metavar="KEY=VALUE",
-        help="only rows whose metadata KEY equals VALUE (repeatable: all must hold); an approximate or two-stage "
-        "search filters its candidates, so it may return fewer than k",
+        help="only rows whose metadata KEY equals VALUE (repeatable: all must hold); an exact search (or exact first "
+        "stage) filters before its top k (or N); an approximate one filters its candidates, so it may return fewer "
+        "than k",
     )
     p.add_argument(
         "--rerank-depth",

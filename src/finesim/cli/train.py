@@ -53,7 +53,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--no-resume",
         action="store_true",
-        help="start over: delete the checkpoints, model and metrics of an earlier run in the output folder",
+        help="start over: delete an earlier run's checkpoints/, model/, config.json, metrics.json and run.json in the "
+        "output folder",
     )
     p.add_argument("--list", action="store_true", help="list the encoders, objectives and data formats")
     p.add_argument(
