@@ -353,7 +353,9 @@ def test_the_second_lever_screen_applies_the_plans_rule(page_script: ModuleType,
     study = page_script.LEVERS2
     planned = {spec["id"]: spec for spec in page_script.planned_levers(study)}
     control, llrd, batch = "minilm-fp32-control", "minilm-llrd0.95", "minilm-batch64"
-    assert set(planned) == {control, llrd, batch, "minilm-aux-sts"}
+    control_b, aux_run = "minilm-fp32-control-b", "minilm-aux-sts"
+    assert set(planned) == {control, llrd, batch, control_b, aux_run}
+    assert planned[aux_run]["control"] == control_b and planned[control_b]["set"] == planned[control]["set"]
     for spec in planned.values():  # the main job's settings written out, so a recipe change cannot move them
         assert {"train.bf16=false", "data.dev_fraction=0.1", "data.dev_seed=42", "train.epochs=4"} <= set(spec["set"])
 
@@ -370,12 +372,14 @@ def test_the_second_lever_screen_applies_the_plans_rule(page_script: ModuleType,
         return "\n".join(page_script.levers2_lines(folder))
 
     before = rows()
-    assert before[control][6] == "control" and before[llrd][6] == "to run" and before[llrd][2] == "0 of 1"
+    assert before[control][7] == "control" and before[llrd][7] == "to run" and before[llrd][3] == "0 of 1"
     assert before[batch][1] == "`train.learning_rate=1.4e-4`, `train.batch_size=64`"
     assert before[llrd][1] == "`train.layer_lr_decay=0.95`"
     aux = "`data.auxiliary=[{format: sts, train: '.', condition: overall meaning, low: 0, high: 5}]`"
-    assert before["minilm-aux-sts"][1] == aux and before["minilm-aux-sts"][6] == "to run"
-    assert "The control has not run yet." in text()
+    assert before[aux_run][1] == aux and before[aux_run][7] == "to run"
+    assert before[aux_run][2] == f"`{control_b}`" and before[llrd][2] == f"`{control}`"
+    assert before[control_b][7] == "control" and before[control_b][1] == "— (the control)"
+    assert "The control has not run yet." in text() and f"The control `{control_b}` has not run yet." in text()
     lever_file = RESULTS / "claims" / "levers-csts-minilm" / "minilm-lr1e-4__seed42.json"
     template = json.loads(lever_file.read_text(encoding="utf-8"))
     for name in ("levers-csts-minilm", study):
@@ -386,28 +390,36 @@ def test_the_second_lever_screen_applies_the_plans_rule(page_script: ModuleType,
 
     write(llrd, 72.00)
     write(control, 71.50)
-    assert "is missing: the control cannot be checked" in text() and rows()[llrd][6] == "no verdict (control)"
+    assert "is missing: the control cannot be checked" in text() and rows()[llrd][7] == "no verdict (control)"
     write("minilm-lr1e-4", 72.31, at="levers-csts-minilm")  # 0.81 away: the control does not count
-    assert "it does not count: the screen stops" in text() and rows()[llrd][6] == "no verdict (control)"
+    assert "it does not count: the screen stops" in text() and rows()[llrd][7] == "no verdict (control)"
     write("minilm-lr1e-4", 71.78, at="levers-csts-minilm")
     assert "Control seed 42: dev 71.50 against the bf16 run's 71.78: it counts." in text()
     write(batch, 71.8951)  # +0.395: does not pass; llrd +0.500 passes
     after = rows()
-    assert after[llrd][6] == "+0.500: passes" and after[llrd][3] == "72.00" and after[llrd][2] == "1 of 1 (42)"
-    assert after[batch][6] == "+0.395: does not pass" and after[batch][7] == "—"
+    assert after[llrd][7] == "+0.500: passes" and after[llrd][4] == "72.00" and after[llrd][3] == "1 of 1 (42)"
+    assert after[batch][7] == "+0.395: does not pass" and after[batch][8] == "—"
     write(batch, 71.9049)  # +0.405 unrounded is more than 0.40
-    assert rows()[batch][6] == "+0.405: passes"
+    assert rows()[batch][7] == "+0.405: passes"
     write(batch, None)  # no dev: the validation figure (99.0 in train.validation) is never used
-    assert rows()[batch][6] == "to run"
+    assert rows()[batch][7] == "to run"
     # the ship decision: seeds 1 and 2 of both, seed 42 not reused
     write(llrd, 71.0, seed=1)
     write(llrd, 72.0, seed=2)
     write(control, 71.0, seed=1)
-    assert rows()[llrd][7] == "—"  # the control's seed 2 is missing
+    assert rows()[llrd][8] == "—"  # the control's seed 2 is missing
     write(control, 71.3, seed=2)  # lever 71.5, control 71.15: +0.350 does not ship
-    assert rows()[llrd][7] == "+0.350: does not ship"
+    assert rows()[llrd][8] == "+0.350: does not ship"
     write(control, 71.0, seed=2)  # +0.500 ships
-    assert rows()[llrd][7] == "+0.500: ships"
+    assert rows()[llrd][8] == "+0.500: ships"
+    # a lever with its own control (rerun on the lever's host) is screened against that control alone
+    write(aux_run, 72.30)
+    assert rows()[aux_run][7] == "no verdict (control)"  # control-b has not run
+    write(control_b, 71.70)
+    assert f"Control `{control_b}` seed 42: dev 71.70 against the bf16 run's 71.78: it counts." in text()
+    assert rows()[aux_run][7] == "+0.600: passes"  # against control-b's 71.70, not the first control's 71.50
+    write(control_b, 72.70)  # 0.92 from the bf16 run: control-b does not count, whatever the first control does
+    assert rows()[aux_run][7] == "no verdict (control)" and rows()[llrd][7] == "+0.500: passes"
     assert page_script.LEVERS2 in page_script.build(folder, None)
 
 
