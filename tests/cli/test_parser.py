@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from finesim.cli.common import HelpFormatter
 from finesim.cli.main import build_parser, main
 
 LOADS_A_MODEL = {
@@ -70,6 +71,13 @@ def test_help_shows_defaults() -> None:
     text = build_parser()._subparsers._group_actions[0].choices["evaluate"].format_help()
     assert "(default: 64)" in text and "(default: cosine)" in text
     assert "(0 = off) (default: 0)" in " ".join(text.split())  # a default of 0 is shown, not taken for "none"
+    # a store_false flag's True is what the flag turns off, never shown as its default
+    flags = [a for path, p in _parsers(build_parser()) for a in p._actions if isinstance(a, argparse._StoreFalseAction)]
+    assert flags and all("(default" not in HelpFormatter(prog="x")._get_help_string(a) for a in flags), (
+        "a --no-X flag printed (default: True)"
+    )
+    serve = " ".join(build_parser()._subparsers._group_actions[0].choices["serve"].format_help().split())
+    assert "--no-map-wait" in serve and "(default: True)" not in serve
 
 
 def test_every_help_line_states_its_default_once_in_one_style() -> None:

@@ -96,7 +96,8 @@ def test_the_fingerprint_holds_the_auxiliary_data(tiny_bert_dir: Path, tmp_path:
     out = tmp_path / "out"
     recipe = _recipe(tiny_bert_dir, root, [AUX])
     plain = preflight(_recipe(tiny_bert_dir, root, []), output_dir=out)
-    assert "auxiliary" not in plain.fingerprint["data"]  # a run without them keeps the fingerprint it had
+    # a run without them keeps the fingerprint it had before data.auxiliary existed: no key, the same digest
+    assert "auxiliary" not in plain.fingerprint["data"] and "data.auxiliary" not in plain.fingerprint["recipe"]
     checked = preflight(recipe, output_dir=out)
     assert len(checked.fingerprint["data"]["auxiliary"]) == 1
     rows = len(checked.train.dataset)
@@ -105,9 +106,28 @@ def test_the_fingerprint_holds_the_auxiliary_data(tiny_bert_dir: Path, tmp_path:
     out.mkdir()
     (out / "run.json").write_text(json.dumps(checked.run_record()))
     assert preflight(recipe, output_dir=out).action == "resume"
+    with pytest.raises(
+        RecipeError, match=r"data\.auxiliary: \[.*\] -> '<unset>'; the auxiliary data: \['[0-9a-f]+'\] -> None"
+    ):
+        preflight(_recipe(tiny_bert_dir, root, []), output_dir=out)  # dropping them is another run
     write_aux(root / "aux.csv", AUX_ROWS[:3])
     with pytest.raises(RecipeError, match="the auxiliary data"):
         preflight(recipe, output_dir=out)
+
+
+def test_an_old_run_without_the_key_resumes(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """A run.json written before data.auxiliary existed (its fingerprint has no such key) is the same run now."""
+    from finesim.training.preflight import Preflight
+
+    root = write_synthetic_csts(tmp_path / "data")
+    out = tmp_path / "out"
+    checked = preflight(_recipe(tiny_bert_dir, root, []), output_dir=out)
+    old = json.loads(json.dumps(checked.fingerprint))
+    old["recipe"].pop("data.auxiliary", None)
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"fingerprint": old}))
+    again = preflight(_recipe(tiny_bert_dir, root, []), output_dir=out)
+    assert again.action == "resume" and again.digest == Preflight.digest.fget(checked)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -115,6 +135,12 @@ def test_the_fingerprint_holds_the_auxiliary_data(tiny_bert_dir: Path, tmp_path:
     [
         ({"condition": None}, RecipeError, r"data\.auxiliary\[0\]\.condition is required"),
         ({"train": "missing.csv"}, DataFormatError, r"data\.auxiliary\[0\]\.train not found"),
+        # a format's own refusal names the entry
+        (
+            {"format": "sts-unfiltered"},
+            RecipeError,
+            r"data\.auxiliary\[0\]\.train \('sts-unfiltered'\): data format 'sts-unfiltered' needs the data root",
+        ),
         # the reader checks the entry's range itself, naming file, row, line and column
         ({"high": 4}, DataFormatError, r"aux\.csv, row 2 \(line 3\), column 'label': label 5 is outside .* \[0, 4\]"),
     ],
@@ -147,6 +173,13 @@ def test_recipe_checks(tiny_bert_dir: Path, root: Path) -> None:
     spec = tiny_recipe(tiny_bert_dir, root, data={"auxiliary": [AUX]}, objective={"name": "quad"})
     with pytest.raises(RecipeError, match="objective 'quad' trains on pairs"):
         check_recipe(recipe_from_dict(spec))
+    for objective in ("softmax",):  # class ids cannot take graded auxiliary labels
+        spec = tiny_recipe(tiny_bert_dir, root, data={"auxiliary": [AUX]}, objective={"name": objective})
+        with pytest.raises(RecipeError, match=f"objective '{objective}' trains on class ids"):
+            check_recipe(recipe_from_dict(spec))
+    spec = tiny_recipe(tiny_bert_dir, root, data={"auxiliary": [AUX]}, labels={"scale": "none"})
+    with pytest.raises(RecipeError, match=r"labels\.scale is none, so labels\.low/high are only the range"):
+        check_recipe(recipe_from_dict(spec))
     with pytest.raises(
         RecipeError,
         match=r"unknown key 'data.auxiliary\[0\].conditon' \(did you mean 'data.auxiliary\[0\].condition'\?\)",
@@ -155,13 +188,19 @@ def test_recipe_checks(tiny_bert_dir: Path, root: Path) -> None:
 
 
 def test_a_run_trains_on_them_and_says_so(tiny_bert_dir: Path, root: Path, tmp_path: Path) -> None:
-    recipe = _recipe(tiny_bert_dir, root, [AUX], dev_fraction=0.25)
+    recipe = _recipe(tiny_bert_dir, root, [{**AUX, "condition": ""}], dev_fraction=0.25)  # "" is a condition too
     recipe.train.epochs = 1
     metrics = train(recipe, output_dir=tmp_path / "out").metrics
     data = metrics["data"]
     plain, _, _ = read_training_data(_recipe(tiny_bert_dir, root, [], dev_fraction=0.25), str(root))
-    assert data["train_rows"] == len(plain.dataset) + 4
-    assert data["train_report"]["auxiliary"][0]["rows"] == 4
+    main = len(plain.dataset)
+    assert data["train_rows"] == main + 4
+    assert data["train_report"]["auxiliary"][0]["rows"] == 4 and data["train_report"]["auxiliary"][0]["condition"] == ""
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["data"]["resolved_auxiliary"] == [str(root / "aux.csv")]
+    card = (tmp_path / "out" / "model" / "README.md").read_text()
+    assert f"| train | `csts/train.csv` | csts | 64 | {main:,} |" in card  # read, used: data.train's own rows
+    assert "| auxiliary | `aux.csv` | table | 4 | 4 |" in card
 
 
 def test_sts_b_and_sick_as_auxiliary_pairs(shared_data: Path) -> None:

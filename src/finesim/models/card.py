@@ -327,7 +327,9 @@ def sentence_transformers_card(model: Any, info: CardInfo, path: str, plain: Pla
         data.license = info.license
     data.model_name = title(info)
     data.add_tags(["finesim", f"finesim-{info.encoder}"] + (["conditional-sts"] if info.conditional else []))
-    names = [_dataset_name(d) for d in info.data if d.get("split") == "train"]
+    # the trainer's one training set holds data.train's rows and any auxiliary pairs appended to them
+    mixed_in = "".join(f" + {_dataset_name(d)}" for d in info.data if d.get("split") == "auxiliary")
+    names = [_dataset_name(d) + mixed_in for d in info.data if d.get("split") == "train"]
     for entry, name in zip(data.train_datasets, names):
         entry["name"] = name
     for citation in info.citations:

@@ -201,34 +201,72 @@ def resolve_data_path(path: str, root: str | None) -> Path:
     return data_root(root) / p
 
 
-def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
-    """Read one of the recipe's data files (``role`` ``train`` or ``validation``) through its format, cut to
-    ``data.max_*_rows``, labels checked against ``labels.low/high`` and scaled; a model without conditions refuses
-    data with them."""
+def read_data_file(
+    recipe: Recipe,
+    key: str,
+    spec: str,
+    data_format: str,
+    options: Any,
+    root: str | None,
+    *,
+    limit: int | None,
+    purpose: str,
+) -> tuple[Path, Dataset, dict[str, Any], str]:
+    """Read one data file of the recipe, named ``key`` in errors (``data.train``, ``data.auxiliary[0]``): ``spec``
+    resolved against the data root (or a Hub dataset id for ``table``), read through ``data_format`` with ``options``
+    (:class:`~finesim.training.formats.FormatOptions`), refused when empty (``purpose``: "train on", ...), cut to
+    ``limit`` rows. Returns the path, the dataset, the reader's report and the data's SHA-256."""
     from finesim.data.errors import DataFormatError
-    from finesim.training.encoders import get_encoder
-    from finesim.training.formats import FormatOptions, get_data_format
+    from finesim.training.formats import get_data_format
 
-    d = recipe.data
     source = recipe_source(recipe)
-    spec = d.train if role == "train" else str(d.validation)
-    data_format = d.format if role == "train" else (d.validation_format or d.format)
     path = resolve_data_path(spec, root)
     hub = data_format == "table" and not path.exists() and _is_hub_id(spec)
     if hub:
         path = Path(spec)  # a Hub dataset id, read by the table reader
     elif not path.exists():
-        raise DataFormatError(f"data.{role} not found (from {source})", path=path)
+        raise DataFormatError(f"{key} not found (from {source})", path=path)
+    try:
+        # a Hub id goes to the table reader as the string it is (read_table takes str | Path; DataLoader types a Path)
+        dataset, report = get_data_format(data_format)(spec if hub else path, options)  # type: ignore[arg-type]
+    except DataFormatError:
+        raise  # names the file, row and column itself
+    except ValueError as err:  # a format's own refusal (e.g. a file where it reads a folder): name the key
+        raise RecipeError(f"{source}: {key} ({data_format!r}): {err}") from None
+    if len(dataset) == 0:
+        raise DataFormatError(f"no rows to {purpose} ({key})", path=path)
+    if limit is not None and limit < len(dataset):
+        dataset = dataset.select(range(limit))
+    digest = (
+        hashlib.sha256(f"hub dataset {spec} split {options.split}".encode()).hexdigest() if hub else path_sha256(path)
+    )
+    return path, dataset, report, digest
+
+
+def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
+    """Read one of the recipe's data files (``role`` ``train`` or ``validation``) through its format, cut to
+    ``data.max_*_rows``, labels checked against ``labels.low/high`` and scaled; a model without conditions refuses
+    data with them."""
+    from finesim.training.encoders import get_encoder
+    from finesim.training.formats import FormatOptions
+
+    d = recipe.data
+    source = recipe_source(recipe)
+    spec = d.train if role == "train" else str(d.validation)
+    data_format = d.format if role == "train" else (d.validation_format or d.format)
     options = FormatOptions(
         label_range=(recipe.labels.low, recipe.labels.high), columns=dict(d.columns or {}), split=d.split
     )
-    # a Hub id goes to the table reader as the string it is (read_table takes str | Path; DataLoader types a Path)
-    dataset, report = get_data_format(data_format)(spec if hub else path, options)  # type: ignore[arg-type]
-    if len(dataset) == 0:
-        raise DataFormatError(f"no rows to {'train on' if role == 'train' else 'validate on'} (data.{role})", path=path)
-    limit = d.max_train_rows if role == "train" else d.max_validation_rows
-    if limit is not None and limit < len(dataset):
-        dataset = dataset.select(range(limit))
+    path, dataset, report, digest = read_data_file(
+        recipe,
+        f"data.{role}",
+        spec,
+        data_format,
+        options,
+        root,
+        limit=d.max_train_rows if role == "train" else d.max_validation_rows,
+        purpose="train on" if role == "train" else "validate on",
+    )
     dataset = scale_labels(dataset, recipe, what=str(path))
     encoder = get_encoder(recipe.model.encoder)
     if not encoder.conditions and "condition" in dataset.column_names:
@@ -236,30 +274,28 @@ def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
             f"{source}: encoder {encoder.name!r} embeds single sentences, but the data {path} (format "
             f"{data_format!r}) gives a condition per pair; use STS-style data without conditions"
         )
-    digest = hashlib.sha256(f"hub dataset {spec} split {d.split}".encode()).hexdigest() if hub else path_sha256(path)
     return LoadedData(role, path, data_format, dataset, report, digest)
 
 
 def load_auxiliary(recipe: Recipe, root: str | None, *, conditions: bool) -> list[LoadedData]:
-    """Read ``data.auxiliary``'s pairs (:class:`~finesim.training.recipe.AuxiliarySpec`): through their format, cut to
-    ``max_rows``, labels checked against the entry's ``low/high``, mapped linearly onto ``labels.low/high`` and scaled
-    as the main rows are. ``conditions``: whether data.train's rows carry a condition; then every auxiliary pair gets
-    one (the entry's ``condition``, or the data's own), else none may. Columns as :func:`load_data`'s, no ``row``."""
+    """Read ``data.auxiliary``'s pairs (:class:`~finesim.training.recipe.AuxiliarySpec`) as :func:`load_data` reads a
+    file (``split``, ``columns``, a Hub id for ``table``), cut to ``max_rows``; labels checked against the entry's
+    ``low/high``, mapped linearly onto ``labels.low/high`` and scaled as the main rows are. ``conditions``: whether
+    data.train's rows carry a condition; then every auxiliary pair gets one (the entry's ``condition``, or the data's
+    own), else none may. Columns as :func:`load_data`'s, without ``row``."""
     import numpy as np
 
     from finesim.data.errors import DataFormatError
-    from finesim.training.formats import FormatOptions, get_data_format
+    from finesim.training.formats import FormatOptions
 
     source = recipe_source(recipe)
     lab = recipe.labels
     loaded = []
     for i, aux in enumerate(recipe.data.auxiliary):
         key = f"data.auxiliary[{i}]"
-        path = resolve_data_path(aux.train, root)
-        if not path.exists():
-            raise DataFormatError(f"{key}.train not found (from {source})", path=path)
-        dataset, report = get_data_format(aux.format)(
-            path, FormatOptions(label_range=(aux.low, aux.high), columns=dict(aux.columns))
+        options = FormatOptions(label_range=(aux.low, aux.high), columns=dict(aux.columns), split=aux.split)
+        path, dataset, report, digest = read_data_file(
+            recipe, f"{key}.train", aux.train, aux.format, options, root, limit=aux.max_rows, purpose="train on"
         )
         missing = sorted({"sentence1", "sentence2", "label"} - set(dataset.column_names))
         if missing:
@@ -267,17 +303,13 @@ def load_auxiliary(recipe: Recipe, root: str | None, *, conditions: bool) -> lis
                 f"{source}: {key}: format {aux.format!r} gives columns {dataset.column_names}, not labelled sentence "
                 f"pairs ({missing} missing)"
             )
-        if len(dataset) == 0:
-            raise DataFormatError(f"no rows to train on ({key})", path=path)
-        if aux.max_rows is not None and aux.max_rows < len(dataset):
-            dataset = dataset.select(range(aux.max_rows))
         labels = np.asarray(dataset["label"], dtype=np.float64)
         bad = np.flatnonzero((labels < aux.low) | (labels > aux.high))
-        if bad.size:
-            rows = dataset["row"] if "row" in dataset.column_names else list(range(1, len(dataset) + 1))
+        if bad.size:  # formats with a fixed scale (sts: 0-5) do not check the entry's range themselves
+            where = f"row {dataset['row'][int(bad[0])]}" if "row" in dataset.column_names else f"pair {int(bad[0]) + 1}"
             raise DataFormatError(
-                f"{bad.size} labels lie outside {key}.low/high [{aux.low:g}, {aux.high:g}]; first at row "
-                f"{rows[int(bad[0])]} (label {labels[int(bad[0])]:g})",
+                f"{bad.size} labels lie outside {key}.low/high [{aux.low:g}, {aux.high:g}]; first at {where} of what "
+                f"format {aux.format!r} read (label {labels[int(bad[0])]:g})",
                 path=path,
             )
         columns: dict[str, list[Any]] = {"sentence1": dataset["sentence1"], "sentence2": dataset["sentence2"]}
@@ -295,19 +327,20 @@ def load_auxiliary(recipe: Recipe, root: str | None, *, conditions: bool) -> lis
             if aux.condition is None:
                 raise RecipeError(
                     f"{source}: {key}.condition is required: data.train's rows carry a condition, so every auxiliary "
-                    "pair needs one (e.g. 'the overall meaning'; \"\" for an empty one)"
+                    "pair needs one (e.g. 'overall meaning'; \"\" for an empty one)"
                 )
             columns["condition"] = [aux.condition] * len(dataset)
-        columns["label"] = (lab.low + (labels - aux.low) * (lab.high - lab.low) / (aux.high - aux.low)).tolist()
-        mapped = scale_labels(Dataset.from_dict(columns), recipe, what=f"{path} ({key})")
+        mapped = lab.low + (labels - aux.low) * (lab.high - lab.low) / (aux.high - aux.low)
+        columns["label"] = np.clip(mapped, lab.low, lab.high).tolist()  # no overshoot by rounding at the ends
+        scaled = scale_labels(Dataset.from_dict(columns), recipe, what=f"{path} ({key})")
         record = {
             "format": aux.format,
-            "rows": len(mapped),
+            "rows": len(scaled),
             "condition": aux.condition,
             "labels_mapped": f"[{aux.low:g}, {aux.high:g}] -> [{lab.low:g}, {lab.high:g}]",
             "report": report,
         }
-        loaded.append(LoadedData(key, path, aux.format, mapped, record, path_sha256(path)))
+        loaded.append(LoadedData(key, path, aux.format, scaled, record, digest))
     return loaded
 
 

@@ -103,8 +103,9 @@ class AuxiliarySpec(_Section):
     format: Text = "sts"  # a data format of data.format's table (formats.DATA_FORMATS)
     train: Text = "."  # the file or folder, relative to the data root like data.train ("." with sts: STS-B + SICK-R)
     columns: dict[str, str] = Field(default_factory=dict)  # format table: finesim's names -> the file's (data.columns)
-    # the condition every auxiliary pair gets (any text, "" included); required for data without conditions when the
-    # encoder takes them, refused for data that carries its own
+    split: str | None = None  # format table: the split of a datasets folder or Hub dataset (data.split)
+    # the condition every auxiliary pair gets (any text, "" included); required when data.train's rows carry
+    # conditions and the auxiliary data has none, refused otherwise
     condition: str | None = None
     low: Float = 0.0  # the auxiliary labels' range (sts: 0-5)
     high: Float = 5.0
@@ -646,6 +647,16 @@ def check_recipe(recipe: Recipe) -> None:
             f"{source}: data.auxiliary adds single labelled pairs; objective {objective.name!r} trains on "
             f"{objective.layout} (condition pairs or triplets), which auxiliary pairs cannot form: remove "
             "data.auxiliary or use a per-row objective such as mse"
+        )
+    if d.auxiliary and (objective.labels in ("class", "none") or recipe.labels.scale == "none"):
+        why = (
+            f"objective {objective.name!r} trains on {'class ids' if objective.labels == 'class' else 'no labels'}"
+            if objective.labels in ("class", "none")
+            else "labels.scale is none, so labels.low/high are only the range the readers check, not the targets'"
+        )
+        raise RecipeError(
+            f"{source}: data.auxiliary maps its graded labels onto labels.low/high and scales them as the training "
+            f"labels; {why}: remove data.auxiliary, or train graded labels with labels.scale minmax"
         )
     if objective.layout == "pairs" and recipe.train.batch_size % 2:
         raise RecipeError(

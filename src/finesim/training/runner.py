@@ -78,6 +78,12 @@ class PreparedData:
     dev_rows: int | None = None
     report_evaluator: ConditionalSimilarityEvaluator | None = None  # validation, reported only (with a dev split)
 
+    def auxiliary(self) -> list[dict[str, Any]]:
+        """The auxiliary pair sets appended to the training rows (``data.auxiliary``), as the training report lists
+        them: path, format, rows, condition, label mapping, the reader's report."""
+        listed = self.train_report.get("auxiliary") if isinstance(self.train_report, dict) else None
+        return list(listed or [])
+
     def info(self) -> dict[str, Any]:
         """The ``data`` block of ``metrics.json``."""
         out: dict[str, Any] = {
@@ -307,7 +313,11 @@ def card_info(
     resolved = recipe.to_dict()
     resolved["objective"]["options"] = options
     d = recipe.data
-    rows = [_data_row("train", d.train, d.format, data.train_report, data.train_rows, data.train_rows_used)]
+    auxiliary = data.auxiliary()
+    main_used = data.train_rows_used - sum(int(a["rows"]) for a in auxiliary)  # every auxiliary row trains (rows)
+    rows = [_data_row("train", d.train, d.format, data.train_report, data.train_rows, main_used)]
+    for spec, aux in zip(d.auxiliary, auxiliary):
+        rows.append(_data_row("auxiliary", spec.train, spec.format, aux.get("report"), aux["rows"], aux["rows"]))
     if data.validation_path is not None:
         fmt, count = d.validation_format or d.format, data.validation_rows
         rows.append(_data_row("validation", d.validation, fmt, data.validation_report, count, count))
@@ -350,6 +360,8 @@ def _resolved_config(recipe: Recipe, out: Path, options: dict[str, Any], data: P
     resolved["objective"]["options"] = options
     resolved["data"]["resolved_train"] = str(data.train_path)
     resolved["data"]["resolved_validation"] = None if data.validation_path is None else str(data.validation_path)
+    if recipe.data.auxiliary:
+        resolved["data"]["resolved_auxiliary"] = [a["path"] for a in data.auxiliary()]
     return resolved
 
 
