@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -192,7 +193,7 @@ def run_train(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[st
         argv = ["train", stage["recipe"], "-o", str(out), *_sets(sets, seed=seed), "--no-progress"]
         if not (out / "metrics.json").is_file():
             timed_train(argv, log, i + 1)
-        commands.append("finesim " + " ".join(argv))
+        commands.append("finesim " + shlex.join(argv))
         metrics.append(_train_metrics(out))
         prev = out / "model"
     report, eval_seconds = _report(folder, str(prev), spec.get("report", "csts"), log, spec.get("evaluate_args", []))
@@ -278,7 +279,7 @@ def run_case(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[str
     t = json.loads((folder / "training.json").read_text(encoding="utf-8"))
     reported = next(iter(t["eval_spearman"].values()))
     return {
-        "commands": ["finesim " + " ".join(argv)],
+        "commands": ["finesim " + shlex.join(argv)],
         **stored_predictions(folder, reported),  # the folder is the CASE model
         "train": {
             "best_epoch": t["training"]["best_epoch"],
@@ -302,7 +303,7 @@ def run_case_embed(study: str, spec: dict[str, Any], seed: int, log: Path) -> di
     seconds = 0.0 if out.is_file() else finesim(argv, log)
     payload = json.loads(out.read_text(encoding="utf-8"))
     return {
-        "commands": ["finesim " + " ".join(argv)],
+        "commands": ["finesim " + shlex.join(argv)],
         "report": {"scores": {"CSTS-validation": payload["results"][0]["unsupervised_spearman"]}},
         "seconds": {"total": round(seconds, 1)},
     }
@@ -320,7 +321,7 @@ def run_case_isotropy(study: str, spec: dict[str, Any], seed: int, log: Path) ->
     seconds = 0.0 if out.is_file() else finesim(argv, log)
     payload = json.loads(out.read_text(encoding="utf-8"))
     return {
-        "commands": ["finesim " + " ".join(argv)],
+        "commands": ["finesim " + shlex.join(argv)],
         "report": {"isotropy": payload["results"]},  # "<formulation>" and "<formulation> - c": I_iso, cosines
         "seconds": {"total": round(seconds, 1)},
     }
