@@ -97,10 +97,17 @@ def _write_sittings(log: Path, sittings: list[dict[str, Any]]) -> None:
     path.write_text(json.dumps(sittings, indent=1) + "\n", encoding="utf-8")
 
 
-def timed_train(argv: list[str], log: Path, stage: int) -> float:
+def timed_train(argv: list[str], log: Path, stage: int, out: Path | None = None) -> float:
     """One sitting of ``finesim train``, recorded (stage, start, seconds) in the (run, seed)'s sittings file before
-    it starts and again when it ends, so that a resumed run can sum all its sittings; returns its seconds."""
+    it starts and again when it ends, so that a resumed run can sum all its sittings; returns its seconds. When the
+    stage's folder ``out`` holds no checkpoint, training starts from step 0: the stage's earlier sittings (a run
+    killed before its first checkpoint, or whose folder was deleted) are kept but marked ``restarted`` and not
+    summed."""
     sittings = load_sittings(log)  # closes a sitting an earlier, killed invocation left open
+    if out is not None and not any((out / "checkpoints").glob("checkpoint-*")):
+        for earlier in sittings:
+            if earlier.get("stage", 1) == stage:
+                earlier["restarted"] = True
     sitting: dict[str, Any] = {"stage": stage, "started": round(time.time(), 1), "seconds": None}
     sittings.append(sitting)
     _write_sittings(log, sittings)
@@ -117,12 +124,13 @@ def train_seconds(log: Path, metrics: list[dict[str, Any]]) -> dict[str, Any]:
     cannot cover the whole training, ``train_seconds_partial: True``: a stage that resumed (``resumed_from``) with
     fewer than two recorded sittings, or a stage with none (trained before sittings were recorded)."""
     sittings = load_sittings(log)
+    counted = [s for s in sittings if not s.get("restarted")]  # a sitting whose training was started over is not
     partial = False
     for stage, m in enumerate(metrics, start=1):
-        count = sum(s.get("stage", 1) == stage for s in sittings)
+        count = sum(s.get("stage", 1) == stage for s in counted)
         if count == 0 or (m.get("resumed_from") and count < 2):
             partial = True
-    out: dict[str, Any] = {"seconds_train": round(sum(s["seconds"] for s in sittings), 1), "seconds_sittings": sittings}
+    out: dict[str, Any] = {"seconds_train": round(sum(s["seconds"] for s in counted), 1), "seconds_sittings": sittings}
     if partial:
         out["train_seconds_partial"] = True
     return out
@@ -192,7 +200,7 @@ def run_train(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[st
         sets = [s.replace("{prev}", str(prev)) for s in stage.get("set", [])]
         argv = ["train", stage["recipe"], "-o", str(out), *_sets(sets, seed=seed), "--no-progress"]
         if not (out / "metrics.json").is_file():
-            timed_train(argv, log, i + 1)
+            timed_train(argv, log, i + 1, out)
         commands.append("finesim " + shlex.join(argv))
         metrics.append(_train_metrics(out))
         prev = out / "model"

@@ -89,6 +89,27 @@ def test_a_resumed_run_sums_its_sittings(run: ModuleType, tmp_path: Path, monkey
     assert "train_seconds_partial" not in timing
 
 
+def test_a_sitting_whose_training_started_over_is_not_summed(run: ModuleType, tmp_path: Path, monkeypatch) -> None:
+    """A run folder without a checkpoint trains from step 0: the stage's earlier sittings (killed before a checkpoint,
+    or their folder deleted) stay in the record, marked restarted, and leave seconds_train; with a checkpoint they
+    count (a resume)."""
+    import json
+
+    log, out = tmp_path / "seed42.log", tmp_path / "seed42"
+    log.write_text("$ finesim train ...\n", encoding="utf-8")
+    earlier = [{"stage": 1, "started": 1.0, "seconds": 234.5}, {"stage": 2, "started": 2.0, "seconds": 7.0}]
+    run.sittings_path(log).write_text(json.dumps(earlier), "utf-8")
+    monkeypatch.setattr(run, "finesim", lambda argv, log_path: 0.0)
+    run.timed_train(["train", "r.yaml"], log, 1, out)  # no checkpoint in out: a fresh start
+    timing = run.train_seconds(log, [{"resumed_from": None}, {"resumed_from": None}])
+    first, other, new = timing["seconds_sittings"]
+    assert first["restarted"] is True and "restarted" not in other and "restarted" not in new
+    assert timing["seconds_train"] == pytest.approx(7.0 + new["seconds"])
+    (out / "checkpoints" / "checkpoint-250").mkdir(parents=True)
+    run.timed_train(["train", "r.yaml"], log, 1, out)  # a resume: the earlier sitting of this training counts
+    assert not run.load_sittings(log)[2].get("restarted")
+
+
 def test_a_record_that_misses_sittings_is_marked_partial(run: ModuleType, tmp_path: Path) -> None:
     import json
 
