@@ -1080,8 +1080,9 @@ def levers_tried_section(folder: Path) -> list[str]:
 
 LEVERS_DECIDED = """\
 How each was decided: the MiniLM learning rate by its screen's rule (the highest dev keeps 1e-4); layer decay and batch
-64 by the second screen's rule (neither passes); the GPU rows by the third screen's rule (its section above gives
-each verdict); the soup beats its best member on dev, which its rule calls worth
+64 by the second screen's rule (neither passes); the auxiliary STS-B/SICK pairs by the same rule against their own
+control rerun on their host (the second screen's table gives the verdict); the GPU rows by the third screen's rule
+(its section above gives each verdict); the soup beats its best member on dev, which its rule calls worth
 shipping, but it is not shipped as the main job, which must stay one training of about 20 minutes while a soup needs
 one per member (`finesim soup` makes one from any seeds' models); fp32 is level with bf16 and serves as the
 second screen's control; the ensemble wins on dev by construction and is two forward passes, and issue 42 headlines a
