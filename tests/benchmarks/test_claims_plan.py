@@ -111,6 +111,21 @@ def test_the_smooth_k2_rows_state_the_learning_rate_confound() -> None:
     assert len(compared) == 3 and all("5e-5" in c["budget_difference"] for c in compared)
 
 
+def test_the_smooth_k2_rows_have_matched_learning_rate_twins() -> None:
+    specs = _specs()
+    matched = "sts-regression/minilm-nli-smooth-k2-lr2e-5"
+    assert _differences(specs[matched], specs["sts-regression/minilm-nli-smooth-k2"]) == {"train.learning_rate"}
+    twins = [c for c in _load("claims.yaml")["claims"] if c["a"] == matched]
+    assert sorted(c["b"].rsplit("-", 1)[-1] if "relu" not in c["b"] else "relu" for c in twins) == [
+        "mse",
+        "relu",
+        "softmax",
+    ]
+    for claim in twins:
+        assert _differences(specs[claim["a"]], specs[claim["b"]]) == set()
+        assert "budget_difference" not in claim and "lr 2e-5" in claim["claim"]
+
+
 def test_the_cheap_claims_are_planned_with_seeds() -> None:
     specs = _specs()
     cheap = [
