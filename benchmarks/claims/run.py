@@ -170,7 +170,8 @@ def _train_metrics(folder: Path) -> dict[str, Any]:
         for e in m.get("log_history", [])
         if any(k.endswith("_spearman") for k in e)
     ]
-    return {**{k: m.get(k) for k in keep}, "evaluations": evals, "data": m.get("data")}
+    soup = {"soup": m["soup"]} if "soup" in m else {}  # train.keep soup: both scores, the members, the choice
+    return {**{k: m.get(k) for k in keep}, **soup, "evaluations": evals, "data": m.get("data")}
 
 
 def _report(folder: Path, model: str, tasks: str, log: Path, extra: list[str]) -> tuple[dict[str, Any], float]:

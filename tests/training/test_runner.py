@@ -113,7 +113,8 @@ def test_recipe_type_and_value_errors() -> None:
         recipe_from_dict({"train": {"warmup_ratio": 1.5}})
     with pytest.raises(RecipeError, match=r"train\.learning_rate must be a finite number, got inf"):
         recipe_from_dict({"train": {"learning_rate": float("inf")}})
-    with pytest.raises(RecipeError, match=r"train\.keep 'bset' is not one of \['best', 'last'\] \(did you mean"):
+    keep_choices = r"\['best', 'last', 'soup'\]"
+    with pytest.raises(RecipeError, match=rf"train\.keep 'bset' is not one of {keep_choices} \(did you mean"):
         recipe_from_dict({"train": {"keep": "bset"}})
     recipe = recipe_from_dict({"train": {"batch_size": 16.0, "learning_rate": "1e-4"}, "model": None})
     assert (recipe.train.batch_size, recipe.train.learning_rate) == (16, 1e-4)  # YAML 1.1 reads 1e-4 as text

@@ -51,7 +51,7 @@ def test_layer_decay_reaches_the_optimizer(tiny_bert_dir: Path, data_root: Path,
 def test_layer_decay_value_is_checked() -> None:
     with pytest.raises(RecipeError, match=r"train\.layer_lr_decay must be in \(0, 1\]"):
         recipe_from_dict({"train": {"layer_lr_decay": 1.5}})
-    with pytest.raises(RecipeError, match=r"train\.keep 'first' is not one of \['best', 'last'\]"):
+    with pytest.raises(RecipeError, match=r"train\.keep 'first' is not one of \['best', 'last', 'soup'\]"):
         recipe_from_dict({"train": {"keep": "first"}})
 
 

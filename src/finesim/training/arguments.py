@@ -92,7 +92,7 @@ def training_arguments(
         data_seed=recipe.seed,
         eval_strategy=t.eval_strategy if has_eval else "no",
         save_strategy=t.eval_strategy,
-        load_best_model_at_end=has_eval and t.keep == "best",
+        load_best_model_at_end=has_eval and t.keep in ("best", "soup"),
         metric_for_best_model=f"eval_{selection_name(recipe)}_spearman" if has_eval else None,
         greater_is_better=True,
         report_to="none",

@@ -172,9 +172,12 @@ class TrainSpec(_Section):
     # layer-wise learning-rate decay (the STS-regression reference: 0.95): transformer layer i of L gets
     # learning_rate * decay ** (L - 1 - i); embeddings and heads keep learning_rate. None: one rate for all.
     layer_lr_decay: Float | None = Field(None, gt=0, le=1)
-    # which model the run keeps: "best" (the checkpoint with the best validation Spearman, restored at the end) or
-    # "last" (the last step's, as the C-STS reference code does; validation still runs and is recorded)
-    keep: Literal["best", "last"] = "best"
+    # which model the run keeps: "best" (the checkpoint with the best validation Spearman, restored at the end),
+    # "last" (the last step's, as the C-STS reference code does; validation still runs and is recorded) or "soup"
+    # (the uniform weight average of the last soup_checkpoints checkpoints when it scores above the best checkpoint
+    # on the selection split, else the best; finesim.training.checkpoint_soup)
+    keep: Literal["best", "last", "soup"] = "best"
+    soup_checkpoints: Int = Field(3, ge=2)  # keep "soup": how many of the last checkpoints are averaged
     # bfloat16 autocast for training: true, false, or "auto" (on where it is known to be fast: a GPU that supports
     # bf16, a CPU with AMX; training.arguments.resolve_bf16, which says why)
     bf16: StrictBool | Literal["auto"] = False
@@ -491,6 +494,17 @@ def validate_recipe(recipe: Recipe, *, source: str | None = None) -> None:
         raise RecipeError(f"{source}: train.eval_strategy 'steps' needs train.eval_steps")
     if t.epochs <= 0 and t.max_steps <= 0:
         raise RecipeError(f"{source}: set train.epochs > 0 or train.max_steps > 0")
+    if t.keep == "soup" and t.save_total_limit is not None and t.save_total_limit <= t.soup_checkpoints:
+        raise RecipeError(
+            f"{source}: train.keep 'soup' averages the last {t.soup_checkpoints} checkpoints "
+            f"(train.soup_checkpoints), but train.save_total_limit {t.save_total_limit} deletes older ones: set it to "
+            f"at least {t.soup_checkpoints + 1} (the best checkpoint is kept besides) or null"
+        )
+    if t.keep == "soup" and recipe.data.validation is None and recipe.data.dev_fraction is None:
+        raise RecipeError(
+            f"{source}: train.keep 'soup' chooses between the soup and the best checkpoint on a selection split, "
+            "and this recipe has none: set data.dev_fraction (a dev split carved from train) or data.validation"
+        )
     if lab.scale == "minmax" and not lab.high > lab.low:
         raise RecipeError(f"{source}: labels.low ({lab.low}) must be below labels.high ({lab.high})")
     for i, aux in enumerate(recipe.data.auxiliary):

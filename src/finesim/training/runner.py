@@ -243,6 +243,11 @@ def train(
     started = time.perf_counter()
     output = trainer.train(resume_from_checkpoint=checkpoint)
     wall = time.perf_counter() - started
+    soup = None
+    if recipe.train.keep == "soup" and data.evaluator is not None:
+        from finesim.training.checkpoint_soup import keep_soup_or_best
+
+        soup = keep_soup_or_best(trainer, data.evaluator, recipe.train.soup_checkpoints)
     final = data.evaluator.compute(model) if data.evaluator is not None else {}
     report = data.report_evaluator.compute(model) if data.report_evaluator is not None else None
     metrics: dict[str, Any] = {}
@@ -250,6 +255,10 @@ def train(
         from finesim.models.io import save_model
 
         metrics = _metrics(recipe, encoder, objective, options, data, trainer, args, output, final, checkpoint, wall)
+        if soup is not None:
+            metrics["soup"] = soup
+            if soup["chosen"] == "soup":  # the saved model is the average, not the best checkpoint
+                metrics["best_model_restored"] = None
         metrics = portable(metrics, path_roots(data_root=pre.data_root))  # paths relative to checkout or data root
         if report is not None:  # chosen on dev, reported on validation
             metrics["dev"], metrics["validation"] = metrics["validation"], report
@@ -325,6 +334,14 @@ def card_info(
         "Training": f"{metrics.get('global_steps')} steps, {metrics.get('epochs', 0):.2f} epochs, "
         f"{metrics.get('train_rows_seen', 0):,} training rows seen (seed {recipe.seed})"
     }
+    soup = metrics.get("soup")
+    if soup:
+        members = ", ".join(soup["members"])
+        details["Checkpoint soup"] = (
+            f"the uniform weight average of {members} (train.keep: soup)"
+            if soup["chosen"] == "soup"
+            else f"not kept ({soup['why']}); the best checkpoint is the model"
+        )
     return CardInfo(
         encoder=encoder.encoder,
         base_model=recipe.model.backbone,
