@@ -644,9 +644,29 @@ def lever_change(spec: dict[str, Any], control: dict[str, Any]) -> str:
 
 
 def dev_of(result: dict[str, Any]) -> float | None:
-    """The kept epoch's dev Spearman as stored (``train.dev.spearman``); never the validation figure."""
-    value = ((result.get("train") or {}).get("dev") or {}).get("spearman")
+    """The kept epoch's dev Spearman as stored (``train.dev.spearman``); never the validation figure. For a
+    checkpoint-soup run (``train.keep: soup``) the soup's own dev Spearman (``train.soup.average``), kept or not: the
+    kept model's cannot fall below its best epoch's, so only the soup's own figure can show a loss."""
+    train = result.get("train") or {}
+    average = (train.get("soup") or {}).get("average") if isinstance(train, dict) else None
+    value = (average or {}).get("spearman") if average else (train.get("dev") or {}).get("spearman")
     return None if value is None else float(value)
+
+
+def soup_notes(results: list[dict[str, Any]], run: str) -> list[str]:
+    """One line per checkpoint-soup result of ``run``: the soup's dev against its own best epoch's, and what was kept
+    (the validation column shows the kept model's)."""
+    lines = []
+    for r in results:
+        soup = (r.get("train") or {}).get("soup")
+        if not soup or not soup.get("average"):
+            continue
+        avg, best = soup["average"]["spearman"], soup["best"]["spearman"]
+        lines.append(
+            f"`{run}` seed {seed_of(r)}: the soup of {', '.join(soup['members'])} scores {avg:.2f} on dev against its "
+            f"own best epoch's {best:.2f} ({avg - best:+.3f}); kept: the {soup['chosen']} (validation column)."
+        )
+    return lines
 
 
 def _mean_gain(lever: list[dict[str, Any]], control: list[dict[str, Any]], seeds: set[int]) -> float | None:
@@ -690,7 +710,8 @@ def levers2_lines(folder: Path) -> list[str]:
         return []
     planned, main_spec, runs, _ = screen
     bf16 = next((dev_of(r) for r in claims_runs(folder, LEVERS).get(MAIN_JOB_RUN, []) if seed_of(r) == 42), None)
-    controls = [LEVERS2_CONTROL] + [c for spec in planned if (c := spec.get("control")) and c != LEVERS2_CONTROL]
+    named = [c for spec in planned if (c := spec.get("control")) and c != LEVERS2_CONTROL]
+    controls = list(dict.fromkeys([LEVERS2_CONTROL, *named]))  # several levers may share one control
     specs = {spec["id"]: spec for spec in planned}
     control_runs = {c: runs.get(f"{LEVERS2}/{c}", []) for c in controls}
     control_dev = {c: next((dev_of(r) for r in control_runs[c] if seed_of(r) == 42), None) for c in controls}
@@ -755,6 +776,10 @@ def levers2_lines(folder: Path) -> list[str]:
             f"| `{spec['id']}` | {change} | {control_cell} | {done} {_lever_cells(results)} | {screen} | "
             f"{ships} | {files_cell(results)} |"
         )
+    notes = [line for spec in planned for line in soup_notes(runs.get(f"{LEVERS2}/{spec['id']}", []), spec["id"])]
+    if notes:
+        lines += ["", "Checkpoint soups (`train.keep: soup`): the dev column and the screen use the soup's own dev."]
+        lines += ["", *notes]
     return lines
 
 

@@ -421,6 +421,24 @@ def test_the_second_lever_screen_applies_the_plans_rule(page_script: ModuleType,
     assert rows()[aux_run][7] == "+0.600: passes"  # against control-b's 71.70, not the first control's 71.50
     write(control_b, 72.70)  # 0.92 from the bf16 run: control-b does not count, whatever the first control does
     assert rows()[aux_run][7] == "no verdict (control)" and rows()[llrd][7] == "+0.500: passes"
+    # a checkpoint soup is screened by the soup's own dev, which can lose; its kept model's dev cannot
+    write(control_b, 71.70)
+    write(soup_run, 71.70)  # kept: the best epoch, whose dev equals control-b's
+    soup_file = folder / "claims" / study / f"{soup_run}__seed42.json"
+    result = json.loads(soup_file.read_text(encoding="utf-8"))
+    result["train"]["soup"] = {
+        "members": ["checkpoint-2", "checkpoint-3"],
+        "average": {"spearman": 71.40},
+        "best": {"spearman": 71.70},
+        "chosen": "best",
+    }
+    soup_file.write_text(json.dumps(result), encoding="utf-8")
+    assert rows()[soup_run][7] == "-0.300: does not pass" and rows()[soup_run][4] == "71.40"
+    assert (
+        f"`{soup_run}` seed 42: the soup of checkpoint-2, checkpoint-3 scores 71.40 on dev against its own best"
+        in text()
+    )
+    assert "(-0.300); kept: the best" in text()
     assert page_script.LEVERS2 in page_script.build(folder, None)
 
 

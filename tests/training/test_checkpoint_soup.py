@@ -19,21 +19,27 @@ from finesim.training.recipe import RecipeError
 class _Trainer:
     """The parts of a trainer the soup uses: a model, its state, the checkpoint folder and the checkpoint loader."""
 
-    def __init__(self, folder: Path, weights: dict[int, float], best_step: int, best_metric: float) -> None:
+    def __init__(self, folder: Path, weights: dict[int, float], best_step: int, trainer_metric: float = 0.0) -> None:
         self.model = torch.nn.Linear(1, 1, bias=False)
+        self.model.model_card_data = SimpleNamespace(best_model_step=best_step)  # as the trainer's restore sets it
         self.args = SimpleNamespace(output_dir=str(folder))
-        self.state = SimpleNamespace(
-            best_model_checkpoint=str(folder / f"checkpoint-{best_step}"), best_metric=best_metric
-        )
+        best = str(folder / f"checkpoint-{best_step}")
+        self.state = SimpleNamespace(best_model_checkpoint=best, best_metric=trainer_metric)
         self.loaded: list[str] = []
         for step, value in weights.items():
-            (folder / f"checkpoint-{step}").mkdir(parents=True)
-            torch.save({"weight": torch.tensor([[value]])}, folder / f"checkpoint-{step}" / "w.pt")
-        self._load_from_checkpoint(self.state.best_model_checkpoint)  # as load_best_model_at_end leaves it
+            _checkpoint(folder / f"checkpoint-{step}", value)
+        self._load_from_checkpoint(best)  # as load_best_model_at_end leaves it
 
     def _load_from_checkpoint(self, path: str) -> None:
         self.loaded.append(Path(path).name)
         self.model.load_state_dict(torch.load(Path(path) / "w.pt"))
+
+
+def _checkpoint(folder: Path, value: float, *, complete: bool = True) -> None:
+    folder.mkdir(parents=True)
+    torch.save({"weight": torch.tensor([[value]])}, folder / "w.pt")
+    if complete:  # transformers writes trainer_state.json last
+        (folder / "trainer_state.json").write_text("{}")
 
 
 class _Evaluator:
@@ -44,8 +50,11 @@ class _Evaluator:
         return {"spearman": 10 * w, "pearson": 10 * w}
 
 
-def test_checkpoint_folders_sort_by_step_not_by_name(tmp_path: Path) -> None:
-    for name in ("checkpoint-10", "checkpoint-9", "checkpoint-100", "runs", "checkpoint-x"):
+def test_checkpoint_folders_sort_by_step_and_skip_unfinished_saves(tmp_path: Path) -> None:
+    for name in ("checkpoint-10", "checkpoint-9", "checkpoint-100"):
+        _checkpoint(tmp_path / name, 1.0)
+    _checkpoint(tmp_path / "checkpoint-200", 1.0, complete=False)  # a save cut short
+    for name in ("runs", "checkpoint-x"):
         (tmp_path / name).mkdir()
     (tmp_path / "checkpoint-5").write_text("a file, not a checkpoint")
     assert [p.name for p in checkpoint_folders(tmp_path)] == ["checkpoint-9", "checkpoint-10", "checkpoint-100"]
@@ -53,34 +62,48 @@ def test_checkpoint_folders_sort_by_step_not_by_name(tmp_path: Path) -> None:
 
 
 def test_the_soup_is_kept_when_it_beats_the_best_checkpoint(tmp_path: Path) -> None:
-    # checkpoints at steps 2, 4, 6 with weights 1, 3, 7; the best (by its recorded score 30) is step 4
-    trainer = _Trainer(tmp_path, {2: 1.0, 4: 3.0, 6: 7.0}, best_step=4, best_metric=30.0)
+    # checkpoints at steps 2, 4, 6 with weights 1, 3, 7; the best (as the trainer recorded it) is step 4
+    trainer = _Trainer(tmp_path, {2: 1.0, 4: 3.0, 6: 7.0}, best_step=4, trainer_metric=29.9)
     record = keep_soup_or_best(trainer, _Evaluator(), 2)
-    assert record["members"] == ["checkpoint-4", "checkpoint-6"]
+    assert record["members"] == ["checkpoint-4", "checkpoint-6"] and record["split"] == "dev"
     assert trainer.model.weight.item() == pytest.approx(5.0)  # (3 + 7) / 2
-    assert record["soup"]["spearman"] == pytest.approx(50.0)
-    assert record["chosen"] == "soup" and record["best"] == {"spearman": 30.0, "checkpoint": "checkpoint-4"}
+    assert record["average"]["spearman"] == pytest.approx(50.0)
+    # the best checkpoint is scored again by the same call as the soup; the trainer's own figure is kept beside it
+    assert record["best"] == {"checkpoint": "checkpoint-4", "trainer_spearman": 29.9, "spearman": 30.0, "pearson": 30.0}
+    assert record["chosen"] == "soup" and "above" in record["why"]
+    assert trainer.model.model_card_data.best_model_step is None  # the card marks no checkpoint as the saved model
 
 
-def test_the_best_checkpoint_is_restored_when_the_soup_does_not_beat_it(tmp_path: Path) -> None:
-    trainer = _Trainer(tmp_path, {2: 1.0, 4: 3.0, 6: 7.0}, best_step=6, best_metric=70.0)
-    record = keep_soup_or_best(trainer, _Evaluator(), 3)
+def test_the_best_checkpoint_is_put_back_when_the_soup_does_not_beat_it(tmp_path: Path) -> None:
+    trainer = _Trainer(tmp_path, {2: 1.0, 4: 3.0, 6: 7.0}, best_step=6)
+    record = keep_soup_or_best(trainer, _Evaluator(), 3, split="validation")
     assert record["members"] == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
-    assert record["soup"]["spearman"] == pytest.approx(10 * 11 / 3)  # (1 + 3 + 7) / 3, scored
-    assert record["chosen"] == "best" and "not above" in record["why"]
-    assert trainer.model.weight.item() == pytest.approx(7.0) and trainer.loaded[-1] == "checkpoint-6"
+    assert record["average"]["spearman"] == pytest.approx(10 * 11 / 3)  # (1 + 3 + 7) / 3, scored
+    assert record["chosen"] == "best" and "validation Spearman 36.6667 is not above" in record["why"]
+    assert trainer.model.weight.item() == pytest.approx(7.0)
+    assert trainer.model.model_card_data.best_model_step == 6
 
 
 def test_a_tie_keeps_the_best_checkpoint(tmp_path: Path) -> None:
-    trainer = _Trainer(tmp_path, {2: 4.0, 4: 6.0}, best_step=4, best_metric=50.0)  # soup (4 + 6) / 2 scores 50
+    trainer = _Trainer(tmp_path, {2: 4.0, 4: 6.0}, best_step=4)
+    trainer.model.load_state_dict({"weight": torch.tensor([[5.0]])})  # say the best scored 50: the soup's (4 + 6) / 2
     record = keep_soup_or_best(trainer, _Evaluator(), 3)
-    assert record["chosen"] == "best" and trainer.model.weight.item() == pytest.approx(6.0)
+    assert record["average"]["spearman"] == pytest.approx(50.0) and record["best"]["spearman"] == pytest.approx(50.0)
+    assert record["chosen"] == "best" and trainer.model.weight.item() == pytest.approx(5.0)
+
+
+def test_fewer_checkpoints_than_asked_are_averaged_with_a_warning(tmp_path: Path, caplog) -> None:
+    trainer = _Trainer(tmp_path, {2: 1.0, 4: 3.0}, best_step=2)
+    with caplog.at_level("WARNING", logger="finesim"):
+        record = keep_soup_or_best(trainer, _Evaluator(), 3)
+    assert record["members"] == ["checkpoint-2", "checkpoint-4"] and record["chosen"] == "soup"
+    assert "only 2 of the 3 checkpoints asked for exist" in caplog.text
 
 
 def test_one_checkpoint_is_not_a_soup(tmp_path: Path) -> None:
-    trainer = _Trainer(tmp_path, {4: 3.0}, best_step=4, best_metric=30.0)
+    trainer = _Trainer(tmp_path, {4: 3.0}, best_step=4)
     record = keep_soup_or_best(trainer, _Evaluator(), 3)
-    assert record["chosen"] == "best" and record["soup"] is None and "fewer than two" in record["why"]
+    assert record["chosen"] == "best" and record["average"] is None and "fewer than two" in record["why"]
     assert trainer.model.weight.item() == pytest.approx(3.0)
 
 
@@ -93,7 +116,23 @@ def test_recipe_checks_name_the_keys() -> None:
         recipe_from_dict({"train": {"keep": "soup", "soup_checkpoints": 1, "save_total_limit": None}})
     with pytest.raises(RecipeError, match=r"has none: set data\.dev_fraction"):
         recipe_from_dict({"data": {"validation": None}, "train": {"keep": "soup", "save_total_limit": None}})
+    with pytest.raises(
+        RecipeError, match=r"train\.soup_checkpoints applies to train\.keep 'soup' only \(keep is 'best'\)"
+    ):
+        recipe_from_dict({"train": {"soup_checkpoints": 4}})
     recipe_from_dict({"train": {"keep": "soup", "save_total_limit": 4}})  # the best one besides the last 3
+
+
+def test_soup_checkpoints_is_in_the_fingerprint_only_with_keep_soup() -> None:
+    from types import SimpleNamespace as NS
+
+    from finesim.training.preflight import run_fingerprint
+
+    data = NS(sha256="x")
+    best = run_fingerprint(recipe_from_dict({}), data, None)["recipe"]
+    soup = run_fingerprint(recipe_from_dict({"train": {"keep": "soup", "save_total_limit": None}}), data, None)
+    assert "train.soup_checkpoints" not in best  # a keep-best run keeps the fingerprint it had before the option
+    assert soup["recipe"]["train.soup_checkpoints"] == 3
 
 
 def test_a_training_keeps_what_it_says_and_records_both_scores(tiny_bert_dir: Path, tmp_path: Path) -> None:
@@ -121,15 +160,16 @@ def test_a_training_keeps_what_it_says_and_records_both_scores(tiny_bert_dir: Pa
     soup = metrics["soup"]
     assert soup["members"] == ["checkpoint-4", "checkpoint-6"] and soup["chosen"] in {"soup", "best"}
     evals = [e["eval_dev_spearman"] for e in metrics["log_history"] if "eval_dev_spearman" in e]
-    assert soup["best"]["spearman"] == pytest.approx(max(evals), abs=1e-6)
+    assert soup["best"]["trainer_spearman"] == pytest.approx(max(evals), abs=1e-6)
+    assert soup["best"]["spearman"] == pytest.approx(max(evals), abs=1e-4) and soup["split"] == "dev"
     saved = SentenceTransformer(str(out / "model"), device="cpu").state_dict()
     if soup["chosen"] == "soup":
         members = [
             SentenceTransformer(str(out / "checkpoints" / m), device="cpu").state_dict() for m in soup["members"]
         ]
         expected = average_state(members)
-        assert metrics["dev"]["spearman"] == pytest.approx(soup["soup"]["spearman"], abs=1e-6)
-        assert soup["soup"]["spearman"] > soup["best"]["spearman"] and metrics["best_model_restored"] is None
+        assert metrics["dev"]["spearman"] == pytest.approx(soup["average"]["spearman"], abs=1e-6)
+        assert soup["average"]["spearman"] > soup["best"]["spearman"] and metrics["best_model_restored"] is None
     else:
         expected = SentenceTransformer(str(out / "checkpoints" / soup["best"]["checkpoint"]), device="cpu").state_dict()
         assert metrics["dev"]["spearman"] == pytest.approx(soup["best"]["spearman"], abs=1e-6)
@@ -149,6 +189,6 @@ def test_a_cross_encoder_training_soups_through_its_own_checkpoint_loader(tiny_b
     )
     metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "out").metrics
     soup = metrics["soup"]
-    assert soup["members"] == ["checkpoint-2", "checkpoint-4"] and soup["soup"] is not None
-    kept = soup["soup"]["spearman"] if soup["chosen"] == "soup" else soup["best"]["spearman"]
+    assert soup["members"] == ["checkpoint-2", "checkpoint-4"] and soup["average"] is not None
+    kept = soup["average"]["spearman"] if soup["chosen"] == "soup" else soup["best"]["spearman"]
     assert metrics["validation"]["spearman"] == pytest.approx(kept, abs=1e-6)

@@ -489,6 +489,8 @@ def run_fingerprint(
     keys = {k: v for k, v in _flatten(recipe.to_dict()).items() if k not in NOT_IN_FINGERPRINT}
     if not keys.get("data.auxiliary"):  # none: the key is left out, as an empty trainer_args leaves none
         keys.pop("data.auxiliary", None)
+    if recipe.train.keep != "soup":  # it acts only with keep soup; without it a run keeps its earlier fingerprint
+        keys.pop("train.soup_checkpoints", None)
     if recipe.train.bf16 == "auto":  # what auto chose here: a resume where it chooses otherwise is another run
         from finesim.training.arguments import bf16_setting
 
@@ -519,7 +521,7 @@ def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return changes
 
 
-def _complete(checkpoint: Path) -> bool:
+def checkpoint_complete(checkpoint: Path) -> bool:
     """Whether the trainer finished saving ``checkpoint``.
 
     transformers writes ``trainer_state.json`` last (after the weights, optimizer, scheduler and RNG states), so a run
@@ -546,7 +548,7 @@ def _last_checkpoint(folder: Path) -> str | None:
             found.append((int(step), child))
     skipped: list[str] = []
     for _, checkpoint in sorted(found, reverse=True):
-        if _complete(checkpoint):
+        if checkpoint_complete(checkpoint):
             if skipped:
                 logger.warning(
                     "skipping %s: the run was stopped while saving it (no complete trainer_state.json)",

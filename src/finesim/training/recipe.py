@@ -494,6 +494,8 @@ def validate_recipe(recipe: Recipe, *, source: str | None = None) -> None:
         raise RecipeError(f"{source}: train.eval_strategy 'steps' needs train.eval_steps")
     if t.epochs <= 0 and t.max_steps <= 0:
         raise RecipeError(f"{source}: set train.epochs > 0 or train.max_steps > 0")
+    if t.keep != "soup" and "soup_checkpoints" in t.model_fields_set:
+        raise RecipeError(f"{source}: train.soup_checkpoints applies to train.keep 'soup' only (keep is {t.keep!r})")
     if t.keep == "soup" and t.save_total_limit is not None and t.save_total_limit <= t.soup_checkpoints:
         raise RecipeError(
             f"{source}: train.keep 'soup' averages the last {t.soup_checkpoints} checkpoints "

@@ -3,7 +3,8 @@
 Output folder layout::
 
     OUT/
-      model/            the trained model (best checkpoint by validation Spearman), with finesim_model.json
+      model/            the kept model (train.keep: the best checkpoint by the selection split's Spearman, the
+                        last step's, or a checkpoint soup), with finesim_model.json
       checkpoints/      trainer checkpoints
       config.json       the recipe actually used (defaults filled in, overrides applied, resolved data paths)
       metrics.json      validation metrics, best checkpoint, throughput, log history, environment
@@ -247,7 +248,7 @@ def train(
     if recipe.train.keep == "soup" and data.evaluator is not None:
         from finesim.training.checkpoint_soup import keep_soup_or_best
 
-        soup = keep_soup_or_best(trainer, data.evaluator, recipe.train.soup_checkpoints)
+        soup = keep_soup_or_best(trainer, data.evaluator, recipe.train.soup_checkpoints, split=selection_name(recipe))
     final = data.evaluator.compute(model) if data.evaluator is not None else {}
     report = data.report_evaluator.compute(model) if data.report_evaluator is not None else None
     metrics: dict[str, Any] = {}
@@ -258,7 +259,7 @@ def train(
         if soup is not None:
             metrics["soup"] = soup
             if soup["chosen"] == "soup":  # the saved model is the average, not the best checkpoint
-                metrics["best_model_restored"] = None
+                metrics["best_model_restored"] = None  # not applicable: metrics["soup"] says what was kept
         metrics = portable(metrics, path_roots(data_root=pre.data_root))  # paths relative to checkout or data root
         if report is not None:  # chosen on dev, reported on validation
             metrics["dev"], metrics["validation"] = metrics["validation"], report
