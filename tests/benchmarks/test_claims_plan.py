@@ -123,7 +123,7 @@ def test_the_smooth_k2_rows_have_matched_learning_rate_twins() -> None:
     ]
     for claim in twins:
         assert _differences(specs[claim["a"]], specs[claim["b"]]) == set()
-        assert "budget_difference" not in claim and "lr 2e-5" in claim["claim"]
+        assert "budget_difference" not in claim and "lr 2e-5" in claim["claim"] and "5e-5" in claim["variant"]
 
 
 def test_the_cheap_claims_are_planned_with_seeds() -> None:
