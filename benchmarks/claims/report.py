@@ -660,7 +660,7 @@ def changed_section(rows: list[dict[str, Any]]) -> list[str]:
         "The old rule (`a − b` beyond twice its standard error floored at 0.5, no correction, a no-difference claim",
         "held when no difference was found) applied to the same data, against the rule above; rows new on this page",
         f"are included (what the old rule would have said); rows still undecided ({MORE_SEEDS}, pending) are left out."
-        f" {len(changed)} of {sum(r['metric'] != 'csts-pearson' for r in rows)} rows change.",
+        f" {len(changed)} of the {len(decided)} decided rows change.",
         "",
         "| paper | claim | old rule | this rule |",
         "|---|---|---|---|",
@@ -857,7 +857,8 @@ def effect_plot(rows: list[dict[str, Any]], path: Path) -> Path | None:
         tag = " [variant]" if r.get("variant") else ""
         tag += " [budget]" if r.get("budget_difference") else ""
         tag += " [Pearson]" if r["metric"] == "csts-pearson" else ""
-        text = r["claim"] if len(r["claim"]) <= 70 else r["claim"][:68] + "…"
+        # a long claim keeps its head and tail, so rows that differ only at the end ("..., both at lr 2e-5") differ
+        text = r["claim"] if len(r["claim"]) <= 70 else r["claim"][:44] + "…" + r["claim"][-24:]
         labels.append(f"{r['paper']}: {text}{tag}")
     ax.axvline(0.0, color="black", lw=0.8)
     ax.set_xscale("symlog", linthresh=2.0)
