@@ -152,3 +152,18 @@ def test_the_cheap_claims_are_planned_with_seeds() -> None:
     assert all(len(specs[name].get("seeds", [])) >= 3 for name in cheap)
     claimed = {c[s] for c in _load("claims.yaml")["claims"] for s in ("a", "b") if isinstance(c[s], str)}
     assert set(cheap) <= claimed  # each has a row in docs/claims.md
+
+
+def test_the_queue_names_planned_runs_and_seeds() -> None:
+    """benchmarks/claims/queue.txt (what queue.sh runs next): every item a plan.yaml run, every seed one it plans."""
+    specs = _specs()
+    lines = (CLAIMS / "queue.txt").read_text(encoding="utf-8").splitlines()
+    items = [line.split("#", 1)[0].strip() for line in lines]
+    items = [item for item in items if item]
+    assert items
+    for item in items:
+        run, _, seeds = item.partition(":")
+        assert run in specs, f"queue.txt: {run!r} is not a run of plan.yaml"
+        planned = specs[run].get("seeds", [])
+        for seed in filter(None, seeds.split(",")):
+            assert int(seed) in planned, f"queue.txt: {item!r}: seed {seed} is not planned for {run} ({planned})"
