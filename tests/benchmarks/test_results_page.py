@@ -354,9 +354,9 @@ def test_the_second_lever_screen_applies_the_plans_rule(page_script: ModuleType,
     planned = {spec["id"]: spec for spec in page_script.planned_levers(study)}
     control, llrd, batch = "minilm-fp32-control", "minilm-llrd0.95", "minilm-batch64"
     control_b, aux_run, soup_run = "minilm-fp32-control-b", "minilm-aux-sts", "minilm-soup3"
-    assert set(planned) == {control, llrd, batch, control_b, aux_run, soup_run}
+    assert set(planned) == {control, llrd, batch, control_b, aux_run, soup_run, "minilm-freeze-words"}
     assert planned[aux_run]["control"] == control_b and planned[control_b]["set"] == planned[control]["set"]
-    assert planned[soup_run]["control"] == control_b
+    assert planned[soup_run]["control"] == planned["minilm-freeze-words"]["control"] == control_b
     for spec in planned.values():  # the main job's settings written out, so a recipe change cannot move them
         assert {"train.bf16=false", "data.dev_fraction=0.1", "data.dev_seed=42", "train.epochs=4"} <= set(spec["set"])
 

@@ -491,6 +491,8 @@ def run_fingerprint(
         keys.pop("data.auxiliary", None)
     if recipe.train.keep != "soup":  # it acts only with keep soup; without it a run keeps its earlier fingerprint
         keys.pop("train.soup_checkpoints", None)
+    if not keys.get("train.freeze"):  # nothing frozen: left out, so that such a run keeps its earlier fingerprint
+        keys.pop("train.freeze", None)
     if recipe.train.bf16 == "auto":  # what auto chose here: a resume where it chooses otherwise is another run
         from finesim.training.arguments import bf16_setting
 

@@ -13,6 +13,7 @@ RoBERTa-large). CASE's defaults are its paper's and reference code's (:class:`Ca
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -172,6 +173,10 @@ class TrainSpec(_Section):
     # layer-wise learning-rate decay (the STS-regression reference: 0.95): transformer layer i of L gets
     # learning_rate * decay ** (L - 1 - i); embeddings and heads keep learning_rate. None: one rate for all.
     layer_lr_decay: Float | None = Field(None, gt=0, le=1)
+    # parameters left untrained: regular expressions searched in each parameter's name as the trainer sees it (through
+    # the loss: "model.0.auto_model.embeddings.word_embeddings.weight" for a bi-encoder's token embeddings); each must
+    # match at least one parameter. [] trains everything.
+    freeze: list[Text] = Field(default_factory=list)
     # which model the run keeps: "best" (the checkpoint with the best validation Spearman, restored at the end),
     # "last" (the last step's, as the C-STS reference code does; validation still runs and is recorded) or "soup"
     # (the uniform weight average of the last soup_checkpoints checkpoints when it scores above the best checkpoint
@@ -494,6 +499,11 @@ def validate_recipe(recipe: Recipe, *, source: str | None = None) -> None:
         raise RecipeError(f"{source}: train.eval_strategy 'steps' needs train.eval_steps")
     if t.epochs <= 0 and t.max_steps <= 0:
         raise RecipeError(f"{source}: set train.epochs > 0 or train.max_steps > 0")
+    for i, pattern in enumerate(t.freeze):
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            raise RecipeError(f"{source}: train.freeze[{i}] {pattern!r} is not a regular expression: {err}") from None
     if t.keep != "soup" and "soup_checkpoints" in t.model_fields_set:
         raise RecipeError(f"{source}: train.soup_checkpoints applies to train.keep 'soup' only (keep is {t.keep!r})")
     if t.keep == "soup" and t.save_total_limit is not None and t.save_total_limit <= t.soup_checkpoints:

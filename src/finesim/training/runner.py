@@ -45,7 +45,7 @@ from finesim.training.preflight import (
     read_training_data,
     start_over,
 )
-from finesim.training.recipe import Recipe
+from finesim.training.recipe import Recipe, RecipeError
 
 logger = logging.getLogger("finesim.training")
 
@@ -230,6 +230,7 @@ def train(
     options = objective.resolve_options(recipe.objective.options)
     loss = build_loss(objective.name, model, options)  # adds the objective's heads to the model first
     extra = objective.training_args(model, loss, options) if objective.training_args else {}
+    frozen = freeze_parameters(loss, recipe.train.freeze) if recipe.train.freeze else None
     if recipe.train.layer_lr_decay is not None:
         layers = layer_decay_mapping(loss, recipe.train.learning_rate, recipe.train.layer_lr_decay)
         extra = {**extra, "learning_rate_mapping": {**layers, **extra.get("learning_rate_mapping", {})}}
@@ -256,6 +257,8 @@ def train(
         from finesim.models.io import save_model
 
         metrics = _metrics(recipe, encoder, objective, options, data, trainer, args, output, final, checkpoint, wall)
+        if frozen is not None:
+            metrics["frozen"] = frozen
         if soup is not None:
             metrics["soup"] = soup
             if soup["chosen"] == "soup":  # the saved model is the average, not the best checkpoint
@@ -293,6 +296,29 @@ def layer_decay_mapping(module: Any, learning_rate: float, decay: float) -> dict
         "^" + re.escape(prefix) + str(i) + r"\.": learning_rate * decay ** (top - i)
         for i, prefix in sorted(layers.items())
     }
+
+
+def freeze_parameters(module: Any, patterns: list[str]) -> dict[str, Any]:
+    """Leave untrained (``requires_grad = False``) every parameter of ``module`` whose name (as the trainer sees it,
+    through the loss) a pattern of ``train.freeze`` finds (``re.search``); the optimizer then holds none of them.
+    A pattern that finds nothing is a :class:`RecipeError` naming it and a few parameter names. Returns what was
+    frozen, for ``metrics.json``: per pattern the tensors it found, and the frozen and total parameter counts."""
+    named = list(module.named_parameters())
+    found: dict[str, list[str]] = {}
+    for i, pattern in enumerate(patterns):
+        found[pattern] = [name for name, _ in named if re.search(pattern, name)]
+        if not found[pattern]:
+            examples = ", ".join(name for name, _ in named[:3])
+            raise RecipeError(f"train.freeze[{i}] {pattern!r} matches no parameter; their names look like {examples}")
+    chosen = {name for names in found.values() for name in names}
+    frozen = 0
+    for name, parameter in named:
+        if name in chosen:
+            parameter.requires_grad_(False)
+            frozen += parameter.numel()
+    total = sum(p.numel() for _, p in named)
+    logger.info("train.freeze: %s of %s parameters frozen (%d tensors)", f"{frozen:,}", f"{total:,}", len(chosen))
+    return {"patterns": {k: len(v) for k, v in found.items()}, "parameters_frozen": frozen, "parameters": total}
 
 
 def _trainer(cross: bool) -> Any:
