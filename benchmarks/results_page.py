@@ -2818,18 +2818,7 @@ def figure(folder: Path, out: Path) -> Path | None:
     axes[0].legend(handles=handles, loc="lower left", fontsize=7.5, frameon=False, bbox_to_anchor=(-0.02, 1.03), ncol=2)
     fig.suptitle("The papers' claims re-tested: each dot a seed, bars mean ± sd; verdict on the right", fontsize=10)
     fig.subplots_adjust(left=0.42, right=0.83, top=0.93, bottom=0.04, hspace=0.12)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    import io
-
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, dpi=72, metadata={"Software": None})
-    plt.close(fig)
-    buffer.seek(0)
-    # a 256-colour palette keeps the figure small as claims are added (the plot uses a handful of colours)
-    with Image.open(buffer) as image:
-        image.convert("RGB").quantize(colors=256).save(out, optimize=True)
+    report.save_png(fig, out, dpi=72, metadata={"Software": None})
     return out
 
 

@@ -47,16 +47,16 @@ def indexes(saved_models, tmp_path_factory) -> dict[str, Path]:  # noqa: F811
 
 def _same_hits(*answers: list[dict]) -> bool:
     """The same hits in the same order (every field equal) with scores equal up to float rounding: an embedding
-    can differ in its last bits with the batch it was encoded in (AVX-512 kernels block by the padded length)."""
+    can differ in its last bits with the batch it was encoded in (AVX-512 kernels block by the padded length).
+    Raises AssertionError naming the first difference."""
     first = answers[0]
-    for other in answers[1:]:
-        if len(other) != len(first):
-            return False
-        for a, b in zip(first, other):
-            if {k: v for k, v in a.items() if k != "score"} != {k: v for k, v in b.items() if k != "score"}:
-                return False
-            if a["score"] != pytest.approx(b["score"], abs=1e-6):
-                return False
+    for n, other in enumerate(answers[1:], start=1):
+        assert len(other) == len(first), f"answer {n} has {len(other)} hits, answer 0 {len(first)}"
+        for rank, (a, b) in enumerate(zip(first, other)):
+            fields_a = {k: v for k, v in a.items() if k != "score"}
+            fields_b = {k: v for k, v in b.items() if k != "score"}
+            assert fields_a == fields_b, f"answer {n}, hit {rank}: {b} against answer 0's {a}"
+            assert a["score"] == pytest.approx(b["score"], abs=1e-6), f"answer {n}, hit {rank}: {b} against {a}"
     return True
 
 

@@ -174,7 +174,7 @@ class TrainSpec(_Section):
     # learning_rate * decay ** (L - 1 - i); embeddings and heads keep learning_rate. None: one rate for all.
     layer_lr_decay: Float | None = Field(None, gt=0, le=1)
     # parameters left untrained: regular expressions searched in each parameter's name as the trainer sees it (through
-    # the loss: "model.0.auto_model.embeddings.word_embeddings.weight" for a bi-encoder's token embeddings); each must
+    # the loss: "model.0.model.embeddings.word_embeddings.weight" for a bi-encoder's token embeddings); each must
     # match at least one parameter. [] trains everything.
     freeze: list[Text] = Field(default_factory=list)
     # which model the run keeps: "best" (the checkpoint with the best validation Spearman, restored at the end),

@@ -45,7 +45,7 @@ from finesim.training.preflight import (
     read_training_data,
     start_over,
 )
-from finesim.training.recipe import Recipe, RecipeError
+from finesim.training.recipe import Recipe, RecipeError, recipe_source
 
 logger = logging.getLogger("finesim.training")
 
@@ -230,7 +230,7 @@ def train(
     options = objective.resolve_options(recipe.objective.options)
     loss = build_loss(objective.name, model, options)  # adds the objective's heads to the model first
     extra = objective.training_args(model, loss, options) if objective.training_args else {}
-    frozen = freeze_parameters(loss, recipe.train.freeze) if recipe.train.freeze else None
+    frozen = freeze_parameters(loss, recipe.train.freeze, source=recipe_source(recipe)) if recipe.train.freeze else None
     if recipe.train.layer_lr_decay is not None:
         layers = layer_decay_mapping(loss, recipe.train.learning_rate, recipe.train.layer_lr_decay)
         extra = {**extra, "learning_rate_mapping": {**layers, **extra.get("learning_rate_mapping", {})}}
@@ -298,19 +298,26 @@ def layer_decay_mapping(module: Any, learning_rate: float, decay: float) -> dict
     }
 
 
-def freeze_parameters(module: Any, patterns: list[str]) -> dict[str, Any]:
+def freeze_parameters(module: Any, patterns: list[str], *, source: str = "recipe") -> dict[str, Any]:
     """Leave untrained (``requires_grad = False``) every parameter of ``module`` whose name (as the trainer sees it,
-    through the loss) a pattern of ``train.freeze`` finds (``re.search``); the optimizer then holds none of them.
-    A pattern that finds nothing is a :class:`RecipeError` naming it and a few parameter names. Returns what was
-    frozen, for ``metrics.json``: per pattern the tensors it found, and the frozen and total parameter counts."""
+    through the loss) a pattern of ``train.freeze`` finds (``re.search``): it gets no gradient, so no update and no
+    weight decay (a ``learning_rate_mapping`` group may still list it). A pattern that finds nothing, or patterns
+    that leave nothing to train, are a :class:`RecipeError` naming ``source`` and the key. Returns what was frozen,
+    for ``metrics.json``: per pattern the tensors it found, the frozen, trainable and total parameter counts."""
     named = list(module.named_parameters())
     found: dict[str, list[str]] = {}
     for i, pattern in enumerate(patterns):
         found[pattern] = [name for name, _ in named if re.search(pattern, name)]
         if not found[pattern]:
-            examples = ", ".join(name for name, _ in named[:3])
-            raise RecipeError(f"train.freeze[{i}] {pattern!r} matches no parameter; their names look like {examples}")
+            step = max(1, len(named) // 3)
+            examples = ", ".join(name for name, _ in named[::step][:4])  # from the start, middle and end
+            raise RecipeError(
+                f"{source}: train.freeze[{i}] {pattern!r} matches no parameter; their names look like {examples}"
+            )
     chosen = {name for names in found.values() for name in names}
+    trainable = sum(p.numel() for name, p in named if p.requires_grad and name not in chosen)
+    if trainable == 0:
+        raise RecipeError(f"{source}: train.freeze {patterns!r} leaves no parameter to train")
     frozen = 0
     for name, parameter in named:
         if name in chosen:
@@ -318,7 +325,12 @@ def freeze_parameters(module: Any, patterns: list[str]) -> dict[str, Any]:
             frozen += parameter.numel()
     total = sum(p.numel() for _, p in named)
     logger.info("train.freeze: %s of %s parameters frozen (%d tensors)", f"{frozen:,}", f"{total:,}", len(chosen))
-    return {"patterns": {k: len(v) for k, v in found.items()}, "parameters_frozen": frozen, "parameters": total}
+    return {
+        "patterns": {k: len(v) for k, v in found.items()},
+        "parameters_frozen": frozen,
+        "parameters_trainable": trainable,
+        "parameters": total,
+    }
 
 
 def _trainer(cross: bool) -> Any:
