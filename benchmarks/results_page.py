@@ -1135,7 +1135,7 @@ custom module); distilling an ensemble teacher into one bi-encoder needs the ens
 two mpnet trainings); CoSENT on STS (on MiniLM C-STS it was screened, above) and more NLI data were not run. What
 stopped each of the last three is CPU time on this 2-core machine, spent first on the runs the headline rule asks
 for. Auxiliary STS-B/SICK rows with a generic condition (`data.auxiliary`) are the second screen's `minilm-aux-sts`;
-frozen token embeddings (`minilm-freeze-words`) are planned there and queued (`benchmarks/claims/queue.txt`).\
+frozen token embeddings are its `minilm-freeze-words`.\
 """
 
 
