@@ -21,26 +21,19 @@ keeps the single checkpoint).
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger("finesim")
-
-CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
 def checkpoint_folders(folder: str | Path) -> list[Path]:
     """The trainer's complete ``checkpoint-<step>`` folders in ``folder``, by step (oldest first); none when it is
     missing. A folder whose save was cut short (no readable ``trainer_state.json``, which transformers writes last)
     is left out."""
-    from finesim.training.preflight import checkpoint_complete
+    from finesim.training.preflight import checkpoint_complete, step_checkpoints
 
-    root = Path(folder)
-    if not root.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := CHECKPOINT.match(p.name))]
-    return [p for _, p in sorted(found) if checkpoint_complete(p)]
+    return [p for p in step_checkpoints(Path(folder)) if checkpoint_complete(p)]
 
 
 def _state(model: Any) -> dict[str, Any]:
@@ -56,7 +49,7 @@ def keep_soup_or_best(trainer: Any, evaluator: Any, count: int, *, split: str = 
     (``best.trainer_spearman``, recorded beside it) with this one. Returns the record for ``metrics.json``:
     ``split``, ``members`` (checkpoint folder names), ``average`` (the soup's scores; None when fewer than two
     checkpoints remain), ``best`` (the best checkpoint's scores and folder), ``chosen`` (``"soup"`` or ``"best"``)
-    and ``why``.
+    and ``why``; ``kept``, the kept model's scores, when they were measured here.
     """
     from finesim.models.soup import average_state
 
@@ -97,8 +90,8 @@ def keep_soup_or_best(trainer: Any, evaluator: Any, count: int, *, split: str = 
         card = getattr(model, "model_card_data", None)
         if card is not None and hasattr(card, "best_model_step"):
             card.best_model_step = None  # the card's log table must not mark one checkpoint as the saved model
-        return {**record, "chosen": "soup", "why": why}
+        return {**record, "chosen": "soup", "why": why, "kept": scores}
     why = f"{soup_score} is not above the best checkpoint's {best['spearman']:.4f}"
     logger.info("train.keep soup: %s; the best checkpoint is put back", why)
     model.load_state_dict(best_state)
-    return {**record, "chosen": "best", "why": why}
+    return {**record, "chosen": "best", "why": why, "kept": best}

@@ -536,20 +536,26 @@ def checkpoint_complete(checkpoint: Path) -> bool:
     return True
 
 
-def _last_checkpoint(folder: Path) -> str | None:
-    """The newest complete ``checkpoint-N`` in ``folder``; newer incomplete ones are named in a warning and skipped.
-
-    The trainer saves into the skipped folder again when it reaches that step.
-    """
+def step_checkpoints(folder: Path) -> list[Path]:
+    """The trainer's ``checkpoint-<step>`` folders in ``folder`` (complete or not), oldest first; none when it is
+    missing."""
     if not folder.is_dir():
-        return None
+        return []
     found = []
     for child in folder.iterdir():
         prefix, _, step = child.name.partition("-")
         if child.is_dir() and prefix == "checkpoint" and step.isdigit():
             found.append((int(step), child))
+    return [checkpoint for _, checkpoint in sorted(found)]
+
+
+def _last_checkpoint(folder: Path) -> str | None:
+    """The newest complete ``checkpoint-N`` in ``folder``; newer incomplete ones are named in a warning and skipped.
+
+    The trainer saves into the skipped folder again when it reaches that step.
+    """
     skipped: list[str] = []
-    for _, checkpoint in sorted(found, reverse=True):
+    for checkpoint in reversed(step_checkpoints(folder)):
         if checkpoint_complete(checkpoint):
             if skipped:
                 logger.warning(

@@ -250,7 +250,11 @@ def train(
         from finesim.training.checkpoint_soup import keep_soup_or_best
 
         soup = keep_soup_or_best(trainer, data.evaluator, recipe.train.soup_checkpoints, split=selection_name(recipe))
-    final = data.evaluator.compute(model) if data.evaluator is not None else {}
+    kept_scores = soup.pop("kept", None) if soup is not None else None  # the kept model, already scored
+    if kept_scores is not None:
+        final = kept_scores
+    else:
+        final = data.evaluator.compute(model) if data.evaluator is not None else {}
     report = data.report_evaluator.compute(model) if data.report_evaluator is not None else None
     metrics: dict[str, Any] = {}
     if trainer.is_world_process_zero():
