@@ -1633,6 +1633,61 @@ def hnsw_ef_section(folder: Path) -> list[str]:
     return lines
 
 
+RERANK_SECTION = "### The re-ranking stage on each fast path"
+
+
+def rerank_paths_section(folder: Path) -> list[str]:
+    """``rerank_paths.json``: per fast path and N, the time to embed N real candidates under a never-seen condition
+    (p50 / p95) and the share of the fp32 re-ranker's top k over the same candidates that the path keeps. Empty when
+    the file is absent."""
+    path = folder / "rerank_paths.json"
+    if not path.is_file():
+        return []
+    data = read(path)
+    settings, results = data["settings"], data["results"]
+    k, paths = settings["k"], results["paths"]
+    ns = settings["candidates"]
+    flags = data["environment"]["hardware"].get("cpu_bf16_flags")
+    tokens = results["candidate_tokens"]["mean_per_query"] / results["candidate_tokens"]["candidates"]
+    header = [f"{name}: p50 / p95 ms, agreement@{k}" for name in paths]
+    lines = [
+        RERANK_SECTION,
+        "",
+        f"`benchmarks/rerank_paths.py`: the re-ranking of two-stage search alone (N texts embedded under a never-seen"
+        f" condition, what a cold re-ranking cache costs), on each path the re-ranker can run on: the fp32 torch"
+        f" model (`{paths[settings['reference']]['model']['folder']}`) and its `finesim export`s. Candidates: the"
+        f" `conditioned` first stage's top N over {_short_size(settings['sample'])} texts drawn from the"
+        f" {_short_size(settings['size'])}-text corpus (its text mix), {len(settings['conditions'])} never-seen C-STS"
+        f" validation conditions x {settings['queries_per_condition']} queries ({tokens:.0f} tokens per (text,"
+        f" condition) on average); agreement@{k}: the share of the fp32 re-ranker's top {k} of the"
+        f" same N candidates that the path keeps (mean over queries; lowest in brackets); the paths took turns query"
+        f" by query; {data['environment']['hardware']['torch_threads']} threads, CPU bf16 flags:"
+        f" {', '.join(flags) if flags else 'none'}.",
+        "",
+        "| N | " + " | ".join(header) + " |",
+        "|---|" + "---|" * len(header),
+    ]
+    for n in ns:
+        cells = []
+        for name in paths:
+            point = next(p for p in paths[name]["points"] if p["candidates"] == n)
+            sec = point["seconds"]
+            cells.append(
+                f"{1000 * sec['p50_seconds']:,.0f} / {1000 * sec['p95_seconds']:,.0f}, {point[f'agreement_at_{k}']:.3f}"
+                f" ({point[f'min_agreement_at_{k}']:.1f}); x{point['speedup_p50']:.2f}"
+            )
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Each cell: p50 / p95 ms, agreement@10 (lowest), and the p50 speed-up over fp32 torch. Two-stage recall@10"
+        " against the exact fp32 ranking is at most about the first stage's recall times the path's agreement.",
+    ]
+    if settings.get("note"):
+        lines += ["", f"Run note: {settings['note'].rstrip('.')}."]
+    lines += ["", f"Files: `{path.relative_to(folder).as_posix()}`."]
+    return lines
+
+
 MAPPED_SECTION = "### The mapped first stage: the corpus vectors mapped under the condition"
 
 
@@ -2998,8 +3053,8 @@ def build(folder: Path, figure_name: str | None) -> str:
             parts.append("\n".join(screen) + "\n")
     parts.append("\n".join(levers_tried_section(folder)) + "\n")
     parts.append("\n".join(harness_section(folder)) + "\n")
-    sections = (search_section, hnsw_ef_section, mapped_section, borrowed_map_section, adaptive_depth_section,
-                distill_section, small_search_section)  # fmt: skip
+    sections = (search_section, hnsw_ef_section, rerank_paths_section, mapped_section, borrowed_map_section,
+                adaptive_depth_section, distill_section, small_search_section)  # fmt: skip
     for section in sections:
         lines = section(folder)
         if lines:

@@ -874,6 +874,40 @@ def test_the_hnsw_ef_table_recomputes() -> None:
     assert max(recall[("exact", n)] - recall[("hnsw", n)] for n in ns) <= 0.022  # docs/search.md: "at most 0.022 below"
 
 
+RERANK = "### The re-ranking stage on each fast path"
+
+
+def test_the_rerank_paths_table_recomputes() -> None:
+    """``rerank_paths.json``: per N and path, p50 / p95 ms, agreement@10 with its lowest value and the p50 speed-up
+    over fp32 torch, worked out here from the raw seconds; and what docs/search.md says of the run."""
+    data = json.loads((RESULTS / "rerank_paths.json").read_text(encoding="utf-8"))
+    paths = data["results"]["paths"]
+    reference = data["settings"]["reference"]
+    assert next(iter(paths)) == reference
+    expected = []
+    for n in data["settings"]["candidates"]:
+        point = {name: next(p for p in paths[name]["points"] if p["candidates"] == n) for name in paths}
+        base = point[reference]["seconds"]["p50_seconds"]
+        cells = [str(n)]
+        for name in paths:
+            sec = point[name]["seconds"]
+            cells.append(
+                f"{1000 * sec['p50_seconds']:,.0f} / {1000 * sec['p95_seconds']:,.0f},"
+                f" {point[name]['agreement_at_10']:.3f} ({point[name]['min_agreement_at_10']:.1f});"
+                f" x{base / sec['p50_seconds']:.2f}"
+            )
+        expected.append(cells)
+        # the reference agrees with itself; its exports' claims in docs/search.md
+        assert point[reference]["agreement_at_10"] == 1.0
+        assert point["onnx-fp32"]["agreement_at_10"] == 1.0
+        assert point["torch-bf16"]["agreement_at_10"] >= 0.98
+        assert point["onnx-int8"]["agreement_at_10"] < 0.9
+        if n >= 100:  # "1.6-1.7x the ONNX fp32 export from N = 100 on"
+            ratio = point["onnx-fp32"]["seconds"]["p50_seconds"] / point["torch-bf16"]["seconds"]["p50_seconds"]
+            assert ratio >= 1.6
+    assert table(PAGE.read_text(encoding="utf-8"), RERANK) == expected
+
+
 def test_the_mapped_first_stage_table_recomputes() -> None:
     """The mapped first stage (``two_stage_search_mapped.json``): per N, recall@10 of each query mode under each
     first-stage search, worked out here from the file; and what docs/search.md quotes of it holds."""
