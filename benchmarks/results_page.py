@@ -2357,6 +2357,9 @@ SERVE_RUNS = {
     "H": "A on a slower host (2026-11-28, no AVX-512), the main job's seed-42 model",
     "I": "H with the model as its ONNX fp32 export (server and in-process scorer alike)",
     "J": "H with the server's event-loop thread at nice 10 (its model threads at 0)",
+    "K": "L with the server's event-loop thread in `SCHED_BATCH` (`chrt -b`: its wake-ups do not preempt the model"
+    " threads; the others kept in `SCHED_OTHER`)",
+    "L": "A on an AVX-512 host (2026-11-28, later sitting), a checkpoint-soup MiniLM C-STS model (`runs/rerank/fp32`)",
 }
 # the runs before issue 41's interleaved rounds, in benchmarks/results/: file stem -> what differs
 SERVE_EARLIER = {
@@ -2380,11 +2383,20 @@ SERVE_ROUNDS = (
     ("F", ("F_ppr1_r1", "F_ppr1_r2"), ("E_ppr1_r4", "E_ppr1_r5")),
     ("G", ("G_ppr1_r1", "G_ppr1_r2"), ("E_ppr1_r6", "E_ppr1_r7")),
     ("J", ("J_ppr1_r1", "J_ppr1_r2"), ("H_ppr1_r3", "H_ppr1_r4")),
+    ("K", ("K_ppr1_r1", "K_ppr1_r2"), ("L_ppr1_r1", "L_ppr1_r2")),
 )
 # the model's runtime, not a server setting (no adoption rule): the ratio of the ONNX export's runs against the torch
 # model's in the same rounds, on the later host
 SERVE_RUNTIME_ROUND = ("I", ("I_ppr1_r1", "I_ppr1_r2"), ("H_ppr1_r1", "H_ppr1_r2"))
-SERVE_LATER_HOST = ("H", "I", "J")  # the run letters measured on the slower host of 2026-11-28
+# the run letters measured on later hosts than the goal's runs, and which host: beside the goal's line, not in it
+SERVE_LATER_HOSTS = {
+    "H": "the slower host of 2026-11-28",
+    "I": "the slower host of 2026-11-28",
+    "J": "the slower host of 2026-11-28",
+    "K": "the AVX-512 host of 2026-11-28's later sitting",
+    "L": "the AVX-512 host of 2026-11-28's later sitting",
+}
+SERVE_LATER_DEFAULTS = {"H": "the main job's model", "L": "a checkpoint-soup MiniLM C-STS model"}
 SERVE_ADOPT_MARGIN = 0.05
 SERVE_GOAL = 0.8  # issue 41: the batched server at >= 0.8x the in-process scorer's pairs/s
 SERVE_DEFAULT_RUNS = ("A", "E")  # what `finesim serve` runs by default (the goal's runs, fixed before H was run)
@@ -2490,17 +2502,20 @@ def _serve_table_row(r: dict[str, Any], cpu_columns: bool) -> str:
 
 
 def _later_host_line(rows: list[dict[str, Any]]) -> list[str]:
-    """The default set-up on the slower later host (run H, 1 pair per request), beside the goal's line rather than
-    in it: another host and model than the runs the goal's rule was fixed on."""
-    later = [r for r in rows if r["letter"] == "H" and r["ppr"] == 1]
-    if not later:
-        return []
-    ratio = stats([r["ratio"] for r in later])
-    return [
-        f"  - the same set-up on the slower host of 2026-11-28 with the main job's model (H, not in the rule above):"
-        f" {ratio['mean']:.2f}× mean over {ratio['n']} runs ({_span([r['ratio'] for r in later], unit='×')}), p95"
-        f" {_span([r['p95'] for r in later], fmt=',.0f', unit=' ms')}."
-    ]
+    """The default set-up on each later host (runs H and L, 1 pair per request), beside the goal's line rather than
+    in it: other hosts and models than the runs the goal's rule was fixed on."""
+    lines = []
+    for letter, model in SERVE_LATER_DEFAULTS.items():
+        later = [r for r in rows if r["letter"] == letter and r["ppr"] == 1]
+        if not later:
+            continue
+        ratio = stats([r["ratio"] for r in later])
+        lines.append(
+            f"  - the same set-up on {SERVE_LATER_HOSTS[letter]} with {model} ({letter}, not in the rule above):"
+            f" {ratio['mean']:.2f}× mean over {ratio['n']} runs ({_span([r['ratio'] for r in later], unit='×')}),"
+            f" p95 {_span([r['p95'] for r in later], fmt=',.0f', unit=' ms')}."
+        )
+    return lines
 
 
 def _goal_line(rows: list[dict[str, Any]], ppr: int) -> str:
@@ -2714,13 +2729,14 @@ def serve_section(folder: Path) -> list[str]:
             f" {theirs['ratio']:.2f}×.",
         ]
     cpu_rows = [r for r in rows if r["cpu"]]
-    small = [r for r in cpu_rows if r["ppr"] == 1 and r["workers"] == 1 and r["letter"] not in SERVE_LATER_HOST]
-    later = [r for r in cpu_rows if r["ppr"] == 1 and r["workers"] == 1 and r["letter"] in SERVE_LATER_HOST]
+    one = [r for r in cpu_rows if r["ppr"] == 1 and r["workers"] == 1]
+    small = [r for r in one if r["letter"] not in SERVE_LATER_HOSTS]
+    hosts = list(dict.fromkeys(SERVE_LATER_HOSTS.values()))
+    later = [(f"1 pair per request, {h}", [r for r in one if SERVE_LATER_HOSTS.get(r["letter"]) == h]) for h in hosts]
     large = [r for r in cpu_rows if r["ppr"] == 32 and r["workers"] == 1]
     if small:
         lines += ["", "Where the CPU goes (the rows with CPU columns; one worker):", ""]
-        groups = (("1 pair per request", small), ("1 pair per request, the slower host", later),
-                  ("32 pairs per request", large))  # fmt: skip
+        groups = (("1 pair per request", small), *later, ("32 pairs per request", large))
         for label, group in groups:
             if not group:
                 continue
