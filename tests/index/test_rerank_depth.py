@@ -133,6 +133,16 @@ def test_an_index_with_a_rerank_depth_embeds_fewer_candidates_and_scores_exactly
     assert index.rerank_depth is None  # a refused value leaves the setting as it was
 
 
+def test_an_index_without_a_first_stage_refuses_a_depth(model_dirs, tmp_path):
+    """It searches exactly, so a depth would be ignored: refused when set, in Python as on the command line."""
+    index = ConditionalIndex.build(str(model_dirs["bi"]), make_corpus(12), tmp_path / "index", first_stage=None)
+    with pytest.raises(ValueError, match=r"this index has no first stage \(it searches exactly\): leave it out"):
+        index.rerank_depth = "10,10,1"
+    assert index.rerank_depth is None
+    index.rerank_depth = "all"  # every candidate, the default: nothing to refuse
+    assert index.rerank_depth is None
+
+
 def test_a_mapped_first_stage_with_a_rerank_depth_and_a_filter(model_dirs, tmp_path):
     """The depth re-ranks the mapped first stage's candidates in their order; a filter still applies to them."""
     corpus = make_corpus(120)

@@ -904,13 +904,20 @@ class ConditionalIndex:
         """How deep a two-stage search re-ranks its N candidates: None, every one of them (the default,
         :data:`~finesim.index.rerank_depth.ADAPTIVE_DEPTH`), or a :class:`~finesim.index.rerank_depth.RerankDepth`:
         best first, a chunk at a time, until the chunks stop changing the top k. Set it to None, a ``RerankDepth``,
-        ``"all"`` or ``"FIRST,STEP,PATIENCE"`` (checked when set). Candidates already in the re-ranking cache count
-        toward its chunks like the others (docs/search.md)."""
+        ``"all"`` or ``"FIRST,STEP,PATIENCE"`` (checked when set; a depth on an index without a first stage, which
+        searches exactly, is refused). Candidates already in the re-ranking cache count toward its chunks like the
+        others (docs/search.md)."""
         return self._rerank_depth
 
     @rerank_depth.setter
     def rerank_depth(self, value: RerankDepth | str | None) -> None:
-        self._rerank_depth = parse_rerank_depth(value)
+        depth = parse_rerank_depth(value)
+        if depth is not None and self.first_stage_spec is None:
+            raise ValueError(
+                "rerank_depth applies to two-stage searches, and this index has no first stage (it searches "
+                "exactly): leave it out"
+            )
+        self._rerank_depth = depth
 
     def last_first_stage(self) -> str | None:
         """The first stage whose candidates this thread's last search re-ranked: ``"conditioned"``, ``"mapped"``,

@@ -100,12 +100,7 @@ def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = No
         index.map_wait = settings.map_wait
         index.map_borrow = settings.map_borrow
         if settings.rerank_depth is not None:
-            if index.first_stage_spec is None:
-                raise ValueError(
-                    "rerank_depth applies to two-stage searches, and this index has no first stage (it searches "
-                    "exactly): leave it out"
-                )
-            index.rerank_depth = settings.rerank_depth  # parsed by the index when set
+            index.rerank_depth = settings.rerank_depth  # parsed and checked by the index when set
         if settings.index_conditions:
             index.prepare(list(settings.index_conditions))
     except (ValueError, OSError) as err:
