@@ -2756,20 +2756,51 @@ def serve_section(folder: Path) -> list[str]:
                 f"`{r['stem']}` " + " and ".join(f"{s:.1f}" for s in r["cpu"]["busiest_model_s"]) for r in busiest
             )
             lines.append(f"- CPU seconds of each busy model thread over the timed load: {cells}.")
-    chunks_path = folder / SERVE_STACK / "in_process_chunks.json"
-    if chunks_path.is_file():
-        results = read(chunks_path)["results"]
-        chunked = sorted(results["in_process_chunked"].values(), key=lambda c: c["chunk_pairs"])
+    chunk_files = {  # file -> the runs whose host and model it shares
+        "in_process_chunks.json": "A-G's host",
+        "in_process_chunks_L.json": "K and L's host and model",
+    }
+    chunk_runs = {
+        name: read(folder / SERVE_STACK / name)["results"]
+        for name in chunk_files
+        if (folder / SERVE_STACK / name).is_file()
+    }
+    if chunk_runs:
+        sizes = sorted({c["chunk_pairs"] for r in chunk_runs.values() for c in r["in_process_chunked"].values()})
+
+        def chunk_cell(results: dict[str, Any], size: int) -> str:
+            chunk = results["in_process_chunked"].get(str(size))
+            return "" if chunk is None else f"{chunk['calls']} calls, {chunk['pairs_per_s']:.1f}"
+
         lines += [
             "",
-            "The in-process scorer on consecutive chunks of a micro-batch's size (`serve_stack/in_process_chunks.json`,"
-            " no server):",
+            "The in-process scorer on consecutive chunks of a micro-batch's size (no server; each call sorts and pads"
+            " only its own inputs, as a micro-batch is), against one call over all the pairs, which sorts every input"
+            " by length before batching them:",
             "",
-            "| pairs per call | calls | pairs/s |",
-            "|---|---|---|",
-            *(f"| {c['chunk_pairs']} | {c['calls']} | {c['pairs_per_s']:.1f} |" for c in chunked),
-            f"| all {results['in_process']['pairs']:,} (one call) | 1 | {results['in_process']['pairs_per_s']:.1f} |",
+            "| pairs per call | " + " | ".join(f"`{n}` ({chunk_files[n]}): pairs/s" for n in chunk_runs) + " |",
+            "|---|" + "---|" * len(chunk_runs),
+            *(f"| {size} | " + " | ".join(chunk_cell(r, size) for r in chunk_runs.values()) + " |" for size in sizes),
+            "| all (one call) | "
+            + " | ".join(
+                f"1 call of {r['in_process']['pairs']:,}, {r['in_process']['pairs_per_s']:.1f}"
+                for r in chunk_runs.values()
+            )
+            + " |",
         ]
+        later = chunk_runs.get("in_process_chunks_L.json")
+        served = [r for r in rows if r["letter"] == "L" and r["ppr"] == 1]
+        if later and served and "15" in later["in_process_chunked"]:
+            chunked = later["in_process_chunked"]["15"]["pairs_per_s"]
+            ratios = [r["server"] / chunked for r in served]
+            lines += [
+                "",
+                f"On K and L's host the default server (L, micro-batches of"
+                f" {_span([r['requests_per_batch'] for r in served], '.1f')} one-pair requests) answers"
+                f" {_span([r['server'] for r in served], '.1f')} pairs/s: {_span(ratios, '.2f', '×')} of the in-process"
+                f" scorer called on chunks of 15 pairs ({chunked:.1f}), against"
+                f" {_span([r['ratio'] for r in served], '.2f', '×')} of it called once over all the pairs.",
+            ]
     profile_path = folder / SERVE_STACK / "profile_A_summary.json"
     if profile_path.is_file():
         profile = read(profile_path)

@@ -617,13 +617,33 @@ def test_every_row_of_the_serving_tables_recomputes_from_its_file() -> None:
     assert len(earlier) >= 8
     for cells in earlier:
         _serve_cells_recompute(cells, RESULTS / f"{cells[0].strip('`')}.json")
-    chunks = json.loads((folder / "in_process_chunks.json").read_text(encoding="utf-8"))["results"]
+    # the in-process scorer on chunks: one column per host's file, one row per chunk size, then the one-call run
+    files = ("in_process_chunks.json", "in_process_chunks_L.json")
+    chunks = [json.loads((folder / name).read_text(encoding="utf-8"))["results"] for name in files]
     chunk_rows = table(section, "The in-process scorer on consecutive chunks")
-    expected_chunks = sorted(chunks["in_process_chunked"].values(), key=lambda c: c["chunk_pairs"])
-    assert [c[:3] for c in chunk_rows[:-1]] == [
-        [str(c["chunk_pairs"]), str(c["calls"]), f"{c['pairs_per_s']:.1f}"] for c in expected_chunks
+    sizes = sorted({c["chunk_pairs"] for r in chunks for c in r["in_process_chunked"].values()})
+    expected_rows = [
+        [str(size)]
+        + [
+            f"{c['calls']} calls, {c['pairs_per_s']:.1f}" if (c := r["in_process_chunked"].get(str(size))) else ""
+            for r in chunks
+        ]
+        for size in sizes
     ]
-    assert chunk_rows[-1][2] == f"{chunks['in_process']['pairs_per_s']:.1f}"
+    expected_rows.append(
+        ["all (one call)"]
+        + [f"1 call of {r['in_process']['pairs']:,}, {r['in_process']['pairs_per_s']:.1f}" for r in chunks]
+    )
+    assert chunk_rows == expected_rows
+    # the later host's server runs against its chunked scorer at the micro-batch's size (15) and its one call
+    later = chunks[1]
+    served = [json.loads((folder / f"L_ppr1_r{i}.json").read_text(encoding="utf-8"))["results"] for i in (1, 2)]
+    chunked = later["in_process_chunked"]["15"]["pairs_per_s"]
+    vs_chunks = sorted(f"{r['server_batched']['pairs_per_s'] / chunked:.2f}" for r in served)
+    vs_once = sorted(f"{r['server_batched']['pairs_per_s'] / r['in_process']['pairs_per_s']:.2f}" for r in served)
+    line = next(x for x in section.splitlines() if x.startswith("On K and L's host the default server"))
+    assert f"{vs_chunks[0]}–{vs_chunks[-1]}× of the in-process scorer called on chunks of 15 pairs" in line
+    assert f"against {vs_once[0]}–{vs_once[-1]}× of it called once over all the pairs" in line
 
     # the model's runtime (I: ONNX fp32 export) against the torch model (H), same rounds: both sides' means and ratios
     def means(stems: tuple[str, ...]) -> tuple[float, float, float]:
