@@ -2759,6 +2759,8 @@ def serve_section(folder: Path) -> list[str]:
     chunk_files = {  # file -> the runs whose host and model it shares
         "in_process_chunks.json": "A-G's host",
         "in_process_chunks_L.json": "K and L's host and model",
+        "in_process_chunks_L_ibs16.json": "the same, the scorer's batch 16 (`--inference-batch-size`)",
+        "in_process_chunks_L_ibs8.json": "the same, batch 8",
     }
     chunk_runs = {
         name: read(folder / SERVE_STACK / name)["results"]

@@ -618,7 +618,12 @@ def test_every_row_of_the_serving_tables_recomputes_from_its_file() -> None:
     for cells in earlier:
         _serve_cells_recompute(cells, RESULTS / f"{cells[0].strip('`')}.json")
     # the in-process scorer on chunks: one column per host's file, one row per chunk size, then the one-call run
-    files = ("in_process_chunks.json", "in_process_chunks_L.json")
+    files = (
+        "in_process_chunks.json",
+        "in_process_chunks_L.json",
+        "in_process_chunks_L_ibs16.json",
+        "in_process_chunks_L_ibs8.json",
+    )
     chunks = [json.loads((folder / name).read_text(encoding="utf-8"))["results"] for name in files]
     chunk_rows = table(section, "The in-process scorer on consecutive chunks")
     sizes = sorted({c["chunk_pairs"] for r in chunks for c in r["in_process_chunked"].values()})
