@@ -133,14 +133,25 @@ def test_an_index_with_a_rerank_depth_embeds_fewer_candidates_and_scores_exactly
     assert index.rerank_depth is None  # a refused value leaves the setting as it was
 
 
-def test_an_index_without_a_first_stage_refuses_a_depth(model_dirs, tmp_path):
-    """It searches exactly, so a depth would be ignored: refused when set, in Python as on the command line."""
+def test_an_index_without_a_first_stage_refuses_a_depth(model_dirs, tmp_path, monkeypatch):
+    """It searches exactly, so a depth would be ignored: refused when set, "all" included, in Python as on the
+    command line and in the server; None (no setting) is accepted. Opening such an index never sets a depth, even
+    when the library's default is one."""
+    import finesim.index.conditional_index as module
+
     index = ConditionalIndex.build(str(model_dirs["bi"]), make_corpus(12), tmp_path / "index", first_stage=None)
-    with pytest.raises(ValueError, match=r"this index has no first stage \(it searches exactly\): leave it out"):
-        index.rerank_depth = "10,10,1"
+    for value in ("10,10,1", RerankDepth(10, 10, 1), "all"):
+        with pytest.raises(ValueError, match=r"this index has no first stage \(it searches exactly\): leave it out"):
+            index.rerank_depth = value
+        assert index.rerank_depth is None
+    with pytest.raises(ValueError, match="rerank_depth '25,25': expected 'all' or three whole numbers"):
+        index.rerank_depth = "25,25"  # a malformed value says what is wrong with it first
+    index.rerank_depth = None
     assert index.rerank_depth is None
-    index.rerank_depth = "all"  # every candidate, the default: nothing to refuse
-    assert index.rerank_depth is None
+    monkeypatch.setattr(module, "ADAPTIVE_DEPTH", RerankDepth(25, 25, 2))
+    assert ConditionalIndex.open(tmp_path / "index").rerank_depth is None
+    two_stage = ConditionalIndex.build(str(model_dirs["bi"]), make_corpus(12), tmp_path / "two-stage")
+    assert two_stage.rerank_depth == RerankDepth(25, 25, 2)
 
 
 def test_a_mapped_first_stage_with_a_rerank_depth_and_a_filter(model_dirs, tmp_path):

@@ -41,6 +41,20 @@ def test_cpu_bf16_flags_reads_the_flags_lines(tmp_path: Path) -> None:
     assert "cpu_bf16_flags" in results.hardware_info()
 
 
+def test_cpu_description_names_the_model_and_avx512(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text(
+        "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16\n\n"
+        "processor\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16\n",
+        encoding="utf-8",
+    )
+    assert results.cpu_description(info) == {"model": "AMD EPYC", "avx512": True}
+    info.write_text("model name\t: Some CPU\nflags\t: fpu avx2 avx512_bf16_like\n", encoding="utf-8")
+    assert results.cpu_description(info) == {"model": "Some CPU", "avx512": False}  # whole flags only
+    assert results.cpu_description(tmp_path / "missing") is None
+    assert "cpu" in results.hardware_info()
+
+
 @pytest.mark.parametrize(
     ("flags", "expected", "reason"),
     [

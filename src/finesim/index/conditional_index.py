@@ -247,8 +247,9 @@ class ConditionalIndex:
         self.map_borrow = True
         self.map_borrow_min_cosine = MAP_BORROW_MIN_COSINE
         # how deep a two-stage search re-ranks its N candidates: all of them (None), or best first, a chunk at a time,
-        # until the chunks stop changing the top k (finesim.index.rerank_depth.RerankDepth)
-        self.rerank_depth = ADAPTIVE_DEPTH
+        # until the chunks stop changing the top k (finesim.index.rerank_depth.RerankDepth); an index without a first
+        # stage has no candidates, so no default depth
+        self._rerank_depth = ADAPTIVE_DEPTH if self.first_stage_spec is not None else None
         self._map_conditions: dict[str, str] = {}  # condition key -> its text, for the maps held
         self._condition_vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # condition text -> unit vector
         self._map_threads: dict[str, threading.Thread] = {}
@@ -904,15 +905,16 @@ class ConditionalIndex:
         """How deep a two-stage search re-ranks its N candidates: None, every one of them (the default,
         :data:`~finesim.index.rerank_depth.ADAPTIVE_DEPTH`), or a :class:`~finesim.index.rerank_depth.RerankDepth`:
         best first, a chunk at a time, until the chunks stop changing the top k. Set it to None, a ``RerankDepth``,
-        ``"all"`` or ``"FIRST,STEP,PATIENCE"`` (checked when set; a depth on an index without a first stage, which
-        searches exactly, is refused). Candidates already in the re-ranking cache count toward its chunks like the
-        others (docs/search.md)."""
+        ``"all"`` or ``"FIRST,STEP,PATIENCE"`` (checked when set). An index without a first stage searches exactly
+        and refuses any setting but None, ``"all"`` included, as ``finesim index search`` and ``finesim serve``
+        refuse the option. Candidates already in the re-ranking cache count toward its chunks like the others
+        (docs/search.md)."""
         return self._rerank_depth
 
     @rerank_depth.setter
     def rerank_depth(self, value: RerankDepth | str | None) -> None:
-        depth = parse_rerank_depth(value)
-        if depth is not None and self.first_stage_spec is None:
+        depth = parse_rerank_depth(value)  # a malformed value is refused first, whatever the index
+        if value is not None and self.first_stage_spec is None:
             raise ValueError(
                 "rerank_depth applies to two-stage searches, and this index has no first stage (it searches "
                 "exactly): leave it out"
