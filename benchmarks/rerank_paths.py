@@ -15,12 +15,13 @@ ONNX int8, torch bf16, ...), on the candidates a real first stage returns:
    first-stage order; the top N of them are the candidates at N. A sample is sparser than the full corpus (its
    nearest texts are less alike than the 1M corpus's), so agreement here is measured among candidates a little
    easier to tell apart than at 1M.
-3. Per path and query, taking turns path by path: the wall time of embedding the N candidates under the condition
-   (``IndexEncoder.conditioned``: tokenising, the forward pass, normalising; what a cold re-ranking cache costs) for
-   each N; and, from the largest N's embeddings, the top ``-k`` of the first N candidates by the path's cosine to its
-   own (query, condition) embedding against the reference's: **agreement@k** (the share of the reference re-ranker's
-   top k over the same candidates that the path keeps). Two-stage recall against the exact fp32 ranking is at most
-   the first stage's recall times about this share: the re-ranker's own loss.
+3. Per path and query, the paths taking turns query by query (which goes first rotates): the wall time of
+   embedding the N candidates under the condition (``IndexEncoder.conditioned``: tokenising, the forward pass,
+   normalising; what a cold re-ranking cache costs) for each N; and from those same embeddings the top ``-k`` of
+   the N candidates by the path's cosine to its own (query, condition) embedding, against the reference's:
+   **agreement@k** (the share of the reference re-ranker's top k over the same candidates that the path keeps).
+   Two-stage recall against the exact fp32 ranking is at most the first stage's recall times about this share: the
+   re-ranker's own loss. Every query's seconds and agreement are kept in the results file.
 
 Run it alone on an idle machine (timings beside another job are not figures; ``--note`` records the conditions):
 
@@ -54,13 +55,25 @@ from finesim.results import environment_record, file_sha256, path_roots, portabl
 REFERENCE = "torch-fp32"
 
 
+def _version(package: str) -> str | None:
+    """An installed package's version, None when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
 def describe_model(folder: str) -> dict[str, Any]:
     """The folder, its runtime (``finesim_model.json``'s ``runtime``, none for a plain torch folder) and the digest of
     its weights file."""
     path = Path(folder)
     marker = path / "finesim_model.json"
     runtime = json.loads(marker.read_text()).get("runtime") if marker.is_file() else None
-    weights = next((p for p in (path / "onnx" / "model.onnx", path / "model.safetensors") if p.is_file()), None)
+    # the file the runtime reads (an ONNX export names it: model.onnx or model_int8.onnx), else torch's weights
+    named = path / runtime["file"] if runtime and runtime.get("file") else None
+    weights = next((p for p in (named, path / "model.safetensors") if p is not None and p.is_file()), None)
     return {
         "folder": folder,
         "runtime": runtime,
@@ -126,16 +139,18 @@ def main() -> None:
     seconds: dict[str, dict[int, list[float]]] = {name: {n: [] for n in ns} for name in paths}
     tops: dict[str, list[dict[int, list[int]]]] = {name: [] for name in paths}
     tokens: list[int] = []
-    for (query, condition), texts_n in zip(pairs, candidates):
-        for name, encoder in encoders.items():  # paths take turns on each query
-            vectors = None
+    names = list(paths)
+    for i, ((query, condition), texts_n) in enumerate(zip(pairs, candidates)):
+        for name in names[i % len(names) :] + names[: i % len(names)]:  # paths take turns; the first rotates
+            encoder = encoders[name]
+            tops_n = {}
             for n in ns:
                 start = time.perf_counter()
                 vectors = encoder.conditioned(texts_n[:n], condition)
                 seconds[name][n].append(time.perf_counter() - start)
-            assert vectors is not None
-            own = encoder.conditioned([query], condition)[0]
-            tops[name].append({n: top_k(vectors, own, n, args.k) for n in ns})
+                own = encoder.conditioned([query], condition)[0]
+                tops_n[n] = top_k(vectors, own, n, args.k)  # the ranking of the very embeddings timed
+            tops[name].append(tops_n)
         tokenizer = reference.model.tokenizer
         tokens.append(sum(len(ids) for ids in tokenizer([(t, condition) for t in texts_n])["input_ids"]))
         print(f"{len(tokens)}/{len(pairs)} queries: " + ", ".join(
@@ -151,6 +166,7 @@ def main() -> None:
                 "seconds": percentiles(seconds[name][n]),
                 f"agreement_at_{args.k}": round(float(np.mean(agree)), 4),
                 f"min_agreement_at_{args.k}": round(float(np.min(agree)), 4),
+                "per_query": {"seconds": [round(x, 4) for x in seconds[name][n]], f"agreement_at_{args.k}": agree},
             })  # fmt: skip
         results[name] = {"model": describe_model(paths[name]), "points": points}
     ref_p50 = {p["candidates"]: p["seconds"]["p50_seconds"] for p in results[REFERENCE]["points"]}
@@ -181,6 +197,7 @@ def main() -> None:
             "paths": results,
         },
         "code": {"git_commit": git_commit()},
+        "versions": {"onnxruntime": _version("onnxruntime"), "onnx": _version("onnx")},
         "environment": environment_record(),
     }
     write_json_atomic(Path(args.output), portable(record, path_roots()))
