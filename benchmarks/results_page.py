@@ -1647,7 +1647,8 @@ def rerank_paths_section(folder: Path) -> list[str]:
     settings, results = data["settings"], data["results"]
     k, paths = settings["k"], results["paths"]
     ns = settings["candidates"]
-    flags = data["environment"]["hardware"].get("cpu_bf16_flags")
+    hardware = data["environment"]["hardware"]
+    flags, cpu = hardware.get("cpu_bf16_flags"), hardware.get("cpu") or {}
     tokens = results["candidate_tokens"]["mean_per_query"] / results["candidate_tokens"]["candidates"]
     header = [f"{name}: p50 / p95 ms, agreement@{k}" for name in paths]
     lines = [
@@ -1661,8 +1662,8 @@ def rerank_paths_section(folder: Path) -> list[str]:
         f" validation conditions x {settings['queries_per_condition']} queries ({tokens:.0f} tokens per (text,"
         f" condition) on average); agreement@{k}: the share of the fp32 re-ranker's top {k} of the"
         f" same N candidates that the path keeps (mean over queries; lowest in brackets); the paths took turns query"
-        f" by query; {data['environment']['hardware']['torch_threads']} threads, CPU bf16 flags:"
-        f" {', '.join(flags) if flags else 'none'}.",
+        f" by query; {hardware['torch_threads']} threads; CPU: {cpu.get('model') or 'not recorded'}"
+        f"{', AVX-512' if cpu.get('avx512') else ''}, bf16 flags: {', '.join(flags) if flags else 'none'}.",
         "",
         "| N | " + " | ".join(header) + " |",
         "|---|" + "---|" * len(header),
@@ -1674,13 +1675,14 @@ def rerank_paths_section(folder: Path) -> list[str]:
             sec = point["seconds"]
             cells.append(
                 f"{1000 * sec['p50_seconds']:,.0f} / {1000 * sec['p95_seconds']:,.0f}, {point[f'agreement_at_{k}']:.3f}"
-                f" ({point[f'min_agreement_at_{k}']:.1f}); x{point['speedup_p50']:.2f}"
+                f" ({point[f'min_agreement_at_{k}']:.2f}); x{point['speedup_p50']:.2f}"
             )
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Each cell: p50 / p95 ms, agreement@10 (lowest), and the p50 speed-up over fp32 torch. Two-stage recall@10"
-        " against the exact fp32 ranking is at most about the first stage's recall times the path's agreement.",
+        f"Each cell: p50 / p95 ms, agreement@{k} (lowest), and the p50 speed-up over fp32 torch. Two-stage"
+        f" recall@{k} against the exact fp32 ranking is at most about the first stage's recall times the path's"
+        " agreement.",
     ]
     if settings.get("note"):
         lines += ["", f"Run note: {settings['note'].rstrip('.')}."]
@@ -2397,6 +2399,14 @@ SERVE_LATER_HOSTS = {
     "L": "the AVX-512 host of 2026-11-28's later sitting",
 }
 SERVE_LATER_DEFAULTS = {"H": "the main job's model", "L": "a checkpoint-soup MiniLM C-STS model"}
+# the in-process scorer on chunks of a micro-batch's size (serve_load.py --skip-server --in-process-chunks), one file
+# per host and scorer batch: file -> the runs whose host and model it shares
+SERVE_CHUNK_FILES = {
+    "in_process_chunks.json": "A-G's host",
+    "in_process_chunks_L.json": "K and L's host and model, after L's runs",
+    "in_process_chunks_L_ibs16.json": "the same, the scorer's batch 16 (`--inference-batch-size`)",
+    "in_process_chunks_L_ibs8.json": "the same, batch 8",
+}
 SERVE_ADOPT_MARGIN = 0.05
 SERVE_GOAL = 0.8  # issue 41: the batched server at >= 0.8x the in-process scorer's pairs/s
 SERVE_DEFAULT_RUNS = ("A", "E")  # what `finesim serve` runs by default (the goal's runs, fixed before H was run)
@@ -2756,12 +2766,7 @@ def serve_section(folder: Path) -> list[str]:
                 f"`{r['stem']}` " + " and ".join(f"{s:.1f}" for s in r["cpu"]["busiest_model_s"]) for r in busiest
             )
             lines.append(f"- CPU seconds of each busy model thread over the timed load: {cells}.")
-    chunk_files = {  # file -> the runs whose host and model it shares
-        "in_process_chunks.json": "A-G's host",
-        "in_process_chunks_L.json": "K and L's host and model",
-        "in_process_chunks_L_ibs16.json": "the same, the scorer's batch 16 (`--inference-batch-size`)",
-        "in_process_chunks_L_ibs8.json": "the same, batch 8",
-    }
+    chunk_files = SERVE_CHUNK_FILES
     chunk_runs = {
         name: read(folder / SERVE_STACK / name)["results"]
         for name in chunk_files
@@ -2800,8 +2805,9 @@ def serve_section(folder: Path) -> list[str]:
                 f"On K and L's host the default server (L, micro-batches of"
                 f" {_span([r['requests_per_batch'] for r in served], '.1f')} one-pair requests) answers"
                 f" {_span([r['server'] for r in served], '.1f')} pairs/s: {_span(ratios, '.2f', '×')} of the in-process"
-                f" scorer called on chunks of 15 pairs ({chunked:.1f}), against"
-                f" {_span([r['ratio'] for r in served], '.2f', '×')} of it called once over all the pairs.",
+                f" scorer called on chunks of 15 pairs ({chunked:.1f}, measured in a separate run on the same host"
+                f" after L's), against {_span([r['ratio'] for r in served], '.2f', '×')} of it called once over all"
+                " the pairs (each run's own in-process figure).",
             ]
     profile_path = folder / SERVE_STACK / "profile_A_summary.json"
     if profile_path.is_file():

@@ -14,7 +14,7 @@ while true; do
     for task in /proc/"$pid"/task/*; do
       tid="${task##*/}"
       if [ "$tid" = "$pid" ]; then chrt --batch -p 0 "$tid"; else chrt --other -p 0 "$tid"; fi
-    done 2> /dev/null
+    done 2> /dev/null  # a thread may end between the listing and chrt: nothing to report
   done
   sleep 0.3
 done
