@@ -18,7 +18,9 @@ complete and holds the command lines, the recipe as it ran, the training metrics
 best checkpoint, steps, time), the report scores, the environment and the git commit. Times: ``seconds.train`` sums
 every sitting of ``finesim train`` for the (run, seed) — an interrupted and resumed run included — as recorded in
 ``<run folder>/seed<N>.sittings.json`` and copied to ``seconds_sittings`` (a sitting whose process was killed is
-closed at the log's last write, ``estimated``); ``train_seconds_partial: true`` marks a file whose record cannot
+closed at the log's last write, ``estimated``); ``seconds.train_cpu`` sums the sittings' CPU seconds (user and
+system, every thread of ``finesim train``; sittings recorded since 2026-11-28), which do not grow while a run is
+paused with SIGSTOP, as the wall time does; ``train_seconds_partial: true`` marks a file whose record cannot
 cover the whole training (a resume whose earlier sittings were not recorded, or a model trained by an earlier
 invocation before sittings were recorded; the files written before 2026-11-26 that resumed carry it); ``wall_seconds``
 is the last invocation of run.py only. A finished (run, seed) is
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -111,12 +114,21 @@ def timed_train(argv: list[str], log: Path, stage: int, out: Path | None = None)
     sitting: dict[str, Any] = {"stage": stage, "started": round(time.time(), 1), "seconds": None}
     sittings.append(sitting)
     _write_sittings(log, sittings)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu_seconds()
     try:
         return finesim(argv, log)
     finally:
         sitting["seconds"] = round(time.perf_counter() - start, 1)
+        # the training process's CPU time (user + system, all its threads): unlike the wall time, it does not grow
+        # while the run is paused (SIGSTOP, to time a benchmark alone on the machine)
+        sitting["cpu_seconds"] = round(children_cpu_seconds() - cpu, 1)
         _write_sittings(log, sittings)
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of this process's finished, waited-for children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def train_seconds(log: Path, metrics: list[dict[str, Any]]) -> dict[str, Any]:
@@ -131,6 +143,8 @@ def train_seconds(log: Path, metrics: list[dict[str, Any]]) -> dict[str, Any]:
         if count == 0 or (m.get("resumed_from") and count < 2):
             partial = True
     out: dict[str, Any] = {"seconds_train": round(sum(s["seconds"] for s in counted), 1), "seconds_sittings": sittings}
+    if counted and all("cpu_seconds" in s for s in counted):  # sittings recorded before 2026-11-28 have none
+        out["cpu_seconds_train"] = round(sum(s["cpu_seconds"] for s in counted), 1)
     if partial:
         out["train_seconds_partial"] = True
     return out
@@ -210,14 +224,17 @@ def run_train(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[st
     extra = {}
     if spec.get("report", "csts") == "csts" and not spec.get("evaluate_args"):  # the scores finesim evaluate made
         extra["predictions"] = validation_predictions(str(prev), report["scores"]["CSTS-validation"])
+    # train: every sitting of finesim train summed (a resumed run included); train_cpu: their CPU seconds, which a
+    # pause does not grow; wall_seconds (top level) is this invocation of run.py only
+    seconds = {"train": timing.pop("seconds_train"), "evaluate": round(eval_seconds, 1)}
+    if "cpu_seconds_train" in timing:
+        seconds["train_cpu"] = timing.pop("cpu_seconds_train")
     return {
         "commands": commands,
         "train": metrics if len(metrics) > 1 else metrics[0],
         "report": report,
         **extra,
-        # train: every sitting of finesim train summed (a resumed run included); wall_seconds (top level) is this
-        # invocation of run.py only
-        "seconds": {"train": timing.pop("seconds_train"), "evaluate": round(eval_seconds, 1)},
+        "seconds": seconds,
         **timing,
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -87,6 +88,29 @@ def test_a_resumed_run_sums_its_sittings(run: ModuleType, tmp_path: Path, monkey
     assert len(timing["seconds_sittings"]) == 2 and timing["seconds_sittings"][1]["seconds"] >= 0.0
     assert timing["seconds_train"] == pytest.approx(600.0 + timing["seconds_sittings"][1]["seconds"])
     assert "train_seconds_partial" not in timing
+    # CPU seconds: the killed sitting recorded none, so there is no CPU sum for the run
+    assert timing["seconds_sittings"][1]["cpu_seconds"] >= 0.0 and "cpu_seconds_train" not in timing
+
+
+def test_a_sitting_records_the_training_process_cpu_seconds(run: ModuleType, tmp_path: Path, monkeypatch) -> None:
+    """A sitting's CPU seconds are its child processes' (the training), not the wall time: a child that burns CPU
+    for a while is counted, one that sleeps (as a paused run does) is not."""
+    import subprocess
+
+    log = tmp_path / "seed42.log"
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\ntime.sleep(1.0)"
+
+    def child(argv: list[str], log_path: Path) -> float:
+        subprocess.run([sys.executable, "-c", burn], check=True)
+        return 0.0
+
+    monkeypatch.setattr(run, "finesim", child)
+    run.timed_train(["train", "r.yaml"], log, 1)
+    (sitting,) = run.load_sittings(log)
+    assert sitting["seconds"] >= 1.5  # the wall time holds the sleep
+    assert 0.5 <= sitting["cpu_seconds"] < 1.2  # the CPU time does not
+    timing = run.train_seconds(log, [{}])
+    assert timing["cpu_seconds_train"] == sitting["cpu_seconds"]
 
 
 def test_a_sitting_whose_training_started_over_is_not_summed(run: ModuleType, tmp_path: Path, monkeypatch) -> None:
