@@ -19,13 +19,14 @@ best checkpoint, steps, time), the report scores, the environment and the git co
 every sitting of ``finesim train`` for the (run, seed) — an interrupted and resumed run included — as recorded in
 ``<run folder>/seed<N>.sittings.json`` and copied to ``seconds_sittings`` (a sitting whose process was killed is
 closed at the log's last write, ``estimated``); ``seconds.train_cpu`` sums the sittings' CPU seconds (user and
-system, every thread of ``finesim train``; sittings recorded since 2026-11-28), which do not grow while a run is
-paused with SIGSTOP, as the wall time does; ``train_seconds_partial: true`` marks a file whose record cannot
-cover the whole training (a resume whose earlier sittings were not recorded, or a model trained by an earlier
-invocation before sittings were recorded; the files written before 2026-11-26 that resumed carry it); ``wall_seconds``
-is the last invocation of run.py only. A finished (run, seed) is
-skipped on the next invocation; an interrupted one resumes (``finesim train`` resumes the same run from its last
-checkpoint). Run it under the CPU lock, in the background::
+system over every thread of ``finesim train`` and the children it waited for: about the wall time times the busy
+threads, not a wall time), which do not grow while a run is paused with SIGSTOP as the wall time does; it is left
+out when any counted sitting has none (recorded before 2026-11-28, or killed together with run.py);
+``train_seconds_partial: true`` marks a file whose record cannot cover the whole training (a resume whose earlier
+sittings were not recorded, or a model trained by an earlier invocation before sittings were recorded; the files
+written before 2026-11-26 that resumed carry it); ``wall_seconds`` is the last invocation of run.py only. A finished
+(run, seed) is skipped on the next invocation; an interrupted one resumes (``finesim train`` resumes the same run
+from its last checkpoint). Run it under the CPU lock, in the background::
 
     flock /tmp/finesim-cpu.lock python benchmarks/claims/run.py --only csts       # one study
     python benchmarks/claims/run.py --list                                         # what is done, what is left

@@ -952,6 +952,21 @@ def test_the_rerank_paths_table_recomputes() -> None:
     assert f"**{ms('torch-bf16')} as the torch bf16 export**" in search
     assert f"which keeps {span('torch-bf16', 3)} of the fp32 re-ranker's top 10" in search
     assert f"{ms('onnx-int8')} as the int8 export, which keeps {span('onnx-int8', 2)}" in search
+    cpu = data["environment"]["hardware"]["cpu"]
+    assert (
+        cpu["avx512"]
+        and cpu["model"] == "AMD EPYC"
+        and "avx512_bf16" in data["environment"]["hardware"]["cpu_bf16_flags"]
+    )
+    assert "AMD EPYC host with AVX-512 and avx512_bf16" in search and f"{len(agree)} never-seen" in search
+    budget = 500 - 1000 * at[("torch-bf16", 100)]["seconds"]["p50_seconds"]
+    assert f"leaves about {10 * round(budget / 10):.0f} ms of the 500 ms budget" in search
+    # fp32's count for the same re-ranking time, between N = 50 and 100 by straight line (torch and ONNX)
+    counts = []
+    for name in ("torch-fp32", "onnx-fp32"):
+        low, high = (at[(name, n)]["seconds"]["p50_seconds"] for n in (50, 100))
+        counts.append(50 + 50 * (1000 * at[("torch-bf16", 100)]["seconds"]["p50_seconds"] / 1000 - low) / (high - low))
+    assert f"in fp32 about {5 * round(min(counts) / 5)}–{5 * round(max(counts) / 5)} candidates" in search
     gains = [at[(reference, n)]["seconds"]["p50_seconds"] / at[("onnx-fp32", n)]["seconds"]["p50_seconds"] - 1
              for n in data["settings"]["candidates"]]  # fmt: skip
     assert f"({100 * min(gains):.0f}–{100 * max(gains):.0f}% faster on this host)" in search
