@@ -27,7 +27,6 @@ import os
 import re
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ from finesim.models.export import export_model
 from finesim.models.hub import resolve_model_path
 from finesim.models.io import read_marker
 from finesim.paths import data_root
-from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
+from finesim.results import environment_record, file_sha256, package_versions, path_roots, portable, write_json_atomic
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # fast path name -> (export format, quantization)
@@ -242,7 +241,7 @@ def main() -> None:
             "onnxruntime_threads": torch.get_num_threads(),  # finesim.models.runtime.onnx_session follows torch
             "goal": GOAL,
         },
-        "versions": {name: _version(name) for name in ("onnx", "onnxruntime")},
+        "versions": package_versions(("onnx", "onnxruntime")),
         "environment": environment_record(),
         "paths": rows_out,
         "recommendation": {
@@ -252,13 +251,6 @@ def main() -> None:
     }
     write_json_atomic(output, portable(payload, path_roots(root)))
     print(f"wrote {output}; fastest path within {GOAL['max_spearman_loss']} Spearman: {fastest}")
-
-
-def _version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 if __name__ == "__main__":

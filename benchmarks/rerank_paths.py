@@ -50,19 +50,16 @@ from two_stage_search import Draws, percentiles
 from finesim.index.encoders import IndexEncoder, load_index_model
 from finesim.index.topk import best_rows
 from finesim.paths import data_root
-from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
+from finesim.results import (
+    environment_record,
+    file_sha256,
+    package_versions,
+    path_roots,
+    portable,
+    write_json_atomic,
+)
 
 REFERENCE = "torch-fp32"
-
-
-def _version(package: str) -> str | None:
-    """An installed package's version, None when it is not installed."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return None
 
 
 def describe_model(folder: str) -> dict[str, Any]:
@@ -197,7 +194,7 @@ def main() -> None:
             "paths": results,
         },
         "code": {"git_commit": git_commit()},
-        "versions": {"onnxruntime": _version("onnxruntime"), "onnx": _version("onnx")},
+        "versions": package_versions(("onnx", "onnxruntime")),
         "environment": environment_record(),
     }
     write_json_atomic(Path(args.output), portable(record, path_roots()))
