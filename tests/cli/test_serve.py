@@ -153,6 +153,34 @@ def test_no_map_borrow_reaches_the_settings_and_needs_no_map_wait(monkeypatch, t
     assert exit_.value.code == 2 and "--no-map-borrow needs --no-map-wait" in capsys.readouterr().err
 
 
+def test_rerank_feedback_reaches_the_settings_and_needs_a_self_index(monkeypatch, tmp_path, capsys) -> None:
+    """``--rerank-feedback`` is passed to ``ServeSettings.rerank_feedback`` as written (None without it: the index's
+    default); without ``--index``, or with an index whose first stage is not ``self``, it is a usage error; a bad
+    value is refused by argparse saying what is expected."""
+    from types import SimpleNamespace
+
+    import finesim.serving.server as server
+    from finesim.index.store import IndexStore
+
+    given: list = []
+    monkeypatch.setattr(server, "serve", lambda settings, **kw: given.append(settings) or 0)
+    stage = {"model": "self", "query": "conditioned"}
+    monkeypatch.setattr(IndexStore, "open", lambda path: SimpleNamespace(manifest={"first_stage": stage}))
+    main(["serve", "--model", "minilm", "--index", str(tmp_path)])
+    main(["serve", "--model", "minilm", "--index", str(tmp_path), "--rerank-feedback", "none"])
+    assert [s.rerank_feedback for s in given] == [None, "none"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", "--rerank-feedback", "local-map"])
+    assert exit_.value.code == 2 and "--rerank-feedback needs --index" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", "--index", str(tmp_path), "--rerank-feedback", "local-map:0,0.1,10"])
+    assert exit_.value.code == 2 and "ROUNDS must be a whole number >= 1, got 0" in capsys.readouterr().err
+    stage = {"model": "some/tri-encoder", "query": "tri"}
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", "--index", str(tmp_path), "--rerank-feedback", "local-map"])
+    assert exit_.value.code == 2 and "has no 'self' first stage" in capsys.readouterr().err
+
+
 def test_rerank_depth_reaches_the_settings_and_needs_an_index(monkeypatch, tmp_path, capsys) -> None:
     """``--rerank-depth`` is passed to ``ServeSettings.rerank_depth`` as written (None without it: the index's
     default); without ``--index`` it is a usage error, and a bad value is refused by argparse saying what is

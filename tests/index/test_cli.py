@@ -177,6 +177,35 @@ def test_rerank_depth_on_the_command_line(model_dirs, tmp_path, capsys):
     assert exit_info.value.code == 2 and "this index has no first stage (it searches exactly)" in err
 
 
+def test_rerank_feedback_on_the_command_line(model_dirs, tmp_path, capsys):
+    """``--rerank-feedback`` searches as the API with the same setting (``local-map`` is the default, ``none`` the
+    first stage's top N); a bad value, or an index whose first stage is not ``self``, is a usage error saying why."""
+    from finesim import ConditionalIndex
+
+    texts = make_corpus(80, seed=23)
+    out = tmp_path / "index"
+    argv = ["index", "build", "--model", str(model_dirs["bi"]), "--corpus", str(write_csv(tmp_path / "c.csv", texts))]
+    assert main([*argv, "-o", str(out), "-q"]) == 0
+    search = [str(out), "--query", "a red car", "--condition", "color", "-k", "3", "--candidates", "8"]
+    index = ConditionalIndex.open(out)
+    steered = index.search_rows("a red car", "color", k=3, candidates=8, strategy="two-stage")[0].tolist()
+    index.rerank_feedback = None
+    top_n = index.search_rows("a red car", "color", k=3, candidates=8, strategy="two-stage")[0].tolist()
+    assert steered != top_n  # feedback matters here, so the comparisons below can fail
+    assert [r["index"] for r in search_json(capsys, *search)] == steered
+    assert [r["index"] for r in search_json(capsys, *search, "--rerank-feedback", "local-map:4,0.1,10")] == steered
+    assert [r["index"] for r in search_json(capsys, *search, "--rerank-feedback", "none")] == top_n
+    with pytest.raises(SystemExit) as exit_info:
+        main(["index", "search", *search, "--rerank-feedback", "local-map:4,0,10"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "RIDGE must be a finite number > 0, got 0.0" in err
+    assert main([*argv, "-o", str(tmp_path / "plain"), "-q", "--first-stage", "none"]) == 0
+    with pytest.raises(SystemExit) as exit_info:  # no first stage: nothing to steer
+        main(["index", "search", str(tmp_path / "plain"), *search[1:], "--rerank-feedback", "local-map"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "this index's first stage is none (it searches exactly): drop it" in err
+
+
 def test_errors_are_one_line_naming_the_file(model_dirs, tmp_path, capsys):
     model = str(model_dirs["tri-hadamard"])
     wrong_column = write_csv(tmp_path / "c.csv", ["a dog", "a cat"], column="sentence")

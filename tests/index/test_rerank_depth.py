@@ -103,6 +103,7 @@ def test_an_index_with_a_rerank_depth_embeds_fewer_candidates_and_scores_exactly
     corpus = make_corpus(120)
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
     assert index.rerank_depth is None
+    index.rerank_feedback = None  # the first stage's own order, chunk by chunk (with feedback: test_feedback.py)
     exact_rows, exact_scores = brute_force(model_dirs["bi"], "a man plays guitar", corpus, "the sport", len(corpus))
     exact = dict(zip(exact_rows, exact_scores))
     full = index.search("a man plays guitar", "the sport", k=5, candidates=100)

@@ -55,8 +55,10 @@ def test_a_new_condition_embeds_only_the_candidates(model_dirs, corpus, tmp_path
 
 
 def test_the_first_stage_ranks_by_the_conditioned_query(model_dirs, corpus, tmp_path):
-    """The candidates are the rows whose stored first-stage vectors are nearest the (query, condition) vector."""
+    """The candidates are the rows whose stored first-stage vectors are nearest the (query, condition) vector (without
+    feedback, which picks some of them otherwise: tests/index/test_feedback.py)."""
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
+    index.rerank_feedback = None
     stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
     expected = index.embedder.plain(corpus)
     np.testing.assert_allclose(stored, expected, atol=1e-6)
@@ -325,9 +327,10 @@ def test_a_changed_map_sample_or_ridge_fits_the_map_again(model_dirs, corpus, tm
 
 def test_without_waiting_a_new_condition_ranks_as_conditioned_until_its_map_is_fitted(model_dirs, corpus, tmp_path):
     """map_wait False: the first query of a condition takes the conditioned first stage's
-    candidates and starts the fit in the background; once fitted, queries take the mapped ones."""
+    candidates and starts the fit in the background; once fitted, queries take the mapped ones (feedback off: the
+    conditioned ranking's candidates as they are)."""
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
-    index.map_sample, index.map_wait = 40, False
+    index.map_sample, index.map_wait, index.rerank_feedback = 40, False, None
     stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
     query = index.embedder.conditioned(["a red car"], "color")[0]
     conditioned = set(np.argsort(-(stored @ query), kind="stable")[:10].tolist())
@@ -352,9 +355,10 @@ def test_without_waiting_a_new_condition_borrows_the_map_of_the_nearest_conditio
     """map_wait False and maps held for other conditions: a new condition's first query ranks with the map of the
     held condition whose text embedding is nearest its own (by hand: cosines of the plain embeddings of the condition
     texts, then the mapped cosine with that map's weights) and says "borrowed"; below map_borrow_min_cosine, or with
-    map_borrow False, it ranks as "conditioned"; its own fit's failure still raises on the next query."""
+    map_borrow False, it ranks as "conditioned"; its own fit's failure still raises on the next query (feedback off:
+    the conditioned ranking's candidates as they are)."""
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
-    index.map_sample = 40
+    index.map_sample, index.rerank_feedback = 40, None
     held = ("color", "the animal")
     for condition in held:  # fitted while waiting, as earlier searches would have
         index.search_rows("a red car", condition, k=5, candidates=10, strategy="two-stage")

@@ -259,7 +259,7 @@ def test_info_describes_the_index(indexes, saved_models, scorers) -> None:  # no
     assert index["built_with"] == str(saved_models["case"]) and len(index["model_sha256"]) == 64
     assert index["search"] == "exact"
     assert index["first_stage"] is None and index["first_stage_query"] is None  # CASE: no first stage by default
-    assert index["rerank_depth"] is None  # nothing is re-ranked
+    assert index["rerank_depth"] is None and index["rerank_feedback"] is None  # nothing is re-ranked
 
 
 def test_info_reports_the_first_stage_and_its_query_mode(indexes, saved_models, scorers, tmp_path) -> None:  # noqa: F811
@@ -274,6 +274,8 @@ def test_info_reports_the_first_stage_and_its_query_mode(indexes, saved_models, 
             index = client.get("/info").json()["index"]
         assert (index["search"], index["first_stage"], index["first_stage_query"]) == ("auto", model, query)
         assert index["rerank_depth"] == "all"  # the default: every candidate re-ranked
+        # feedback needs the bi-encoder's own first stage: the default there, not applicable to a tri-encoder's
+        assert index["rerank_feedback"] == ("local-map:4,0.1,10" if model == "self" else None)
 
 
 def test_rerank_depth_reaches_the_served_index(indexes, saved_models, scorers) -> None:  # noqa: F811
@@ -302,6 +304,13 @@ def test_rerank_depth_reaches_the_served_index(indexes, saved_models, scorers) -
                                         rerank_depth="2,2,1"), scorers["case"])  # fmt: skip
     with pytest.raises(ValueError, match="rerank_depth needs an index"):
         ServeSettings(model="m", rerank_depth="2,2,1")
+    with pytest.raises(ValueError, match="rerank_feedback needs an index"):
+        ServeSettings(model="m", rerank_feedback="none")
+    with pytest.raises(ValueError, match="rerank_feedback 'map': expected 'none'"):
+        ServeSettings(model="m", index="i", rerank_feedback="map")
+    with serving(scorers["bi"], **served, rerank_feedback="none") as client:
+        assert client.get("/info").json()["index"]["rerank_feedback"] == "none"
+        assert client.app.state.model.index.rerank_feedback is None
     with pytest.raises(ValueError, match="expected 'all' or three whole numbers"):
         ServeSettings(model="m", index="i", rerank_depth="2,2")
 

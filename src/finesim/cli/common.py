@@ -113,6 +113,18 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
+def rerank_feedback(text: str) -> str:
+    """An argparse type: a two-stage search's feedback, ``none``, ``local-map`` or ``local-map:ROUNDS,RIDGE,POOL``
+    (:func:`finesim.index.feedback.parse_rerank_feedback`), checked and returned as written."""
+    from finesim.index.feedback import parse_rerank_feedback
+
+    try:
+        parse_rerank_feedback(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text.strip()
+
+
 def rerank_depth(text: str) -> str:
     """An argparse type: a two-stage search's re-ranking depth, ``all`` or ``FIRST,STEP,PATIENCE``
     (:func:`finesim.index.rerank_depth.parse_rerank_depth`), checked and returned as written."""

@@ -20,6 +20,7 @@ from finesim.cli.common import (
     positive_int,
     ray_wanted,
     rerank_depth,
+    rerank_feedback,
     say,
     show_help,
 )
@@ -191,6 +192,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a two-stage search: re-rank all its candidates ('all', the default), or best first, FIRST of them then "
         "STEP more at a time, stopping after PATIENCE chunks in a row that change nothing in the top k (e.g. "
         "25,25,3: fewer encodes for an easy query, up to --candidates for a hard one; docs/search.md)",
+    )
+    p.add_argument(
+        "--rerank-feedback",
+        type=rerank_feedback,
+        default=None,
+        metavar="none|local-map[:ROUNDS,RIDGE,POOL]",
+        help="a two-stage search ranked by the 'conditioned' first stage (an index whose first stage is 'self'): "
+        "re-rank its N candidates in rounds, each after the first taken by a map fitted on the candidates re-ranked "
+        "so far ('local-map', the default for such an index: 4 rounds, ridge 0.1, a pool of the first stage's top "
+        "10 N), or the first stage's top N ('none'); docs/search.md",
     )
     p.add_argument(
         "--map-sample",
@@ -422,6 +433,11 @@ def run_search(args: argparse.Namespace) -> int:
             "--rerank-depth applies to two-stage searches, but this index has no first stage (it searches exactly): "
             "drop it"
         )
+    if args.rerank_feedback is not None and stage.get("model") != "self":
+        raise UsageError(
+            "--rerank-feedback needs an index whose first stage is the model's own embeddings ('self'); this index's "
+            f"first stage is {stage.get('model') or 'none (it searches exactly)'}: drop it"
+        )
     index = ConditionalIndex.open(
         args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress
     )
@@ -431,6 +447,8 @@ def run_search(args: argparse.Namespace) -> int:
         index.map_ridge = args.map_ridge
     if args.rerank_depth is not None:
         index.rerank_depth = args.rerank_depth  # "all" or "F,S,P": parsed by the index when set
+    if args.rerank_feedback is not None:
+        index.rerank_feedback = args.rerank_feedback  # "none" or "local-map[:R,RIDGE,P]": parsed when set
     options = {"approximate": args.approximate, "candidates": args.candidates, "strategy": args.strategy}
     condition = None if args.no_condition else args.condition
     results = index.search(args.query, condition, k=args.k, where=where, **options)

@@ -13,6 +13,7 @@ from finesim.cli.common import (
     non_negative_int,
     positive_int,
     rerank_depth,
+    rerank_feedback,
     say,
 )
 
@@ -178,6 +179,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "of them then STEP more at a time, stopping after PATIENCE chunks in a row that change nothing in the top k "
         "(e.g. 25,25,3; docs/search.md)",
     )
+    group.add_argument(
+        "--rerank-feedback",
+        type=rerank_feedback,
+        default=None,
+        metavar="none|local-map[:ROUNDS,RIDGE,POOL]",
+        help="/search's two-stage searches ranked by the 'conditioned' first stage (an index whose first stage is "
+        "'self'): re-rank in rounds steered by a map fitted on the candidates re-ranked so far ('local-map', the "
+        "index's default) or the first stage's top N ('none'); docs/search.md",
+    )
     p.add_argument(
         "--workers",
         type=positive_int,
@@ -217,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.rerank_depth is not None and args.index is None:
         raise UsageError("--rerank-depth needs --index: it applies to /search's two-stage searches")
+    if args.rerank_feedback is not None and args.index is None:
+        raise UsageError("--rerank-feedback needs --index: it applies to /search's two-stage searches")
     if args.index is not None:
         from finesim.index.store import IndexStore
 
@@ -226,6 +238,11 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"--rerank-depth: the index {args.index} has no first stage (it searches exactly), so nothing is "
                 "re-ranked; leave it out"
+            )
+        if args.rerank_feedback is not None and (store.manifest.get("first_stage") or {}).get("model") != "self":
+            raise UsageError(
+                f"--rerank-feedback: the index {args.index} has no 'self' first stage (the model's own embeddings), "
+                "which feedback needs; leave it out"
             )
         if not args.map_wait and query != "mapped":
             raise UsageError(
@@ -260,6 +277,7 @@ def run(args: argparse.Namespace) -> int:
         map_wait=args.map_wait,
         map_borrow=args.map_borrow,
         rerank_depth=args.rerank_depth,
+        rerank_feedback=args.rerank_feedback,
         docs=args.docs,
         workers=args.workers,
         threads=args.threads,

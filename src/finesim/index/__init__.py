@@ -3,6 +3,7 @@
 - :class:`ConditionalIndex` (``conditional_index.py``): build, open, add, search (exact, two-stage or approximate).
 - ``store.py``: the folder layout, validation and atomic commits; ``encoders.py``: what each encoder type stores;
   ``two_stage.py``: the condition-independent first stage and the re-ranking of its candidates;
+  ``rerank_depth.py``, ``feedback.py``: how deep, and which candidates, a two-stage search re-ranks;
   ``tri.py``: the tri-encoder's query path per head kind; ``approximate.py``: faiss indexes and recall@k;
   ``corpus.py``: reading corpus files; ``distributed.py``: building an index on Ray Data (scoring on Ray is
   :mod:`finesim.evaluation.ray_scoring`).

@@ -42,6 +42,7 @@ from finesim.index.approximate import ANN_KINDS, AnnFile, ann_params, normalized
 from finesim.index.corpus import meta_rows
 from finesim.index.encoders import IndexEncoder, load_index_model
 from finesim.index.errors import IndexFormatError, ModelMismatchError
+from finesim.index.feedback import LOCAL_MAP_FEEDBACK, LocalMapFeedback, parse_rerank_feedback
 from finesim.index.rerank_depth import ADAPTIVE_DEPTH, RerankDepth, parse_rerank_depth
 from finesim.index.store import (
     ANN,
@@ -250,6 +251,10 @@ class ConditionalIndex:
         # until the chunks stop changing the top k (finesim.index.rerank_depth.RerankDepth); an index without a first
         # stage has no candidates, so no default depth
         self._rerank_depth = ADAPTIVE_DEPTH if self.first_stage_spec is not None else None
+        # which candidates a "conditioned" first stage's search re-ranks after its first round: None (its top N), or
+        # rounds steered by a map fitted on the candidates re-ranked so far (finesim.index.feedback); only a "self"
+        # first stage (the bi-encoder's own embeddings: one space with the re-ranker's) can have it
+        self._rerank_feedback = LOCAL_MAP_FEEDBACK if self._feedback_possible() else None
         self._map_conditions: dict[str, str] = {}  # condition key -> its text, for the maps held
         self._condition_vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # condition text -> unit vector
         self._map_threads: dict[str, threading.Thread] = {}
@@ -875,6 +880,8 @@ class ConditionalIndex:
         query_vector = _finite_query(torch.as_tensor(self.embedder.conditioned([query], condition)[0]))
         key = self.key(condition)
         used = stage.query_mode
+        depth, feedback = self.rerank_depth, self.rerank_feedback
+        found: np.ndarray | None = None  # None: the conditioned ranking, left to the feedback rounds below
         if stage.query_mode == TRI:  # the tri-encoder's own top N under the condition, as its index ranks them
             found, _ = self._tri_rows(stage.tri_query(query, condition), FIRST_STAGE, wanted, kind, None, mask)
         elif stage.query_mode == MAPPED:  # the corpus vectors mapped under the condition (ConditionMap)
@@ -885,17 +892,27 @@ class ConditionalIndex:
             if fitted is not None:
                 found = self._mapped_rows(fitted, query_vector, wanted, kind, mask)
             else:  # nothing to borrow (or map_borrow False): ranked as "conditioned" meanwhile
-                found = self._nearest_first_stage(query_vector, wanted, kind, mask)
                 used = "conditioned"
+                if feedback is None:
+                    found = self._nearest_first_stage(query_vector, wanted, kind, mask)
         else:
             same = stage.embedder is self.embedder and stage.query_mode == "conditioned"
-            vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
-            found = self._nearest_first_stage(vector, wanted, kind, mask)
+            if not (same and feedback is not None):
+                vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
+                found = self._nearest_first_stage(vector, wanted, kind, mask)
+        if found is None:  # the conditioned ranking with feedback: rounds steered by a local map (index.feedback)
+            assert feedback is not None
+            pool = self._nearest_first_stage(query_vector, feedback.fetch(wanted), kind, mask)
+            top = feedback.rerank(
+                pool, wanted, k, query_vector.numpy(), lambda rows: self._gather(rows, FIRST_STAGE),
+                lambda rows: self._conditioned_rows(key, condition, rows), depth,
+            )[:2]  # fmt: skip
+            self._searching.first_stage = used
+            return top
 
         def score(rows: np.ndarray) -> np.ndarray:
             return (as_float_tensor(self._conditioned_rows(key, condition, rows)) @ query_vector).numpy()
 
-        depth = self.rerank_depth
         top = best_rows(score(found), found, k) if depth is None else depth.rerank(found, k, score)[:2]
         self._searching.first_stage = used
         return top
@@ -920,6 +937,38 @@ class ConditionalIndex:
                 "exactly): leave it out"
             )
         self._rerank_depth = depth
+
+    @property
+    def rerank_feedback(self) -> LocalMapFeedback | None:
+        """Which candidates a two-stage search re-ranks when its first stage is the ``conditioned`` ranking (a
+        ``conditioned`` index, or a ``mapped`` one while a new condition's map is fitted and none is borrowed): None,
+        the first stage's top N; or a :class:`~finesim.index.feedback.LocalMapFeedback` (the default for an index
+        whose first stage is ``self``, :data:`~finesim.index.feedback.LOCAL_MAP_FEEDBACK`): the N re-ranks in
+        rounds, each after the first taken from the first stage's top ``pool x N`` by a map fitted on the candidates
+        re-ranked so far. Set it to None, ``"none"``, ``"local-map"``, ``"local-map:ROUNDS,RIDGE,POOL"`` or a
+        ``LocalMapFeedback`` (checked when set). An index whose first stage is not ``self`` (none, another model, a
+        tri-encoder) refuses any setting but None. With :attr:`rerank_depth` set, its chunks are the rounds and
+        its patience may stop them early. A ``mapped`` or ``borrowed`` ranking is re-ranked as it is (feedback
+        lowered its recall, docs/search.md)."""
+        return self._rerank_feedback
+
+    @rerank_feedback.setter
+    def rerank_feedback(self, value: LocalMapFeedback | str | None) -> None:
+        feedback = parse_rerank_feedback(value)  # a malformed value is refused first, whatever the index
+        if feedback is not None and not self._feedback_possible():
+            raise ValueError(
+                "rerank_feedback needs a two-stage index whose first stage is the model's own embeddings ('self'); "
+                f"this index's first stage is {self._first_stage_words()}: leave it out or set it to 'none'"
+            )
+        self._rerank_feedback = feedback
+
+    def _feedback_possible(self) -> bool:
+        spec = self.first_stage_spec
+        return spec is not None and spec.model == "self"
+
+    def _first_stage_words(self) -> str:
+        spec = self.first_stage_spec
+        return "none (it searches exactly)" if spec is None else f"{spec.model!r} (query mode {spec.query!r})"
 
     def last_first_stage(self) -> str | None:
         """The first stage whose candidates this thread's last search re-ranked: ``"conditioned"``, ``"mapped"``,

@@ -319,15 +319,22 @@ def fit_condition_map(plain: np.ndarray, conditioned: np.ndarray, ridge: float =
     embedding under one condition (the same row of ``conditioned``): ridge regression toward the identity,
     ``W = I + B`` with ``B`` minimising ``||plain B - (conditioned - plain)||^2 + ridge ||B||^2``, i.e.
     ``B = (plain^T plain + ridge I)^-1 plain^T (conditioned - plain)``. With few rows (or a large ``ridge``) ``W``
-    stays near the identity, where the ``"mapped"`` first stage is the ``"conditioned"`` one."""
-    x = np.asarray(plain, dtype=np.float64)
-    y = np.asarray(conditioned, dtype=np.float64)
+    stays near the identity, where the ``"mapped"`` first stage is the ``"conditioned"`` one.
+
+    Computed with torch (float64), not numpy: a search's feedback rounds (finesim.index.feedback) fit between model
+    calls, and numpy's BLAS threads, left spinning after a product, slowed the next model call by up to 1.8x."""
+    import torch
+
+    x = torch.as_tensor(np.asarray(plain, dtype=np.float64))
+    y = torch.as_tensor(np.asarray(conditioned, dtype=np.float64))
     if x.ndim != 2 or x.shape != y.shape:
-        raise ValueError(f"plain and conditioned must be matching (rows, d) arrays, got {x.shape} and {y.shape}")
+        raise ValueError(
+            f"plain and conditioned must be matching (rows, d) arrays, got {tuple(x.shape)} and {tuple(y.shape)}"
+        )
     if not ridge > 0:
         raise ValueError(f"ridge must be > 0, got {ridge!r}")
-    eye = np.eye(x.shape[1])
-    return (eye + np.linalg.solve(x.T @ x + ridge * eye, x.T @ (y - x))).astype(np.float32)
+    eye = torch.eye(x.shape[1], dtype=torch.float64)
+    return (eye + torch.linalg.solve(x.T @ x + ridge * eye, x.T @ (y - x))).to(torch.float32).numpy()
 
 
 @dataclass(frozen=True)
@@ -355,8 +362,12 @@ class ConditionMap:
         return self.count == count and len(self.sample) == min(sample, count) and self.ridge == ridge
 
     def query_vector(self, conditioned_query: np.ndarray) -> np.ndarray:
-        """``W q``: the vector whose dot product with a text's first-stage vector is its unscaled mapped score."""
-        return self.weights @ np.asarray(conditioned_query, dtype=np.float32)
+        """``W q``: the vector whose dot product with a text's first-stage vector is its unscaled mapped score (in
+        torch, as :func:`fit_condition_map`: numpy's BLAS threads would slow the model call that follows)."""
+        import torch
+
+        query = torch.as_tensor(np.asarray(conditioned_query, dtype=np.float32))
+        return (torch.as_tensor(self.weights) @ query).numpy()
 
 
 def map_file_name(key: str, count: int, sample: int, ridge: float, part_ids: list[str]) -> str:

@@ -101,6 +101,8 @@ def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = No
         index.map_borrow = settings.map_borrow
         if settings.rerank_depth is not None:
             index.rerank_depth = settings.rerank_depth  # parsed and checked by the index when set
+        if settings.rerank_feedback is not None:
+            index.rerank_feedback = settings.rerank_feedback  # parsed and checked by the index when set
         if settings.index_conditions:
             index.prepare(list(settings.index_conditions))
     except (ValueError, OSError) as err:
@@ -138,9 +140,14 @@ def describe_index(index: Any) -> dict[str, Any]:
     ``mapped``), both None without one. ``plain_search``: whether a ``/search`` without a condition is answered.
     ``map_wait`` (a "mapped" index; else None): whether a new condition's first search waits for its map's fit;
     ``map_borrow`` (likewise): whether, not waiting, it may rank with the map of the nearest condition held.
-    ``rerank_depth`` (an index with a first stage; else None): ``"all"`` or ``"FIRST,STEP,PATIENCE"``."""
+    ``rerank_depth`` (an index with a first stage; else None): ``"all"`` or ``"FIRST,STEP,PATIENCE"``.
+    ``rerank_feedback`` (an index whose first stage is ``self``; else None): ``"none"`` or
+    ``"local-map:ROUNDS,RIDGE,POOL"``."""
     manifest = index.store.manifest
     stage = index.first_stage_spec
+    feedback = None  # only an index whose first stage is "self" can have feedback
+    if stage is not None and stage.model == "self":
+        feedback = "none" if index.rerank_feedback is None else str(index.rerank_feedback)
     return {
         "path": str(index.store.root),
         "encoder": index.encoder,
@@ -157,6 +164,7 @@ def describe_index(index: Any) -> dict[str, Any]:
         "map_wait": bool(index.map_wait) if stage is not None and stage.query == "mapped" else None,
         "map_borrow": bool(index.map_borrow) if stage is not None and stage.query == "mapped" else None,
         "rerank_depth": None if stage is None else "all" if index.rerank_depth is None else str(index.rerank_depth),
+        "rerank_feedback": feedback,
         "ids": index.store.fields["id"],
         "metadata_keys": index.store.metadata_keys() if index.store.fields["metadata"] else [],
     }

@@ -51,6 +51,10 @@ class ServeSettings:
         rerank_depth: how deep ``/search``'s two-stage searches re-rank (``ConditionalIndex.rerank_depth``): ``"all"``
             or ``"FIRST,STEP,PATIENCE"`` (:func:`finesim.index.rerank_depth.parse_rerank_depth`); None: the index's
             default.
+        rerank_feedback: which candidates ``/search``'s two-stage searches re-rank when the ``conditioned`` first
+            stage ranks them (``ConditionalIndex.rerank_feedback``): ``"none"``, ``"local-map"`` or
+            ``"local-map:ROUNDS,RIDGE,POOL"`` (:func:`finesim.index.feedback.parse_rerank_feedback`); None: the index's
+            default.
         docs: serve FastAPI's interactive API page at ``/docs`` (with ``/openapi.json``, both then public); None: on
             when ``host`` is a loopback address, off otherwise (the page loads its scripts from a CDN).
         workers: server processes behind the one port (uvicorn's multi-process supervisor; each loads the model and
@@ -80,6 +84,7 @@ class ServeSettings:
     map_wait: bool = True
     map_borrow: bool = True
     rerank_depth: str | None = None
+    rerank_feedback: str | None = None
     docs: bool | None = None
     workers: int = 1
     threads: int | None = None
@@ -109,6 +114,12 @@ class ServeSettings:
             if self.index is None:
                 raise ValueError("rerank_depth needs an index")
             parse_rerank_depth(self.rerank_depth)  # a bad value fails here, before the model loads
+        if self.rerank_feedback is not None:
+            from finesim.index.feedback import parse_rerank_feedback
+
+            if self.index is None:
+                raise ValueError("rerank_feedback needs an index")
+            parse_rerank_feedback(self.rerank_feedback)  # a bad value fails here, before the model loads
         for condition in self.index_conditions:
             if not isinstance(condition, str) or not condition.strip():
                 raise ValueError(f"index_conditions: {condition!r} is not a non-empty string")

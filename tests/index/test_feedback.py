@@ -1,0 +1,184 @@
+"""Local-map feedback in two-stage search (finesim.index.feedback): the N re-ranks in rounds, each after the first
+taken by a map fitted on the candidates re-ranked so far; every score stays exact."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from index_helpers import brute_force, build_model_dirs, make_corpus
+
+from finesim import ConditionalIndex
+from finesim.index.feedback import LOCAL_MAP_FEEDBACK, LocalMapFeedback, parse_rerank_feedback
+from finesim.index.rerank_depth import RerankDepth
+from finesim.index.topk import best_rows
+from finesim.index.two_stage import FIRST_STAGE
+
+# By hand, in 2-d: the query is (1, 0); each row's embedding under the condition is its first-stage vector rotated by
+# -90 degrees, (a, b) -> (b, -a), so its exact score is b / 1 (unit vectors) and a map fitted on any two rows that span
+# the plane is that rotation. Rows in first-stage order (the first stage ranks by a, the condition by b):
+ROWS = np.array([10, 11, 12, 13, 14, 15, 16])
+FIRST = {10: (1.0, 0.0), 11: (0.8, 0.6), 12: (0.6, -0.8), 13: (0.0, 1.0), 14: (0.28, 0.96), 15: (0.6, 0.8),
+         16: (-1.0, 0.0)}  # fmt: skip
+QUERY = np.array([1.0, 0.0], dtype=np.float32)
+
+
+def first_stage(rows: np.ndarray) -> np.ndarray:
+    return np.array([FIRST[int(r)] for r in rows], dtype=np.float32)
+
+
+def conditioned(seen: list[list[int]]):
+    def embed(rows: np.ndarray) -> np.ndarray:
+        seen.append([int(r) for r in rows])
+        return np.array([(FIRST[int(r)][1], -FIRST[int(r)][0]) for r in rows], dtype=np.float32)
+
+    return embed
+
+
+def test_the_second_round_takes_the_rows_the_fitted_map_ranks_first():
+    # exact scores (b): 10: 0, 11: 0.6, 12: -0.8, 13: 1.0, 14: 0.96, 15: 0.8, 16: 0. Round 1 re-ranks the first
+    # stage's best two (10, 11); their map is the rotation, so the mapped cosine with the query is b: round 2 takes
+    # 13 (1.0) and 14 (0.96) from the pool, where the first stage's own next two were 12 and 13
+    seen: list[list[int]] = []
+    feedback = LocalMapFeedback(rounds=2, ridge=1e-6, pool=10)
+    rows, scores, count = feedback.rerank(ROWS, 4, 2, QUERY, first_stage, conditioned(seen))
+    assert seen == [[10, 11], [13, 14]] and count == 4
+    assert rows.tolist() == [13, 14]
+    np.testing.assert_allclose(scores, [1.0, 0.96], atol=1e-6)
+    # without feedback, the same 4 re-ranks (the first stage's top 4: 10..13) miss row 14
+    plain_top = best_rows(np.array([0.0, 0.6, -0.8, 1.0]), ROWS[:4], 2)[0]
+    assert plain_top.tolist() == [13, 11]
+
+
+def test_the_pool_bounds_where_a_round_looks():
+    # row 14 moved last in the first stage's order; N = 4: with a pool of 1 x N round 2 chooses among the first 4
+    # unscored rows (12, 13, 15, 16) and takes 13 and 15; with 10 x N it reaches 14 and takes 13 and 14
+    order = np.array([10, 11, 12, 13, 15, 16, 14])
+    seen: list[list[int]] = []
+    LocalMapFeedback(rounds=2, ridge=1e-6, pool=1).rerank(order, 4, 2, QUERY, first_stage, conditioned(seen))
+    assert seen == [[10, 11], [13, 15]]
+    seen.clear()
+    LocalMapFeedback(rounds=2, ridge=1e-6, pool=10).rerank(order, 4, 2, QUERY, first_stage, conditioned(seen))
+    assert seen == [[10, 11], [13, 14]]
+
+
+def test_a_depth_sets_the_rounds_and_its_patience_stops_them():
+    # chunks of 2, then 1 at a time: [10 11], then 13 (enters), 14 (enters), 15 (0.8: not in the top 2 {13, 14}):
+    # patience 1 stops there, before row 16, with 5 of the 7 re-ranked
+    seen: list[list[int]] = []
+    rows, _, count = LocalMapFeedback(rounds=4, ridge=1e-6).rerank(
+        ROWS, 7, 2, QUERY, first_stage, conditioned(seen), RerankDepth(2, 1, 1)
+    )
+    assert seen == [[10, 11], [13], [14], [15]] and count == 5 and rows.tolist() == [13, 14]
+
+
+def test_equal_rounds_cover_n_exactly():
+    seen: list[list[int]] = []
+    _, _, count = LocalMapFeedback(rounds=3).rerank(ROWS, 7, 1, QUERY, first_stage, conditioned(seen))
+    assert [len(s) for s in seen] == [2, 3, 2] and count == 7  # round(7/3) = 2, round(14/3) = 5, then 7
+    seen.clear()
+    _, _, count = LocalMapFeedback(rounds=4).rerank(ROWS[:2], 2, 1, QUERY, first_stage, conditioned(seen))
+    assert [len(s) for s in seen] == [1, 1] and count == 2  # more rounds than candidates: one at a time
+    assert len({r for s in seen for r in s}) == 2  # nothing re-ranked twice
+
+
+def test_settings_parse_and_bad_ones_are_refused_with_the_text():
+    assert parse_rerank_feedback("local-map") == LOCAL_MAP_FEEDBACK == LocalMapFeedback(4, 0.1, 10)
+    assert parse_rerank_feedback(" Local-Map:2,0.5,3 ") == LocalMapFeedback(2, 0.5, 3)
+    assert parse_rerank_feedback("none") is None and parse_rerank_feedback(None) is None
+    assert str(LocalMapFeedback(2, 0.5, 3)) == "local-map:2,0.5,3"
+    assert parse_rerank_feedback(str(LOCAL_MAP_FEEDBACK)) == LOCAL_MAP_FEEDBACK  # its text reads back
+    for text, message in [
+        ("rocchio", "rerank_feedback 'rocchio': expected 'none', 'local-map' or 'local-map:ROUNDS,RIDGE,POOL'"),
+        ("local-map:", "rerank_feedback 'local-map:': expected"),
+        ("local-map:4,0.1", "rerank_feedback 'local-map:4,0.1': expected"),
+        ("local-map:4,x,10", "RIDGE must be a number"),
+        ("local-map:4,0,10", "RIDGE must be a finite number > 0, got 0.0"),
+        ("local-map:4,nan,10", "RIDGE must be a finite number > 0"),
+        ("local-map:0,0.1,10", "ROUNDS must be a whole number >= 1, got 0"),
+        ("local-map:4,0.1,-1", "expected"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            parse_rerank_feedback(text)
+    with pytest.raises(ValueError, match="must be 'none'"):
+        parse_rerank_feedback(4)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="POOL must be a whole number >= 1, got True"):
+        LocalMapFeedback(pool=True)
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tiny_bert_dir, tmp_path_factory) -> dict[str, Path]:
+    return build_model_dirs(tiny_bert_dir, tmp_path_factory)
+
+
+def test_a_self_index_searches_with_feedback_by_default_and_scores_exactly(model_dirs, tmp_path):
+    """The default of a bi-encoder index; what it returns is LocalMapFeedback run by hand on the stored first-stage
+    vectors and the model's own embeddings; N + 1 encodes, as without feedback."""
+    corpus = make_corpus(150)
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
+    assert index.rerank_feedback == LOCAL_MAP_FEEDBACK
+    query, condition = "a man plays guitar", "the sport"
+    before = index.embedder.encoded
+    results = index.search(query, condition, k=5, candidates=12)
+    assert index.embedder.encoded - before == 12 + 1 and index.last_first_stage() == "conditioned"
+    exact_rows, exact_scores = brute_force(model_dirs["bi"], query, corpus, condition, len(corpus))
+    exact = dict(zip(exact_rows, exact_scores))
+    np.testing.assert_allclose([r["score"] for r in results], [exact[r["index"]] for r in results], atol=2e-5)
+    stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
+    q = index.embedder.conditioned([query], condition)[0]
+    order = best_rows(stored @ q, np.arange(len(corpus)), len(corpus))[0]
+    by_hand = LOCAL_MAP_FEEDBACK.rerank(
+        order, 12, 5, q, lambda rows: stored[rows], lambda rows: index.embedder.conditioned([corpus[r] for r in rows],
+                                                                                              condition),
+    )[0]  # fmt: skip
+    assert [r["index"] for r in results] == by_hand.tolist()
+    # it looked beyond the first stage's top 12 here, so the check can tell the two apart
+    plain = best_rows(np.array([exact[int(r)] for r in order[:12]]), order[:12], 5)[0]
+    index.rerank_feedback = "none"
+    assert index.rerank_feedback is None
+    without = index.search(query, condition, k=5, candidates=12)
+    assert [r["index"] for r in without] == plain.tolist()
+    assert set(by_hand.tolist()) != set(plain.tolist())
+    with pytest.raises(ValueError, match="rerank_feedback 'local-map:1': expected"):
+        index.rerank_feedback = "local-map:1"
+    assert index.rerank_feedback is None  # a refused value leaves the setting as it was
+
+
+def test_a_mapped_ranking_is_reranked_as_it_is_but_its_conditioned_fallback_gets_feedback(model_dirs, tmp_path):
+    corpus = make_corpus(150)
+    conditioned_index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "conditioned")
+    mapped = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "mapped", first_stage_query="mapped")
+    assert mapped.rerank_feedback == LOCAL_MAP_FEEDBACK
+    mapped.map_sample, mapped.map_wait, mapped.map_borrow = 40, False, False
+    query = "the dog runs in the park"
+    fallback = mapped.search(query, "the animal", k=5, candidates=12)
+    assert mapped.last_first_stage() == "conditioned"
+    same = conditioned_index.search(query, "the animal", k=5, candidates=12)  # both with feedback
+    assert [r["index"] for r in fallback] == [r["index"] for r in same]
+    np.testing.assert_allclose([r["score"] for r in fallback], [r["score"] for r in same], atol=1e-6)
+    assert mapped.wait_for_maps(timeout=120)
+    with_map = mapped.search(query, "the animal", k=5, candidates=12)
+    assert mapped.last_first_stage() == "mapped"
+    mapped.rerank_feedback = None
+    assert mapped.search(query, "the animal", k=5, candidates=12) == with_map  # feedback played no part
+
+
+@pytest.mark.parametrize("kind", ["none", "tri"])
+def test_an_index_whose_first_stage_is_not_self_refuses_feedback(model_dirs, tmp_path, kind):
+    corpus = make_corpus(20)
+    if kind == "none":
+        index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage=None)
+        words = "none (it searches exactly)"
+    else:
+        index = ConditionalIndex.build(
+            str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage=str(model_dirs["tri-hadamard"])
+        )
+        words = "query mode 'tri'"
+    assert index.rerank_feedback is None
+    index.rerank_feedback = "none"  # no setting: accepted
+    expected = f"rerank_feedback needs a two-stage index whose first stage .*{re.escape(words)}"
+    with pytest.raises(ValueError, match=expected):
+        index.rerank_feedback = "local-map"
+    assert index.rerank_feedback is None
