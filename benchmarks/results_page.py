@@ -2002,6 +2002,85 @@ def adaptive_depth_section(folder: Path) -> list[str]:
     return lines
 
 
+FEEDBACK_SECTION = "### Local-map feedback: the re-ranked candidates steer the next round"
+
+
+def feedback_section(folder: Path) -> list[str]:
+    """``two_stage_feedback.json`` (and the first grid's ``two_stage_feedback_grid1.json``): every setting's recall@10
+    on the train conditions that chose, the rule's outcome, the chosen setting against none on the never-seen
+    validation conditions for both first stages, and real searches' latency. Empty when the file is absent."""
+    path = folder / "two_stage_feedback.json"
+    if not path.is_file():
+        return []
+    data = read(path)
+    settings, results = data["settings"], data["results"]
+    select = results["selection"]
+    ns = list(next(iter(select["recall_at_10"].values())))
+    lines = [
+        FEEDBACK_SECTION,
+        "",
+        f"`benchmarks/two_stage_feedback.py` with `{settings['model']}`: recall@10 against the model's own exact"
+        " ranking, simulated over stored embeddings (every text embedded under every condition), the `conditioned`"
+        f" first stage, exact. Chosen on {len(settings['select_conditions'])} C-STS train conditions x"
+        f" {settings['select_queries_per_condition']} queries ({_short_size(settings['select_size'])} texts) by the"
+        f" rule in the script's docstring ({settings['metric']}; the default when it beats none by at least"
+        f" {settings['min_gain_for_default']}); reported on {len(settings['report_conditions'])} never-seen validation"
+        f" conditions x {settings['report_queries_per_condition']} queries ({_short_size(settings['size'])} texts).",
+        "",
+        "| setting (train conditions) | " + " | ".join(f"N = {n}" for n in ns) + " | metric |",
+        "|---|" + "---|" * (len(ns) + 1),
+    ]
+    for name, row in select["recall_at_10"].items():
+        lines.append(f"| {name} | " + " | ".join(f"{row[n]:.3f}" for n in ns) + f" | {select['metric'][name]:.4f} |")
+    lines += [
+        "",
+        f"The rule's outcome: chosen `{results['chosen']}`, {results['gain_over_none']:+.4f} over none:"
+        + (" it becomes the default of a `self` first stage's `conditioned` ranking."
+           if results["becomes_default"] else " below the margin, so it is an option."),
+        "",
+    ]  # fmt: skip
+    report = results["report_recall_at_10"]
+    report_ns = list(next(iter(next(iter(report.values())).values())))
+    lines += [
+        "| first stage (validation conditions) | feedback | " + " | ".join(f"N = {n}" for n in report_ns) + " |",
+        "|---|---|" + "---|" * len(report_ns),
+    ]
+    for mode, rows in report.items():
+        for name, row in rows.items():
+            lines.append(f"| {mode} | {name} | " + " | ".join(f"{row[n]:.3f}" for n in report_ns) + " |")
+    latency = results.get("latency")
+    if latency:
+        lines += [
+            "",
+            f"Real searches through the library (`ConditionalIndex.search`, `rerank_feedback` None against"
+            f" `{latency['setting']}`, the validation conditions' queries, exact first stage, the re-ranking cache"
+            " emptied before each search, the two taking turns); recall@10 of those searches against the exact"
+            " ranking:",
+            "",
+            "| N | feedback | p50 | p95 | recall@10 | searches |",
+            "|---|---|---|---|---|---|",
+        ]
+        for n in (key for key in latency if key != "setting"):
+            for name, row in latency[n].items():
+                lines.append(f"| {n} | {name} | {row['p50_ms']:,.0f} ms | {row['p95_ms']:,.0f} ms |"
+                             f" {row['recall_at_10']:.3f} | {row['searches']} |")  # fmt: skip
+        hardware = data["environment"].get("hardware", {}).get("cpu", {}).get("model")
+        lines += ["", f"Host: {hardware or 'not recorded'}. Run note: {settings.get('note') or '—'}."]
+    first = folder / "two_stage_feedback_grid1.json"
+    if first.is_file():
+        grid1 = read(first)["results"]
+        cond = grid1["report_recall_at_10"]["conditioned"]
+        chosen1 = grid1["chosen"]
+        lines += [
+            "",
+            f"The first grid (`two_stage_feedback_grid1.json`: `rocchio` and `neighbours` only) chose `{chosen1}`,"
+            f" {grid1['gain_over_none']:+.4f} over none (an option by the rule); on the validation conditions"
+            + "".join(f", N = {n}: {cond['none'][n]:.3f} -> {cond[chosen1][n]:.3f}" for n in cond["none"])
+            + ". The second grid added `localmap` after it (the script's docstring says what was seen before).",
+        ]
+    return lines
+
+
 def _donor_cell(d: dict[str, Any] | None) -> str:
     """A donor and its cosine; for the index's own pick, none when its nearest held condition lies below the
     threshold (that nearest named)."""
@@ -3109,7 +3188,7 @@ def build(folder: Path, figure_name: str | None) -> str:
     parts.append("\n".join(levers_tried_section(folder)) + "\n")
     parts.append("\n".join(harness_section(folder)) + "\n")
     sections = (search_section, hnsw_ef_section, rerank_paths_section, mapped_section, borrowed_map_section,
-                adaptive_depth_section, distill_section, small_search_section)  # fmt: skip
+                adaptive_depth_section, feedback_section, distill_section, small_search_section)  # fmt: skip
     for section in sections:
         lines = section(folder)
         if lines:

@@ -280,6 +280,11 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="open the index in --work-dir if it is there")
     parser.add_argument("--skip-recall", action="store_true", help="only the latency part (with --latency)")
     parser.add_argument("--build-chunk", type=int, default=100_000, help="texts per build/add step (resumable)")
+    parser.add_argument(
+        "--rerank-feedback",
+        default=None,
+        help="the index's rerank_feedback ('none', 'local-map[:ROUNDS,RIDGE,POOL]'; default: the index's own)",
+    )
     parser.add_argument("--note", default=None, help="recorded as it is (e.g. what else ran on the machine)")
     parser.add_argument("--output", default="benchmarks/results/two_stage_search.json")
     args = parser.parse_args()
@@ -354,6 +359,8 @@ def main() -> None:
             if chunks is not None:
                 chunks.append(round(time.perf_counter() - start, 1))
                 write_json_atomic(seconds_file, chunks)
+        if args.rerank_feedback is not None:
+            index.rerank_feedback = args.rerank_feedback  # else the index's default (docs/search.md)
         result["build_seconds"] = None if chunks is None else round(sum(chunks), 1)  # None: reused, unknown
         result["build_chunk_seconds"] = chunks
         # the first stage's faiss index is built (and saved) by the first approximate search: time it apart
@@ -522,6 +529,9 @@ def main() -> None:
             "first_stage_searches": searches,
             "map_sample": index.map_sample,  # the "mapped" first stage's fit (docs/search.md)
             "map_ridge": index.map_ridge,
+            # which candidates a conditioned ranking re-ranks (finesim.index.feedback); results files written before
+            # it existed lack the key and were measured without feedback
+            "rerank_feedback": None if index.rerank_feedback is None else str(index.rerank_feedback),
             "hnsw_params": hnsw_params,  # hnsw@R: the same with ef_search_per_result R
             "size": len(corpus),
             "corpus_composition": composition,

@@ -1232,3 +1232,36 @@ def test_the_adaptive_depth_rows_and_the_rules_outcome_recompute_from_their_file
     assert default == select["becomes_default"]
     assert (ADAPTIVE_DEPTH is None) == (not default)  # the library ships what the rule decided
     assert ("stays the default" in section) == (not default)
+
+
+FEEDBACK = "### Local-map feedback: the re-ranked candidates steer the next round"
+
+
+def test_the_feedback_rows_and_the_rules_outcome_recompute_from_their_file() -> None:
+    """The local-map feedback section: every setting's row from ``two_stage_feedback.json``; the rule worked out here
+    (metric = the mean of the row's recall at the metric's N, the highest chosen, the default when it beats none by
+    at least the margin), and the library's default is the chosen setting."""
+    from finesim.index.feedback import LOCAL_MAP_FEEDBACK
+
+    data = json.loads((RESULTS / "two_stage_feedback.json").read_text(encoding="utf-8"))
+    settings, results = data["settings"], data["results"]
+    rows = results["selection"]["recall_at_10"]
+    section = _section(PAGE.read_text(encoding="utf-8"), FEEDBACK)
+    assert table(section, "| setting (train conditions) |") == [
+        [name, *(f"{v:.3f}" for v in row.values()), f"{statistics.mean(row.values()):.4f}"]
+        for name, row in rows.items()
+    ]
+    metric = {name: statistics.mean(row.values()) for name, row in rows.items()}
+    chosen = max((n for n in rows if n != "none"), key=lambda n: metric[n])  # the first of equals, as the script
+    assert chosen == results["chosen"] and f"chosen `{chosen}`" in section
+    default = metric[chosen] - metric["none"] >= settings["min_gain_for_default"] - 1e-9
+    assert default == results["becomes_default"]
+    if default:  # the library's default is that setting: equal rounds, its ridge, the script's pool
+        ridge = float(re.search(r"ridge=([0-9.]+)", chosen).group(1))
+        rounds = re.search(r"rounds=([0-9.+]+)", chosen).group(1).split("+")
+        assert (LOCAL_MAP_FEEDBACK.ridge, LOCAL_MAP_FEEDBACK.rounds) == (ridge, len(rounds))
+        assert len(set(rounds)) == 1 and "it becomes the default" in section
+    report = results["report_recall_at_10"]
+    assert table(section, "| first stage (validation conditions) |") == [
+        [mode, name, *(f"{v:.3f}" for v in row.values())] for mode, per in report.items() for name, row in per.items()
+    ]
