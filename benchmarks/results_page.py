@@ -2066,6 +2066,39 @@ def feedback_section(folder: Path) -> list[str]:
                              f" {row['recall_at_10']:.3f} | {row['searches']} |")  # fmt: skip
         hardware = data["environment"].get("hardware", {}).get("cpu", {}).get("model")
         lines += ["", f"Host: {hardware or 'not recorded'}. Run note: {settings.get('note') or '—'}."]
+    maps = folder / "two_stage_feedback_maps.json"
+    if maps.is_file():
+        mdata = read(maps)
+        mres, mset = mdata["results"], mdata["settings"]
+        lines += [
+            "",
+            f"On top of a map (`two_stage_feedback_maps.json`, `benchmarks/two_stage_feedback_maps.py`): the same"
+            f" setting (`{mset['feedback']}`) as a residual, its local map fitted from the mapped unit vectors; the"
+            " condition's own map, or the map borrowed from the nearest of"
+            f" {mset['donor_pool']['size']} train conditions drawn at random. The rule (its docstring): it applies to"
+            f" the own map's ranking if the metric falls by at most {mset['own_tolerance']}, to a borrowed map's if it"
+            f" rises by at least {mset['borrowed_gain']}, on the train conditions.",
+            "",
+            "| conditions | first stage | feedback | " + " | ".join(f"N = {n}" for n in report_ns) + " |",
+            "|---|---|---|" + "---|" * len(report_ns),
+        ]
+        for where, part in (("train (selection)", mres["selection"]), ("validation (report)", mres["report"])):
+            for kind, per in part.items():
+                for name, row in per.items():
+                    cells = " | ".join(f"{row[n]:.3f}" if n in row else "—" for n in report_ns)
+                    lines.append(f"| {where} | {kind} | {name} | {cells} |")
+        change, applies = mres["change"], mres["applies"]
+        verdicts = [
+            f"{kind} {change[kind]:+.4f} ({'applies' if applies[kind] else 'does not apply'})" for kind in change
+        ]
+        lines += [
+            "",
+            "The rule's outcome on the train conditions: "
+            + "; ".join(verdicts)
+            + ". Donors' cosines to the validation conditions: "
+            + ", ".join(f"{d['cosine']:.2f}" for d in mres["report_donors"].values())
+            + ".",
+        ]
     first = folder / "two_stage_feedback_grid1.json"
     if first.is_file():
         grid1 = read(first)["results"]

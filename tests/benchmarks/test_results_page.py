@@ -1265,3 +1265,26 @@ def test_the_feedback_rows_and_the_rules_outcome_recompute_from_their_file() -> 
     assert table(section, "| first stage (validation conditions) |") == [
         [mode, name, *(f"{v:.3f}" for v in row.values())] for mode, per in report.items() for name, row in per.items()
     ]
+
+
+def test_the_feedback_on_a_map_rows_and_the_rules_outcome_recompute_from_their_file() -> None:
+    """The residual-feedback table: one row per conditions x first stage x feedback from
+    ``two_stage_feedback_maps.json``; the rule worked out here from the selection rows (the own map's metric may fall
+    by at most its tolerance, a borrowed map's must rise by at least its gain)."""
+    data = json.loads((RESULTS / "two_stage_feedback_maps.json").read_text(encoding="utf-8"))
+    settings, results = data["settings"], data["results"]
+    section = _section(PAGE.read_text(encoding="utf-8"), FEEDBACK)
+    ns = ["50", "100", "200"]
+    expected = [
+        [where, kind, name, *(f"{row[n]:.3f}" if n in row else "—" for n in ns)]
+        for where, part in (("train (selection)", results["selection"]), ("validation (report)", results["report"]))
+        for kind, per in part.items()
+        for name, row in per.items()
+    ]
+    assert table(section, "| conditions | first stage | feedback |") == expected
+    for kind, margin in (("own map", -settings["own_tolerance"]), ("borrowed map", settings["borrowed_gain"])):
+        rows = results["selection"][kind]
+        with_it = next(v for name, v in rows.items() if name != "none")
+        change = statistics.mean(with_it.values()) - statistics.mean(rows["none"].values())
+        assert (change >= margin - 1e-9) == results["applies"][kind]
+        assert f"{kind} {change:+.4f} ({'applies' if results['applies'][kind] else 'does not apply'})" in section

@@ -146,23 +146,41 @@ def test_a_self_index_searches_with_feedback_by_default_and_scores_exactly(model
     assert index.rerank_feedback is None  # a refused value leaves the setting as it was
 
 
-def test_a_mapped_ranking_is_reranked_as_it_is_but_its_conditioned_fallback_gets_feedback(model_dirs, tmp_path):
+def test_a_mapped_index_steers_its_conditioned_fallback_and_its_map_as_a_residual(model_dirs, tmp_path):
+    """A mapped index's fallback (no map yet, none borrowed) is the conditioned ranking, with its feedback; once the
+    map is held, the local map is fitted from the *mapped* unit vectors and ranks the mapped ranking's pool: what
+    LocalMapFeedback gives by hand on those vectors, and not what the unmapped vectors would give."""
     corpus = make_corpus(150)
     conditioned_index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "conditioned")
     mapped = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "mapped", first_stage_query="mapped")
     assert mapped.rerank_feedback == LOCAL_MAP_FEEDBACK
     mapped.map_sample, mapped.map_wait, mapped.map_borrow = 40, False, False
-    query = "the dog runs in the park"
-    fallback = mapped.search(query, "the animal", k=5, candidates=12)
+    query, condition = "the dog runs in the park", "the animal"
+    fallback = mapped.search(query, condition, k=5, candidates=12)
     assert mapped.last_first_stage() == "conditioned"
-    same = conditioned_index.search(query, "the animal", k=5, candidates=12)  # both with feedback
+    same = conditioned_index.search(query, condition, k=5, candidates=12)  # both with feedback
     assert [r["index"] for r in fallback] == [r["index"] for r in same]
     np.testing.assert_allclose([r["score"] for r in fallback], [r["score"] for r in same], atol=1e-6)
     assert mapped.wait_for_maps(timeout=120)
-    with_map = mapped.search(query, "the animal", k=5, candidates=12)
+    results = mapped.search(query, condition, k=5, candidates=12)
     assert mapped.last_first_stage() == "mapped"
+    fitted = mapped._condition_map(condition, mapped.key(condition))
+    stored = np.concatenate([mapped.store.array(p, FIRST_STAGE) for p in mapped.store.parts])
+    unit = stored @ fitted.weights
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    q = mapped.embedder.conditioned([query], condition)[0]
+    order = best_rows(unit @ q, np.arange(len(corpus)), len(corpus))[0]
+
+    def under(rows: np.ndarray) -> np.ndarray:
+        return mapped.embedder.conditioned([corpus[r] for r in rows], condition)
+
+    residual = LOCAL_MAP_FEEDBACK.rerank(order, 12, 5, q, lambda rows: unit[rows], under)[0]
+    unmapped = LOCAL_MAP_FEEDBACK.rerank(order, 12, 5, q, lambda rows: stored[rows], under)[0]
+    assert [r["index"] for r in results] == residual.tolist()
+    assert residual.tolist() != unmapped.tolist()  # the vectors the local map is fitted from matter here
     mapped.rerank_feedback = None
-    assert mapped.search(query, "the animal", k=5, candidates=12) == with_map  # feedback played no part
+    plain_top = best_rows(np.array([float(v @ q) for v in under(order[:12])]), order[:12], 5)[0]
+    assert [r["index"] for r in mapped.search(query, condition, k=5, candidates=12)] == plain_top.tolist()
 
 
 @pytest.mark.parametrize("kind", ["none", "tri"])

@@ -221,12 +221,13 @@ def test_map_sample_rows_are_fixed_and_cover_a_small_corpus():
 
 def test_the_mapped_first_stage_ranks_by_the_mapped_cosine(model_dirs, corpus, tmp_path):
     """The candidates are the rows with the highest cosine between x W (W fitted by hand on the sample's stored
-    vectors and their embeddings under the condition) and the (query, condition) embedding."""
+    vectors and their embeddings under the condition) and the (query, condition) embedding (feedback off: the
+    ranking's own top N; with feedback: tests/index/test_feedback.py)."""
     folder = tmp_path / "index"
     ConditionalIndex.build(str(model_dirs["bi"]), corpus, folder, first_stage_query="mapped")
     assert json.loads((folder / "manifest.json").read_text())["first_stage"]["query"] == "mapped"
     index = ConditionalIndex.open(folder)
-    index.map_sample = 40
+    index.map_sample, index.rerank_feedback = 40, None
     stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
     sample = map_sample_rows(len(corpus), 40)
     under = index.embedder.conditioned([corpus[i] for i in sample], "color")

@@ -198,10 +198,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=rerank_feedback,
         default=None,
         metavar="none|local-map[:ROUNDS,RIDGE,POOL]",
-        help="a two-stage search ranked by the 'conditioned' first stage (an index whose first stage is 'self'): "
-        "re-rank its N candidates in rounds, each after the first taken by a map fitted on the candidates re-ranked "
-        "so far ('local-map', the default for such an index: 4 rounds, ridge 0.1, a pool of the first stage's top "
-        "10 N), or the first stage's top N ('none'); docs/search.md",
+        help="a two-stage search of an index whose first stage is 'self' (conditioned or mapped): re-rank its N "
+        "candidates in rounds, each after the first taken by a map fitted on the candidates re-ranked so far "
+        "('local-map', the default for such an index: 4 rounds, ridge 0.1, a pool of the ranking's top 10 N), or "
+        "the first stage's top N ('none'); docs/search.md",
     )
     p.add_argument(
         "--map-sample",

@@ -184,9 +184,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=rerank_feedback,
         default=None,
         metavar="none|local-map[:ROUNDS,RIDGE,POOL]",
-        help="/search's two-stage searches ranked by the 'conditioned' first stage (an index whose first stage is "
-        "'self'): re-rank in rounds steered by a map fitted on the candidates re-ranked so far ('local-map', the "
-        "index's default) or the first stage's top N ('none'); docs/search.md",
+        help="/search's two-stage searches on an index whose first stage is 'self': re-rank in rounds steered by a "
+        "map fitted on the candidates re-ranked so far ('local-map', the index's default) or the first stage's top "
+        "N ('none'); docs/search.md",
     )
     p.add_argument(
         "--workers",

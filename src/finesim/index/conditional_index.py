@@ -21,13 +21,14 @@ another index cannot).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -881,7 +882,11 @@ class ConditionalIndex:
         key = self.key(condition)
         used = stage.query_mode
         depth, feedback = self.rerank_depth, self.rerank_feedback
-        found: np.ndarray | None = None  # None: the conditioned ranking, left to the feedback rounds below
+        fetch = wanted if feedback is None else feedback.fetch(wanted)  # feedback's pool: the ranking's top (P + 1) N
+        # the vectors whose cosine with the query is the ranking's score, from which feedback fits its local map
+        # (finesim.index.feedback): the first-stage vectors (conditioned), or their mapped, unit rows (a map); None:
+        # no feedback for this ranking (tri, plain, another model's)
+        steer: Callable[[np.ndarray], np.ndarray] | None = None
         if stage.query_mode == TRI:  # the tri-encoder's own top N under the condition, as its index ranks them
             found, _ = self._tri_rows(stage.tri_query(query, condition), FIRST_STAGE, wanted, kind, None, mask)
         elif stage.query_mode == MAPPED:  # the corpus vectors mapped under the condition (ConditionMap)
@@ -890,21 +895,20 @@ class ConditionalIndex:
                 fitted = self._borrowed_map(condition, key)
                 used = BORROWED if fitted is not None else used
             if fitted is not None:
-                found = self._mapped_rows(fitted, query_vector, wanted, kind, mask)
+                found = self._mapped_rows(fitted, query_vector, fetch, kind, mask)
+                steer = functools.partial(self._mapped_unit_rows, fitted)
             else:  # nothing to borrow (or map_borrow False): ranked as "conditioned" meanwhile
                 used = "conditioned"
-                if feedback is None:
-                    found = self._nearest_first_stage(query_vector, wanted, kind, mask)
+                found = self._nearest_first_stage(query_vector, fetch, kind, mask)
+                steer = functools.partial(self._gather, key=FIRST_STAGE)
         else:
             same = stage.embedder is self.embedder and stage.query_mode == "conditioned"
-            if not (same and feedback is not None):
-                vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
-                found = self._nearest_first_stage(vector, wanted, kind, mask)
-        if found is None:  # the conditioned ranking with feedback: rounds steered by a local map (index.feedback)
-            assert feedback is not None
-            pool = self._nearest_first_stage(query_vector, feedback.fetch(wanted), kind, mask)
+            vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
+            found = self._nearest_first_stage(vector, fetch if same else wanted, kind, mask)
+            steer = functools.partial(self._gather, key=FIRST_STAGE) if same else None
+        if feedback is not None and steer is not None:  # rounds steered by a local map (finesim.index.feedback)
             top = feedback.rerank(
-                pool, wanted, k, query_vector.numpy(), lambda rows: self._gather(rows, FIRST_STAGE),
+                found, wanted, k, query_vector.numpy(), steer,
                 lambda rows: self._conditioned_rows(key, condition, rows), depth,
             )[:2]  # fmt: skip
             self._searching.first_stage = used
@@ -940,16 +944,16 @@ class ConditionalIndex:
 
     @property
     def rerank_feedback(self) -> LocalMapFeedback | None:
-        """Which candidates a two-stage search re-ranks when its first stage is the ``conditioned`` ranking (a
-        ``conditioned`` index, or a ``mapped`` one while a new condition's map is fitted and none is borrowed): None,
-        the first stage's top N; or a :class:`~finesim.index.feedback.LocalMapFeedback` (the default for an index
-        whose first stage is ``self``, :data:`~finesim.index.feedback.LOCAL_MAP_FEEDBACK`): the N re-ranks in
-        rounds, each after the first taken from the first stage's top ``pool x N`` by a map fitted on the candidates
-        re-ranked so far. Set it to None, ``"none"``, ``"local-map"``, ``"local-map:ROUNDS,RIDGE,POOL"`` or a
-        ``LocalMapFeedback`` (checked when set). An index whose first stage is not ``self`` (none, another model, a
-        tri-encoder) refuses any setting but None. With :attr:`rerank_depth` set, its chunks are the rounds and
-        its patience may stop them early. A ``mapped`` or ``borrowed`` ranking is re-ranked as it is (feedback
-        lowered its recall, docs/search.md)."""
+        """Which candidates a two-stage search re-ranks when its first stage is the bi-encoder's own (``self``):
+        None, the ranking's top N; or a :class:`~finesim.index.feedback.LocalMapFeedback` (the default for such an
+        index, :data:`~finesim.index.feedback.LOCAL_MAP_FEEDBACK`): the N re-ranks in rounds, each after the first
+        taken from the ranking's top ``pool x N`` by a map fitted on the candidates re-ranked so far — from the
+        first-stage vectors for the ``conditioned`` ranking, from the mapped ones (a residual on the map) for a
+        ``mapped`` or ``borrowed`` ranking. Set it to None, ``"none"``, ``"local-map"``,
+        ``"local-map:ROUNDS,RIDGE,POOL"`` or a ``LocalMapFeedback`` (checked when set). An index whose first stage
+        is not ``self`` (none, another model, a tri-encoder) refuses any setting but None; a ``plain`` query mode
+        is re-ranked as its first stage ranks it. With :attr:`rerank_depth` set, its chunks are the rounds and its
+        patience may stop them early (docs/search.md)."""
         return self._rerank_feedback
 
     @rerank_feedback.setter
@@ -1171,6 +1175,12 @@ class ConditionalIndex:
         pool = pool[pool < fitted.count]  # rows added since the map was fitted wait for the next query's map
         scores = (as_float_tensor(self._gather(pool, FIRST_STAGE)) @ vector).numpy() * fitted.inverse_norms[pool]
         return best_rows(scores, pool, wanted)[0]
+
+    def _mapped_unit_rows(self, fitted: ConditionMap, rows: np.ndarray) -> np.ndarray:
+        """The mapped first-stage vectors of ``rows`` at unit length, ``x W / ||x W||``: their cosine with the query
+        is the ``mapped`` ranking's score (computed in torch, as the map's other products)."""
+        mapped = as_float_tensor(self._gather(rows, FIRST_STAGE)) @ torch.as_tensor(fitted.weights)
+        return (mapped * torch.as_tensor(fitted.inverse_norms[np.asarray(rows, dtype=np.int64)])[:, None]).numpy()
 
     def _ann_for_first_stage(self, kind: str) -> AnnFile:
         """The approximate index over the first-stage vectors, loaded, built or extended to cover every row."""

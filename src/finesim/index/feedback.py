@@ -14,8 +14,11 @@ choice of candidates changes.
 
 ``benchmarks/two_stage_feedback.py`` chose the settings (:data:`LOCAL_MAP_FEEDBACK`) on C-STS train conditions by a
 rule written before the run, and reports recall on never-seen validation conditions: for the ``conditioned`` first
-stage recall@10 rose by 0.06-0.08 at N = 50-200; for the ``mapped`` first stage (a map fitted on 2048 random texts)
-it fell, so feedback applies to the ``conditioned`` ranking only.
+stage recall@10 rose by 0.06-0.08 at N = 50-200. On a ``mapped`` or ``borrowed`` ranking the local map is a
+residual on the condition's map: fitted from the *mapped* first-stage vectors (unit ``x W``), it ranks the mapped
+ranking's pool (``benchmarks/two_stage_feedback_maps.py``: a borrowed map's recall@10 at N = 100 rose from 0.850
+to 0.892, the condition's own map's stayed level, 0.918 -> 0.922). Fitted from the unmapped vectors instead, it
+had lowered the own map's recall (0.918 -> 0.878).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ NAME = "local-map"
 @dataclass(frozen=True)
 class LocalMapFeedback:
     """Re-rank ``N`` candidates in ``rounds`` rounds, each after the first chosen by a map fitted (ridge ``ridge``) on
-    the candidates re-ranked so far, from the first stage's top ``pool x N``. ``rounds`` and ``pool``: whole numbers
+    the candidates re-ranked so far, from the ranking's top ``pool x N``. ``rounds`` and ``pool``: whole numbers
     >= 1; ``ridge``: a finite number > 0."""
 
     rounds: int = 4
@@ -98,7 +101,8 @@ class LocalMapFeedback:
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """The top ``k`` ``(rows, scores)`` after re-ranking at most ``n`` of the candidates ``rows`` (the first
         stage's, best first: :meth:`fetch` of them), and how many were re-ranked. ``query``: the ``(query,
-        condition)`` embedding (unit length); ``first_stage(rows)``: the rows' first-stage vectors;
+        condition)`` embedding (unit length); ``first_stage(rows)``: the rows' vectors whose cosine with ``query``
+        ranked them (first-stage vectors, or mapped ones for a map's ranking);
         ``conditioned(rows)``: their embeddings under the condition (the re-ranking: the exact score is their dot
         product with ``query``). Rounds of equal size by default; with ``depth`` its chunks (``first``, then
         ``step``) are the rounds and it stops after ``patience`` rounds that add nothing to the top ``k``. The

@@ -51,8 +51,8 @@ class ServeSettings:
         rerank_depth: how deep ``/search``'s two-stage searches re-rank (``ConditionalIndex.rerank_depth``): ``"all"``
             or ``"FIRST,STEP,PATIENCE"`` (:func:`finesim.index.rerank_depth.parse_rerank_depth`); None: the index's
             default.
-        rerank_feedback: which candidates ``/search``'s two-stage searches re-rank when the ``conditioned`` first
-            stage ranks them (``ConditionalIndex.rerank_feedback``): ``"none"``, ``"local-map"`` or
+        rerank_feedback: which candidates ``/search``'s two-stage searches re-rank on an index whose first stage is
+            ``self`` (``ConditionalIndex.rerank_feedback``): ``"none"``, ``"local-map"`` or
             ``"local-map:ROUNDS,RIDGE,POOL"`` (:func:`finesim.index.feedback.parse_rerank_feedback`); None: the index's
             default.
         docs: serve FastAPI's interactive API page at ``/docs`` (with ``/openapi.json``, both then public); None: on
