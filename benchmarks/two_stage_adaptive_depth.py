@@ -181,6 +181,7 @@ def report(args: argparse.Namespace, root: Path, chosen: RerankDepth | None) -> 
     draws = Draws.make(root, args.seed, args.size, args.conditions, args.queries)  # two_stage_search.py's draws
     corpus, conditions, queries, pairs = draws.corpus, draws.conditions, draws.queries, draws.pairs()
     index = ConditionalIndex.open(args.index, model=args.model)
+    index.rerank_feedback = None  # the depth alone, as its committed results were measured
     if len(index) != len(corpus) or index.store.texts(range(len(corpus))) != corpus:
         raise SystemExit(f"--index {args.index}: not an index of this corpus")
     stage = index.first_stage()
@@ -283,6 +284,7 @@ def main() -> None:
             "map_sample": MAP_SAMPLE,
             "map_ridge": MAP_RIDGE,
             "first_stage_search": "exact",
+            "rerank_feedback": None,  # finesim.index.feedback: off here (the depth's chunks in first-stage order)
             "note": args.note,
         },
         "results": {"selection": chosen_selection, "report": report(args, root, chosen)},

@@ -91,6 +91,7 @@ def main() -> None:
     files, csts_file = draws.files, draws.csts_file
 
     index = ConditionalIndex.open(args.index, model=args.model)
+    index.rerank_feedback = None  # the first stages' own candidates, as its committed results were measured
     if len(index) != len(corpus) or index.store.texts(range(len(corpus))) != corpus:
         raise SystemExit(f"--index {args.index}: not an index of this corpus")
     missing = [
@@ -216,6 +217,7 @@ def main() -> None:
             "held": args.held,
             "held_draws": [int(s) for s in args.held_draws.split(",")] if args.held else [],
             "map_borrow_min_cosine": index.map_borrow_min_cosine,
+            "rerank_feedback": None,  # finesim.index.feedback: off here (each first stage's own top N)
             "note": args.note,
         },
         "data": {"sentences": files, "conditions": csts_file},

@@ -22,7 +22,16 @@ validation conditions (6 x 10 queries, 20k texts) at N in {50, 100, 200}, with a
 comparison) the `conditioned` first stage. Recall against the model's exact ranking, simulated over stored
 embeddings (the cache of ``two_stage_feedback.py``; the donors' map samples are embedded here and cached too).
 
-    python benchmarks/two_stage_feedback_maps.py --model runs/rerank/torch-bf16 --cache-dir runs/feedback-cache
+**Real searches** (``--latency-index DIR``, a `mapped` index of the 20k texts built there on first use): the index
+holds the maps of the six validation conditions' donors (fitted once, before timing), ``map_wait`` is False and the
+condition's own map is never fitted (a benchmark-only stub of the background fit, so every search is a never-seen
+condition's early query), so each search borrows the nearest map the index holds (above ``map_borrow_min_cosine``;
+else it ranks as `conditioned`); at N in {100, 200}, without and with the feedback, taking turns, the re-ranking
+cache emptied before each search: p50/p95 wall time, the first stage the library took, and recall@10 against the
+exact ranking. Timings only on an idle machine.
+
+    python benchmarks/two_stage_feedback_maps.py --model runs/rerank/torch-bf16 --cache-dir runs/feedback-cache \\
+        [--latency-index runs/feedback-index-mapped]
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +53,10 @@ from two_stage_map_selection import train_conditions
 from two_stage_search import Draws
 
 from finesim.data.csts import read_csts
+from finesim.index import ConditionalIndex
 from finesim.index.encoders import IndexEncoder, load_index_model
-from finesim.index.two_stage import MAP_RIDGE, MAP_SAMPLE, fit_condition_map, map_sample_rows
+from finesim.index.feedback import LOCAL_MAP_FEEDBACK
+from finesim.index.two_stage import MAP_RIDGE, MAP_SAMPLE, RerankCache, fit_condition_map, map_sample_rows
 from finesim.paths import data_root
 from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
 
@@ -129,6 +142,52 @@ def build_cases(
     return cases, donors
 
 
+def measure_latency(
+    args: argparse.Namespace, corpus: list[str], draws: Draws, donors: dict[str, Any], cases: list[tuple]
+) -> dict[str, Any]:
+    """Real searches of never-seen conditions through borrowed maps, without and with feedback (the docstring)."""
+    folder = Path(args.latency_index)
+    if (folder / "manifest.json").is_file():
+        index = ConditionalIndex.open(folder, model=args.model)
+    else:
+        index = ConditionalIndex.build(args.model, corpus, folder, first_stage_query="mapped", show_progress=True)
+    spec = index.first_stage_spec
+    if len(index) != len(corpus) or spec is None or spec.query != "mapped":
+        raise SystemExit(f"--latency-index {folder}: not a mapped two-stage index of this corpus")
+    for donor in dict.fromkeys(d["donor"] for d in donors.values()):
+        index._condition_map(donor, index.key(donor))  # held (read from maps/ when saved), as if served before
+    index.map_wait = False
+    index._map_or_fit_later = lambda condition, key: None  # stub: the condition's own map is never ready
+    pairs = draws.pairs()
+    ways = [("none", None), (str(LOCAL_MAP_FEEDBACK), LOCAL_MAP_FEEDBACK)]
+    index.search("warm-up", pairs[0][1], k=K, strategy="two-stage", candidates=100)
+    out: dict[str, Any] = {}
+    for n in (100, 200):
+        times: dict[str, list[float]] = {name: [] for name, _ in ways}
+        hits: dict[str, list[float]] = {name: [] for name, _ in ways}
+        stages: dict[str, Counter] = {name: Counter() for name, _ in ways}
+        for i, ((query, condition), case) in enumerate(zip(pairs, cases)):
+            truth, left_out = set(case[3].tolist()), case[4]
+            for name, feedback in ways if i % 2 == 0 else ways[::-1]:
+                index.rerank_cache = RerankCache()
+                index.rerank_feedback = feedback
+                start = time.perf_counter()
+                found = index.search(query, condition, k=K + 1, strategy="two-stage", candidates=n)
+                times[name].append(1000 * (time.perf_counter() - start))
+                stages[name][index.last_first_stage()] += 1
+                rows = [r["index"] for r in found if not left_out[r["index"]]][:K]
+                hits[name].append(len(truth & set(rows)) / K)
+        out[str(n)] = {
+            name: {"p50_ms": round(float(np.percentile(times[name], 50)), 1),
+                   "p95_ms": round(float(np.percentile(times[name], 95)), 1),
+                   "recall_at_10": round(float(np.mean(hits[name])), 4), "searches": len(times[name]),
+                   "first_stages": dict(stages[name])}
+            for name, _ in ways
+        }  # fmt: skip
+        print(f"latency N={n}: {out[str(n)]}", flush=True)
+    return out
+
+
 def metric(row: dict[str, float]) -> float:
     return round(float(np.mean([row[str(n)] for n in METRIC_NS])), 4)
 
@@ -140,6 +199,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=20_000)
     parser.add_argument("--select-size", type=int, default=10_000)
     parser.add_argument("--cache-dir", required=True)
+    parser.add_argument("--latency-index", default=None, help="time real searches on this mapped index (built here)")
     parser.add_argument("--note", default=None)
     parser.add_argument("--output", default="benchmarks/results/two_stage_feedback_maps.json")
     args = parser.parse_args()
@@ -177,6 +237,10 @@ def main() -> None:
         for name, row in rows.items():
             print(f"report {kind:13} {name:48} {row}", flush=True)
 
+    latency = None
+    if args.latency_index:
+        latency = measure_latency(args, corpus, draws, report_donors, report_cases["own map"])
+
     payload = {
         "benchmark": "two_stage_feedback_maps",
         "description": "local-map feedback as a residual on top of a map (the condition's own, or the nearest "
@@ -212,9 +276,11 @@ def main() -> None:
             "applies": applies,
             "report": report,
             "report_donors": report_donors,
+            "latency": latency,
         },
     }
-    write_json_atomic(args.output, portable(payload, path_roots(root, extra={str(cache): "<cache-dir>"})))
+    extra = {str(cache): "<cache-dir>", **({args.latency_index: "<latency-index>"} if args.latency_index else {})}
+    write_json_atomic(args.output, portable(payload, path_roots(root, extra=extra)))
     print(f"wrote {args.output}")
 
 

@@ -1282,6 +1282,9 @@ def test_the_feedback_on_a_map_rows_and_the_rules_outcome_recompute_from_their_f
         for name, row in per.items()
     ]
     assert table(section, "| conditions | first stage | feedback |") == expected
+    from finesim.index.feedback import LOCAL_MAP_FEEDBACK
+
+    assert settings["feedback"].startswith("localmap ridge=") and settings["pool"] == LOCAL_MAP_FEEDBACK.pool
     for kind, margin in (("own map", -settings["own_tolerance"]), ("borrowed map", settings["borrowed_gain"])):
         rows = results["selection"][kind]
         with_it = next(v for name, v in rows.items() if name != "none")

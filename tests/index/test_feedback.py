@@ -183,20 +183,55 @@ def test_a_mapped_index_steers_its_conditioned_fallback_and_its_map_as_a_residua
     assert [r["index"] for r in mapped.search(query, condition, k=5, candidates=12)] == plain_top.tolist()
 
 
-@pytest.mark.parametrize("kind", ["none", "tri"])
-def test_an_index_whose_first_stage_is_not_self_refuses_feedback(model_dirs, tmp_path, kind):
+@pytest.mark.parametrize("kind", ["none", "tri", "plain"])
+def test_an_index_whose_first_stage_cannot_take_feedback_refuses_it(model_dirs, tmp_path, kind):
+    """No first stage, a tri-encoder's, or the plain query (another space than the re-ranker's): None, and any
+    setting refused, "none" included (as rerank_depth refuses "all" where nothing is re-ranked)."""
     corpus = make_corpus(20)
     if kind == "none":
         index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage=None)
         words = "none (it searches exactly)"
-    else:
+    elif kind == "tri":
         index = ConditionalIndex.build(
             str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage=str(model_dirs["tri-hadamard"])
         )
         words = "query mode 'tri'"
+    else:
+        index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="plain")
+        words = "'self' (query mode 'plain')"
     assert index.rerank_feedback is None
-    index.rerank_feedback = "none"  # no setting: accepted
+    index.rerank_feedback = None  # no setting: accepted
+    with pytest.raises(ValueError, match="rerank_feedback needs a two-stage index"):
+        index.rerank_feedback = "none"
     expected = f"rerank_feedback needs a two-stage index whose first stage .*{re.escape(words)}"
     with pytest.raises(ValueError, match=expected):
         index.rerank_feedback = "local-map"
     assert index.rerank_feedback is None
+
+
+def test_feedback_keeps_a_filter_an_approximate_first_stage_and_a_depth(model_dirs, tmp_path):
+    """With a `where` filter every re-ranked row satisfies it; with an HNSW first stage and with a depth the scores stay
+    exact; a depth's patience stops the rounds before N."""
+    corpus = make_corpus(150)
+    meta = [{"half": "a" if i % 2 else "b"} for i in range(len(corpus))]
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", metadata=meta)
+    query, condition = "a man plays guitar", "the sport"
+    exact_rows, exact_scores = brute_force(model_dirs["bi"], query, corpus, condition, len(corpus))
+    exact = dict(zip(exact_rows, exact_scores))
+    filtered = index.search(query, condition, k=5, candidates=12, where={"half": "a"})
+    assert len(filtered) == 5 and all(r["index"] % 2 == 1 for r in filtered)
+    np.testing.assert_allclose([r["score"] for r in filtered], [exact[r["index"]] for r in filtered], atol=2e-5)
+    pytest.importorskip("faiss")
+    approximate = index.search(query, condition, k=5, candidates=12, approximate="hnsw")
+    np.testing.assert_allclose([r["score"] for r in approximate], [exact[r["index"]] for r in approximate], atol=2e-5)
+    index.rerank_cache.__init__()
+    index.rerank_depth = RerankDepth(4, 4, 1)
+    before = index.embedder.encoded
+    deep = index.search(query, condition, k=5, candidates=100)
+    assert 4 <= index.embedder.encoded - before - 1 < 100  # stopped by its patience, in chunks of 4
+    np.testing.assert_allclose([r["score"] for r in deep], [exact[r["index"]] for r in deep], atol=2e-5)
+
+
+def test_embeddings_of_the_wrong_shape_are_refused_saying_so():
+    with pytest.raises(ValueError, match=r"2 candidates gave embeddings of shape \(2, 3\), expected \(2, 2\)"):
+        LocalMapFeedback(rounds=2).rerank(ROWS, 4, 1, QUERY, first_stage, lambda rows: np.zeros((len(rows), 3)))

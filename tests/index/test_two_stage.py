@@ -541,3 +541,13 @@ def test_a_background_fit_embeds_its_sample_a_batch_at_a_time(model_dirs, corpus
     assert index.wait_for_maps(timeout=120)
     fit_batches = [n for name, n in calls if name.startswith("finesim-map-")]
     assert max(fit_batches) <= 8 and sum(fit_batches) >= 64 - 5  # the sample (less rows the search embedded)
+
+
+def test_the_maps_dual_form_gives_the_same_map_with_fewer_rows_than_dimensions():
+    """Fewer rows than dimensions: the dual (rows x rows) solve gives the primal (d x d) formula's W, checked against
+    numpy's primal solve; a reversed (negative-stride) view is accepted."""
+    rng = np.random.default_rng(3)
+    plain, conditioned = rng.normal(size=(5, 8)), rng.normal(size=(5, 8))
+    primal = np.eye(8) + np.linalg.solve(plain.T @ plain + 0.1 * np.eye(8), plain.T @ (conditioned - plain))
+    np.testing.assert_allclose(fit_condition_map(plain, conditioned, ridge=0.1), primal, atol=1e-5)
+    np.testing.assert_allclose(fit_condition_map(plain[::-1], conditioned[::-1], ridge=0.1), primal, atol=1e-5)

@@ -113,6 +113,10 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
+# the (first-stage model, query mode) pairs whose two-stage searches take feedback (ConditionalIndex.rerank_feedback)
+FEEDBACK_STAGES = (("self", "conditioned"), ("self", "mapped"))
+
+
 def rerank_feedback(text: str) -> str:
     """An argparse type: a two-stage search's feedback, ``none``, ``local-map`` or ``local-map:ROUNDS,RIDGE,POOL``
     (:func:`finesim.index.feedback.parse_rerank_feedback`), checked and returned as written."""

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from finesim.cli.common import (
+    FEEDBACK_STAGES,
     UsageError,
     add_ray_options,
     add_runtime_options,
@@ -433,10 +434,11 @@ def run_search(args: argparse.Namespace) -> int:
             "--rerank-depth applies to two-stage searches, but this index has no first stage (it searches exactly): "
             "drop it"
         )
-    if args.rerank_feedback is not None and stage.get("model") != "self":
+    if args.rerank_feedback is not None and (stage.get("model"), stage.get("query")) not in FEEDBACK_STAGES:
         raise UsageError(
-            "--rerank-feedback needs an index whose first stage is the model's own embeddings ('self'); this index's "
-            f"first stage is {stage.get('model') or 'none (it searches exactly)'}: drop it"
+            "--rerank-feedback needs an index whose first stage is the model's own embeddings ('self') with the "
+            f"conditioned or mapped query; this index's first stage is {stage.get('model') or 'none'}"
+            f"{' (query ' + repr(stage.get('query')) + ')' if stage else ' (it searches exactly)'}: drop it"
         )
     index = ConditionalIndex.open(
         args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress

@@ -6,6 +6,7 @@ import argparse
 import os
 
 from finesim.cli.common import (
+    FEEDBACK_STAGES,
     UsageError,
     add_runtime_options,
     command_parser,
@@ -239,10 +240,11 @@ def run(args: argparse.Namespace) -> int:
                 f"--rerank-depth: the index {args.index} has no first stage (it searches exactly), so nothing is "
                 "re-ranked; leave it out"
             )
-        if args.rerank_feedback is not None and (store.manifest.get("first_stage") or {}).get("model") != "self":
+        stage = store.manifest.get("first_stage") or {}
+        if args.rerank_feedback is not None and (stage.get("model"), stage.get("query")) not in FEEDBACK_STAGES:
             raise UsageError(
-                f"--rerank-feedback: the index {args.index} has no 'self' first stage (the model's own embeddings), "
-                "which feedback needs; leave it out"
+                f"--rerank-feedback: the index {args.index} has no 'self' first stage (the model's own embeddings) "
+                "with the conditioned or mapped query, which feedback needs; leave it out"
             )
         if not args.map_wait and query != "mapped":
             raise UsageError(

@@ -944,31 +944,34 @@ class ConditionalIndex:
 
     @property
     def rerank_feedback(self) -> LocalMapFeedback | None:
-        """Which candidates a two-stage search re-ranks when its first stage is the bi-encoder's own (``self``):
-        None, the ranking's top N; or a :class:`~finesim.index.feedback.LocalMapFeedback` (the default for such an
-        index, :data:`~finesim.index.feedback.LOCAL_MAP_FEEDBACK`): the N re-ranks in rounds, each after the first
-        taken from the ranking's top ``pool x N`` by a map fitted on the candidates re-ranked so far — from the
-        first-stage vectors for the ``conditioned`` ranking, from the mapped ones (a residual on the map) for a
-        ``mapped`` or ``borrowed`` ranking. Set it to None, ``"none"``, ``"local-map"``,
-        ``"local-map:ROUNDS,RIDGE,POOL"`` or a ``LocalMapFeedback`` (checked when set). An index whose first stage
-        is not ``self`` (none, another model, a tri-encoder) refuses any setting but None; a ``plain`` query mode
-        is re-ranked as its first stage ranks it. With :attr:`rerank_depth` set, its chunks are the rounds and its
-        patience may stop them early (docs/search.md)."""
+        """Which candidates a two-stage search re-ranks when its first stage is the bi-encoder's own (``self``): None,
+        the ranking's top N; or a :class:`~finesim.index.feedback.LocalMapFeedback` (the default for such an index,
+        :data:`~finesim.index.feedback.LOCAL_MAP_FEEDBACK`): the N re-ranks in rounds, each after the first taken from
+        the ranking's next ``pool x N`` candidates not yet re-ranked by a map fitted on the candidates re-ranked so far
+        — from the first-stage vectors for the ``conditioned`` ranking, from the mapped ones (a residual on the map) for
+        a ``mapped`` or ``borrowed`` ranking. Set it to None, ``"none"``, ``"local-map"``,
+        ``"local-map:ROUNDS,RIDGE,POOL"`` or a ``LocalMapFeedback`` (checked when set). An index whose first stage is
+        not ``self`` with the ``conditioned`` or ``mapped`` query (none, another model, a tri-encoder, the ``plain``
+        query) has None and refuses any setting, ``"none"`` included. With :attr:`rerank_depth` set, its chunks are the
+        rounds and its patience may stop them early (docs/search.md)."""
         return self._rerank_feedback
 
     @rerank_feedback.setter
     def rerank_feedback(self, value: LocalMapFeedback | str | None) -> None:
         feedback = parse_rerank_feedback(value)  # a malformed value is refused first, whatever the index
-        if feedback is not None and not self._feedback_possible():
+        if value is not None and not self._feedback_possible():  # "none" too, as rerank_depth refuses "all"
             raise ValueError(
-                "rerank_feedback needs a two-stage index whose first stage is the model's own embeddings ('self'); "
-                f"this index's first stage is {self._first_stage_words()}: leave it out or set it to 'none'"
+                "rerank_feedback needs a two-stage index whose first stage is the model's own embeddings ('self') "
+                f"with the conditioned or mapped query; this index's first stage is {self._first_stage_words()}: "
+                "leave it out"
             )
         self._rerank_feedback = feedback
 
     def _feedback_possible(self) -> bool:
+        """Whether two-stage searches can take feedback: a ``self`` first stage ranked by the ``conditioned`` query
+        or a map (``mapped``); a ``plain`` query ranks in another space than the re-ranker's embeddings."""
         spec = self.first_stage_spec
-        return spec is not None and spec.model == "self"
+        return spec is not None and spec.model == "self" and spec.query in ("conditioned", MAPPED)
 
     def _first_stage_words(self) -> str:
         spec = self.first_stage_spec

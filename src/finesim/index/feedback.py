@@ -8,8 +8,9 @@ first-stage vector: a sample of how the condition moves texts, right where the q
 best candidates; before each later round a map of the first-stage vectors under the condition is fitted on every
 candidate re-ranked so far (:func:`~finesim.index.two_stage.fit_condition_map`, ridge ``ridge`` toward the
 identity: the `mapped` first stage's fit on a local sample instead of a random one), and the round takes the
-unscored candidates whose mapped vectors have the highest cosine with the query, from a pool of the first stage's top
-``pool x N`` (so no pass over the corpus). Every returned score is still the re-ranker's exact score; only the
+unscored candidates whose mapped vectors have the highest cosine with the query, from a pool: the ranking's next
+``pool x N`` candidates not yet re-ranked (so the first stage fetches its top ``(pool + 1) x N``; no pass over the
+corpus). Every returned score is still the re-ranker's exact score; only the
 choice of candidates changes.
 
 ``benchmarks/two_stage_feedback.py`` chose the settings (:data:`LOCAL_MAP_FEEDBACK`) on C-STS train conditions by a
@@ -40,8 +41,8 @@ NAME = "local-map"
 @dataclass(frozen=True)
 class LocalMapFeedback:
     """Re-rank ``N`` candidates in ``rounds`` rounds, each after the first chosen by a map fitted (ridge ``ridge``) on
-    the candidates re-ranked so far, from the ranking's top ``pool x N``. ``rounds`` and ``pool``: whole numbers
-    >= 1; ``ridge``: a finite number > 0."""
+    the candidates re-ranked so far, from the ranking's next ``pool x N`` candidates not yet re-ranked. ``rounds`` and
+    ``pool``: whole numbers >= 1; ``ridge``: a finite number > 0."""
 
     rounds: int = 4
     ridge: float = 0.1
@@ -82,7 +83,7 @@ class LocalMapFeedback:
             raise ValueError(f"rerank_feedback {text!r}: {str(err).removeprefix('rerank_feedback: ')}") from None
 
     def __str__(self) -> str:
-        return f"{NAME}:{self.rounds},{self.ridge:g},{self.pool}"
+        return f"{NAME}:{self.rounds},{float(self.ridge)!r},{self.pool}"  # repr: the ridge reads back exactly
 
     def fetch(self, n: int) -> int:
         """How many of the first stage's candidates a search of ``n`` re-ranks needs (best first): the pool and the
@@ -134,6 +135,11 @@ class LocalMapFeedback:
                 chosen = pool[np.argsort(-cosine, kind="stable")[:size]]
             scored[chosen] = True
             embedded = torch.as_tensor(np.asarray(conditioned(rows[chosen]), dtype=np.float32))
+            if tuple(embedded.shape) != (len(chosen), vectors.shape[1]):
+                raise ValueError(
+                    f"rerank_feedback: {len(chosen)} candidates gave embeddings of shape {tuple(embedded.shape)}, "
+                    f"expected {(len(chosen), vectors.shape[1])}"
+                )
             scores = (embedded @ query_t).numpy()
             seen_x.append(vectors[torch.as_tensor(chosen)])
             seen_y.append(embedded)

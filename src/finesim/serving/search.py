@@ -141,12 +141,12 @@ def describe_index(index: Any) -> dict[str, Any]:
     ``map_wait`` (a "mapped" index; else None): whether a new condition's first search waits for its map's fit;
     ``map_borrow`` (likewise): whether, not waiting, it may rank with the map of the nearest condition held.
     ``rerank_depth`` (an index with a first stage; else None): ``"all"`` or ``"FIRST,STEP,PATIENCE"``.
-    ``rerank_feedback`` (an index whose first stage is ``self``; else None): ``"none"`` or
+    ``rerank_feedback`` (a ``self`` first stage, ``conditioned`` or ``mapped``; else None): ``"none"`` or
     ``"local-map:ROUNDS,RIDGE,POOL"``."""
     manifest = index.store.manifest
     stage = index.first_stage_spec
-    feedback = None  # only an index whose first stage is "self" can have feedback
-    if stage is not None and stage.model == "self":
+    feedback = None  # only a "self" first stage with the conditioned or mapped query can have feedback
+    if stage is not None and stage.model == "self" and stage.query in ("conditioned", "mapped"):
         feedback = "none" if index.rerank_feedback is None else str(index.rerank_feedback)
     return {
         "path": str(index.store.root),
