@@ -2099,6 +2099,22 @@ def feedback_section(folder: Path) -> list[str]:
             + ", ".join(f"{d['cosine']:.2f}" for d in mres["report_donors"].values())
             + ".",
         ]
+        mlat = mres.get("latency")
+        if mlat:
+            lines += [
+                "",
+                "Real searches of the never-seen validation conditions on a `mapped` index holding only the donors'"
+                " maps (`map_wait` False, each condition's own map never ready: every search borrows, or ranks as"
+                " `conditioned` below `map_borrow_min_cosine`), the re-ranking cache emptied before each search:",
+                "",
+                "| N | feedback | p50 | p95 | recall@10 | first stages | searches |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for n, per in mlat.items():
+                for name, row in per.items():
+                    stages = ", ".join(f"{k} {v}" for k, v in row["first_stages"].items())
+                    lines.append(f"| {n} | {name} | {row['p50_ms']:,.0f} ms | {row['p95_ms']:,.0f} ms |"
+                                 f" {row['recall_at_10']:.3f} | {stages} | {row['searches']} |")  # fmt: skip
     first = folder / "two_stage_feedback_grid1.json"
     if first.is_file():
         grid1 = read(first)["results"]

@@ -1291,3 +1291,10 @@ def test_the_feedback_on_a_map_rows_and_the_rules_outcome_recompute_from_their_f
         change = statistics.mean(with_it.values()) - statistics.mean(rows["none"].values())
         assert (change >= margin - 1e-9) == results["applies"][kind]
         assert f"{kind} {change:+.4f} ({'applies' if results['applies'][kind] else 'does not apply'})" in section
+    latency = [
+        [n, name, f"{row['p50_ms']:,.0f} ms", f"{row['p95_ms']:,.0f} ms", f"{row['recall_at_10']:.3f}",
+         ", ".join(f"{k} {v}" for k, v in row["first_stages"].items()), str(row["searches"])]
+        for n, per in results["latency"].items()
+        for name, row in per.items()
+    ]  # fmt: skip
+    assert table(section, "| N | feedback | p50 | p95 | recall@10 | first stages |") == latency
