@@ -204,6 +204,11 @@ def test_rerank_feedback_on_the_command_line(model_dirs, tmp_path, capsys):
         main(["index", "search", str(tmp_path / "plain"), *search[1:], "--rerank-feedback", "local-map"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "this index's first stage is none (it searches exactly): drop it" in err
+    assert main([*argv, "-o", str(tmp_path / "plain-query"), "-q", "--first-stage-query", "plain"]) == 0
+    with pytest.raises(SystemExit) as exit_info:  # the plain query ranks in another space than the re-ranker's
+        main(["index", "search", str(tmp_path / "plain-query"), *search[1:], "--rerank-feedback", "none"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "this index's first stage is self (query 'plain'): drop it" in err
 
 
 def test_errors_are_one_line_naming_the_file(model_dirs, tmp_path, capsys):

@@ -14,7 +14,7 @@ from finesim import ConditionalIndex
 from finesim.index.feedback import LOCAL_MAP_FEEDBACK, LocalMapFeedback, parse_rerank_feedback
 from finesim.index.rerank_depth import RerankDepth
 from finesim.index.topk import best_rows
-from finesim.index.two_stage import FIRST_STAGE
+from finesim.index.two_stage import FIRST_STAGE, RerankCache
 
 # By hand, in 2-d: the query is (1, 0); each row's embedding under the condition is its first-stage vector rotated by
 # -90 degrees, (a, b) -> (b, -a), so its exact score is b / 1 (unit vectors) and a map fitted on any two rows that span
@@ -210,26 +210,42 @@ def test_an_index_whose_first_stage_cannot_take_feedback_refuses_it(model_dirs, 
 
 
 def test_feedback_keeps_a_filter_an_approximate_first_stage_and_a_depth(model_dirs, tmp_path):
-    """With a `where` filter every re-ranked row satisfies it; with an HNSW first stage and with a depth the scores stay
-    exact; a depth's patience stops the rounds before N."""
+    """With a `where` filter every re-ranked row satisfies it; with an HNSW first stage N are re-ranked and the scores
+    stay exact; with a depth the rounds are its chunks, stopped by its patience: what LocalMapFeedback gives by hand
+    with that depth on the exact first stage's order."""
     corpus = make_corpus(150)
     meta = [{"half": "a" if i % 2 else "b"} for i in range(len(corpus))]
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", metadata=meta)
     query, condition = "a man plays guitar", "the sport"
+    key = index.key(condition)
     exact_rows, exact_scores = brute_force(model_dirs["bi"], query, corpus, condition, len(corpus))
     exact = dict(zip(exact_rows, exact_scores))
     filtered = index.search(query, condition, k=5, candidates=12, where={"half": "a"})
     assert len(filtered) == 5 and all(r["index"] % 2 == 1 for r in filtered)
     np.testing.assert_allclose([r["score"] for r in filtered], [exact[r["index"]] for r in filtered], atol=2e-5)
-    pytest.importorskip("faiss")
-    approximate = index.search(query, condition, k=5, candidates=12, approximate="hnsw")
-    np.testing.assert_allclose([r["score"] for r in approximate], [exact[r["index"]] for r in approximate], atol=2e-5)
-    index.rerank_cache.__init__()
-    index.rerank_depth = RerankDepth(4, 4, 1)
+    reranked = index.rerank_cache.lookup(key, np.arange(len(corpus)))[0]
+    assert len(reranked) == 12 and all(row % 2 == 1 for row in reranked)  # every re-ranked row passed the filter
+    index.rerank_cache = RerankCache()
+    stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
+    q = index.embedder.conditioned([query], condition)[0]
+    order = best_rows(stored @ q, np.arange(len(corpus)), len(corpus))[0]
+    depth = RerankDepth(4, 4, 1)
+    index.rerank_depth = depth
     before = index.embedder.encoded
     deep = index.search(query, condition, k=5, candidates=100)
-    assert 4 <= index.embedder.encoded - before - 1 < 100  # stopped by its patience, in chunks of 4
-    np.testing.assert_allclose([r["score"] for r in deep], [exact[r["index"]] for r in deep], atol=2e-5)
+    encoded = index.embedder.encoded - before - 1
+    by_hand, _, count = LOCAL_MAP_FEEDBACK.rerank(
+        order, 100, 5, q, lambda rows: stored[rows],
+        lambda rows: index.embedder.conditioned([corpus[r] for r in rows], condition), depth,
+    )  # fmt: skip
+    assert [r["index"] for r in deep] == by_hand.tolist() and encoded == count < 100  # stopped by its patience
+    index.rerank_depth = None
+    pytest.importorskip("faiss")
+    index.rerank_cache = RerankCache()
+    before = index.embedder.encoded
+    approximate = index.search(query, condition, k=5, candidates=12, approximate="hnsw")
+    assert index.embedder.encoded - before == 12 + 1
+    np.testing.assert_allclose([r["score"] for r in approximate], [exact[r["index"]] for r in approximate], atol=2e-5)
 
 
 def test_embeddings_of_the_wrong_shape_are_refused_saying_so():

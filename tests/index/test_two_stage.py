@@ -551,3 +551,4 @@ def test_the_maps_dual_form_gives_the_same_map_with_fewer_rows_than_dimensions()
     primal = np.eye(8) + np.linalg.solve(plain.T @ plain + 0.1 * np.eye(8), plain.T @ (conditioned - plain))
     np.testing.assert_allclose(fit_condition_map(plain, conditioned, ridge=0.1), primal, atol=1e-5)
     np.testing.assert_allclose(fit_condition_map(plain[::-1], conditioned[::-1], ridge=0.1), primal, atol=1e-5)
+    np.testing.assert_allclose(fit_condition_map(np.zeros((0, 3)), np.zeros((0, 3))), np.eye(3))  # no rows: identity
