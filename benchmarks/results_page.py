@@ -2099,6 +2099,7 @@ def feedback_section(folder: Path) -> list[str]:
             + ", ".join(f"{d['cosine']:.2f}" for d in mres["report_donors"].values())
             + ".",
         ]
+        lines += _feedback_by_size(folder, mres["report"], mset["size"])
         mlat = mres.get("latency")
         if mlat:
             lines += [
@@ -2127,6 +2128,31 @@ def feedback_section(folder: Path) -> list[str]:
             + "".join(f", N = {n}: {cond['none'][n]:.3f} -> {cond[chosen1][n]:.3f}" for n in cond["none"])
             + ". The second grid added `localmap` after it (the script's docstring says what was seen before).",
         ]
+    return lines
+
+
+def _feedback_by_size(folder: Path, report: dict[str, Any], size: int) -> list[str]:
+    """The report's recall at N = 100 and 200 beside the same run on the 50k prefix
+    (``two_stage_feedback_maps_50k.json``) and the change; empty without that file."""
+    path = folder / "two_stage_feedback_maps_50k.json"
+    if not path.is_file():
+        return []
+    large = read(path)
+    large_size, large_report = large["settings"]["size"], large["results"]["report"]
+    lines = [
+        "",
+        f"The same validation report on the first {_short_size(large_size)} texts of the corpus"
+        " (`two_stage_feedback_maps_50k.json`; the own maps and the donors' maps fitted on that prefix, the donors"
+        " the same):",
+        "",
+        f"| first stage | feedback | N | {_short_size(size)} | {_short_size(large_size)} | change |",
+        "|---|---|---|---|---|---|",
+    ]
+    for kind, per in report.items():
+        for name, row in per.items():
+            for n in ("100", "200"):
+                small, big = row[n], large_report[kind][name][n]
+                lines.append(f"| {kind} | {name} | {n} | {small:.3f} | {big:.3f} | {big - small:+.3f} |")
     return lines
 
 

@@ -1298,3 +1298,17 @@ def test_the_feedback_on_a_map_rows_and_the_rules_outcome_recompute_from_their_f
         for name, row in per.items()
     ]  # fmt: skip
     assert table(section, "| N | feedback | p50 | p95 | recall@10 | first stages |") == latency
+
+
+def test_the_feedback_by_size_rows_recompute_from_their_files() -> None:
+    """The 20k against 50k table: each row's two recalls from the two files and their change."""
+    small = json.loads((RESULTS / "two_stage_feedback_maps.json").read_text(encoding="utf-8"))["results"]["report"]
+    large = json.loads((RESULTS / "two_stage_feedback_maps_50k.json").read_text(encoding="utf-8"))["results"]["report"]
+    section = _section(PAGE.read_text(encoding="utf-8"), FEEDBACK)
+    expected = [
+        [kind, name, n, f"{row[n]:.3f}", f"{large[kind][name][n]:.3f}", f"{large[kind][name][n] - row[n]:+.3f}"]
+        for kind, per in small.items()
+        for name, row in per.items()
+        for n in ("100", "200")
+    ]
+    assert table(section, "| first stage | feedback | N | 20k | 50k | change |") == expected
