@@ -2053,17 +2053,21 @@ def feedback_section(folder: Path) -> list[str]:
         lines += [
             "",
             f"Real searches through the library (`ConditionalIndex.search`, `rerank_feedback` None against"
-            f" `{latency['setting']}`, the validation conditions' queries, exact first stage, the re-ranking cache"
-            " emptied before each search, the two taking turns); recall@10 of those searches against the exact"
-            " ranking:",
+            f" `{latency['setting']}`, the validation conditions' queries, the re-ranking cache emptied before each"
+            " search, the two taking turns; the exact first stage from `two_stage_feedback.json`, HNSW from"
+            " `two_stage_feedback_hnsw.json`); recall@10 of those searches against the exact ranking:",
             "",
-            "| N | feedback | p50 | p95 | recall@10 | searches |",
-            "|---|---|---|---|---|---|",
+            "| first stage | N | feedback | p50 | p95 | recall@10 | searches |",
+            "|---|---|---|---|---|---|---|",
         ]
-        for n in (key for key in latency if key != "setting"):
-            for name, row in latency[n].items():
-                lines.append(f"| {n} | {name} | {row['p50_ms']:,.0f} ms | {row['p95_ms']:,.0f} ms |"
-                             f" {row['recall_at_10']:.3f} | {row['searches']} |")  # fmt: skip
+        hnsw = folder / "two_stage_feedback_hnsw.json"
+        runs = [latency] + ([read(hnsw)["results"]["latency"]] if hnsw.is_file() else [])
+        for run in runs:
+            stage = run.get("first_stage_search", "exact")
+            for n in (key for key in run if key not in ("setting", "first_stage_search")):
+                for name, row in run[n].items():
+                    lines.append(f"| {stage} | {n} | {name} | {row['p50_ms']:,.0f} ms | {row['p95_ms']:,.0f} ms |"
+                                 f" {row['recall_at_10']:.3f} | {row['searches']} |")  # fmt: skip
         hardware = data["environment"].get("hardware", {}).get("cpu", {}).get("model")
         lines += ["", f"Host: {hardware or 'not recorded'}. Run note: {settings.get('note') or '—'}."]
     maps = folder / "two_stage_feedback_maps.json"
