@@ -2120,6 +2120,24 @@ def feedback_section(folder: Path) -> list[str]:
                     stages = ", ".join(f"{k} {v}" for k, v in row["first_stages"].items())
                     lines.append(f"| {n} | {name} | {row['p50_ms']:,.0f} ms | {row['p95_ms']:,.0f} ms |"
                                  f" {row['recall_at_10']:.3f} | {stages} | {row['searches']} |")  # fmt: skip
+    cached = folder / "two_stage_feedback_cache.json"
+    if cached.is_file():
+        cres = read(cached)["results"]
+        sel, rep = cres["selection"], cres["report"]
+        cells = "; ".join(
+            f"N = {n}: {rep['feedback'][n]:.3f} -> {rep['feedback + cached pairs'][n]:.3f}" for n in rep["feedback"]
+        )
+        lines += [
+            "",
+            "Feedback that also fits on the pairs the condition's earlier searches re-ranked (the re-ranking cache;"
+            " `two_stage_feedback_cache.json`, `benchmarks/two_stage_feedback_cache.py`, a simulation of the"
+            " `conditioned` first stage, queries after each condition's first): on the train conditions the metric"
+            f" rose {cres['metric']['feedback']:.4f} -> {cres['metric']['feedback + cached pairs']:.4f}"
+            f" ({cres['gain']:+.4f}; N = 100: {sel['feedback']['100']:.3f} ->"
+            f" {sel['feedback + cached pairs']['100']:.3f})"
+            + (", past the rule's margin" if cres["becomes_default"] else ", short of the rule's margin")
+            + f"; on the validation conditions {cells}. Not built into the library yet.",
+        ]
     first = folder / "two_stage_feedback_grid1.json"
     if first.is_file():
         grid1 = read(first)["results"]

@@ -1312,3 +1312,19 @@ def test_the_feedback_by_size_rows_recompute_from_their_files() -> None:
         for n in ("100", "200")
     ]
     assert table(section, "| first stage | feedback | N | 20k | 50k | change |") == expected
+
+
+def test_the_cached_pairs_sentence_recomputes_from_its_file() -> None:
+    """The cached-pairs sentence: its metrics, gain and validation figures from ``two_stage_feedback_cache.json``, the
+    rule's outcome worked out here (the gain against the file's margin)."""
+    data = json.loads((RESULTS / "two_stage_feedback_cache.json").read_text(encoding="utf-8"))
+    results, margin = data["results"], data["settings"]["min_gain"]
+    section = _section(PAGE.read_text(encoding="utf-8"), FEEDBACK)
+    metric = {name: statistics.mean(row.values()) for name, row in results["selection"].items()}
+    gain = metric["feedback + cached pairs"] - metric["feedback"]
+    assert abs(gain - results["gain"]) < 1e-3 and (gain >= margin) == results["becomes_default"]
+    assert f"({results['gain']:+.4f}; N = 100:" in section
+    assert ("past the rule's margin" if results["becomes_default"] else "short of the rule's margin") in section
+    report = results["report"]
+    for n in report["feedback"]:
+        assert f"N = {n}: {report['feedback'][n]:.3f} -> {report['feedback + cached pairs'][n]:.3f}" in section
