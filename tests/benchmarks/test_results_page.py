@@ -1312,6 +1312,25 @@ def test_the_feedback_by_size_rows_recompute_from_their_files() -> None:
         for n in ("100", "200")
     ]
     assert table(section, "| first stage | feedback | N | 20k | 50k | change |") == expected
+    small_file = json.loads((RESULTS / "two_stage_feedback_maps.json").read_text(encoding="utf-8"))
+    large_file = json.loads((RESULTS / "two_stage_feedback_maps_50k.json").read_text(encoding="utf-8"))
+    assert small_file["results"]["report_donors"] == large_file["results"]["report_donors"]  # "the donors the same"
+    assert small_file["settings"]["report_conditions"] == large_file["settings"]["report_conditions"]
+
+
+def test_the_feedback_latency_rows_recompute_from_their_files() -> None:
+    """The real searches' table: the exact first stage's rows from ``two_stage_feedback.json``, HNSW's from
+    ``two_stage_feedback_hnsw.json``."""
+    section = _section(PAGE.read_text(encoding="utf-8"), FEEDBACK)
+    expected = []
+    for name in ("two_stage_feedback.json", "two_stage_feedback_hnsw.json"):
+        run = json.loads((RESULTS / name).read_text(encoding="utf-8"))["results"]["latency"]
+        stage = run.get("first_stage_search", "exact")
+        for n in (k for k in run if k not in ("setting", "first_stage_search")):
+            for feedback, row in run[n].items():
+                expected.append([stage, n, feedback, f"{row['p50_ms']:,.0f} ms", f"{row['p95_ms']:,.0f} ms",
+                                 f"{row['recall_at_10']:.3f}", str(row["searches"])])  # fmt: skip
+    assert table(section, "| first stage | N | feedback | p50 |") == expected
 
 
 def test_the_cached_pairs_sentence_recomputes_from_its_file() -> None:
@@ -1323,8 +1342,12 @@ def test_the_cached_pairs_sentence_recomputes_from_its_file() -> None:
     metric = {name: statistics.mean(row.values()) for name, row in results["selection"].items()}
     gain = metric["feedback + cached pairs"] - metric["feedback"]
     assert abs(gain - results["gain"]) < 1e-3 and (gain >= margin) == results["becomes_default"]
-    assert f"({results['gain']:+.4f}; N = 100:" in section
-    assert ("past the rule's margin" if results["becomes_default"] else "short of the rule's margin") in section
+    sel, names = results["selection"], ("feedback", "feedback + cached pairs")
+    assert (
+        f"rose {results['metric'][names[0]]:.4f} -> {results['metric'][names[1]]:.4f} ({results['gain']:+.4f};"
+        f" N = 100: {sel[names[0]]['100']:.3f} -> {sel[names[1]]['100']:.3f})"
+        + (", past the rule's margin" if results["becomes_default"] else ", short of the rule's margin")
+    ) in section
     report = results["report"]
     for n in report["feedback"]:
         assert f"N = {n}: {report['feedback'][n]:.3f} -> {report['feedback + cached pairs'][n]:.3f}" in section
