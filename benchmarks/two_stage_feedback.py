@@ -64,6 +64,7 @@ import hashlib
 import itertools
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -220,6 +221,58 @@ def truth_of(exact: np.ndarray, left_out: np.ndarray) -> np.ndarray:
     return ranked(exact, K, left_out)
 
 
+def timed_searches(
+    index: ConditionalIndex, pairs: list[tuple[str, str]], cases: list[tuple], ways: list[tuple[str, Any]],
+    approximate: bool | str = False,
+) -> dict[str, Any]:  # fmt: skip
+    """Per N in {100, 200} and way (a name and a ``rerank_feedback``): p50/p95 wall time of real searches of
+    ``pairs`` (the ways taking turns, which goes first alternating, the re-ranking cache emptied before each),
+    their recall@K against each case's truth (``cases[i][3]``, the query's own text, ``cases[i][4]``, left out) and
+    the first stages the index took. Leaves the index without feedback."""
+    out: dict[str, Any] = {}
+    for n in (100, 200):
+        times: dict[str, list[float]] = {name: [] for name, _ in ways}
+        hits: dict[str, list[float]] = {name: [] for name, _ in ways}
+        stages: dict[str, Counter] = {name: Counter() for name, _ in ways}
+        for i, ((query, condition), case) in enumerate(zip(pairs, cases)):
+            truth, left_out = set(case[3].tolist()), case[4]
+            for name, feedback in ways if i % 2 == 0 else ways[::-1]:
+                index.rerank_cache = RerankCache()
+                index.rerank_feedback = feedback
+                start = time.perf_counter()
+                found = index.search(
+                    query, condition, k=K + 1, strategy="two-stage", candidates=n, approximate=approximate
+                )
+                times[name].append(1000 * (time.perf_counter() - start))
+                stages[name][index.last_first_stage()] += 1
+                rows = [r["index"] for r in found if not left_out[r["index"]]][:K]  # the query's own text left out
+                hits[name].append(len(truth & set(rows)) / K)
+        out[str(n)] = {
+            name: {"p50_ms": round(float(np.percentile(times[name], 50)), 1),
+                   "p95_ms": round(float(np.percentile(times[name], 95)), 1),
+                   "recall_at_10": round(float(np.mean(hits[name])), 4), "searches": len(times[name]),
+                   "first_stages": dict(stages[name])}
+            for name, _ in ways
+        }  # fmt: skip
+        print(f"latency N={n}: {out[str(n)]}", flush=True)
+    index.rerank_feedback = None
+    return out
+
+
+def model_tag(model: str) -> str:
+    """What the embedding cache is keyed by besides texts and condition: the model folder and its weights' time."""
+    return f"{Path(model).resolve()}:{(Path(model) / 'model.safetensors').stat().st_mtime_ns}"
+
+
+def data_record(root: Path, draws: Draws) -> dict[str, Any]:
+    """The data files the feedback benchmarks read, with their hashes."""
+    return {
+        "files": draws.files,
+        "csts_validation": draws.csts_file,
+        "csts_train": {"path": "csts/train.csv", "sha256": file_sha256(root / "csts" / "train.csv")},
+    }
+
+
 def measure_latency(
     args: argparse.Namespace, corpus: list[str], draws: Draws, best: Feedback, cases: list
 ) -> dict[str, Any]:
@@ -244,28 +297,7 @@ def measure_latency(
     # the warm-up also builds (or loads) the first stage's faiss index, so its build is not timed
     index.search("warm-up", pairs[0][1], k=K, strategy="two-stage", candidates=100, approximate=approximate)
     out: dict[str, Any] = {"setting": str(chosen), "first_stage_search": args.latency_first_stage}
-    for n in (100, 200):
-        times: dict[str, list[float]] = {name: [] for name, _ in ways}
-        hits: dict[str, list[float]] = {name: [] for name, _ in ways}
-        for i, ((query, condition), case) in enumerate(zip(pairs, cases)):
-            truth = set(case[3].tolist())
-            for name, feedback in ways if i % 2 == 0 else ways[::-1]:
-                index.rerank_cache = RerankCache()
-                index.rerank_feedback = feedback
-                start = time.perf_counter()
-                found = index.search(
-                    query, condition, k=K + 1, strategy="two-stage", candidates=n, approximate=approximate
-                )
-                times[name].append(1000 * (time.perf_counter() - start))
-                rows = [r["index"] for r in found if not case[4][r["index"]]][:K]  # the query's own text left out
-                hits[name].append(len(truth & set(rows)) / K)
-        out[str(n)] = {
-            name: {"p50_ms": round(float(np.percentile(times[name], 50)), 1),
-                   "p95_ms": round(float(np.percentile(times[name], 95)), 1),
-                   "recall_at_10": round(float(np.mean(hits[name])), 4), "searches": len(times[name])}
-            for name, _ in ways
-        }  # fmt: skip
-        print(f"latency N={n}: {out[str(n)]}", flush=True)
+    out.update(timed_searches(index, pairs, cases, ways, approximate))
     index.rerank_feedback = None
     return out
 
@@ -292,7 +324,7 @@ def main() -> None:
     cache = Path(args.cache_dir)
     loaded = load_index_model(args.model)
     encoder = IndexEncoder(loaded.model, "bi", batch_size=args.batch_size)
-    tag = f"{Path(args.model).resolve()}:{(Path(args.model) / 'model.safetensors').stat().st_mtime_ns}"
+    tag = model_tag(args.model)
     draws = Draws.make(root, args.seed, args.size, 6, 10)
     corpus = draws.corpus
     plain = embed(encoder, corpus, None, cache, tag)
@@ -369,11 +401,7 @@ def main() -> None:
             "min_gain_for_default": MIN_GAIN,
             "map": {"sample": MAP_SAMPLE, "ridge": MAP_RIDGE},
             "corpus_composition": draws.composition,
-            "data": {
-                "files": draws.files,
-                "csts_validation": draws.csts_file,
-                "csts_train": {"path": "csts/train.csv", "sha256": file_sha256(root / "csts" / "train.csv")},
-            },
+            "data": data_record(root, draws),
             "note": args.note,
         },
         "environment": environment_record(),

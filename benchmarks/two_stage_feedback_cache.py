@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from main_job_check import git_commit
-from two_stage_feedback import POOL, embed, ranked, sizes, truth_of
+from two_stage_feedback import POOL, data_record, embed, model_tag, ranked, sizes, truth_of
 from two_stage_map_selection import train_conditions
 from two_stage_search import Draws
 
@@ -37,7 +37,7 @@ from finesim.index.encoders import IndexEncoder, load_index_model
 from finesim.index.topk import best_rows
 from finesim.index.two_stage import fit_condition_map
 from finesim.paths import data_root
-from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
+from finesim.results import environment_record, path_roots, portable, write_json_atomic
 
 K = 10
 ROUNDS = (0.25, 0.25, 0.25, 0.25)
@@ -110,7 +110,7 @@ def main() -> None:
     root = data_root(args.data)
     cache = Path(args.cache_dir)
     encoder = IndexEncoder(load_index_model(args.model).model, "bi")
-    tag = f"{Path(args.model).resolve()}:{(Path(args.model) / 'model.safetensors').stat().st_mtime_ns}"
+    tag = model_tag(args.model)
     draws = Draws.make(root, 0, args.size, 6, 10)
     corpus = draws.corpus
     plain = embed(encoder, corpus, None, cache, tag)
@@ -165,11 +165,7 @@ def main() -> None:
             "report_conditions": draws.conditions,
             "metric": f"mean recall@{K} at N in {list(METRIC_NS)}, queries after each condition's first",
             "min_gain": MIN_GAIN,
-            "data": {
-                "files": draws.files,
-                "csts_validation": draws.csts_file,
-                "csts_train": {"path": "csts/train.csv", "sha256": file_sha256(root / "csts" / "train.csv")},
-            },
+            "data": data_record(root, draws),
             "note": args.note,
         },
         "environment": environment_record(),

@@ -39,8 +39,6 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from main_job_check import git_commit
-from two_stage_feedback import POOL, Feedback, embed, search, truth_of
+from two_stage_feedback import POOL, Feedback, data_record, embed, model_tag, search, timed_searches, truth_of
 from two_stage_map_selection import train_conditions
 from two_stage_search import Draws
 
@@ -56,9 +54,9 @@ from finesim.data.csts import read_csts
 from finesim.index import ConditionalIndex
 from finesim.index.encoders import IndexEncoder, load_index_model
 from finesim.index.feedback import LOCAL_MAP_FEEDBACK
-from finesim.index.two_stage import MAP_RIDGE, MAP_SAMPLE, RerankCache, fit_condition_map, map_sample_rows
+from finesim.index.two_stage import MAP_RIDGE, MAP_SAMPLE, fit_condition_map, map_sample_rows
 from finesim.paths import data_root
-from finesim.results import environment_record, file_sha256, path_roots, portable, write_json_atomic
+from finesim.results import environment_record, path_roots, portable, write_json_atomic
 
 K = 10
 METRIC_NS = (100, 200)
@@ -161,31 +159,7 @@ def measure_latency(
     pairs = draws.pairs()
     ways = [("none", None), (str(LOCAL_MAP_FEEDBACK), LOCAL_MAP_FEEDBACK)]
     index.search("warm-up", pairs[0][1], k=K, strategy="two-stage", candidates=100)
-    out: dict[str, Any] = {}
-    for n in (100, 200):
-        times: dict[str, list[float]] = {name: [] for name, _ in ways}
-        hits: dict[str, list[float]] = {name: [] for name, _ in ways}
-        stages: dict[str, Counter] = {name: Counter() for name, _ in ways}
-        for i, ((query, condition), case) in enumerate(zip(pairs, cases)):
-            truth, left_out = set(case[3].tolist()), case[4]
-            for name, feedback in ways if i % 2 == 0 else ways[::-1]:
-                index.rerank_cache = RerankCache()
-                index.rerank_feedback = feedback
-                start = time.perf_counter()
-                found = index.search(query, condition, k=K + 1, strategy="two-stage", candidates=n)
-                times[name].append(1000 * (time.perf_counter() - start))
-                stages[name][index.last_first_stage()] += 1
-                rows = [r["index"] for r in found if not left_out[r["index"]]][:K]
-                hits[name].append(len(truth & set(rows)) / K)
-        out[str(n)] = {
-            name: {"p50_ms": round(float(np.percentile(times[name], 50)), 1),
-                   "p95_ms": round(float(np.percentile(times[name], 95)), 1),
-                   "recall_at_10": round(float(np.mean(hits[name])), 4), "searches": len(times[name]),
-                   "first_stages": dict(stages[name])}
-            for name, _ in ways
-        }  # fmt: skip
-        print(f"latency N={n}: {out[str(n)]}", flush=True)
-    return out
+    return timed_searches(index, pairs, cases, ways)
 
 
 def metric(row: dict[str, float]) -> float:
@@ -207,7 +181,7 @@ def main() -> None:
     root = data_root(args.data)
     cache = Path(args.cache_dir)
     encoder = IndexEncoder(load_index_model(args.model).model, "bi")
-    tag = f"{Path(args.model).resolve()}:{(Path(args.model) / 'model.safetensors').stat().st_mtime_ns}"
+    tag = model_tag(args.model)
     draws = Draws.make(root, 0, args.size, 6, 10)  # two_stage_feedback.py's draws
     corpus = draws.corpus
     plain = embed(encoder, corpus, None, cache, tag)
@@ -261,11 +235,7 @@ def main() -> None:
             "own_tolerance": OWN_TOLERANCE,
             "borrowed_gain": BORROWED_GAIN,
             "map": {"sample": MAP_SAMPLE, "ridge": MAP_RIDGE},
-            "data": {
-                "files": draws.files,
-                "csts_validation": draws.csts_file,
-                "csts_train": {"path": "csts/train.csv", "sha256": file_sha256(root / "csts" / "train.csv")},
-            },
+            "data": data_record(root, draws),
             "note": args.note,
         },
         "environment": environment_record(),
