@@ -113,8 +113,13 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
-# the (first-stage model, query mode) pairs whose two-stage searches take feedback (ConditionalIndex.rerank_feedback)
-FEEDBACK_STAGES = (("self", "conditioned"), ("self", "mapped"))
+def _as_written(parse: Any, text: str) -> str:
+    """``text`` stripped, once ``parse`` accepts it; its ValueError as argparse's usage error."""
+    try:
+        parse(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text.strip()
 
 
 def rerank_feedback(text: str) -> str:
@@ -122,11 +127,7 @@ def rerank_feedback(text: str) -> str:
     (:func:`finesim.index.feedback.parse_rerank_feedback`), checked and returned as written."""
     from finesim.index.feedback import parse_rerank_feedback
 
-    try:
-        parse_rerank_feedback(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text.strip()
+    return _as_written(parse_rerank_feedback, text)
 
 
 def rerank_depth(text: str) -> str:
@@ -134,11 +135,7 @@ def rerank_depth(text: str) -> str:
     (:func:`finesim.index.rerank_depth.parse_rerank_depth`), checked and returned as written."""
     from finesim.index.rerank_depth import parse_rerank_depth
 
-    try:
-        parse_rerank_depth(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text.strip()
+    return _as_written(parse_rerank_depth, text)
 
 
 def override(text: str) -> str:

@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 from finesim.cli.common import (
-    FEEDBACK_STAGES,
     UsageError,
     add_ray_options,
     add_runtime_options,
@@ -25,7 +24,7 @@ from finesim.cli.common import (
     say,
     show_help,
 )
-from finesim.index.two_stage import MAP_RIDGE, MAP_SAMPLE, QUERY_MODES
+from finesim.index.two_stage import MAP_RIDGE, MAP_SAMPLE, QUERY_MODES, takes_feedback
 
 
 def _corpus_options(p: argparse.ArgumentParser, *, default_column: str | None) -> None:
@@ -434,7 +433,7 @@ def run_search(args: argparse.Namespace) -> int:
             "--rerank-depth applies to two-stage searches, but this index has no first stage (it searches exactly): "
             "drop it"
         )
-    if args.rerank_feedback is not None and (stage.get("model"), stage.get("query")) not in FEEDBACK_STAGES:
+    if args.rerank_feedback is not None and not takes_feedback(stage.get("model"), stage.get("query")):
         raise UsageError(
             "--rerank-feedback needs an index whose first stage is the model's own embeddings ('self') with the "
             f"conditioned or mapped query; this index's first stage is {stage.get('model') or 'none'}"

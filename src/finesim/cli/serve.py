@@ -6,7 +6,6 @@ import argparse
 import os
 
 from finesim.cli.common import (
-    FEEDBACK_STAGES,
     UsageError,
     add_runtime_options,
     command_parser,
@@ -232,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--rerank-feedback needs --index: it applies to /search's two-stage searches")
     if args.index is not None:
         from finesim.index.store import IndexStore
+        from finesim.index.two_stage import takes_feedback
 
         store = IndexStore.open(args.index)  # a missing or damaged folder fails now, before the model loads
         query = (store.manifest.get("first_stage") or {}).get("query")
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
                 "re-ranked; leave it out"
             )
         stage = store.manifest.get("first_stage") or {}
-        if args.rerank_feedback is not None and (stage.get("model"), stage.get("query")) not in FEEDBACK_STAGES:
+        if args.rerank_feedback is not None and not takes_feedback(stage.get("model"), stage.get("query")):
             raise UsageError(
                 f"--rerank-feedback: the index {args.index} has no 'self' first stage (the model's own embeddings) "
                 "with the conditioned or mapped query, which feedback needs; leave it out"

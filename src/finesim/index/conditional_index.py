@@ -93,6 +93,7 @@ from finesim.index.two_stage import (
     plain_search_refusal,
     resolve_first_stage,
     save_condition_map,
+    takes_feedback,
 )
 
 logger = logging.getLogger("finesim.index")
@@ -971,7 +972,7 @@ class ConditionalIndex:
         """Whether two-stage searches can take feedback: a ``self`` first stage ranked by the ``conditioned`` query
         or a map (``mapped``); a ``plain`` query ranks in another space than the re-ranker's embeddings."""
         spec = self.first_stage_spec
-        return spec is not None and spec.model == "self" and spec.query in ("conditioned", MAPPED)
+        return spec is not None and takes_feedback(spec.model, spec.query)
 
     def _first_stage_words(self) -> str:
         spec = self.first_stage_spec

@@ -50,6 +50,15 @@ FIRST_STAGE = "first_stage"  # the array name of the first-stage vectors in a pa
 SELF = "self"
 TRI = "tri"  # the query mode of a tri-encoder first stage: its own top N under the condition
 MAPPED = "mapped"  # a self first stage whose corpus vectors are mapped under the condition (ConditionMap)
+
+
+def takes_feedback(model: str | None, query: str | None) -> bool:
+    """Whether a first stage (its model and query mode, as the manifest records them) can take local-map feedback
+    (finesim.index.feedback): the bi-encoder's own vectors ("self") ranked by the conditioned query or a map; a
+    "plain" query ranks in another space than the re-ranker's embeddings, another model's vectors too."""
+    return model == "self" and query in ("conditioned", MAPPED)
+
+
 BORROWED = "borrowed"  # what a mapped first stage ranked with: the map of the nearest condition held (map_borrow)
 # the least cosine between two condition texts' embeddings for one to borrow the other's map. On six never-seen C-STS
 # validation conditions (benchmarks/results/two_stage_borrowed_map.json) the nearest donors of large pools (cosine

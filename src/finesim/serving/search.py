@@ -22,6 +22,7 @@ from typing import Any
 
 from finesim.evaluation.ensemble import ENSEMBLE
 from finesim.index import ConditionalIndex, IndexFormatError
+from finesim.index.two_stage import takes_feedback
 from finesim.serving.errors import ApiError
 from finesim.serving.settings import ServeSettings
 
@@ -146,7 +147,7 @@ def describe_index(index: Any) -> dict[str, Any]:
     manifest = index.store.manifest
     stage = index.first_stage_spec
     feedback = None  # only a "self" first stage with the conditioned or mapped query can have feedback
-    if stage is not None and stage.model == "self" and stage.query in ("conditioned", "mapped"):
+    if stage is not None and takes_feedback(stage.model, stage.query):
         feedback = "none" if index.rerank_feedback is None else str(index.rerank_feedback)
     return {
         "path": str(index.store.root),
