@@ -253,9 +253,9 @@ class ConditionalIndex:
         # until the chunks stop changing the top k (finesim.index.rerank_depth.RerankDepth); an index without a first
         # stage has no candidates, so no default depth
         self._rerank_depth = ADAPTIVE_DEPTH if self.first_stage_spec is not None else None
-        # which candidates a "conditioned" first stage's search re-ranks after its first round: None (its top N), or
-        # rounds steered by a map fitted on the candidates re-ranked so far (finesim.index.feedback); only a "self"
-        # first stage (the bi-encoder's own embeddings: one space with the re-ranker's) can have it
+        # which candidates a two-stage search re-ranks: None (the ranking's top N), or rounds steered by a map fitted
+        # on the candidates re-ranked so far (finesim.index.feedback); only a "self" first stage with the conditioned
+        # or mapped query (one space with the re-ranker's embeddings) can have it
         self._rerank_feedback = LOCAL_MAP_FEEDBACK if self._feedback_possible() else None
         self._map_conditions: dict[str, str] = {}  # condition key -> its text, for the maps held
         self._condition_vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # condition text -> unit vector
@@ -907,18 +907,17 @@ class ConditionalIndex:
             vector = query_vector if same else _finite_query(torch.as_tensor(stage.query(query, condition)))
             found = self._nearest_first_stage(vector, fetch if same else wanted, kind, mask)
             steer = functools.partial(self._gather, key=FIRST_STAGE) if same else None
+
+        def score(rows: np.ndarray) -> np.ndarray:
+            return (as_float_tensor(self._conditioned_rows(key, condition, rows)) @ query_vector).numpy()
+
         if feedback is not None and steer is not None:  # rounds steered by a local map (finesim.index.feedback)
             top = feedback.rerank(
                 found, wanted, k, query_vector.numpy(), steer,
                 lambda rows: self._conditioned_rows(key, condition, rows), depth,
             )[:2]  # fmt: skip
-            self._searching.first_stage = used
-            return top
-
-        def score(rows: np.ndarray) -> np.ndarray:
-            return (as_float_tensor(self._conditioned_rows(key, condition, rows)) @ query_vector).numpy()
-
-        top = best_rows(score(found), found, k) if depth is None else depth.rerank(found, k, score)[:2]
+        else:
+            top = best_rows(score(found), found, k) if depth is None else depth.rerank(found, k, score)[:2]
         self._searching.first_stage = used
         return top
 
