@@ -283,7 +283,8 @@ def main() -> None:
     parser.add_argument(
         "--rerank-feedback",
         default=None,
-        help="the index's rerank_feedback ('none', 'local-map[:ROUNDS,RIDGE,POOL]'; default: the index's own)",
+        help="the index's rerank_feedback ('none', 'local-map[:ROUNDS,RIDGE,POOL[,earlier|own]]'; default: the "
+        "index's own)",
     )
     parser.add_argument("--note", default=None, help="recorded as it is (e.g. what else ran on the machine)")
     parser.add_argument("--output", default="benchmarks/results/two_stage_search.json")

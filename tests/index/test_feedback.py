@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 from index_helpers import brute_force, build_model_dirs, make_corpus
 
+import finesim.index.feedback as feedback_module
 from finesim import ConditionalIndex
 from finesim.index.feedback import LOCAL_MAP_FEEDBACK, LocalMapFeedback, parse_rerank_feedback
+from finesim.index.moments import PairMoments, map_from_moments
 from finesim.index.rerank_depth import RerankDepth
 from finesim.index.topk import best_rows
-from finesim.index.two_stage import FIRST_STAGE, RerankCache
+from finesim.index.two_stage import FIRST_STAGE, RerankCache, fit_condition_map
 
 # By hand, in 2-d: the query is (1, 0); each row's embedding under the condition is its first-stage vector rotated by
 # -90 degrees, (a, b) -> (b, -a), so its exact score is b / 1 (unit vectors) and a map fitted on any two rows that span
@@ -88,10 +90,20 @@ def test_settings_parse_and_bad_ones_are_refused_with_the_text():
     assert parse_rerank_feedback("local-map") == LOCAL_MAP_FEEDBACK == LocalMapFeedback(4, 0.1, 10)
     assert parse_rerank_feedback(" Local-Map:2,0.5,3 ") == LocalMapFeedback(2, 0.5, 3)
     assert parse_rerank_feedback("none") is None and parse_rerank_feedback(None) is None
-    assert str(LocalMapFeedback(2, 0.5, 3)) == "local-map:2,0.5,3"
-    assert parse_rerank_feedback(str(LOCAL_MAP_FEEDBACK)) == LOCAL_MAP_FEEDBACK  # its text reads back
+    assert str(LocalMapFeedback(2, 0.5, 3)) == "local-map:2,0.5,3,earlier"
+    assert str(LocalMapFeedback(2, 0.5, 3, earlier=False)) == "local-map:2,0.5,3,own"
+    assert parse_rerank_feedback("local-map:2,0.5,3,OWN") == LocalMapFeedback(2, 0.5, 3, earlier=False)
+    assert parse_rerank_feedback("local-map:2,0.5,3, earlier") == LocalMapFeedback(2, 0.5, 3, earlier=True)
+    for setting in (LOCAL_MAP_FEEDBACK, LocalMapFeedback(3, 0.25, 2, earlier=False)):
+        assert parse_rerank_feedback(str(setting)) == setting  # its text reads back
     for text, message in [
-        ("rocchio", "rerank_feedback 'rocchio': expected 'none', 'local-map' or 'local-map:ROUNDS,RIDGE,POOL'"),
+        (
+            "rocchio",
+            "rerank_feedback 'rocchio': expected 'none', 'local-map' or "
+            "'local-map:ROUNDS,RIDGE,POOL\\[,earlier\\|own\\]'",
+        ),
+        ("local-map:4,0.1,10,all", "rerank_feedback 'local-map:4,0.1,10,all': PAIRS must be earlier or own"),
+        ("local-map:4,0.1,10,own,x", "rerank_feedback 'local-map:4,0.1,10,own,x': expected"),
         ("local-map:", "rerank_feedback 'local-map:': expected"),
         ("local-map:4,0.1", "rerank_feedback 'local-map:4,0.1': expected"),
         ("local-map:4,x,10", "RIDGE must be a number"),
@@ -106,6 +118,8 @@ def test_settings_parse_and_bad_ones_are_refused_with_the_text():
         parse_rerank_feedback(4)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="POOL must be a whole number >= 1, got True"):
         LocalMapFeedback(pool=True)
+    with pytest.raises(ValueError, match="earlier must be True or False, got 'own'"):
+        LocalMapFeedback(earlier="own")  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -251,3 +265,113 @@ def test_feedback_keeps_a_filter_an_approximate_first_stage_and_a_depth(model_di
 def test_embeddings_of_the_wrong_shape_are_refused_saying_so():
     with pytest.raises(ValueError, match=r"2 candidates gave embeddings of shape \(2, 3\), expected \(2, 2\)"):
         LocalMapFeedback(rounds=2).rerank(ROWS, 4, 1, QUERY, first_stage, lambda rows: np.zeros((len(rows), 3)))
+
+
+def rotation_pairs(rows: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The first-stage vectors of ``rows`` and their embeddings under the by-hand condition (rotated by -90 deg)."""
+    x = first_stage(np.array(rows))
+    return x, np.stack([x[:, 1], -x[:, 0]], axis=1)
+
+
+def test_earlier_pairs_choose_the_first_round_once_there_are_enough(monkeypatch):
+    # the earlier searches re-ranked rows 13 and 16, whose pairs fit the rotation: with MIN_EARLIER at 2 the first
+    # round is already the map's best two (13: b = 1.0, 14: 0.96) instead of the first stage's (10, 11)
+    monkeypatch.setattr(feedback_module, "MIN_EARLIER", 2)
+    moments = PairMoments()
+    moments.add("c", np.array([13, 16]), *rotation_pairs([13, 16]))
+    seen: list[list[int]] = []
+    feedback = LocalMapFeedback(rounds=2, ridge=1e-6, pool=10)
+    rows, _, _ = feedback.rerank(ROWS, 4, 2, QUERY, first_stage, conditioned(seen), earlier=moments.of("c"))
+    assert seen[0] == [13, 14] and rows.tolist() == [13, 14]
+    # the search added its own pairs, each row once (13 was held already): 13, 16 + the 3 others it re-ranked
+    assert moments.count("c") == 2 + 3
+    # "own": the same search without the earlier pairs starts from the first stage's order and adds nothing
+    seen.clear()
+    own = LocalMapFeedback(rounds=2, ridge=1e-6, pool=10, earlier=False)
+    own.rerank(ROWS, 4, 2, QUERY, first_stage, conditioned(seen), earlier=moments.of("c"))
+    assert seen[0] == [10, 11] and moments.count("c") == 5
+    # below MIN_EARLIER (now 10) the first round is the first stage's again; the later rounds still fit on them
+    monkeypatch.setattr(feedback_module, "MIN_EARLIER", 10)
+    seen.clear()
+    feedback.rerank(ROWS, 4, 2, QUERY, first_stage, conditioned(seen), earlier=moments.of("c"))
+    assert seen == [[10, 11], [13, 14]]
+
+
+def test_a_fit_with_earlier_pairs_is_the_fit_on_every_distinct_pair():
+    """The sums hold each row once; the map a round fits from them and the search's own pairs is fit_condition_map
+    on the union of the rows (the earlier pairs here are not a rotation, so the union matters)."""
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(6, 3)), rng.normal(size=(6, 3))
+    moments = PairMoments()
+    assert moments.add("c", np.array([0, 1, 2, 1]), x[[0, 1, 2, 1]], y[[0, 1, 2, 1]]) == 3  # row 1 given twice
+    assert moments.add("c", np.array([2, 3]), x[[2, 3]], y[[2, 3]]) == 1  # row 2 held already
+    snap = moments.snapshot("c", np.array([3, 4, 0]))
+    assert snap is not None and snap.count == 4 and snap.held.tolist() == [True, False, True]
+    by_hand = fit_condition_map(x[:4], y[:4], 0.5)  # rows 0..3, once each
+    np.testing.assert_allclose(map_from_moments(snap.gram, snap.cross, 0.5).numpy(), by_hand, atol=1e-6)
+    np.testing.assert_allclose(snap.gram.numpy(), x[:4].T @ x[:4], atol=1e-12)
+    # widths must match; a full condition takes no more pairs
+    with pytest.raises(ValueError, match="condition c: pairs of width 2, its sums have width 3"):
+        moments.add("c", np.array([5]), np.zeros((1, 2)), np.zeros((1, 2)))
+    with pytest.raises(ValueError, match=r"2 rows need matching \(rows, d\) pairs, got \(1, 3\) and \(1, 3\)"):
+        moments.add("c", np.array([4, 5]), x[[4]], y[[4]])
+    small = PairMoments(max_conditions=2, max_rows=2)
+    assert small.add("a", np.array([0, 1, 2]), x[:3], y[:3]) == 2 and small.count("a") == 2
+    small.add("b", np.array([0]), x[:1], y[:1])
+    small.add("c", np.array([0]), x[:1], y[:1])  # three conditions: the least recently used ("a") goes
+    assert small.count("a") == 0 and small.count("b") == small.count("c") == 1
+    assert small.snapshot("a", np.array([0])) is None
+
+
+def test_the_rerank_cache_drops_a_conditions_sums_with_it():
+    cache = RerankCache(max_rows=2)
+    for key in ("a", "b"):
+        cache.moments.add(key, np.array([0]), np.ones((1, 2)), np.ones((1, 2)))
+        cache.store(key, [0], np.ones((1, 2), dtype=np.float32))
+    assert cache.moments.count("a") == cache.moments.count("b") == 1
+    cache.store("b", [1], np.ones((1, 2), dtype=np.float32))  # over the limit: condition "a" is dropped
+    assert cache.moments.count("a") == 0 and cache.moments.count("b") == 1
+
+
+def test_an_index_fits_a_conditions_later_searches_on_its_earlier_pairs(model_dirs, tmp_path):
+    """The second search under a condition is LocalMapFeedback by hand given the first search's pairs (and not the
+    search without them); a search under the `own` setting adds nothing; a map's ranking neither reads nor adds."""
+    corpus = make_corpus(150)
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
+    condition = "the sport"
+    key = index.key(condition)
+    index.search("a man plays guitar", condition, k=5, candidates=12)
+    assert index.rerank_cache.moments.count(key) == 12
+    stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
+    first_rows = [int(r) for r in index.rerank_cache.lookup(key, np.arange(len(corpus)))[0]]
+    query = "a woman rides a bike"
+    q = index.embedder.conditioned([query], condition)[0]
+    order = best_rows(stored @ q, np.arange(len(corpus)), len(corpus))[0]
+
+    reranked: list[int] = []
+
+    def under(rows: np.ndarray) -> np.ndarray:
+        reranked.extend(int(r) for r in rows)
+        return index.embedder.conditioned([corpus[r] for r in rows], condition)
+
+    held = PairMoments()
+    held.add(key, np.array(first_rows), stored[first_rows], under(np.array(first_rows)))
+    reranked.clear()
+    with_earlier = LOCAL_MAP_FEEDBACK.rerank(order, 12, 5, q, lambda rows: stored[rows], under, None, held.of(key))[0]
+    chosen_with, reranked[:] = set(reranked), []
+    LOCAL_MAP_FEEDBACK.rerank(order, 12, 5, q, lambda rows: stored[rows], under)
+    assert set(reranked) != chosen_with  # the earlier pairs change which candidates are re-ranked
+    results = index.search(query, condition, k=5, candidates=12)
+    assert [r["index"] for r in results] == with_earlier.tolist()
+    assert index.rerank_cache.moments.count(key) == held.count(key) == len(set(first_rows) | chosen_with)
+    after = index.rerank_cache.moments.snapshot(key, np.zeros(0))
+    assert after is not None
+    np.testing.assert_allclose(after.gram.numpy(), held.snapshot(key, np.zeros(0)).gram.numpy(), atol=1e-9)
+    index.rerank_feedback = "local-map:4,0.1,10,own"
+    before = index.rerank_cache.moments.count(key)
+    index.search("two dogs play", condition, k=5, candidates=12)
+    assert index.rerank_cache.moments.count(key) == before
+    mapped = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "mapped", first_stage_query="mapped")
+    mapped.map_sample = 40
+    mapped.search(query, condition, k=5, candidates=12)
+    assert mapped.last_first_stage() == "mapped" and mapped.rerank_cache.moments.count(key) == 0

@@ -47,7 +47,9 @@ def test_a_new_condition_embeds_only_the_candidates(model_dirs, corpus, tmp_path
     rows, scores = brute_force(model_dirs["bi"], "a man plays guitar", corpus, "the sport", len(corpus))
     exact = dict(zip(rows, scores))
     np.testing.assert_allclose([r["score"] for r in results], [exact[r["index"]] for r in results], atol=2e-5)
-    # the same condition again: cached candidates are not embedded again
+    # the same search again, its feedback fitted on this search's pairs alone as the first was (with the earlier
+    # pairs, the default, its later rounds may choose other candidates): cached candidates are not embedded again
+    index.rerank_feedback = "local-map:4,0.1,10,own"
     before = index.embedder.encoded
     index.search("a man plays guitar", "the sport", k=5, candidates=20)
     assert index.embedder.encoded - before == 1

@@ -275,7 +275,7 @@ def test_info_reports_the_first_stage_and_its_query_mode(indexes, saved_models, 
         assert (index["search"], index["first_stage"], index["first_stage_query"]) == ("auto", model, query)
         assert index["rerank_depth"] == "all"  # the default: every candidate re-ranked
         # feedback needs the bi-encoder's own first stage: the default there, not applicable to a tri-encoder's
-        assert index["rerank_feedback"] == ("local-map:4,0.1,10" if model == "self" else None)
+        assert index["rerank_feedback"] == ("local-map:4,0.1,10,earlier" if model == "self" else None)
 
 
 def test_rerank_depth_reaches_the_served_index(indexes, saved_models, scorers) -> None:  # noqa: F811

@@ -123,8 +123,9 @@ def _as_written(parse: Any, text: str) -> str:
 
 
 def rerank_feedback(text: str) -> str:
-    """An argparse type: a two-stage search's feedback, ``none``, ``local-map`` or ``local-map:ROUNDS,RIDGE,POOL``
-    (:func:`finesim.index.feedback.parse_rerank_feedback`), checked and returned as written."""
+    """An argparse type: a two-stage search's feedback, ``none``, ``local-map`` or
+    ``local-map:ROUNDS,RIDGE,POOL[,earlier|own]`` (:func:`finesim.index.feedback.parse_rerank_feedback`), checked and
+    returned as written."""
     from finesim.index.feedback import parse_rerank_feedback
 
     return _as_written(parse_rerank_feedback, text)

@@ -197,10 +197,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--rerank-feedback",
         type=rerank_feedback,
         default=None,
-        metavar="none|local-map[:ROUNDS,RIDGE,POOL]",
+        metavar="none|local-map[:ROUNDS,RIDGE,POOL[,earlier|own]]",
         help="a two-stage search of an index whose first stage is 'self' (conditioned or mapped): re-rank its N "
         "candidates in rounds, each after the first taken by a map fitted on the candidates re-ranked so far "
-        "('local-map', the default for such an index: 4 rounds, ridge 0.1, a pool of the ranking's top 10 N), or "
+        "('local-map', the default for such an index: 4 rounds, ridge 0.1, a pool of the ranking's top 10 N; the "
+        "conditioned ranking's fit also takes the pairs the condition's earlier searches re-ranked, 'own': not), or "
         "the first stage's top N ('none'); docs/search.md",
     )
     p.add_argument(

@@ -183,10 +183,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--rerank-feedback",
         type=rerank_feedback,
         default=None,
-        metavar="none|local-map[:ROUNDS,RIDGE,POOL]",
+        metavar="none|local-map[:ROUNDS,RIDGE,POOL[,earlier|own]]",
         help="/search's two-stage searches on an index whose first stage is 'self': re-rank in rounds steered by a "
-        "map fitted on the candidates re-ranked so far ('local-map', the index's default) or the first stage's top "
-        "N ('none'); docs/search.md",
+        "map fitted on the candidates re-ranked so far ('local-map', the index's default; the conditioned "
+        "ranking's fit also takes the pairs the condition's earlier searches re-ranked, 'own': not) or the first "
+        "stage's top N ('none'); docs/search.md",
     )
     p.add_argument(
         "--workers",

@@ -912,9 +912,12 @@ class ConditionalIndex:
             return (as_float_tensor(self._conditioned_rows(key, condition, rows)) @ query_vector).numpy()
 
         if feedback is not None and steer is not None:  # rounds steered by a local map (finesim.index.feedback)
+            # the pairs earlier searches re-ranked join the fit where the ranking's vectors are the stored ones (a
+            # map's unit rows change with the map: a borrowed one, then the condition's own)
+            earlier = self.rerank_cache.moments.of(key) if used == "conditioned" else None
             top = feedback.rerank(
                 found, wanted, k, query_vector.numpy(), steer,
-                lambda rows: self._conditioned_rows(key, condition, rows), depth,
+                lambda rows: self._conditioned_rows(key, condition, rows), depth, earlier,
             )[:2]  # fmt: skip
         else:
             top = best_rows(score(found), found, k) if depth is None else depth.rerank(found, k, score)[:2]
@@ -949,11 +952,14 @@ class ConditionalIndex:
         :data:`~finesim.index.feedback.LOCAL_MAP_FEEDBACK`): the N re-ranks in rounds, each after the first taken from
         the ranking's next ``pool x N`` candidates not yet re-ranked by a map fitted on the candidates re-ranked so far
         — from the first-stage vectors for the ``conditioned`` ranking, from the mapped ones (a residual on the map) for
-        a ``mapped`` or ``borrowed`` ranking. Set it to None, ``"none"``, ``"local-map"``,
-        ``"local-map:ROUNDS,RIDGE,POOL"`` or a ``LocalMapFeedback`` (checked when set). An index whose first stage is
-        not ``self`` with the ``conditioned`` or ``mapped`` query (none, another model, a tri-encoder, the ``plain``
-        query) has None and refuses any setting, ``"none"`` included. With :attr:`rerank_depth` set, its chunks are the
-        rounds and its patience may stop them early (docs/search.md)."""
+        a ``mapped`` or ``borrowed`` ranking. For the ``conditioned`` ranking the fit also takes the pairs the
+        condition's earlier searches re-ranked (``earlier``, the default; summed in
+        ``rerank_cache.moments``, :class:`~finesim.index.moments.PairMoments`). Set it to None, ``"none"``,
+        ``"local-map"``, ``"local-map:ROUNDS,RIDGE,POOL[,earlier|own]"`` or a ``LocalMapFeedback`` (checked when
+        set). An index whose first stage is not ``self`` with the ``conditioned`` or ``mapped`` query (none,
+        another model, a tri-encoder, the ``plain`` query) has None and refuses any setting, ``"none"`` included.
+        With :attr:`rerank_depth` set, its chunks are the rounds and its patience may stop them early
+        (docs/search.md)."""
         return self._rerank_feedback
 
     @rerank_feedback.setter

@@ -31,22 +31,31 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from finesim.index.moments import ConditionPairs, map_from_moments
 from finesim.index.rerank_depth import RerankDepth
 from finesim.index.topk import best_rows
 from finesim.index.two_stage import fit_condition_map
 
 NAME = "local-map"
+PAIRS = ("earlier", "own")  # the fit's pairs: also the condition's earlier searches', or this search's own only
+# earlier pairs a condition needs before a search's first round is chosen by their map rather than the first stage's
+# order (benchmarks/two_stage_feedback_cache.py simulated this value; not tuned)
+MIN_EARLIER = 100
 
 
 @dataclass(frozen=True)
 class LocalMapFeedback:
     """Re-rank ``N`` candidates in ``rounds`` rounds, each after the first chosen by a map fitted (ridge ``ridge``) on
     the candidates re-ranked so far, from the ranking's next ``pool x N`` candidates not yet re-ranked. ``rounds`` and
-    ``pool``: whole numbers >= 1; ``ridge``: a finite number > 0."""
+    ``pool``: whole numbers >= 1; ``ridge``: a finite number > 0. ``earlier`` (the default): the fit also takes the
+    pairs the condition's earlier searches re-ranked, when the search is given them (:meth:`rerank`'s ``earlier``),
+    and once they number :data:`MIN_EARLIER` the first round is chosen by the map too; False: this search's pairs
+    only."""
 
     rounds: int = 4
     ridge: float = 0.1
     pool: int = 10
+    earlier: bool = True
 
     def __post_init__(self) -> None:
         for name in ("rounds", "pool"):
@@ -57,13 +66,17 @@ class LocalMapFeedback:
         if isinstance(ridge, bool) or not isinstance(ridge, (int, float, np.floating)) or not math.isfinite(ridge) \
                 or ridge <= 0:  # fmt: skip
             raise ValueError(f"rerank_feedback: RIDGE must be a finite number > 0, got {ridge!r}")
+        if not isinstance(self.earlier, (bool, np.bool_)):
+            raise ValueError(f"rerank_feedback: earlier must be True or False, got {self.earlier!r}")
 
     @classmethod
     def parse(cls, text: str) -> LocalMapFeedback:
-        """``"local-map"`` (the defaults) or ``"local-map:ROUNDS,RIDGE,POOL"``, e.g. ``"local-map:4,0.1,10"``; a
-        clear error, echoing ``text``, for anything else."""
+        """``"local-map"`` (the defaults) or ``"local-map:ROUNDS,RIDGE,POOL[,PAIRS]"``, PAIRS ``earlier`` (the
+        default) or ``own`` (``earlier`` False), e.g. ``"local-map:4,0.1,10,own"``; a clear error, echoing
+        ``text``, for anything else."""
         name, _, values = str(text).strip().partition(":")
-        usage = f"expected 'none', '{NAME}' or '{NAME}:ROUNDS,RIDGE,POOL' (e.g. {NAME}:4,0.1,10)"
+        usage = (f"expected 'none', '{NAME}' or '{NAME}:ROUNDS,RIDGE,POOL[,{'|'.join(PAIRS)}]' "
+                 f"(e.g. {NAME}:4,0.1,10,{PAIRS[0]})")  # fmt: skip
         if name.strip().casefold() != NAME:
             raise ValueError(f"rerank_feedback {text!r}: {usage}")
         if not values.strip():
@@ -71,19 +84,22 @@ class LocalMapFeedback:
                 raise ValueError(f"rerank_feedback {text!r}: {usage}")
             return cls()
         parts = [p.strip() for p in values.split(",")]
-        if len(parts) != 3 or not all(p.isascii() and p.isdecimal() for p in (parts[0], parts[2])):
+        if len(parts) not in (3, 4) or not all(p.isascii() and p.isdecimal() for p in (parts[0], parts[2])):
             raise ValueError(f"rerank_feedback {text!r}: {usage}")
+        if len(parts) == 4 and parts[3].casefold() not in PAIRS:
+            raise ValueError(f"rerank_feedback {text!r}: PAIRS must be {' or '.join(PAIRS)}; {usage}")
         try:
             ridge = float(parts[1])
         except ValueError:
             raise ValueError(f"rerank_feedback {text!r}: RIDGE must be a number; {usage}") from None
+        earlier = len(parts) == 3 or parts[3].casefold() == PAIRS[0]
         try:
-            return cls(int(parts[0]), ridge, int(parts[2]))
+            return cls(int(parts[0]), ridge, int(parts[2]), earlier)
         except ValueError as err:
             raise ValueError(f"rerank_feedback {text!r}: {str(err).removeprefix('rerank_feedback: ')}") from None
 
-    def __str__(self) -> str:
-        return f"{NAME}:{self.rounds},{float(self.ridge)!r},{self.pool}"  # repr: the ridge reads back exactly
+    def __str__(self) -> str:  # repr: the ridge reads back exactly
+        return f"{NAME}:{self.rounds},{float(self.ridge)!r},{self.pool},{PAIRS[0] if self.earlier else PAIRS[1]}"
 
     def fetch(self, n: int) -> int:
         """How many of the first stage's candidates a search of ``n`` re-ranks needs (best first): the pool and the
@@ -99,6 +115,7 @@ class LocalMapFeedback:
         first_stage: Callable[[np.ndarray], np.ndarray],
         conditioned: Callable[[np.ndarray], np.ndarray],
         depth: RerankDepth | None = None,
+        earlier: ConditionPairs | None = None,
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """The top ``k`` ``(rows, scores)`` after re-ranking at most ``n`` of the candidates ``rows`` (the first
         stage's, best first: :meth:`fetch` of them), and how many were re-ranked. ``query``: the ``(query,
@@ -107,7 +124,10 @@ class LocalMapFeedback:
         ``conditioned(rows)``: their embeddings under the condition (the re-ranking: the exact score is their dot
         product with ``query``). Rounds of equal size by default; with ``depth`` its chunks (``first``, then
         ``step``) are the rounds and it stops after ``patience`` rounds that add nothing to the top ``k``. The
-        first stage's own order breaks ties between candidates of equal mapped cosine."""
+        first stage's own order breaks ties between candidates of equal mapped cosine. ``earlier``: the sums of the
+        pairs the condition's earlier searches re-ranked, in the space of ``first_stage`` (used when
+        :attr:`earlier` is True: every fit adds this search's pairs to them, and the search adds its pairs to them
+        when it ends)."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a whole number >= 1, got {k!r}")
         rows = np.asarray(rows, dtype=np.int64)
@@ -116,18 +136,28 @@ class LocalMapFeedback:
         # the next round's model call by up to 1.8x on a 2-core CPU
         vectors = torch.as_tensor(np.asarray(first_stage(rows), dtype=np.float32))
         query_t = torch.as_tensor(np.asarray(query, dtype=np.float32))
+        earlier = earlier if self.earlier else None
+        # the fit's sums (XᵀX, Xᵀ(Y - X)): the earlier searches' pairs, plus each round's own ones not among them;
+        # None: no earlier pairs, so each fit takes this search's pairs alone (fit_condition_map's dual form)
+        known = earlier.snapshot(rows) if earlier is not None else None
+        sums = (known.gram, known.cross) if known is not None else None
         scored = np.zeros(len(rows), dtype=bool)  # positions in rows
-        seen_x: list[torch.Tensor] = []
+        seen: list[np.ndarray] = []  # positions re-ranked, a round at a time
         seen_y: list[torch.Tensor] = []
         top_rows, top_scores = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         done, idle, round_index = 0, 0, 0
         while done < n and (depth is None or idle < depth.patience):
             size = self._round_size(round_index, done, n, depth)
-            if round_index == 0:
+            if round_index == 0 and (known is None or known.count < MIN_EARLIER):
                 chosen = np.arange(size)
             else:
-                weights = torch.as_tensor(fit_condition_map(torch.cat(seen_x).numpy(), torch.cat(seen_y).numpy(),
-                                                            self.ridge))  # fmt: skip
+                if sums is None:
+                    so_far = torch.as_tensor(np.concatenate(seen))
+                    weights = torch.as_tensor(
+                        fit_condition_map(vectors[so_far].numpy(), torch.cat(seen_y).numpy(), self.ridge)
+                    )
+                else:
+                    weights = map_from_moments(*sums, self.ridge).to(torch.float32)
                 pool = np.flatnonzero(~scored)[: self.pool * n]
                 mapped = vectors[torch.as_tensor(pool)] @ weights
                 norms = torch.linalg.vector_norm(mapped, dim=1)
@@ -141,13 +171,20 @@ class LocalMapFeedback:
                     f"expected {(len(chosen), vectors.shape[1])}"
                 )
             scores = (embedded @ query_t).numpy()
-            seen_x.append(vectors[torch.as_tensor(chosen)])
+            seen.append(chosen)
             seen_y.append(embedded)
+            if sums is not None and known is not None:
+                new = torch.as_tensor(~known.held[chosen])
+                xs, ys = vectors[torch.as_tensor(chosen)][new].double(), embedded[new].double()
+                sums = (sums[0] + xs.T @ xs, sums[1] + xs.T @ (ys - xs))
             chunk = rows[chosen]
             top_rows, top_scores = best_rows(np.concatenate([top_scores, scores]), np.concatenate([top_rows, chunk]), k)
             idle = 0 if bool(np.isin(top_rows, chunk).any()) else idle + 1
             done += len(chosen)
             round_index += 1
+        if earlier is not None and seen:
+            every = np.concatenate(seen)
+            earlier.add(rows[every], vectors[torch.as_tensor(every)], torch.cat(seen_y))
         return top_rows, top_scores, done
 
     def _round_size(self, index: int, done: int, n: int, depth: RerankDepth | None) -> int:
@@ -164,13 +201,13 @@ LOCAL_MAP_FEEDBACK = LocalMapFeedback(rounds=4, ridge=0.1, pool=10)
 
 def parse_rerank_feedback(value: LocalMapFeedback | str | None) -> LocalMapFeedback | None:
     """A feedback setting as a user gives it: ``"none"`` or None (no feedback: the first stage's top N re-ranked),
-    ``"local-map"`` / ``"local-map:ROUNDS,RIDGE,POOL"`` (:meth:`LocalMapFeedback.parse`) or a
+    ``"local-map"`` / ``"local-map:ROUNDS,RIDGE,POOL[,earlier|own]"`` (:meth:`LocalMapFeedback.parse`) or a
     :class:`LocalMapFeedback`; a clear error for anything else."""
     if value is None or isinstance(value, LocalMapFeedback):
         return value
     if not isinstance(value, str):
-        raise ValueError(f"rerank_feedback must be 'none', '{NAME}[:ROUNDS,RIDGE,POOL]' or a LocalMapFeedback, got "
-                         f"{value!r}")  # fmt: skip
+        raise ValueError(f"rerank_feedback must be 'none', '{NAME}[:ROUNDS,RIDGE,POOL[,earlier|own]]' or a "
+                         f"LocalMapFeedback, got {value!r}")  # fmt: skip
     if value.strip().casefold() == "none":
         return None
     return LocalMapFeedback.parse(value)

@@ -42,9 +42,12 @@ import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from finesim.index.moments import PairMoments
 
 FIRST_STAGE = "first_stage"  # the array name of the first-stage vectors in a part
 SELF = "self"
@@ -337,6 +340,8 @@ def fit_condition_map(plain: np.ndarray, conditioned: np.ndarray, ridge: float =
     threads, left spinning after a product, slowed the next model call by up to 1.8x."""
     import torch
 
+    from finesim.index.moments import map_from_moments  # torch, imported on use (not by the command line's parser)
+
     x = torch.as_tensor(np.ascontiguousarray(plain, dtype=np.float64))
     y = torch.as_tensor(np.ascontiguousarray(conditioned, dtype=np.float64))
     if x.ndim != 2 or x.shape != y.shape:
@@ -346,11 +351,11 @@ def fit_condition_map(plain: np.ndarray, conditioned: np.ndarray, ridge: float =
     if not ridge > 0:
         raise ValueError(f"ridge must be > 0, got {ridge!r}")
     rows, dim = x.shape
-    eye = torch.eye(dim, dtype=torch.float64)
     if rows < dim:  # the dual form (push-through identity): the same B from a rows x rows system
         gram = x @ x.T + ridge * torch.eye(rows, dtype=torch.float64)
+        eye = torch.eye(dim, dtype=torch.float64)
         return (eye + x.T @ torch.linalg.solve(gram, y - x)).to(torch.float32).numpy()
-    return (eye + torch.linalg.solve(x.T @ x + ridge * eye, x.T @ (y - x))).to(torch.float32).numpy()
+    return map_from_moments(x.T @ x, x.T @ (y - x), ridge).to(torch.float32).numpy()
 
 
 @dataclass(frozen=True)
@@ -441,10 +446,15 @@ def map_sample_rows(count: int, size: int = MAP_SAMPLE) -> np.ndarray:
 
 class RerankCache:
     """Conditioned embeddings of corpus rows, per condition key, kept in memory (least recently used condition
-    dropped first once ``max_rows`` embeddings are held). Thread-safe."""
+    dropped first once ``max_rows`` embeddings are held), and ``moments``: the sums of the pairs local-map feedback
+    re-ranked under each condition (:class:`~finesim.index.moments.PairMoments`, dropped with their condition; a
+    condition alone over the limit loses its oldest rows but keeps its sums). Thread-safe."""
 
     def __init__(self, max_rows: int = CACHE_ROWS) -> None:
+        from finesim.index.moments import PairMoments  # torch, imported on use (not by the command line's parser)
+
         self.max_rows = max_rows
+        self.moments: PairMoments = PairMoments()
         self._rows: OrderedDict[str, dict[int, np.ndarray]] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
@@ -474,8 +484,9 @@ class RerankCache:
                     self._held += 1
             while self._held > self.max_rows:
                 if len(self._rows) > 1:  # the least recently used condition first
-                    _, dropped = self._rows.popitem(last=False)
+                    dropped_key, dropped = self._rows.popitem(last=False)
                     self._held -= len(dropped)
+                    self.moments.drop(dropped_key)
                 else:  # one condition alone over the limit: its oldest rows
                     del held[next(iter(held))]
                     self._held -= 1

@@ -143,7 +143,7 @@ def describe_index(index: Any) -> dict[str, Any]:
     ``map_borrow`` (likewise): whether, not waiting, it may rank with the map of the nearest condition held.
     ``rerank_depth`` (an index with a first stage; else None): ``"all"`` or ``"FIRST,STEP,PATIENCE"``.
     ``rerank_feedback`` (a ``self`` first stage, ``conditioned`` or ``mapped``; else None): ``"none"`` or
-    ``"local-map:ROUNDS,RIDGE,POOL"``."""
+    ``"local-map:ROUNDS,RIDGE,POOL[,earlier|own]"``."""
     manifest = index.store.manifest
     stage = index.first_stage_spec
     feedback = None  # only a "self" first stage with the conditioned or mapped query can have feedback

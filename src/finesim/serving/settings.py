@@ -53,8 +53,8 @@ class ServeSettings:
             default.
         rerank_feedback: which candidates ``/search``'s two-stage searches re-rank on an index whose first stage is
             ``self`` (``ConditionalIndex.rerank_feedback``): ``"none"``, ``"local-map"`` or
-            ``"local-map:ROUNDS,RIDGE,POOL"`` (:func:`finesim.index.feedback.parse_rerank_feedback`); None: the index's
-            default.
+            ``"local-map:ROUNDS,RIDGE,POOL[,earlier|own]"`` (:func:`finesim.index.feedback.parse_rerank_feedback`);
+            None: the index's default.
         docs: serve FastAPI's interactive API page at ``/docs`` (with ``/openapi.json``, both then public); None: on
             when ``host`` is a loopback address, off otherwise (the page loads its scripts from a CDN).
         workers: server processes behind the one port (uvicorn's multi-process supervisor; each loads the model and
