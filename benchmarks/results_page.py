@@ -2136,8 +2136,29 @@ def feedback_section(folder: Path) -> list[str]:
             f" ({cres['gain']:+.4f}; N = 100: {sel['feedback']['100']:.3f} ->"
             f" {sel['feedback + cached pairs']['100']:.3f})"
             + (", past the rule's margin" if cres["becomes_default"] else ", short of the rule's margin")
-            + f"; on the validation conditions {cells}. Not built into the library yet.",
+            + f"; on the validation conditions {cells}.",
         ]
+        real = cres.get("real_searches")
+        if real:
+            lines += [
+                "",
+                "Built as `local-map:4,0.1,10,earlier` (the default; `own`: this search's pairs only), real searches"
+                " through the library: each validation condition's queries in their drawn order on the"
+                " `conditioned` index, the two settings taking turns, each with its own re-ranking cache kept"
+                " across a condition's queries:",
+                "",
+                "| N | pairs | queries | p50 | p95 | recall@10 | searches |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for n, per in real.items():
+                if n == "settings":
+                    continue
+                for name, by_turn in per.items():
+                    for which, row in by_turn.items():
+                        lines.append(
+                            f"| {n} | {name} | {which.replace('_', ' ')} | {row['p50_ms']:,.0f} ms |"
+                            f" {row['p95_ms']:,.0f} ms | {row['recall_at_10']:.3f} | {row['searches']} |"
+                        )
     first = folder / "two_stage_feedback_grid1.json"
     if first.is_file():
         grid1 = read(first)["results"]
