@@ -2138,6 +2138,17 @@ def feedback_section(folder: Path) -> list[str]:
             + (", past the rule's margin" if cres["becomes_default"] else ", short of the rule's margin")
             + f"; on the validation conditions {cells}.",
         ]
+        wider = folder / "two_stage_feedback_cache_50k.json"
+        if wider.is_file():
+            rep50 = read(wider)["results"]["report"]
+            lines[-1] += (
+                " On the 50k-text prefix (`two_stage_feedback_cache_50k.json`, the same conditions and queries): "
+                + "; ".join(
+                    f"N = {n}: {rep50['feedback'][n]:.3f} -> {rep50['feedback + cached pairs'][n]:.3f}"
+                    for n in rep50["feedback"]
+                )
+                + "."
+            )
         real = cres.get("real_searches")
         if real:
             lines += [
