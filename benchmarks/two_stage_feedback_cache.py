@@ -59,25 +59,29 @@ RIDGE = 0.1
 MIN_CACHED = 100
 METRIC_NS = (100, 200)
 MIN_GAIN = 0.02
+# per condition: its texts' embeddings under it, and its queries in order (query vector, rows left out of its search)
+Conditions = dict[str, tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]]
 
 
 def one_search(
-    plain: np.ndarray, under: np.ndarray, q: np.ndarray, n: int, left_out: np.ndarray, cached: list[int]
-) -> tuple[np.ndarray, list[int]]:
+    plain: np.ndarray, under: np.ndarray, q: np.ndarray, n: int, left_out: np.ndarray, cached: list[int],
+    rounds: tuple[float, ...] = ROUNDS, ridge: float = RIDGE, pool_size: int = POOL, min_cached: int = MIN_CACHED,
+) -> tuple[np.ndarray, list[int]]:  # fmt: skip
     """The top K of a search with ``n`` re-ranks and the rows it re-ranked; ``cached``: rows re-ranked by the
-    condition's earlier searches (their pairs join every fit; empty: feedback as shipped)."""
+    condition's earlier searches (their pairs join every fit; empty: feedback as shipped). The other arguments: the
+    setting (the shipped one by default; ``two_stage_feedback_cache_grid.py`` varies them)."""
     first = plain @ q
     scored = left_out.copy()
     rows: list[np.ndarray] = []
-    for i, size in enumerate(sizes(n, ROUNDS)):
+    for i, size in enumerate(sizes(n, rounds)):
         done = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
         fit_rows = np.unique(np.concatenate([np.asarray(cached, dtype=np.int64), done]))
         fit_rows = fit_rows[~left_out[fit_rows]]  # the query's own text never joins a fit (as without the cache)
-        if i == 0 and len(cached) < MIN_CACHED:
+        if i == 0 and len(cached) < min_cached:
             chunk = ranked(first, size, scored)
         else:
-            weights = fit_condition_map(plain[fit_rows], under[fit_rows], RIDGE)
-            pool = ranked(first, POOL * n, scored)
+            weights = fit_condition_map(plain[fit_rows], under[fit_rows], ridge)
+            pool = ranked(first, pool_size * n, scored)
             mapped = plain[pool] @ weights
             chunk = pool[np.argsort(-(mapped @ q) / np.linalg.norm(mapped, axis=1), kind="stable")[:size]]
         scored[chunk] = True
@@ -87,15 +91,16 @@ def one_search(
 
 
 def run(
-    plain: np.ndarray, conditions: dict[str, tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]], n: int,
-    use_cache: bool,
+    plain: np.ndarray, conditions: Conditions, n: int,
+    use_cache: bool, **setting: Any,
 ) -> float:  # fmt: skip
-    """Mean recall@K over every condition's queries after its first, the queries in order."""
+    """Mean recall@K over every condition's queries after its first, the queries in order (``setting``: passed to
+    :func:`one_search`)."""
     hits = []
     for under, queries in conditions.values():
         cached: dict[int, None] = {}
         for i, (q, left_out) in enumerate(queries):
-            top, done = one_search(plain, under, q, n, left_out, list(cached) if use_cache else [])
+            top, done = one_search(plain, under, q, n, left_out, list(cached) if use_cache else [], **setting)
             if i > 0:
                 truth = truth_of(under @ q, left_out)
                 hits.append(len(set(top.tolist()) & set(truth.tolist())) / K)
@@ -147,6 +152,41 @@ def table(plain: np.ndarray, conditions: dict, ns: tuple[int, ...]) -> dict[str,
     }
 
 
+def selection_conditions(encoder: IndexEncoder, root: Path, corpus: list[str], cache: Path, tag: str) -> Conditions:
+    """The train conditions (``two_stage_map_selection.py``'s draw) over ``corpus``, with their 25 queries each
+    (``two_stage_feedback.py``'s draw: corpus texts, each left out of its own search): (embeddings under the
+    condition, [(query vector, left-out mask)])."""
+    rng = np.random.default_rng(8)  # two_stage_feedback.py's query draw
+    out: Conditions = {}
+    for condition in train_conditions(root, 7, 4):
+        under = embed(encoder, corpus, condition, cache, tag)
+        queries = []
+        for qi in rng.choice(len(corpus), 25, replace=False):
+            left_out = np.zeros(len(corpus), dtype=bool)
+            left_out[qi] = True
+            queries.append((under[qi], left_out))
+        out[condition] = (under, queries)
+    return out
+
+
+def validation_conditions(encoder: IndexEncoder, draws: Draws, cache: Path, tag: str) -> Conditions:
+    """The never-seen validation conditions of ``draws`` with their queries (a query that is a corpus text left
+    out of its own search), as :func:`selection_conditions` gives them."""
+    position = {t: i for i, t in enumerate(draws.corpus)}
+    out: Conditions = {}
+    for condition in draws.conditions:
+        under = embed(encoder, draws.corpus, condition, cache, tag)
+        vectors = np.asarray(encoder.conditioned(draws.queries[condition], condition), dtype=np.float32)
+        queries = []
+        for query, q in zip(draws.queries[condition], vectors):
+            left_out = np.zeros(len(draws.corpus), dtype=bool)
+            if query in position:
+                left_out[position[query]] = True
+            queries.append((q, left_out))
+        out[condition] = (under, queries)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True)
@@ -168,33 +208,13 @@ def main() -> None:
     plain = embed(encoder, corpus, None, cache, tag)
 
     size = min(args.select_size, len(corpus))
-    rng = np.random.default_rng(8)  # two_stage_feedback.py's query draw
-    select: dict = {}
-    for condition in train_conditions(root, 7, 4):
-        under = embed(encoder, corpus[:size], condition, cache, tag)
-        queries = []
-        for qi in rng.choice(size, 25, replace=False):
-            left_out = np.zeros(size, dtype=bool)
-            left_out[qi] = True
-            queries.append((under[qi], left_out))
-        select[condition] = (under, queries)
+    select = selection_conditions(encoder, root, corpus[:size], cache, tag)
     selection = table(plain[:size], select, METRIC_NS)
     metric = {name: round(float(np.mean(list(row.values()))), 4) for name, row in selection.items()}
     gain = round(metric["feedback + cached pairs"] - metric["feedback"], 4)
     print(f"selection {selection} metric {metric} gain {gain:+.4f}", flush=True)
 
-    position = {t: i for i, t in enumerate(corpus)}
-    report_conditions: dict = {}
-    for condition in draws.conditions:
-        under = embed(encoder, corpus, condition, cache, tag)
-        vectors = np.asarray(encoder.conditioned(draws.queries[condition], condition), dtype=np.float32)
-        queries = []
-        for query, q in zip(draws.queries[condition], vectors):
-            left_out = np.zeros(len(corpus), dtype=bool)
-            if query in position:
-                left_out[position[query]] = True
-            queries.append((q, left_out))
-        report_conditions[condition] = (under, queries)
+    report_conditions = validation_conditions(encoder, draws, cache, tag)
     report = table(plain, report_conditions, (50, 100, 200))
     print(f"report {report}", flush=True)
 
