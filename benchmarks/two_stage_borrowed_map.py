@@ -140,7 +140,8 @@ def main() -> None:
 
         def search(q: str, c: str, n: int) -> list[int]:
             stage.query_mode = "conditioned" if install is not None and install.get(c, 0) is None else mode
-            return [int(r) for r in index.search_rows(q, c, args.k, strategy="two-stage", candidates=n)[0]]
+            with index.rerank_cache.pairs_set_aside():  # each search as its condition's first
+                return [int(r) for r in index.search_rows(q, c, args.k, strategy="two-stage", candidates=n)[0]]
 
         points = []
         for n in ns:

@@ -437,10 +437,11 @@ def main() -> None:
                     per_query, per_query_ref, covered = [], [], []
                     for query, condition in pairs:
                         # with coverage, all N candidates re-ranked (a search for k = N): the top k are their head
-                        found, _ = index.search_rows(
-                            query, condition, max(n, args.k) if coverage_of else args.k, strategy="two-stage",
-                            candidates=n, approximate=approximate,
-                        )  # fmt: skip
+                        with index.rerank_cache.pairs_set_aside():  # each search as its condition's first
+                            found, _ = index.search_rows(
+                                query, condition, max(n, args.k) if coverage_of else args.k, strategy="two-stage",
+                                candidates=n, approximate=approximate,
+                            )  # fmt: skip
                         rows = found[: args.k]
                         if exact:
                             per_query.append(recall_at_k(exact[(query, condition)], rows, args.k))

@@ -281,19 +281,19 @@ def test_earlier_pairs_choose_the_first_round_once_there_are_enough(monkeypatch)
     moments.add("c", np.array([13, 16]), *rotation_pairs([13, 16]))
     seen: list[list[int]] = []
     feedback = LocalMapFeedback(rounds=2, ridge=1e-6, pool=10)
-    rows, _, _ = feedback.rerank(ROWS, 4, 2, QUERY, first_stage, conditioned(seen), earlier=moments.of("c"))
+    rows, _, _ = feedback.rerank(ROWS, 4, 2, QUERY, first_stage, conditioned(seen), pairs=moments.of("c"))
     assert seen[0] == [13, 14] and rows.tolist() == [13, 14]
     # the search added its own pairs, each row once (13 was held already): 13, 16 + the 3 others it re-ranked
     assert moments.count("c") == 2 + 3
     # "own": the same search without the earlier pairs starts from the first stage's order and adds nothing
     seen.clear()
     own = LocalMapFeedback(rounds=2, ridge=1e-6, pool=10, earlier=False)
-    own.rerank(ROWS, 4, 2, QUERY, first_stage, conditioned(seen), earlier=moments.of("c"))
+    own.rerank(ROWS, 4, 2, QUERY, first_stage, conditioned(seen), pairs=moments.of("c"))
     assert seen[0] == [10, 11] and moments.count("c") == 5
     # below MIN_EARLIER (now 10) the first round is the first stage's again; the later rounds still fit on them
     monkeypatch.setattr(feedback_module, "MIN_EARLIER", 10)
     seen.clear()
-    feedback.rerank(ROWS, 4, 2, QUERY, first_stage, conditioned(seen), earlier=moments.of("c"))
+    feedback.rerank(ROWS, 4, 2, QUERY, first_stage, conditioned(seen), pairs=moments.of("c"))
     assert seen == [[10, 11], [13, 14]]
 
 
@@ -375,3 +375,63 @@ def test_an_index_fits_a_conditions_later_searches_on_its_earlier_pairs(model_di
     mapped.map_sample = 40
     mapped.search(query, condition, k=5, candidates=12)
     assert mapped.last_first_stage() == "mapped" and mapped.rerank_cache.moments.count(key) == 0
+
+
+def test_every_fit_with_earlier_pairs_is_the_fit_on_the_union_of_distinct_rows(monkeypatch):
+    """Random pairs (no map fits them exactly, so weights matter): each round's map is fit_condition_map on the
+    earlier rows plus the rows re-ranked so far, each once, though the search re-ranks rows the earlier ones hold."""
+    rng = np.random.default_rng(3)
+    plain, under = rng.normal(size=(60, 4)), rng.normal(size=(60, 4))
+    moments = PairMoments()
+    earlier = np.array([0, 1, 2, 3, 4, 5, 40, 41])  # rows 0-5 are the first stage's best too
+    moments.add("c", earlier, plain[earlier], under[earlier])
+    reranked: list[int] = []
+    fits: list[tuple[np.ndarray, list[int]]] = []
+    original = feedback_module.map_from_moments
+
+    def spy(gram, cross, ridge):
+        weights = original(gram, cross, ridge)
+        fits.append((weights.numpy(), sorted(set(earlier.tolist()) | set(reranked))))
+        return weights
+
+    def embed(rows: np.ndarray) -> np.ndarray:
+        reranked.extend(int(r) for r in rows)
+        return under[rows]
+
+    monkeypatch.setattr(feedback_module, "map_from_moments", spy)
+    LocalMapFeedback(rounds=3, ridge=0.5, pool=3).rerank(
+        np.arange(60), 12, 3, under[7] / np.linalg.norm(under[7]), lambda rows: plain[rows], embed,
+        pairs=moments.of("c"),
+    )  # fmt: skip
+    # 8 earlier pairs, under MIN_EARLIER: the first round is the first stage's best 4, rows 0-3, all held already;
+    # the two later rounds fit on the sums plus this search's pairs not held
+    assert reranked[:4] == [0, 1, 2, 3] and len(fits) == 2 and fits[0][1] == sorted(earlier.tolist())
+    for weights, union in fits:
+        np.testing.assert_allclose(weights, fit_condition_map(plain[union], under[union], 0.5), atol=1e-5)
+    assert moments.count("c") == len(set(earlier.tolist()) | set(reranked))
+
+
+def test_a_mapped_index_ranking_as_conditioned_meanwhile_adds_its_pairs(model_dirs, tmp_path):
+    """No map yet and none to borrow: the search ranks as `conditioned` and its pairs join the condition's sums."""
+    corpus = make_corpus(150)
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "mapped", first_stage_query="mapped")
+    index.map_sample, index.map_wait, index.map_borrow = 40, False, False
+    condition = "the animal"
+    index.search("the dog runs in the park", condition, k=5, candidates=12)
+    assert index.last_first_stage() == "conditioned"
+    assert index.rerank_cache.moments.count(index.key(condition)) == 12
+    assert index.wait_for_maps(timeout=120)
+
+
+def test_recall_runs_each_search_as_its_conditions_first(model_dirs, tmp_path):
+    """ConditionalIndex.recall sets the earlier pairs aside: the same figure twice, and the sums left as they were."""
+    corpus = make_corpus(150)
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
+    condition = "the sport"
+    index.search("a man plays guitar", condition, k=5, candidates=12)
+    key = index.key(condition)
+    queries = ["a woman rides a bike", "two dogs play", "a child sings"]
+    first = index.recall(queries, condition, k=5, candidates=12, strategy="two-stage", approximate=False)
+    again = index.recall(queries, condition, k=5, candidates=12, strategy="two-stage", approximate=False)
+    assert first["per_query"] == again["per_query"]
+    assert index.rerank_cache.moments.count(key) == 12  # the measured searches added nothing

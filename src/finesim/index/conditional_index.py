@@ -914,10 +914,10 @@ class ConditionalIndex:
         if feedback is not None and steer is not None:  # rounds steered by a local map (finesim.index.feedback)
             # the pairs earlier searches re-ranked join the fit where the ranking's vectors are the stored ones (a
             # map's unit rows change with the map: a borrowed one, then the condition's own)
-            earlier = self.rerank_cache.moments.of(key) if used == "conditioned" else None
+            pairs = self.rerank_cache.moments.of(key) if used == "conditioned" else None
             top = feedback.rerank(
                 found, wanted, k, query_vector.numpy(), steer,
-                lambda rows: self._conditioned_rows(key, condition, rows), depth, earlier,
+                lambda rows: self._conditioned_rows(key, condition, rows), depth, pairs,
             )[:2]  # fmt: skip
         else:
             top = best_rows(score(found), found, k) if depth is None else depth.rerank(found, k, score)[:2]
@@ -1345,7 +1345,10 @@ class ConditionalIndex:
         """Recall@k of approximate (or two-stage) search against exact search over (query, condition) pairs: the
         mean share of the exact top-k that the approximate top-k finds, and each query's. ``strategy="two-stage"``
         measures two-stage search (with ``approximate=False`` its first stage is exact). ``conditions`` None (or a
-        None among them) measures a search without a condition (exact strategy, approximate only)."""
+        None among them) measures a search without a condition (exact strategy, approximate only). Each measured
+        search runs as its condition's first: the pairs earlier searches re-ranked are set aside for it
+        (:meth:`~finesim.index.two_stage.RerankCache.pairs_set_aside`), so the figure does not depend on what was
+        searched before, and the measured searches add none."""
         if conditions is None or isinstance(conditions, str):
             conds: list[str | None] = [conditions] * len(queries)
         else:
@@ -1359,9 +1362,10 @@ class ConditionalIndex:
             resolved = "exact" if self.encoder == "tri" or condition is None else self._strategy(strategy, condition)
             measured.add(resolved)
             exact, _ = self.search_rows(query, condition, k, strategy="exact")
-            found, _ = self.search_rows(
-                query, condition, k, approximate=approximate, candidates=candidates, strategy=resolved
-            )
+            with self.rerank_cache.pairs_set_aside():
+                found, _ = self.search_rows(
+                    query, condition, k, approximate=approximate, candidates=candidates, strategy=resolved
+                )
             per_query.append(recall_at_k(exact, found, k))
         return {
             "k": k,

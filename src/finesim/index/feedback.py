@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from finesim.index.moments import ConditionPairs, map_from_moments
+from finesim.index.moments import ConditionPairs, map_from_moments, pair_sums
 from finesim.index.rerank_depth import RerankDepth
 from finesim.index.topk import best_rows
 from finesim.index.two_stage import fit_condition_map
@@ -122,7 +122,7 @@ class LocalMapFeedback:
         first_stage: Callable[[np.ndarray], np.ndarray],
         conditioned: Callable[[np.ndarray], np.ndarray],
         depth: RerankDepth | None = None,
-        earlier: ConditionPairs | None = None,
+        pairs: ConditionPairs | None = None,
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """The top ``k`` ``(rows, scores)`` after re-ranking at most ``n`` of the candidates ``rows`` (the first
         stage's, best first: :meth:`fetch` of them), and how many were re-ranked. ``query``: the ``(query,
@@ -131,7 +131,7 @@ class LocalMapFeedback:
         ``conditioned(rows)``: their embeddings under the condition (the re-ranking: the exact score is their dot
         product with ``query``). Rounds of equal size by default; with ``depth`` its chunks (``first``, then
         ``step``) are the rounds and it stops after ``patience`` rounds that add nothing to the top ``k``. The
-        first stage's own order breaks ties between candidates of equal mapped cosine. ``earlier``: the sums of the
+        first stage's own order breaks ties between candidates of equal mapped cosine. ``pairs``: the sums of the
         pairs the condition's earlier searches re-ranked, in the space of ``first_stage`` (used when
         :attr:`earlier` is True: every fit adds this search's pairs to them, and the search adds its pairs to them
         when it ends)."""
@@ -143,10 +143,10 @@ class LocalMapFeedback:
         # the next round's model call by up to 1.8x on a 2-core CPU
         vectors = torch.as_tensor(np.asarray(first_stage(rows), dtype=np.float32))
         query_t = torch.as_tensor(np.asarray(query, dtype=np.float32))
-        earlier = earlier if self.earlier else None
+        pairs = pairs if self.earlier else None
         # the fit's sums (XᵀX, Xᵀ(Y - X)): the earlier searches' pairs, plus each round's own ones not among them;
         # None: no earlier pairs, so each fit takes this search's pairs alone (fit_condition_map's dual form)
-        known = earlier.snapshot(rows) if earlier is not None else None
+        known = pairs.snapshot(rows) if pairs is not None else None
         sums = (known.gram, known.cross) if known is not None else None
         scored = np.zeros(len(rows), dtype=bool)  # positions in rows
         seen: list[np.ndarray] = []  # positions re-ranked, a round at a time
@@ -180,18 +180,18 @@ class LocalMapFeedback:
             scores = (embedded @ query_t).numpy()
             seen.append(chosen)
             seen_y.append(embedded)
-            if sums is not None and known is not None:
+            if sums is not None and known is not None:  # (known is not None whenever sums is not: for mypy)
                 new = torch.as_tensor(~known.held[chosen])
-                xs, ys = vectors[torch.as_tensor(chosen)][new].double(), embedded[new].double()
-                sums = (sums[0] + xs.T @ xs, sums[1] + xs.T @ (ys - xs))
+                gram, cross = pair_sums(vectors[torch.as_tensor(chosen)][new], embedded[new])
+                sums = (sums[0] + gram, sums[1] + cross)
             chunk = rows[chosen]
             top_rows, top_scores = best_rows(np.concatenate([top_scores, scores]), np.concatenate([top_rows, chunk]), k)
             idle = 0 if bool(np.isin(top_rows, chunk).any()) else idle + 1
             done += len(chosen)
             round_index += 1
-        if earlier is not None and seen:
+        if pairs is not None and seen:
             every = np.concatenate(seen)
-            earlier.add(rows[every], vectors[torch.as_tensor(every)], torch.cat(seen_y))
+            pairs.add(rows[every], vectors[torch.as_tensor(every)], torch.cat(seen_y))
         return top_rows, top_scores, done
 
     def _round_size(self, index: int, done: int, n: int, depth: RerankDepth | None) -> int:

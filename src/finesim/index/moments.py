@@ -25,6 +25,19 @@ EARLIER_CONDITIONS = 16
 EARLIER_ROWS = 65_536
 
 
+Matrix = torch.Tensor | np.ndarray
+
+
+def pair_sums(plain: Matrix, conditioned: Matrix) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(XᵀX, Xᵀ(Y − X))`` in float64 for pairs ``X = plain``, ``Y = conditioned`` (rows, d)."""
+    x, y = _float64(plain), _float64(conditioned)
+    return x.T @ x, x.T @ (y - x)
+
+
+def _float64(values: Matrix) -> torch.Tensor:
+    return torch.as_tensor(values).to(torch.float64)
+
+
 def map_from_moments(gram: torch.Tensor, cross: torch.Tensor, ridge: float) -> torch.Tensor:
     """The ridge map ``W = I + (gram + ridge I)⁻¹ cross`` (float64), from the sums ``gram = XᵀX`` and
     ``cross = Xᵀ(Y − X)`` of a condition's pairs (:func:`~finesim.index.two_stage.fit_condition_map`)."""
@@ -51,6 +64,9 @@ class MomentsSnapshot:
 
 
 class _Sums:
+    """One condition's sums, their count, and which corpus rows they hold (a flag per row up to the largest row
+    added, grown by doubling: at most 2 bytes per corpus row)."""
+
     def __init__(self, dim: int) -> None:
         self.gram = torch.zeros(dim, dim, dtype=torch.float64)
         self.cross = torch.zeros(dim, dim, dtype=torch.float64)
@@ -91,10 +107,7 @@ class PairMoments:
         """Add the pairs of ``rows`` (``plain[i]``, ``conditioned[i]``) not held yet, in order, until ``max_rows``;
         how many joined."""
         rows = np.asarray(rows, dtype=np.int64)
-        x = torch.as_tensor(np.asarray(plain, dtype=np.float64) if isinstance(plain, np.ndarray) else plain)
-        y = torch.as_tensor(
-            np.asarray(conditioned, dtype=np.float64) if isinstance(conditioned, np.ndarray) else conditioned
-        )
+        x, y = _float64(plain), _float64(conditioned)
         if x.ndim != 2 or tuple(x.shape) != tuple(y.shape) or x.shape[0] != len(rows):
             raise ValueError(f"{len(rows)} rows need matching (rows, d) pairs, got {tuple(x.shape)} and "
                              f"{tuple(y.shape)}")  # fmt: skip
@@ -117,9 +130,9 @@ class PairMoments:
                 grown[: len(sums.summed)] = sums.summed
                 sums.summed = grown
             index = torch.as_tensor(fresh)
-            xs, ys = x[index].to(torch.float64), y[index].to(torch.float64)
-            sums.gram += xs.T @ xs
-            sums.cross += xs.T @ (ys - xs)
+            gram, cross = pair_sums(x[index], y[index])
+            sums.gram += gram
+            sums.cross += cross
             sums.count += len(fresh)
             sums.summed[rows[fresh]] = True
             return len(fresh)

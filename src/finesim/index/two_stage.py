@@ -40,6 +40,8 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -460,6 +462,19 @@ class RerankCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+
+    @contextmanager
+    def pairs_set_aside(self) -> Iterator[None]:
+        """Within the block, searches see no earlier pairs and the pairs they add are dropped after it: each runs as
+        its condition's first (a measurement that must not depend on the searches before it). Not for a cache that
+        other threads search meanwhile."""
+        from finesim.index.moments import PairMoments
+
+        held, self.moments = self.moments, PairMoments()
+        try:
+            yield
+        finally:
+            self.moments = held
 
     def lookup(self, key: str, rows: np.ndarray) -> tuple[dict[int, np.ndarray], list[int]]:
         """The cached vectors of ``rows`` under ``key`` and the rows that are not cached."""
