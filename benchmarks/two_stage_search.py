@@ -27,8 +27,10 @@ measurement (the "never-seen condition" case); ``--queries`` query sentences per
    ranking against it (``exact_recall_at_10_vs_reference``): the way to measure a fast re-ranker (``--model``: an
    int8 export, ``finesim export``) against the exact ranking of the fp32 bi-encoder it was exported from.
 4. **Latency** (``--latency``): per query with a cold re-ranking cache (a never-seen condition: N candidates
-   embedded) and a warm one (the same condition again, new queries), for the default query mode, per N and
-   first-stage search; p50/p95 seconds. Run it alone on an idle machine: latencies beside another job are not
+   embedded) and a warm one (the same condition again, a new query: with local-map feedback's default, its fit
+   takes the first search's pairs), for the default query mode, per N and first-stage search; p50/p95 seconds.
+   ``--latency-feedback none,local-map`` times several ``rerank_feedback`` settings on the same queries, taking
+   turns. Run it alone on an idle machine: latencies beside another job are not
    figures (the file records ``--note``).
 
     flock /tmp/finesim-cpu.lock python benchmarks/two_stage_search.py --model runs/minilm-bi-mse-tuned/model \\
@@ -286,6 +288,12 @@ def main() -> None:
         help="the index's rerank_feedback ('none', 'local-map[:ROUNDS,RIDGE,POOL[,earlier|own]]'; default: the "
         "index's own)",
     )
+    parser.add_argument(
+        "--latency-feedback",
+        default=None,
+        help="time these rerank_feedback settings side by side, taking turns per query (e.g. 'none,local-map'); "
+        "default: the index's own only",
+    )
     parser.add_argument("--note", default=None, help="recorded as it is (e.g. what else ran on the machine)")
     parser.add_argument("--output", default="benchmarks/results/two_stage_search.json")
     args = parser.parse_args()
@@ -480,37 +488,50 @@ def main() -> None:
         if args.latency:
             timing = []
             latency_modes = args.latency_modes.split(",") if args.latency_modes else [stage.query_mode]
+            # "index": whatever the index has (--rerank-feedback or its default), as before this option existed
+            ways = [w.strip() for w in args.latency_feedback.split(",")] if args.latency_feedback else ["index"]
+            initial_feedback = index.rerank_feedback
             for mode, search in [(m, s) for m in latency_modes for s in searches]:
                 stage.query_mode = mode
                 approximate = first_stage_search(index, search, hnsw_params["ef_search_per_result"])
                 for n in ns:
-                    cold_s, warm_s = [], []
+                    cold_s: dict[str, list[float]] = {way: [] for way in ways}
+                    warm_s: dict[str, list[float]] = {way: [] for way in ways}
                     fresh = [(rng.choice(pool), c) for c in rng.sample(conditions_pool, args.latency_queries)]
-                    for query, condition in fresh:
-                        index.rerank_cache = RerankCache()
-                        index._maps.clear()  # a never-seen condition: a "mapped" first stage fits its map
-                        for kept in (folder / "maps").glob("*.npz"):  # ... not read from an earlier fit's file
-                            kept.unlink()
-                        start = time.perf_counter()
-                        index.search_rows(query, condition, args.k, strategy="two-stage", candidates=n,
-                                          approximate=approximate)  # fmt: skip
-                        cold_s.append(time.perf_counter() - start)
-                        start = time.perf_counter()
-                        index.search_rows(rng.choice(pool), condition, args.k, strategy="two-stage", candidates=n,
-                                          approximate=approximate)  # fmt: skip
-                        warm_s.append(time.perf_counter() - start)
-                    timing.append(
-                        {
-                            "query_mode": mode,
-                            "first_stage_search": search,
-                            "candidates": n,
-                            "cold": percentiles(cold_s),
-                            "warm": percentiles(warm_s),
-                        }
-                    )
-                    shown = f"cold {timing[-1]['cold']} warm {timing[-1]['warm']}"
-                    print(f"latency {mode} {search} N={n}: {shown}", flush=True)
+                    for i, (query, condition) in enumerate(fresh):
+                        warm_query = rng.choice(pool)
+                        for way in ways if i % 2 == 0 else ways[::-1]:  # settings take turns, first alternating
+                            if way != "index":
+                                index.rerank_feedback = way
+                            index.rerank_cache = RerankCache()
+                            index._maps.clear()  # a never-seen condition: a "mapped" first stage fits its map
+                            for kept in (folder / "maps").glob("*.npz"):  # ... not read from an earlier fit's file
+                                kept.unlink()
+                            start = time.perf_counter()
+                            index.search_rows(query, condition, args.k, strategy="two-stage", candidates=n,
+                                              approximate=approximate)  # fmt: skip
+                            cold_s[way].append(time.perf_counter() - start)
+                            start = time.perf_counter()
+                            index.search_rows(warm_query, condition, args.k, strategy="two-stage", candidates=n,
+                                              approximate=approximate)  # fmt: skip
+                            warm_s[way].append(time.perf_counter() - start)
+                    for way in ways:
+                        if way != "index":
+                            index.rerank_feedback = way
+                        timing.append(
+                            {
+                                "query_mode": mode,
+                                "first_stage_search": search,
+                                "candidates": n,
+                                **({"rerank_feedback": str(index.rerank_feedback)} if way != "index" else {}),
+                                "cold": percentiles(cold_s[way]),
+                                "warm": percentiles(warm_s[way]),
+                            }
+                        )
+                        shown = f"cold {timing[-1]['cold']} warm {timing[-1]['warm']}"
+                        print(f"latency {mode} {search} N={n} feedback {way}: {shown}", flush=True)
             result["latency"] = timing
+            index.rerank_feedback = initial_feedback  # what the settings record
     finally:
         if not args.work_dir:
             shutil.rmtree(work, ignore_errors=True)
