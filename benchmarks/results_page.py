@@ -1523,8 +1523,41 @@ def search_section(folder: Path) -> list[str]:
             + (f"; the HNSW graph over its first-stage vectors took {ann / 60:.0f} min." if ann else ".")
             + chunk_text,
         ]
+    lines += _latency_1m_feedback(folder)
     files_used = ", ".join(f"`{path.name}`" for name, path in files.items() if name in data)
     lines += ["", f"Files: {files_used}."]
+    return lines
+
+
+def _latency_1m_feedback(folder: Path) -> list[str]:
+    """The 1M latency run without and with local-map feedback (``two_stage_latency_1m_feedback.json``: settings
+    taking turns per query); empty without the file."""
+    path = folder / "two_stage_latency_1m_feedback.json"
+    if not path.is_file():
+        return []
+    d = read(path)
+    settings = d["settings"]
+    lines = [
+        "",
+        f"Over {settings['size']:,} texts with `{settings['model']}` (the feedback benchmarks' bf16 MiniLM) as the"
+        " re-ranker, without and with local-map feedback, the two taking turns on the same never-seen (query,"
+        " condition)s (`two_stage_latency_1m_feedback.json`; cold: the condition's first search, warm: a second query"
+        " under it, whose feedback fits on the first search's pairs too):",
+        "",
+        "| first stage | N | feedback | cold p50 | cold p95 | warm p50 | warm p95 | goal (cold) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in d["results"]["latency"]:
+        cold, warm = row["cold"], row["warm"]
+        met = 1000 * cold["p50_seconds"] <= SEARCH_GOAL_P50_MS and 1000 * cold["p95_seconds"] <= SEARCH_GOAL_P95_MS
+        lines.append(
+            f"| {FIRST_STAGE.get(row['first_stage_search'], row['first_stage_search'])} | {row['candidates']} |"
+            f" {'none' if row.get('rerank_feedback') == 'None' else row.get('rerank_feedback', '?')} |"
+            f" {1000 * cold['p50_seconds']:,.0f} ms |"
+            f" {1000 * cold['p95_seconds']:,.0f} ms | {1000 * warm['p50_seconds']:,.0f} ms |"
+            f" {1000 * warm['p95_seconds']:,.0f} ms | {'latency met' if met else 'not met'} |"
+        )
+    lines += ["", f"Built in {d['results']['build_seconds'] / 60:.0f} min; {settings['note']}."]
     return lines
 
 

@@ -12,9 +12,9 @@ unchanged (4 rounds, ridge 0.1, pool 10 N).
 queries each in their drawn order, 10k texts; the `conditioned` first stage), the metric is the mean recall@10 at N =
 100 and 200 over each condition's queries after its first (a first query has no cache). The cache-fed fit would
 qualify to be built as the default if it beats feedback without the cache by at least 0.02, else it stays unbuilt
-(``becomes_default`` in the results file; it qualified, and the library has it since: ``local-map:...,earlier``). Reported on the
-never-seen validation conditions (6 x 10 queries in their drawn order, 20k texts), queries after the first. A
-simulation over stored embeddings, like ``two_stage_feedback.py`` (its cache of embeddings is read).
+(``becomes_default`` in the results file; it qualified, and the library has it since: ``local-map:...,earlier``).
+Reported on the never-seen validation conditions (6 x 10 queries in their drawn order, 20k texts), queries after
+the first. A simulation over stored embeddings, like ``two_stage_feedback.py`` (its cache of embeddings is read).
 
 **Real searches, once the library had it** (``--latency-index DIR``: ``two_stage_feedback.py``'s `conditioned`
 index of the same corpus; written after the simulation above was run, before these searches were): each validation

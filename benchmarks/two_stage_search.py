@@ -523,7 +523,7 @@ def main() -> None:
                                 "query_mode": mode,
                                 "first_stage_search": search,
                                 "candidates": n,
-                                **({"rerank_feedback": str(index.rerank_feedback)} if way != "index" else {}),
+                                **({"rerank_feedback": str(index.rerank_feedback or "none")} if way != "index" else {}),
                                 "cold": percentiles(cold_s[way]),
                                 "warm": percentiles(warm_s[way]),
                             }
