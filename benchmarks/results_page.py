@@ -2182,6 +2182,25 @@ def feedback_section(folder: Path) -> list[str]:
                 )
                 + "."
             )
+        grid_file = folder / "two_stage_feedback_cache_grid.json"
+        if grid_file.is_file():
+            gres = read(grid_file)["results"]
+            rep_grid = gres["report"]
+            lines[-1] += (
+                f" A grid of 36 settings with earlier pairs (`two_stage_feedback_cache_grid.json`: rounds, ridge, pool,"
+                f" earlier pairs before the first round uses them) chose `{gres['chosen']}` on the train conditions,"
+                f" {gres['gain']:+.4f} over the shipped setting ({gres['shipped_metric']:.4f}): "
+                + (
+                    "past the rule's 0.02 margin"
+                    if gres["becomes_default"]
+                    else "short of the rule's 0.02 margin, so the shipped setting stays"
+                )
+                + "; on the validation conditions, shipped against chosen: "
+                + "; ".join(
+                    f"N = {n}: {rep_grid['shipped'][n]:.3f} / {rep_grid['chosen'][n]:.3f}" for n in rep_grid["shipped"]
+                )
+                + "."
+            )
         real = cres.get("real_searches")
         if real:
             lines += [
