@@ -59,6 +59,7 @@ from index_scaling import csts_sentences, distinct_corpus, sentence_pool, valida
 
 from finesim.index import ConditionalIndex, recall_at_k
 from finesim.index.approximate import DEFAULT_PARAMS
+from finesim.index.feedback import parse_rerank_feedback
 from finesim.index.topk import best_rows
 from finesim.index.two_stage import (
     FIRST_STAGE,
@@ -516,14 +517,13 @@ def main() -> None:
                                               approximate=approximate)  # fmt: skip
                             warm_s[way].append(time.perf_counter() - start)
                     for way in ways:
-                        if way != "index":
-                            index.rerank_feedback = way
+                        label = {} if way == "index" else {"rerank_feedback": str(parse_rerank_feedback(way) or "none")}
                         timing.append(
                             {
                                 "query_mode": mode,
                                 "first_stage_search": search,
                                 "candidates": n,
-                                **({"rerank_feedback": str(index.rerank_feedback or "none")} if way != "index" else {}),
+                                **label,
                                 "cold": percentiles(cold_s[way]),
                                 "warm": percentiles(warm_s[way]),
                             }
