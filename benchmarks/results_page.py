@@ -1524,6 +1524,7 @@ def search_section(folder: Path) -> list[str]:
             + chunk_text,
         ]
     lines += _latency_1m_feedback(folder)
+    lines += _recall_1m_pooled(folder)
     files_used = ", ".join(f"`{path.name}`" for name, path in files.items() if name in data)
     lines += ["", f"Files: {files_used}."]
     return lines
@@ -1558,6 +1559,93 @@ def _latency_1m_feedback(folder: Path) -> list[str]:
             f" {1000 * warm['p95_seconds']:,.0f} ms | {'latency met' if met else 'not met'} |"
         )
     lines += ["", f"Built in {d['results']['build_seconds'] / 60:.0f} min; {settings['note']}."]
+    return lines
+
+
+POOLED_MODES = {"mapped": "own map (a condition seen before)", "borrowed": "a donor's map (never seen)"}
+
+
+def _recall_1m_pooled(folder: Path) -> list[str]:
+    """Recall@10 over the whole 1M corpus against a pooled reference (``two_stage_recall_1m_pooled.json``,
+    ``benchmarks/two_stage_pooled.py``), and the goal judged on the setting whose 1M latency met it; empty without
+    the file."""
+    path = folder / "two_stage_recall_1m_pooled.json"
+    if not path.is_file():
+        return []
+    d = read(path)
+    settings, results = d["settings"], d["results"]
+    check, depth = results.get("check_50k"), results["reference_depth"]
+    pool_rows = [p["rows"] for p in results["pool"]]
+    lines = [
+        "",
+        f"Recall@10 over all {settings['size']:,} texts (`two_stage_recall_1m_pooled.json`,"
+        " `benchmarks/two_stage_pooled.py`): the same index and re-ranker, "
+        f"{len(settings['conditions'])} never-seen validation conditions x {settings['queries_per_condition']}"
+        " queries (the query's own text left out), each search as its condition's first, against a **pooled"
+        " reference**: the exact top 10 among the rows whose embedding under the condition is known, that is, each"
+        f" query's top {settings['depth']:,} rows of the `conditioned` first stage and of the condition's own map,"
+        f" the map's {settings['map_sample']:,} sample rows and every row a search returned"
+        f" ({min(pool_rows):,}–{max(pool_rows):,} rows per condition). Against it recall can only be overstated,"
+        " never understated; it equals recall against the exact ranking when the pool holds the exact top 10.",
+        "",
+        "| first stage | query | feedback | "
+        + " | ".join(f"N = {n}" for n in sorted({r["candidates"] for r in results["recall"]}))
+        + " |",
+    ]
+    ns = sorted({r["candidates"] for r in results["recall"]})
+    lines.append("|---|---|---|" + "---|" * len(ns))
+    rows: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
+    for r in results["recall"]:
+        rows.setdefault((r["first_stage_search"], r["query_mode"], r["rerank_feedback"]), {})[r["candidates"]] = r
+    for (search, mode, feedback), by_n in rows.items():
+        cells = [f"{by_n[n]['recall_at_10_pooled']:.3f}" if n in by_n else "" for n in ns]
+        query = POOLED_MODES.get(mode, mode)
+        lines.append(f"| {FIRST_STAGE.get(search, search)} | {query} | {feedback} | " + " | ".join(cells) + " |")
+    held = (
+        f"at {check['size']:,} texts, where the exact ranking is known, a pool built the same way at the same depth"
+        f" ({check['depth']:,}) held {check['held_share']:.3f} of the exact top-10 rows ("
+        + ", ".join(f"depth {c['depth']:,}: {c['held_share']:.3f}" for c in check["held_share_by_depth"])
+        + f"; depth {check['matched_share_depth']:,} is the same share of that corpus)"
+        if check
+        else "the check at 50,000 texts did not run"
+    )
+    lines += [
+        "",
+        f"How far the pool can be trusted (the rule in the script's docstring, written before the run): from depth"
+        f" {settings['depth'] // 4:,} to {settings['depth']:,} the reference changed"
+        f" {100 * results['reference_changed_share']:.1f}% of its rows (at most"
+        f" {100 * settings['accept_rule']['max_changed_share']:.0f}% allowed); {held} (at least"
+        f" {settings['accept_rule']['min_held_share_50k']:.2f} asked); the reference rows' better rank in the two"
+        f" first stages: median {depth['median']:.0f}, p95 {depth['p95']:.0f}, deepest {depth['max']:,}."
+        + (
+            " The reference passes both: the figures above are taken as recall against the exact ranking."
+            if results["reference_accepted"]
+            else " The reference does not pass: the figures above are upper bounds only."
+        ),
+    ]
+    latency = folder / "two_stage_latency_1m_feedback.json"
+    goal = next(
+        (r for r in results["recall"] if r["first_stage_search"] == "hnsw" and r["query_mode"] == "conditioned"
+         and r["candidates"] == 100 and r["rerank_feedback"] != "none"),
+        None,
+    )  # fmt: skip
+    if goal and latency.is_file():
+        timed = next(
+            (r for r in read(latency)["results"]["latency"] if r["first_stage_search"] == "hnsw"
+             and r["candidates"] == 100 and r.get("rerank_feedback") not in (None, "None")),
+            None,
+        )  # fmt: skip
+        if timed:
+            recall = goal["recall_at_10_pooled"]
+            lines += [
+                "",
+                f"Goal (a never-seen condition over 1M texts: recall@10 ≥ {SEARCH_GOAL_RECALL:.2f} at p50 ≤"
+                f" {SEARCH_GOAL_P50_MS} ms and p95 ≤ {SEARCH_GOAL_P95_MS:,} ms), on the setting whose 1M latency met"
+                f" the goal (HNSW, `conditioned`, N = 100, {goal['rerank_feedback']}: p50"
+                f" {1000 * timed['cold']['p50_seconds']:,.0f} ms, p95 {1000 * timed['cold']['p95_seconds']:,.0f} ms):"
+                f" recall@10 {recall:.3f}: " + ("**met**." if recall >= SEARCH_GOAL_RECALL else "**not met**."),
+            ]
+    lines += ["", f"Run note: {settings['note']}."] if settings.get("note") else []
     return lines
 
 

@@ -1351,3 +1351,33 @@ def test_the_cached_pairs_sentence_recomputes_from_its_file() -> None:
     report = results["report"]
     for n in report["feedback"]:
         assert f"N = {n}: {report['feedback'][n]:.3f} -> {report['feedback + cached pairs'][n]:.3f}" in section
+
+
+def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
+    """The 1M pooled-reference section (``two_stage_recall_1m_pooled.json``): one row per (first stage, query mode,
+    feedback) with its recall at each N; the acceptance worked out here from the rule's thresholds; the goal line on
+    the HNSW, ``conditioned``, N = 100 feedback setting against the 1M latency file."""
+    data = json.loads((RESULTS / "two_stage_recall_1m_pooled.json").read_text(encoding="utf-8"))
+    results, rule = data["results"], data["settings"]["accept_rule"]
+    section = _section(PAGE.read_text(encoding="utf-8"), TWO_STAGE)
+    ns = sorted({r["candidates"] for r in results["recall"]})
+    names = {"exact": "exact first stage", "hnsw": "HNSW first stage"}
+    modes = {"mapped": "own map (a condition seen before)", "borrowed": "a donor's map (never seen)"}
+    expected: dict[tuple[str, str, str], list[str]] = {}
+    for r in results["recall"]:
+        row = expected.setdefault(
+            (names[r["first_stage_search"]], modes.get(r["query_mode"], r["query_mode"]), r["rerank_feedback"]),
+            [""] * len(ns),
+        )
+        row[ns.index(r["candidates"])] = f"{r['recall_at_10_pooled']:.3f}"
+    assert table(section, "| first stage | query | feedback | N = ") == [[*key, *row] for key, row in expected.items()]
+    accepted = results["reference_changed_share"] <= rule["max_changed_share"] and (
+        results["check_50k"] is None or results["check_50k"]["held_share"] >= rule["min_held_share_50k"]
+    )
+    assert results["reference_accepted"] == accepted
+    words = "taken as recall against the exact ranking" if accepted else "upper bounds only"
+    assert words in section
+    goal = next(r for r in results["recall"] if r["first_stage_search"] == "hnsw" and r["candidates"] == 100
+                and r["query_mode"] == "conditioned" and r["rerank_feedback"] != "none")  # fmt: skip
+    verdict = "**met**" if goal["recall_at_10_pooled"] >= 0.90 else "**not met**"
+    assert f"recall@10 {goal['recall_at_10_pooled']:.3f}: {verdict}." in section

@@ -1,0 +1,416 @@
+"""Benchmark: recall@10 of two-stage search over 1M texts, against a pooled reference.
+
+The exact ranking of a 1M-text corpus under one condition embeds every text under it (about an hour here per
+condition), so ``two_stage_search.py`` measures recall on prefixes of at most 50k texts and extrapolates. This script
+measures it on the whole corpus against a **pooled reference**, as retrieval evaluations pool the runs they judge:
+
+1. **The pool** of a condition: the rows its map is fitted on (``map_sample_rows``) and, for each of its queries, the
+   top ``--depth`` rows of two first stages over the whole corpus: ``conditioned`` (the model's ``(query,
+   condition)`` embedding against every text's embedding alone) and ``mapped`` with the condition's own map (fitted
+   on those sample rows as the library fits it). The pool is embedded under the condition by the index's model
+   (resumable: each chunk is kept under ``--work-dir``) and put into the re-ranking cache.
+2. **The searches**: every (query, condition) is searched through the library (``ConditionalIndex.search_rows``,
+   ``strategy="two-stage"``) for each query mode (``conditioned``; ``mapped`` with the condition's own map, a
+   condition seen before; ``borrowed``, last: the index holds only the maps of the conditions' donors, as the real
+   searches of ``two_stage_feedback_maps.py``, :func:`hold_donor_maps`), first-stage search (exact scan, HNSW),
+   feedback setting and N,
+   each as its condition's first search (``RerankCache.pairs_set_aside``), k = 11 so that the query's own text (the
+   corpus holds it) is left out of its top 10, as in the feedback benchmarks. A candidate outside the pool is
+   embedded by the search itself, exactly as without the pool: the pool only saves encodes.
+3. **The reference** of a query: the top 10 (its own text left out) of every row whose embedding under the condition
+   is known: the pool and every row any search returned. Recall against it is an **upper bound** on recall against
+   the exact ranking: a row of the exact top 10 that the pool holds is in the pooled top 10 as well, so every hit
+   counts; the two are equal when the pool holds the exact top 10.
+
+**How the pool's depth is checked (written before the 1M run).** (a) Convergence: the reference is also computed
+from a pool of depth ``--depth / 4``; the share of reference rows that change between the two is reported. (b) The
+check at 50k texts (``--check-cache-dir``: the stored embeddings of the feedback benchmarks, every one of the first
+50,000 texts embedded under each of the same six conditions, ``two_stage_feedback.py``'s cache; skipped if absent,
+never computed): there the exact top 10 is known, and the share of its rows that a pool built the same way holds is
+reported at the same depth, at a quarter of it, and at the same share of the corpus (``--depth x 50,000 /
+--size``). The same absolute depth is the one that counts: two-stage recall at a fixed N barely moves with the
+corpus's size (results.md: recall by corpus size, `conditioned`), so the exact top 10 sits at about the same first-
+stage ranks in a larger corpus, not at the same share of it (a test of this script at 20,000 texts, depth 400: the
+pool held 0.987 of the exact rows; its recall figures were 0.002-0.006 above the exact ones measured before). The
+pooled reference is taken as the 1M reference when (a) changes at most 1% of its rows and (b) holds at least 99% of
+the exact rows at the same depth; otherwise the file says so and the recall figures are upper bounds only. The
+search-at-scale goal (recall@10 >= 0.90 within p50 <= 500 ms) is judged on the setting whose 1M latency met the goal
+(``two_stage_latency_1m_feedback.json``: the ``conditioned`` query, HNSW, N = 100, the default feedback).
+
+Corpus, conditions and queries: ``two_stage_search.py``'s draws (``--seed``, six never-seen C-STS validation
+conditions x 10 queries), the index it kept with ``--work-dir`` at ``--size`` texts (``--index``; it must hold that
+corpus). Recall is not a timing, but run it alone under the lock anyway: it embeds tens of thousands of texts.
+
+    flock /tmp/finesim-cpu.lock python benchmarks/two_stage_pooled.py --model runs/rerank/torch-bf16 \\
+        --index /scratch/ts1m-bf16/index --work-dir /scratch/pooled-1m --check-cache-dir runs/feedback-cache \\
+        [--output benchmarks/results/two_stage_recall_1m_pooled.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from two_stage_search import Draws, first_stage_search
+
+from finesim.index import ConditionalIndex, recall_at_k
+from finesim.index.feedback import parse_rerank_feedback
+from finesim.index.topk import best_rows
+from finesim.index.two_stage import FIRST_STAGE, RerankCache, fit_condition_map, map_sample_rows
+from finesim.paths import data_root
+from finesim.results import environment_record, path_roots, portable, write_json_atomic
+
+K = 10
+CHECK_SIZE = 50_000
+ACCEPT_CHANGED = 0.01  # (a): at most this share of reference rows change from depth / 4 to depth
+ACCEPT_HELD = 0.99  # (b): at least this share of the exact top-10 rows in the pool at 50k
+CHUNK = 4096  # pool rows embedded (and kept) at a time
+
+
+def unit_scores(vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return np.asarray(vectors, dtype=np.float32) @ q
+
+
+def map_parts(first: np.ndarray, under_sample: np.ndarray, sample: np.ndarray, ridge: float) -> tuple[Any, Any]:
+    """The condition's own map (the library's fit on the sample rows) and each row's ``1 / ||x W||``."""
+    weights = fit_condition_map(first[sample], under_sample, ridge)
+    inverse = np.empty(len(first), dtype=np.float32)
+    for start in range(0, len(first), 100_000):
+        block = first[start : start + 100_000] @ weights
+        inverse[start : start + len(block)] = 1.0 / np.maximum(np.linalg.norm(block, axis=1), 1e-12)
+    return weights, inverse
+
+
+def top_rows(scores: np.ndarray, depth: int) -> np.ndarray:
+    return best_rows(scores, np.arange(len(scores)), depth)[0]
+
+
+def pool_of(
+    first: np.ndarray, vectors: np.ndarray, weights: np.ndarray, inverse: np.ndarray, depth: int
+) -> list[dict[str, np.ndarray]]:
+    """Per query: the top ``depth`` rows of the conditioned and of the own-map first stage, best first."""
+    return [
+        {"conditioned": top_rows(first @ q, depth), "mapped": top_rows((first @ (weights @ q)) * inverse, depth)}
+        for q in vectors
+    ]
+
+
+def embed_pool(index: ConditionalIndex, condition: str, rows: np.ndarray, keep: Path) -> np.ndarray:
+    """The pool rows' embeddings under ``condition``, chunk by chunk, each chunk kept in ``keep`` (resumable)."""
+    keep.mkdir(parents=True, exist_ok=True)
+    parts = []
+    total = len(rows)
+    start_time = time.perf_counter()
+    for i, start in enumerate(range(0, total, CHUNK)):
+        chunk = rows[start : start + CHUNK]
+        tag = hashlib.sha256(chunk.tobytes()).hexdigest()[:12]
+        file = keep / f"chunk{i:04d}-{tag}.npy"
+        if file.is_file():
+            parts.append(np.load(file))
+            continue
+        vectors = np.asarray(index.embedder.conditioned(index.store.texts(chunk.tolist()), condition), np.float32)
+        tmp = file.with_suffix(".tmp.npy")
+        np.save(tmp, vectors)
+        tmp.replace(file)
+        parts.append(vectors)
+        done = min(start + CHUNK, total)
+        rate = done / max(time.perf_counter() - start_time, 1e-9)
+        print(f"  embedded {done:,} of {total:,} pool rows under {condition!r} ({rate:.0f}/s)", flush=True)
+    return np.concatenate(parts) if parts else np.zeros((0, index.store.dim), np.float32)
+
+
+def pooled_top(rows: np.ndarray, vectors: np.ndarray, q: np.ndarray, own: int | None) -> list[int]:
+    scores = unit_scores(vectors, q)
+    if own is not None:
+        scores = np.where(rows == own, -np.inf, scores)
+    return [int(r) for r in best_rows(scores, rows, K)[0]]
+
+
+def check_50k(args: argparse.Namespace, index: ConditionalIndex, draws: Draws) -> dict[str, Any] | None:
+    """(b): at ``--check-size`` texts (50k), the share of the exact top-10 rows (the query's own text left out) that
+    a pool built as the 1M one holds: at ``--depth``, at a quarter of it, and at the same share of the corpus. Reads
+    ``two_stage_feedback.py``'s cache; never embeds."""
+    if not args.check_cache_dir:
+        return None
+    from two_stage_feedback import model_tag
+
+    cache = Path(args.check_cache_dir)
+    size = args.check_size
+    corpus = draws.corpus[:size]
+    tag = model_tag(args.model)
+
+    def cached(condition: str | None) -> np.ndarray | None:
+        key = hashlib.sha256("\n".join([tag, condition or "<plain>", *corpus]).encode()).hexdigest()[:20]
+        file = cache / f"{key}.npy"  # two_stage_feedback.embed's file name
+        return np.load(file) if file.is_file() else None
+
+    plain = cached(None)
+    if plain is None:
+        print(f"check skipped: {cache} does not hold the first {size:,} texts' embeddings for this model", flush=True)
+        return None
+    matched = max(K, round(args.depth * size / len(draws.corpus)))
+    depths = sorted({args.depth, args.depth // 4, matched})
+    position = {text: i for i, text in enumerate(corpus)}
+    sample = map_sample_rows(size, index.map_sample)
+    held = dict.fromkeys(depths, 0)
+    total = 0
+    for condition in draws.conditions:
+        under = cached(condition)
+        if under is None:
+            print(f"check skipped: no stored embeddings of {size:,} texts under {condition!r}", flush=True)
+            return None
+        weights, inverse = map_parts(plain, under[sample], sample, index.map_ridge)
+        vectors = np.asarray(index.embedder.conditioned(draws.queries[condition], condition), np.float32)
+        pool = pool_of(plain, vectors, weights, inverse, max(depths))
+        truths = []
+        for query, q in zip(draws.queries[condition], vectors):
+            scores = under @ q
+            own = position.get(query)
+            if own is not None:
+                scores[own] = -np.inf
+            truths.append(best_rows(scores, np.arange(size), K)[0])
+        total += K * len(vectors)
+        for depth in depths:
+            rows = np.concatenate([sample, *[p[m][:depth] for p in pool for m in ("conditioned", "mapped")]])
+            in_pool = np.zeros(size, dtype=bool)
+            in_pool[rows] = True
+            held[depth] += int(sum(in_pool[truth].sum() for truth in truths))
+    shares = {depth: round(count / total, 4) for depth, count in held.items()}
+    print(f"check at {size:,} texts: the pool holds, by depth, {shares} of the exact top-10 rows", flush=True)
+    return {
+        "size": size,
+        "depth": args.depth,
+        "held_share": shares[args.depth],
+        "matched_share_depth": matched,
+        "held_share_by_depth": [{"depth": depth, "held_share": share} for depth, share in shares.items()],
+    }
+
+
+def hold_donor_maps(index: ConditionalIndex, draws: Draws, root: Path) -> dict[str, dict[str, Any]]:
+    """The ``borrowed`` mode's set-up, as ``two_stage_feedback_maps.py``'s real searches: each measured condition's
+    donor (the nearest of 100 C-STS train conditions drawn at random), the donors' maps fitted on this index and held,
+    the measured conditions' own maps dropped, ``map_wait`` off and their own maps never ready (a stub), so that
+    every search borrows the nearest held map (or ranks as ``conditioned`` below ``map_borrow_min_cosine``)."""
+    from two_stage_feedback_maps import donor_pool, nearest_donor
+
+    pool = donor_pool(root)
+    donors: dict[str, dict[str, Any]] = {}
+    for condition in draws.conditions:
+        donor, cosine = nearest_donor(index.embedder, condition, pool)
+        donors[condition] = {"donor": donor, "cosine": cosine}
+    for condition in draws.conditions:  # benchmark-only reaches into the index, as the script above does
+        index._maps.pop(index.key(condition), None)
+    for donor in dict.fromkeys(str(d["donor"]) for d in donors.values()):
+        start = time.perf_counter()
+        index._condition_map(donor, index.key(donor))  # held, as if a server had searched the donor before
+        print(f"donor map of {donor!r} fitted in {time.perf_counter() - start:.0f} s", flush=True)
+    index.map_wait = False
+    index._map_or_fit_later = lambda condition, key: None  # the condition's own map is never ready
+    return donors
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="the index's bi-encoder (its ranking is the reference)")
+    parser.add_argument("--index", required=True, help="the index two_stage_search.py kept (--work-dir)/index")
+    parser.add_argument("--work-dir", required=True, help="the pool's embeddings are kept here (resumable)")
+    parser.add_argument("--data", default=None)
+    parser.add_argument("--size", type=int, default=1_000_000)
+    parser.add_argument("--conditions", type=int, default=6)
+    parser.add_argument("--queries", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--depth", type=int, default=2500, help="each first stage's top rows per query in the pool")
+    parser.add_argument("--candidates", default="50,100,200,400")
+    parser.add_argument("--first-stage-search", default="exact,hnsw")
+    parser.add_argument("--modes", default="conditioned,mapped,borrowed")
+    parser.add_argument("--feedback", default="none,local-map", help="rerank_feedback settings (none: off)")
+    parser.add_argument("--check-cache-dir", default=None, help="two_stage_feedback.py's --cache-dir (the check)")
+    parser.add_argument("--check-size", type=int, default=CHECK_SIZE, help="the check's corpus prefix (its cache's)")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--note", default=None)
+    parser.add_argument("--output", default="benchmarks/results/two_stage_recall_1m_pooled.json")
+    args = parser.parse_args()
+    if args.depth < 4 * K:
+        raise SystemExit(f"--depth must be at least {4 * K}, got {args.depth}")
+    ns = [int(n) for n in args.candidates.split(",")]
+    if max(ns) > args.depth:
+        raise SystemExit(f"--depth {args.depth} must be at least the largest N ({max(ns)})")
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    root = data_root(args.data)
+    draws = Draws.make(root, args.seed, args.size, args.conditions, args.queries)
+    index = ConditionalIndex.open(args.index, model=args.model)
+    if len(index) != len(draws.corpus) or index.store.texts(range(len(index))) != draws.corpus:
+        raise SystemExit(f"--index {args.index}: not an index of this corpus ({len(draws.corpus):,} texts, --seed)")
+    print(f"{len(index):,} texts, {len(draws.conditions)} conditions x {args.queries} queries", flush=True)
+    check = check_50k(args, index, draws)
+
+    first = np.concatenate([np.asarray(index.store.array(p, FIRST_STAGE), dtype=np.float32) for p in index.store.parts])
+    position = {text: i for i, text in enumerate(draws.corpus)}
+    sample = map_sample_rows(len(index), index.map_sample)
+    index.rerank_cache = RerankCache(max_rows=len(index) * len(draws.conditions))
+    work = Path(args.work_dir)
+    pools: dict[str, dict[str, Any]] = {}
+    vectors_of: dict[str, np.ndarray] = {}
+    for condition in draws.conditions:
+        key = index.key(condition)
+        keep = work / key[:16]
+        start = time.perf_counter()
+        under_sample = embed_pool(index, condition, sample, keep / "sample")
+        weights, inverse = map_parts(first, under_sample, sample, index.map_ridge)
+        vectors = np.asarray(index.embedder.conditioned(draws.queries[condition], condition), np.float32)
+        vectors_of[condition] = vectors
+        stage_tops = pool_of(first, vectors, weights, inverse, args.depth)
+        small = args.depth // 4
+        deep = np.unique(np.concatenate([p[m] for p in stage_tops for m in ("conditioned", "mapped")]))
+        shallow = np.unique(np.concatenate([p[m][:small] for p in stage_tops for m in ("conditioned", "mapped")]))
+        rest = np.setdiff1d(deep, sample)
+        print(f"{condition!r}: pool of {len(rest) + len(sample):,} rows (depth {args.depth})", flush=True)
+        under_rest = embed_pool(index, condition, rest, keep / f"depth{args.depth}")
+        index.rerank_cache.store(key, sample.tolist(), under_sample)
+        index.rerank_cache.store(key, rest.tolist(), under_rest)
+        pools[condition] = {
+            "rows": np.union1d(sample, rest),
+            "shallow": np.union1d(sample, shallow),
+            "map": (weights, inverse),
+            "seconds": round(time.perf_counter() - start, 1),
+        }
+
+    stage = index.first_stage()
+    assert stage is not None
+    # the first stage's HNSW graph (built and saved by the first approximate search if the index lacks it)
+    searches = args.first_stage_search.split(",")
+    own_rule = index._ann_for_first_stage("hnsw").params["ef_search_per_result"] if "hnsw" in searches else 0
+    found: dict[tuple[str, str, str, int], dict[tuple[str, str], list[int]]] = {}
+    stages: dict[tuple[str, str, str, int], Counter[str]] = {}
+    feedbacks = [f.strip() for f in args.feedback.split(",")]
+    modes = args.modes.split(",")
+    if "borrowed" in modes[:-1]:
+        raise SystemExit("--modes: 'borrowed' must come last (it leaves the index borrowing maps)")
+    donors = None
+    for mode in modes:
+        if mode == "borrowed":
+            donors = hold_donor_maps(index, draws, root)
+        stage.query_mode = "mapped" if mode == "borrowed" else mode
+        for search in searches:
+            approximate = first_stage_search(index, search, own_rule)
+            for feedback in feedbacks:
+                index.rerank_feedback = None if feedback == "none" else feedback
+                for n in ns:
+                    start = time.perf_counter()
+                    got: dict[tuple[str, str], list[int]] = {}
+                    took: Counter[str] = Counter()
+                    for condition in draws.conditions:
+                        for query in draws.queries[condition]:
+                            with index.rerank_cache.pairs_set_aside():  # each search as its condition's first
+                                rows, _ = index.search_rows(
+                                    query, condition, K + 1, strategy="two-stage", candidates=n,
+                                    approximate=approximate,
+                                )  # fmt: skip
+                            took[str(index.last_first_stage())] += 1
+                            own = position.get(query)
+                            got[(query, condition)] = [int(r) for r in rows if int(r) != own][:K]
+                    found[(mode, search, feedback, n)] = got
+                    stages[(mode, search, feedback, n)] = took
+                    print(f"searched {mode} {search} {feedback} N={n} in {time.perf_counter() - start:.0f} s",
+                          flush=True)  # fmt: skip
+    stage.query_mode = index.first_stage_spec.query if index.first_stage_spec else "conditioned"
+
+    # the references: the pool and every returned row (all cached: each was re-ranked)
+    reference: dict[tuple[str, str], list[int]] = {}
+    changed, reference_depth = [], []
+    for condition in draws.conditions:
+        key = index.key(condition)
+        returned = {r for got in found.values() for (_, c), rows in got.items() if c == condition for r in rows}
+        for query, q in zip(draws.queries[condition], vectors_of[condition]):
+            own = position.get(query)
+            tops = []
+            for base in (pools[condition]["rows"], pools[condition]["shallow"]):
+                rows = np.union1d(base, np.fromiter(returned, dtype=np.int64, count=len(returned)))
+                cached, missing = index.rerank_cache.lookup(key, rows)
+                assert not missing, "every pool row and returned row is in the re-ranking cache"
+                tops.append(pooled_top(rows, np.stack([cached[int(r)] for r in rows]), q, own))
+            reference[(query, condition)] = tops[0]
+            changed.append(1.0 - recall_at_k(tops[0], tops[1], K))
+            # how deep the reference rows sit: each row's better rank (0 = first) in the two first stages
+            weights, inverse = pools[condition]["map"]
+            ranked_by = (first @ q, (first @ (weights @ q)) * inverse)
+            for row in tops[0]:
+                reference_depth.append(min(int((s > s[row]).sum()) for s in ranked_by))
+    share_changed = float(np.mean(changed))
+    accepted = share_changed <= ACCEPT_CHANGED and (check is None or check["held_share"] >= ACCEPT_HELD)
+    print(f"reference rows changed from depth {args.depth // 4} to {args.depth}: {share_changed:.4f}", flush=True)
+
+    curve = []
+    for (mode, search, feedback, n), got in found.items():
+        per_query = [recall_at_k(reference[pair], rows, K) for pair, rows in got.items()]
+        point = {
+            "query_mode": mode,
+            "first_stage_search": search,
+            "rerank_feedback": "none" if feedback == "none" else str(parse_rerank_feedback(feedback)),
+            "candidates": n,
+            "recall_at_10_pooled": round(float(np.mean(per_query)), 4),
+            "min_recall": round(float(np.min(per_query)), 4),
+            "searches": len(per_query),
+            "first_stages": dict(stages[(mode, search, feedback, n)]),
+        }
+        curve.append(point)
+        print(f"{mode} {search} {point['rerank_feedback']} N={n}: recall@10 <= {point['recall_at_10_pooled']}")
+
+    payload = {
+        "benchmark": "two_stage_pooled",
+        "description": "recall@10 of two-stage search over the whole corpus against a pooled reference (the exact "
+        "top 10 among the rows of two deep first stages and every returned row): an upper bound on recall against "
+        "the exact ranking, equal to it when the pool holds the exact top 10",
+        "command": " ".join(sys.argv),
+        "settings": {
+            "model": args.model,
+            "size": len(index),
+            "conditions": draws.conditions,
+            "queries_per_condition": args.queries,
+            "seed": args.seed,
+            "depth": args.depth,
+            "k": K,
+            "map_sample": index.map_sample,
+            "map_ridge": index.map_ridge,
+            "own_text_left_out": True,
+            "threads": torch.get_num_threads(),
+            "accept_rule": {"max_changed_share": ACCEPT_CHANGED, "min_held_share_50k": ACCEPT_HELD},
+            "note": args.note,
+        },
+        "results": {
+            "pool": [
+                {"condition": c, "rows": len(p["rows"]), "shallow_rows": len(p["shallow"]), "seconds": p["seconds"]}
+                for c, p in pools.items()
+            ],
+            "reference_changed_share": round(share_changed, 4),
+            # each reference row's better rank (0 = first) in the two first stages the pool comes from
+            "reference_depth": {
+                "max": int(max(reference_depth)),
+                "p95": float(np.percentile(reference_depth, 95)),
+                "median": float(np.median(reference_depth)),
+            },
+            "check_50k": check,
+            "donors": donors,
+            "reference_accepted": accepted,
+            "recall": curve,
+        },
+        "environment": environment_record(),
+    }
+    extra = {str(work): "<work-dir>", str(Path(args.index)): "<index>"}
+    write_json_atomic(args.output, portable(payload, path_roots(extra=extra)))
+    print(f"wrote {args.output}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
