@@ -181,10 +181,15 @@ def search(
     return best_rows(exact[done], done, K)[0]
 
 
+def cache_file(texts: list[str], condition: str | None, cache: Path, tag: str) -> Path:
+    """Where :func:`embed` keeps the texts' embeddings (alone, or under ``condition``) for the model ``tag``."""
+    key = hashlib.sha256("\n".join([tag, condition or "<plain>", *texts]).encode()).hexdigest()[:20]
+    return cache / f"{key}.npy"
+
+
 def embed(encoder: IndexEncoder, texts: list[str], condition: str | None, cache: Path, tag: str) -> np.ndarray:
     """The texts' embeddings (alone, or under ``condition``), cached by model tag, texts and condition."""
-    key = hashlib.sha256("\n".join([tag, condition or "<plain>", *texts]).encode()).hexdigest()[:20]
-    file = cache / f"{key}.npy"
+    file = cache_file(texts, condition, cache, tag)
     if file.is_file():
         return np.load(file)
     start = time.perf_counter()

@@ -140,7 +140,7 @@ def check_50k(args: argparse.Namespace, index: ConditionalIndex, draws: Draws) -
     ``two_stage_feedback.py``'s cache; never embeds."""
     if not args.check_cache_dir:
         return None
-    from two_stage_feedback import model_tag
+    from two_stage_feedback import cache_file, model_tag
 
     cache = Path(args.check_cache_dir)
     size = args.check_size
@@ -148,8 +148,7 @@ def check_50k(args: argparse.Namespace, index: ConditionalIndex, draws: Draws) -
     tag = model_tag(args.model)
 
     def cached(condition: str | None) -> np.ndarray | None:
-        key = hashlib.sha256("\n".join([tag, condition or "<plain>", *corpus]).encode()).hexdigest()[:20]
-        file = cache / f"{key}.npy"  # two_stage_feedback.embed's file name
+        file = cache_file(corpus, condition, cache, tag)
         return np.load(file) if file.is_file() else None
 
     plain = cached(None)
