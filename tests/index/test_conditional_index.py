@@ -4,10 +4,12 @@ folders and other models are refused, approximate search reports recall."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from index_helpers import assert_matches_brute_force, brute_force, build_model_dirs, make_corpus
 
 from conftest import import_or_skip
@@ -349,3 +351,61 @@ def test_info_describes_the_index(model_dirs, corpus, tmp_path):
     manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
     for key in ("model", "encoder", "dims", "dtype", "count", "corpus", "finesim_version", "created"):
         assert key in manifest
+
+
+def test_the_exact_scan_split_over_threads_gives_the_one_run_result_with_ties_masks_and_parts(
+    model_dirs, corpus, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ci, "SCORE_CHUNK", 7)  # 120 texts in two parts: 18 chunks, split into 1 to 5 runs
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus[:50], tmp_path / "index")
+    index.add(corpus[50:])
+    assert len(index.store.parts) == 2
+    stored = np.concatenate([np.asarray(index.store.array(p, ci.FIRST_STAGE)) for p in index.store.parts])
+    assert len(np.unique(stored, axis=0)) == len(stored)  # a block's first row tells where the block starts
+    scores = np.round(np.random.default_rng(0).standard_normal(len(index)), 1).astype(np.float32)  # many ties
+    threads: set[str] = set()
+
+    def score(block: np.ndarray) -> torch.Tensor:
+        threads.add(threading.current_thread().name)
+        first = int(np.flatnonzero((stored == block[0]).all(axis=1))[0])
+        return torch.from_numpy(scores[first : first + len(block)].copy())
+
+    mask = np.arange(len(index)) % 3 != 0
+    scale = np.linspace(0.5, 1.5, 100).astype(np.float32)  # rows from 100 on (added since it was computed): out
+    for kwargs in ({}, {"mask": mask}, {"row_scale": scale}):
+        index.scan_threads = 1
+        one_run = index._exact(ci.FIRST_STAGE, score, 9, **kwargs)
+        for count in (2, 3, 5):
+            index.scan_threads = count
+            split = index._exact(ci.FIRST_STAGE, score, 9, **kwargs)
+            assert split[0].tolist() == one_run[0].tolist() and split[1].tolist() == one_run[1].tolist()
+    # and it is the brute-force top 9: best first, ties broken by the lower row
+    index.scan_threads = 4
+    assert (
+        index._exact(ci.FIRST_STAGE, score, 9, mask=mask)[0].tolist()
+        == sorted(np.flatnonzero(mask).tolist(), key=lambda r: (-scores[r], r))[:9]
+    )
+    scaled = scores[:100] * scale
+    assert (
+        index._exact(ci.FIRST_STAGE, score, 9, row_scale=scale)[0].tolist()
+        == sorted(range(100), key=lambda r: (-scaled[r], r))[:9]
+    )
+    assert any(name.startswith("finesim-scan") for name in threads)
+
+
+def test_a_damaged_row_in_a_split_scan_is_reported_as_the_lowest_one(model_dirs, corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(ci, "SCORE_CHUNK", 10)
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
+    index.scan_threads = 4
+
+    def score(block: np.ndarray) -> torch.Tensor:  # rows 37 and 95 score NaN (their stored vectors are finite)
+        out = torch.zeros(len(block))
+        first = int(np.flatnonzero((stored == block[0]).all(axis=1))[0])
+        for bad in (37, 95):
+            if first <= bad < first + len(block):
+                out[bad - first] = float("nan")
+        return out
+
+    stored = np.asarray(index.store.array(index.store.parts[0], ci.FIRST_STAGE))
+    with pytest.raises(ValueError, match="the score of row 37 is NaN or infinite though its stored vector is finite"):
+        index._exact(ci.FIRST_STAGE, score, 5)

@@ -29,6 +29,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -264,6 +265,11 @@ class ConditionalIndex:
         self._searching = threading.local()  # per thread: the first stage its last search ranked candidates with
         self._map_errors: dict[str, Exception] = {}
         self._masks: OrderedDict[str, np.ndarray] = OrderedDict()
+        # Python threads an exact scan's chunks are scored on (None: torch.get_num_threads()): torch's float32
+        # matrix-vector product runs on one thread on CPU (1M x 384 rows: 161 ms with 1 or 2 torch threads, 83 ms
+        # in 2 Python threads; benchmarks/two_stage_pooled.py --latency compares 1 and the default end to end);
+        # 1 keeps a search on one core, for a server answering several searches at once
+        self.scan_threads: int | None = None
 
     # ------------------------------------------------------------------ construction
 
@@ -1207,13 +1213,19 @@ class ConditionalIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The top ``k`` of ``score(block)`` over the stored array ``key`` (:meth:`_array`), chunk by chunk, each
         row's score multiplied by ``row_scale[row]`` when given (rows beyond it, added since it was computed, are
-        left out); only the rows ``mask`` keeps compete. A non-finite score is a damaged file (:meth:`_damaged`)."""
-        best = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)  # (rows, scores) of the top k so far
+        left out); only the rows ``mask`` keeps compete. A non-finite score is a damaged file (:meth:`_damaged`).
+
+        The chunks are split into :attr:`scan_threads` contiguous runs scored side by side, each keeping its own top
+        ``k``, merged at the end: the same chunks and the same tie-break by row as one run, so the same result."""
+        steps = []  # (part, array, start, stop) of every chunk, in row order
         for part in self.store.parts:
             array = self._array(part, key)
             end = part.count if row_scale is None else max(0, min(part.count, len(row_scale) - part.start))
-            for start in range(0, end, SCORE_CHUNK):
-                stop = min(start + SCORE_CHUNK, end)
+            steps += [(part, array, start, min(start + SCORE_CHUNK, end)) for start in range(0, end, SCORE_CHUNK)]
+
+        def scan(run: list[tuple[Part, np.ndarray, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+            best = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)  # (rows, scores) of the top k so far
+            for part, array, start, stop in run:
                 scores = score(array[start:stop]).numpy()
                 if row_scale is not None:
                     scores = scores * row_scale[part.start + start : part.start + stop]
@@ -1230,7 +1242,15 @@ class ConditionalIndex:
                     keep = mask[part.start + start : part.start + stop]
                     scores, rows = scores[keep], rows[keep]
                 best = best_rows(np.concatenate([best[1], scores]), np.concatenate([best[0], rows]), k)
-        return best
+            return best
+
+        workers = min(self.scan_threads or torch.get_num_threads(), len(steps))
+        if workers <= 1:
+            return scan(steps)
+        runs = [[steps[i] for i in run] for run in np.array_split(np.arange(len(steps)), workers)]
+        with ThreadPoolExecutor(workers, thread_name_prefix="finesim-scan") as pool:
+            found = list(pool.map(scan, runs))  # in order: a damaged row raises as in one run (the lowest run's)
+        return best_rows(np.concatenate([s for _, s in found]), np.concatenate([r for r, _ in found]), k)
 
     def _file(self, part: Part, key: str | None) -> Path:
         """The file of the stored array ``key`` (see :meth:`_array`) of a part."""
