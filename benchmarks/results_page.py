@@ -1490,9 +1490,11 @@ def search_section(folder: Path) -> list[str]:
         size_50k = fp32["settings"]["size"]
         lines += [
             "",
-            f"Goals of issue 41 (search at scale), computed from the rows above. Recall over {size_1m:,} texts is not"
-            f" measured (the exact ranking of that corpus per condition is not computed): the int8 re-ranker's recall"
-            f" at {size_50k:,} texts, same first stage and N, stands in for it.",
+            f"Goals of issue 41 (search at scale) for the int8 re-ranker's first 1M run, computed from the rows above."
+            f" These rows do not measure recall over {size_1m:,} texts (the exact ranking of that corpus per condition"
+            f" is not computed): the int8 re-ranker's recall at {size_50k:,} texts, same first stage and N, stands in"
+            " for it. Recall over the whole corpus, against a pooled reference, and the goal judged on the same"
+            " searches timed, are further below.",
             "",
             "| goal | measured | met |",
             "|---|---|---|",
@@ -1525,7 +1527,11 @@ def search_section(folder: Path) -> list[str]:
         ]
     lines += _latency_1m_feedback(folder)
     lines += _recall_1m_pooled(folder)
-    files_used = ", ".join(f"`{path.name}`" for name, path in files.items() if name in data)
+    later = [folder / name for name in ("two_stage_latency_1m_feedback.json", "two_stage_recall_1m_pooled.json")]
+    files_used = ", ".join(
+        [f"`{path.name}`" for name, path in files.items() if name in data]
+        + [f"`{path.name}`" for path in later if path.is_file()]
+    )
     lines += ["", f"Files: {files_used}."]
     return lines
 
@@ -1562,7 +1568,91 @@ def _latency_1m_feedback(folder: Path) -> list[str]:
     return lines
 
 
+POOLED_CLOSE_MARGIN = 0.02  # a met recall closer than this to the goal is called the goal's edge (60 searches)
 POOLED_MODES = {"mapped": "own map (a condition seen before)", "borrowed": "a donor's map (never seen)"}
+
+
+def pooled_goal_met(point: dict[str, Any]) -> bool:
+    """Whether one timed setting of ``two_stage_recall_1m_pooled.json`` meets the search-at-scale goal: p50 and p95
+    within bounds and the timed searches' own recall@10 at least the goal."""
+    return (
+        1000 * point["p50_seconds"] <= SEARCH_GOAL_P50_MS
+        and 1000 * point["p95_seconds"] <= SEARCH_GOAL_P95_MS
+        and point["recall_at_10_pooled"] >= SEARCH_GOAL_RECALL
+    )
+
+
+def _pooled_latency(timed: list[dict[str, Any]]) -> list[str]:
+    """The timed searches of the pooled run (``--latency``): p50 / p95 and their own recall per setting, and the goal
+    judged on them."""
+    ns = sorted({t["candidates"] for t in timed})
+    lines = [
+        "",
+        f"The same {timed[0]['searches']} searches timed (`--latency`: an empty re-ranking cache before each, every"
+        " candidate embedded; the condition's text embedding dropped; the settings taking turns; nothing else running):"
+        " p50 / p95 ms and the timed searches' own recall@10 (their rows joined the reference). `scan threads` 1 is the"
+        " exact scan on one thread, as before it was split over `torch.get_num_threads()` threads (the default). A"
+        " donor's map: each condition's own map never ready (its background fit stubbed out, which in a server"
+        " competes for the cores meanwhile: a lower bound for those first queries).",
+        "",
+        "| query | first stage | scan threads | " + " | ".join(f"N = {n}" for n in ns) + " |",
+        "|---|---|---|" + "---|" * len(ns),
+    ]
+    rows: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
+    for t in timed:
+        threads = "default" if t["scan_threads"] is None else str(t["scan_threads"])
+        threads = threads if t["first_stage_search"] == "exact" else "–"
+        rows.setdefault((t["query_mode"], t["first_stage_search"], threads), {})[t["candidates"]] = t
+    for (mode, search, threads), by_n in rows.items():
+        cells = [
+            f"{1000 * by_n[n]['p50_seconds']:,.0f} / {1000 * by_n[n]['p95_seconds']:,.0f}"
+            f" ({by_n[n]['recall_at_10_pooled']:.3f})" if n in by_n else ""
+            for n in ns
+        ]  # fmt: skip
+        lines.append(f"| {POOLED_MODES.get(mode, mode)} | {FIRST_STAGE.get(search, search)} | {threads} | "
+                     + " | ".join(cells) + " |")  # fmt: skip
+    met = [t for t in timed if pooled_goal_met(t)]
+    feedback = timed[0]["rerank_feedback"]
+    goal = (
+        f"Goal (a never-seen condition over 1M texts: recall@10 ≥ {SEARCH_GOAL_RECALL:.2f} at p50 ≤"
+        f" {SEARCH_GOAL_P50_MS} ms and p95 ≤ {SEARCH_GOAL_P95_MS:,} ms), judged on these timed searches ({feedback}): "
+    )
+    never_seen = [t for t in met if t["query_mode"] != "mapped"]
+    if never_seen:
+        goal += "**met** by " + "; ".join(_pooled_setting(t) for t in never_seen) + "."
+        margin = min(t["recall_at_10_pooled"] for t in never_seen) - SEARCH_GOAL_RECALL
+        if margin < POOLED_CLOSE_MARGIN:
+            goal += (
+                f" A margin of {margin:.3f} over {SEARCH_GOAL_RECALL:.2f} from {never_seen[0]['searches']} searches"
+                " is within this run's noise: the setting sits at the goal's edge."
+            )
+    else:
+        near = max(
+            (t for t in timed if t["query_mode"] != "mapped" and 1000 * t["p50_seconds"] <= SEARCH_GOAL_P50_MS),
+            key=lambda t: t["recall_at_10_pooled"],
+            default=None,
+        )
+        goal += "**not met** by any never-seen setting" + (
+            f"; the best recall within the p50 bound: {_pooled_setting(near)}." if near else "."
+        )
+    if any(t["query_mode"] == "mapped" for t in met):
+        goal += (
+            " A condition seen before (its own map held): "
+            + "; ".join(_pooled_setting(t) for t in met if t["query_mode"] == "mapped")
+            + "."
+        )
+    return [*lines, "", goal]
+
+
+def _pooled_setting(t: dict[str, Any]) -> str:
+    threads = (
+        "" if t["first_stage_search"] != "exact" or t["scan_threads"] is None else f", scan threads {t['scan_threads']}"
+    )
+    return (
+        f"{POOLED_MODES.get(t['query_mode'], t['query_mode'])}, {FIRST_STAGE.get(t['first_stage_search'])}{threads},"
+        f" N = {t['candidates']}: p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms,"
+        f" recall@10 {t['recall_at_10_pooled']:.3f}"
+    )
 
 
 def _recall_1m_pooled(folder: Path) -> list[str]:
@@ -1618,11 +1708,18 @@ def _recall_1m_pooled(folder: Path) -> list[str]:
         f" {settings['accept_rule']['min_held_share_50k']:.2f} asked); the reference rows' better rank in the two"
         f" first stages: median {depth['median']:.0f}, p95 {depth['p95']:.0f}, deepest {depth['max']:,}."
         + (
-            " The reference passes both: the figures above are taken as recall against the exact ranking."
+            " The reference passes both, but the second check is lenient (the pool is the union over a condition's"
+            " queries, which covers a far larger share of 50,000 texts than of 1M): read the figures as upper bounds"
+            " that are probably close."
             if results["reference_accepted"]
             else " The reference does not pass: the figures above are upper bounds only."
         ),
     ]
+    timed = results.get("latency") or []
+    if timed:
+        lines += _pooled_latency(timed)
+        lines += ["", f"Run note: {settings['note']}."] if settings.get("note") else []
+        return lines
     latency = folder / "two_stage_latency_1m_feedback.json"
     goal = next(
         (r for r in results["recall"] if r["first_stage_search"] == "hnsw" and r["query_mode"] == "conditioned"

@@ -22,6 +22,17 @@ measures it on the whole corpus against a **pooled reference**, as retrieval eva
    the exact ranking: a row of the exact top 10 that the pool holds is in the pooled top 10 as well, so every hit
    counts; the two are equal when the pool holds the exact top 10.
 
+4. **Latency** (``--latency``, added after the first 1M run; every timed point was chosen before it ran): the same
+   60 searches, timed one by one with an empty re-ranking cache (every candidate embedded, as for a never-seen
+   condition; the measured condition's text embedding dropped too, the donors' kept, as a server that served them
+   keeps them) for each of ``--latency-modes`` x first-stage search x ``--latency-feedback`` x
+   ``--latency-candidates``, and for the exact scan with each of ``--latency-scan-threads`` (``scan_threads``: 1,
+   the scan on one thread as before it was split, against 0, the library's default), the settings taking turns
+   (their order reversed every other search). Each timed search's returned rows join the reference, so its recall
+   is measured as the untimed searches'. ``borrowed`` times what a `mapped` index with ``--no-map-wait`` answers a
+   never-seen condition while its own map is fitted, with that fit stubbed out: in a server it would compete for
+   the cores, so these times are a lower bound for those first queries. Timings only with nothing else running.
+
 **How the pool's depth is checked (written before the 1M run).** (a) Convergence: the reference is also computed
 from a pool of depth ``--depth / 4``; the share of reference rows that change between the two is reported. (b) The
 check at 50k texts (``--check-cache-dir``: the stored embeddings of the feedback benchmarks, every one of the first
@@ -43,7 +54,7 @@ corpus). Recall is not a timing, but run it alone under the lock anyway: it embe
 
     flock /tmp/finesim-cpu.lock python benchmarks/two_stage_pooled.py --model runs/rerank/torch-bf16 \\
         --index /scratch/ts1m-bf16/index --work-dir /scratch/pooled-1m --check-cache-dir runs/feedback-cache \\
-        [--output benchmarks/results/two_stage_recall_1m_pooled.json]
+        [--latency] [--output benchmarks/results/two_stage_recall_1m_pooled.json]
 """
 
 from __future__ import annotations
@@ -59,7 +70,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from two_stage_search import Draws, first_stage_search
+from two_stage_search import Draws, first_stage_search, percentiles
 
 from finesim.index import ConditionalIndex, recall_at_k
 from finesim.index.feedback import parse_rerank_feedback
@@ -216,6 +227,54 @@ def hold_donor_maps(index: ConditionalIndex, draws: Draws, root: Path) -> dict[s
     return donors
 
 
+def timed_searches(
+    index: ConditionalIndex, draws: Draws, position: dict[str, int], mode: str, points: list[dict[str, Any]]
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Step 4 (``--latency``): each (query, condition) searched once per point (``search``, ``approximate``,
+    ``feedback``, ``n``, ``scan_threads``), the points taking turns, each search timed with an empty re-ranking cache
+    and without the condition's text embedding. The returned rows' embeddings are put into the pool's cache afterwards
+    (outside the timing), so the reference covers them."""
+    pool_cache = index.rerank_cache
+    timed: dict[tuple[Any, ...], dict[str, Any]] = {
+        point_key(mode, p): {"seconds": [], "got": {}, "took": Counter()} for p in points
+    }
+    pairs = [(query, condition) for condition in draws.conditions for query in draws.queries[condition]]
+    try:
+        for i, (query, condition) in enumerate(pairs):
+            for point in points if i % 2 == 0 else points[::-1]:
+                index.rerank_feedback = None if point["feedback"] == "none" else point["feedback"]
+                index.scan_threads = point["scan_threads"] or None
+                index.rerank_cache = RerankCache()
+                index._condition_vectors.pop(condition, None)  # benchmark-only: a never-seen condition's text
+                start = time.perf_counter()
+                rows, _ = index.search_rows(
+                    query, condition, K + 1, strategy="two-stage", candidates=point["n"],
+                    approximate=point["approximate"],
+                )  # fmt: skip
+                seconds = time.perf_counter() - start
+                own = position.get(query)
+                kept = [int(r) for r in rows if int(r) != own][:K]
+                entry = timed[point_key(mode, point)]
+                entry["seconds"].append(seconds)
+                entry["got"][(query, condition)] = kept
+                entry["took"][str(index.last_first_stage())] += 1
+                key = index.key(condition)
+                _, missing = pool_cache.lookup(key, np.asarray(kept))
+                if missing:
+                    found, _ = index.rerank_cache.lookup(key, np.asarray(missing))
+                    pool_cache.store(key, missing, np.stack([found[r] for r in missing]))
+    finally:
+        index.rerank_cache = pool_cache
+        index.scan_threads = None
+    for key, entry in timed.items():
+        print(f"timed {key}: p50 {np.median(entry['seconds']):.3f} s", flush=True)
+    return timed
+
+
+def point_key(mode: str, point: dict[str, Any]) -> tuple[Any, ...]:
+    return (mode, point["search"], point["feedback"], point["n"], point["scan_threads"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="the index's bi-encoder (its ranking is the reference)")
@@ -233,6 +292,13 @@ def main() -> None:
     parser.add_argument("--feedback", default="none,local-map", help="rerank_feedback settings (none: off)")
     parser.add_argument("--check-cache-dir", default=None, help="two_stage_feedback.py's --cache-dir (the check)")
     parser.add_argument("--check-size", type=int, default=CHECK_SIZE, help="the check's corpus prefix (its cache's)")
+    parser.add_argument("--latency", action="store_true", help="also time the searches (step 4; idle machine)")
+    parser.add_argument("--latency-modes", default="mapped,borrowed")
+    parser.add_argument("--latency-candidates", default="100,200")
+    parser.add_argument("--latency-feedback", default="local-map", help="rerank_feedback settings timed")
+    parser.add_argument(
+        "--latency-scan-threads", default="1,0", help="the exact scan's scan_threads timed (0: the default)"
+    )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--note", default=None)
     parser.add_argument("--output", default="benchmarks/results/two_stage_recall_1m_pooled.json")
@@ -297,6 +363,7 @@ def main() -> None:
     if "borrowed" in modes[:-1]:
         raise SystemExit("--modes: 'borrowed' must come last (it leaves the index borrowing maps)")
     donors = None
+    timed: dict[tuple[Any, ...], dict[str, Any]] = {}
     for mode in modes:
         if mode == "borrowed":
             donors = hold_donor_maps(index, draws, root)
@@ -323,6 +390,16 @@ def main() -> None:
                     stages[(mode, search, feedback, n)] = took
                     print(f"searched {mode} {search} {feedback} N={n} in {time.perf_counter() - start:.0f} s",
                           flush=True)  # fmt: skip
+        if args.latency and mode in args.latency_modes.split(","):
+            points = [
+                {"search": search, "approximate": first_stage_search(index, search, own_rule), "feedback": feedback,
+                 "n": int(n), "scan_threads": int(threads)}
+                for search in searches
+                for feedback in args.latency_feedback.split(",")
+                for n in args.latency_candidates.split(",")
+                for threads in (args.latency_scan_threads.split(",") if search == "exact" else ["0"])
+            ]  # fmt: skip
+            timed.update(timed_searches(index, draws, position, mode, points))
     stage.query_mode = index.first_stage_spec.query if index.first_stage_spec else "conditioned"
 
     # the references: the pool and every returned row (all cached: each was re-ranked)
@@ -330,7 +407,8 @@ def main() -> None:
     changed, reference_depth = [], []
     for condition in draws.conditions:
         key = index.key(condition)
-        returned = {r for got in found.values() for (_, c), rows in got.items() if c == condition for r in rows}
+        searched = [*found.values(), *(entry["got"] for entry in timed.values())]
+        returned = {r for got in searched for (_, c), rows in got.items() if c == condition for r in rows}
         for query, q in zip(draws.queries[condition], vectors_of[condition]):
             own = position.get(query)
             tops = []
@@ -366,6 +444,24 @@ def main() -> None:
         curve.append(point)
         print(f"{mode} {search} {point['rerank_feedback']} N={n}: recall@10 <= {point['recall_at_10_pooled']}")
 
+    latency = []
+    for (mode, search, feedback, n, threads), entry in timed.items():
+        per_query = [recall_at_k(reference[pair], rows, K) for pair, rows in entry["got"].items()]
+        latency.append(
+            {
+                "query_mode": mode,
+                "first_stage_search": search,
+                "rerank_feedback": "none" if feedback == "none" else str(parse_rerank_feedback(feedback)),
+                "candidates": n,
+                "scan_threads": threads or None,  # None: the library's default (torch.get_num_threads())
+                **percentiles(entry["seconds"]),
+                "recall_at_10_pooled": round(float(np.mean(per_query)), 4),
+                "searches": len(per_query),
+                "first_stages": dict(entry["took"]),
+            }
+        )
+        print(f"latency {mode} {search} {feedback} N={n} scan_threads={threads or 'default'}: {latency[-1]}")
+
     payload = {
         "benchmark": "two_stage_pooled",
         "description": "recall@10 of two-stage search over the whole corpus against a pooled reference (the exact "
@@ -384,6 +480,15 @@ def main() -> None:
             "map_ridge": index.map_ridge,
             "own_text_left_out": True,
             "threads": torch.get_num_threads(),
+            "latency": {
+                "modes": args.latency_modes.split(","),
+                "candidates": [int(n) for n in args.latency_candidates.split(",")],
+                "rerank_feedback": args.latency_feedback.split(","),
+                "scan_threads": [int(t) or None for t in args.latency_scan_threads.split(",")],
+                "cache": "empty before each search (every candidate embedded); the condition's text embedding dropped",
+            }
+            if args.latency
+            else None,
             "accept_rule": {"max_changed_share": ACCEPT_CHANGED, "min_held_share_50k": ACCEPT_HELD},
             "note": args.note,
         },
@@ -403,6 +508,7 @@ def main() -> None:
             "donors": donors,
             "reference_accepted": accepted,
             "recall": curve,
+            "latency": latency,
         },
         "environment": environment_record(),
     }

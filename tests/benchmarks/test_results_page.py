@@ -1355,8 +1355,8 @@ def test_the_cached_pairs_sentence_recomputes_from_its_file() -> None:
 
 def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
     """The 1M pooled-reference section (``two_stage_recall_1m_pooled.json``): one row per (first stage, query mode,
-    feedback) with its recall at each N; the acceptance worked out here from the rule's thresholds; the goal line on
-    the HNSW, ``conditioned``, N = 100 feedback setting against the 1M latency file."""
+    feedback) with its recall at each N; the acceptance worked out here from the rule's thresholds; the timed searches'
+    table and the goal judged on them."""
     data = json.loads((RESULTS / "two_stage_recall_1m_pooled.json").read_text(encoding="utf-8"))
     results, rule = data["results"], data["settings"]["accept_rule"]
     section = _section(PAGE.read_text(encoding="utf-8"), TWO_STAGE)
@@ -1375,9 +1375,23 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
         results["check_50k"] is None or results["check_50k"]["held_share"] >= rule["min_held_share_50k"]
     )
     assert results["reference_accepted"] == accepted
-    words = "taken as recall against the exact ranking" if accepted else "upper bounds only"
+    words = "read the figures as upper bounds that are probably close" if accepted else "upper bounds only"
     assert words in section
-    goal = next(r for r in results["recall"] if r["first_stage_search"] == "hnsw" and r["candidates"] == 100
-                and r["query_mode"] == "conditioned" and r["rerank_feedback"] != "none")  # fmt: skip
-    verdict = "**met**" if goal["recall_at_10_pooled"] >= 0.90 else "**not met**"
-    assert f"recall@10 {goal['recall_at_10_pooled']:.3f}: {verdict}." in section
+    # the searches timed (--latency): p50 / p95 ms (own recall) per (query, first stage, scan threads) and N
+    timed = results["latency"]
+    lat_ns = sorted({t["candidates"] for t in timed})
+    timed_rows: dict[tuple[str, str, str], list[str]] = {}
+    for t in timed:
+        threads = "–" if t["first_stage_search"] != "exact" else str(t["scan_threads"] or "default")
+        row = timed_rows.setdefault(
+            (modes.get(t["query_mode"], t["query_mode"]), names[t["first_stage_search"]], threads), [""] * len(lat_ns)
+        )
+        ms = f"{1000 * t['p50_seconds']:,.0f} / {1000 * t['p95_seconds']:,.0f}"
+        row[lat_ns.index(t["candidates"])] = f"{ms} ({t['recall_at_10_pooled']:.3f})"
+    assert table(section, "| query | first stage | scan threads | N = ") == [[*k, *r] for k, r in timed_rows.items()]
+    # the goal, worked out here: a never-seen condition's setting (not the own map) within both bounds at 0.90
+    met = [t for t in timed if t["query_mode"] != "mapped" and t["p50_seconds"] <= 0.5 and t["p95_seconds"] <= 1.0
+           and t["recall_at_10_pooled"] >= 0.90]  # fmt: skip
+    assert "judged on these timed searches" in section
+    assert ("**met** by" in section) == bool(met)
+    assert ("**not met** by any never-seen setting" in section) == (not met)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 from claims_scripts import load_benchmark
 
 from finesim.index import recall_at_k
-from finesim.index.two_stage import fit_condition_map
+from finesim.index.two_stage import RerankCache, fit_condition_map
 
 pooled = load_benchmark("two_stage_pooled.py")
 
@@ -56,3 +58,57 @@ def test_the_pool_takes_each_first_stages_top_rows_and_the_map_as_the_library_fi
         assert tops["conditioned"].tolist() == np.argsort(-(first @ vector), kind="stable")[:25].tolist()
         mapped = (first @ (weights @ vector)) * inverse
         assert tops["mapped"].tolist() == np.argsort(-mapped, kind="stable")[:25].tolist()
+
+
+class FakeIndex:
+    """What ``timed_searches`` touches of a ConditionalIndex: each search returns rows 0..k-1 (row 0 the query's own
+    text for query "q0") after putting their vectors into the cache it finds, and records the state it ran in."""
+
+    def __init__(self) -> None:
+        self.rerank_cache = RerankCache()
+        self.rerank_feedback: str | None = "kept"
+        self.scan_threads: int | None = None
+        self._condition_vectors = {"c": np.ones(2), "donor": np.ones(2)}
+        self.calls: list[dict[str, object]] = []
+
+    def key(self, condition: str) -> str:
+        return f"key-{condition}"
+
+    def search_rows(self, query, condition, k, *, strategy, candidates, approximate):
+        cached, _ = self.rerank_cache.lookup(self.key(condition), np.arange(100))
+        self.calls.append({
+            "query": query, "n": candidates, "approximate": approximate, "feedback": self.rerank_feedback,
+            "threads": self.scan_threads, "cached": len(cached), "vectors": set(self._condition_vectors),
+        })  # fmt: skip
+        rows = list(range(k))
+        self.rerank_cache.store(self.key(condition), rows, np.full((k, 2), float(candidates), np.float32))
+        return np.asarray(rows), np.zeros(k)
+
+    def last_first_stage(self) -> str:
+        return "borrowed"
+
+
+def test_timed_searches_start_cold_take_turns_and_hand_the_returned_rows_to_the_pool() -> None:
+    index = FakeIndex()
+    pool = index.rerank_cache
+    pool.store("key-c", [3], np.zeros((1, 2), np.float32))  # a pool row: its vector must stay the pool's
+    draws = SimpleNamespace(conditions=["c"], queries={"c": ["q0", "q1"]})
+    points = [
+        {"search": "exact", "approximate": False, "feedback": "none", "n": 100, "scan_threads": 1},
+        {"search": "exact", "approximate": False, "feedback": "local-map", "n": 100, "scan_threads": 0},
+        {"search": "hnsw", "approximate": "hnsw", "feedback": "local-map", "n": 200, "scan_threads": 0},
+    ]
+    timed = pooled.timed_searches(index, draws, {"q0": 0}, "borrowed", points)
+    # every search found an empty cache and no embedding of its condition's text (the donor's kept)
+    assert all(call["cached"] == 0 and call["vectors"] == {"donor"} for call in index.calls)
+    # the points took turns, their order reversed for the second query
+    assert [(c["query"], c["n"], c["threads"], c["feedback"]) for c in index.calls] == [
+        ("q0", 100, 1, None), ("q0", 100, None, "local-map"), ("q0", 200, None, "local-map"),
+        ("q1", 200, None, "local-map"), ("q1", 100, None, "local-map"), ("q1", 100, 1, None),
+    ]  # fmt: skip
+    assert index.rerank_cache is pool and index.scan_threads is None
+    first = timed[("borrowed", "exact", "none", 100, 1)]
+    assert first["got"] == {("q0", "c"): list(range(1, 11)), ("q1", "c"): list(range(10))}  # own text left out
+    assert len(first["seconds"]) == 2 and first["took"] == {"borrowed": 2}
+    held, missing = pool.lookup("key-c", np.arange(11))
+    assert missing == [] and held[3].tolist() == [0.0, 0.0]  # every returned row, the pool's own vector kept
