@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from index_helpers import assert_matches_brute_force, brute_force, build_model_dirs, make_corpus
 
 from conftest import import_or_skip
@@ -178,3 +179,21 @@ def test_errors(model_dirs, corpus, tmp_path):
     with pytest.raises(ValueError, match="must be one of \\['conditioned', 'plain', 'tri', 'mapped'\\]"):
         resolve_first_stage("bi", tri, "head")
     assert not (tmp_path / "a" / "manifest.json").exists() and not (tmp_path / "b" / "manifest.json").exists()
+
+
+def test_as_float_tensor_leaves_the_warning_filters_alone(monkeypatch) -> None:
+    """An exact scan calls it from several threads, where warnings.catch_warnings (not thread-safe) could leave a
+    filter behind for the whole process: it must not touch the filters at all."""
+    import warnings
+
+    from finesim.index.tri import as_float_tensor
+
+    def refused(*args, **kwargs):
+        raise AssertionError("as_float_tensor changed the warning filters")
+
+    for name in ("catch_warnings", "simplefilter", "filterwarnings", "resetwarnings"):
+        monkeypatch.setattr(warnings, name, refused)
+    block = np.arange(12, dtype=np.float32).reshape(3, 4)
+    block.flags.writeable = False  # as a read-only memory map: torch.from_numpy notes it
+    assert as_float_tensor(block)[2, 3] == 11.0
+    assert as_float_tensor(block.astype(np.float16)).dtype == torch.float32

@@ -24,6 +24,14 @@ from typing import Any
 import numpy as np
 import torch
 
+# torch.from_numpy warns about a read-only array (a memory-mapped index file, which as_float_tensor only reads): one
+# filter, set at import and narrowed to this module's calls, rather than warnings.catch_warnings per call, which is
+# not thread-safe (an exact scan calls it from several threads, and an overlapping exit can leave the filter behind
+# for the whole process)
+warnings.filterwarnings(
+    "ignore", message="The given NumPy array is not writable", category=UserWarning, module=__name__
+)
+
 STAGE_DESCRIPTION = {
     "hadamard": "T(s): the head's sentence transform of the pooled embedding",
     "concat": "W_s T(s): the sentence half of the concat fusion layer applied to T(s)",
@@ -56,13 +64,10 @@ def sentence_stage(head: Any, pooled: torch.Tensor) -> torch.Tensor:
 
 def as_float_tensor(block: np.ndarray | torch.Tensor) -> torch.Tensor:
     """A float32 tensor over a block of stored rows, sharing memory when it is float32 already (a read-only memory
-    map is only read here, so torch's warning about non-writable arrays does not apply)."""
+    map is only read here, so torch's warning about non-writable arrays does not apply: it is filtered below)."""
     if isinstance(block, torch.Tensor):
         return block.float()
-    array = np.asarray(block, dtype=np.float32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.from_numpy(array)
+    return torch.from_numpy(np.asarray(block, dtype=np.float32))
 
 
 def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
