@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -374,10 +375,10 @@ def test_the_exact_scan_split_over_threads_gives_the_one_run_result_with_ties_ma
     scale = np.linspace(0.5, 1.5, 100).astype(np.float32)  # rows from 100 on (added since it was computed): out
     for kwargs in ({}, {"mask": mask}, {"row_scale": scale}):
         index.scan_threads = 1
-        one_run = index._exact(ci.FIRST_STAGE, score, 9, **kwargs)
+        one_run = index._exact(ci.FIRST_STAGE, score, 9, **kwargs, split=True)
         for count in (2, 3, 5):
             index.scan_threads = count
-            split = index._exact(ci.FIRST_STAGE, score, 9, **kwargs)
+            split = index._exact(ci.FIRST_STAGE, score, 9, **kwargs, split=True)
             assert split[0].tolist() == one_run[0].tolist() and split[1].tolist() == one_run[1].tolist()
     # and it is the brute-force top 9: best first, ties broken by the lower row
     index.scan_threads = 4
@@ -396,16 +397,21 @@ def test_the_exact_scan_split_over_threads_gives_the_one_run_result_with_ties_ma
 def test_a_damaged_row_in_a_split_scan_is_reported_as_the_lowest_one(model_dirs, corpus, tmp_path, monkeypatch):
     monkeypatch.setattr(ci, "SCORE_CHUNK", 10)
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index")
-    index.scan_threads = 4
+    index.scan_threads = 4  # 12 chunks: runs of rows 0-29, 30-59 (row 37), 60-89, 90-119 (row 95)
+    stored = np.asarray(index.store.array(index.store.parts[0], ci.FIRST_STAGE))
+    later_failed = threading.Event()
 
     def score(block: np.ndarray) -> torch.Tensor:  # rows 37 and 95 score NaN (their stored vectors are finite)
         out = torch.zeros(len(block))
         first = int(np.flatnonzero((stored == block[0]).all(axis=1))[0])
-        for bad in (37, 95):
-            if first <= bad < first + len(block):
-                out[bad - first] = float("nan")
+        if first <= 95 < first + len(block):
+            later_failed.set()  # the higher row's run fails first ...
+            out[95 - first] = float("nan")
+        if first <= 37 < first + len(block):
+            later_failed.wait(timeout=10)
+            time.sleep(0.05)  # ... and the lower one's after it: the error must still be the lower row's
+            out[37 - first] = float("nan")
         return out
 
-    stored = np.asarray(index.store.array(index.store.parts[0], ci.FIRST_STAGE))
     with pytest.raises(ValueError, match="the score of row 37 is NaN or infinite though its stored vector is finite"):
-        index._exact(ci.FIRST_STAGE, score, 5)
+        index._exact(ci.FIRST_STAGE, score, 5, split=True)

@@ -265,11 +265,7 @@ class ConditionalIndex:
         self._searching = threading.local()  # per thread: the first stage its last search ranked candidates with
         self._map_errors: dict[str, Exception] = {}
         self._masks: OrderedDict[str, np.ndarray] = OrderedDict()
-        # Python threads an exact scan's chunks are scored on (None: torch.get_num_threads()): torch's float32
-        # matrix-vector product runs on one thread on CPU (1M x 384 rows: 161 ms with 1 or 2 torch threads, 83 ms
-        # in 2 Python threads; benchmarks/two_stage_pooled.py --latency compares 1 and the default end to end);
-        # 1 keeps a search on one core, for a server answering several searches at once
-        self.scan_threads: int | None = None
+        self._scan_threads: int | None = None
 
     # ------------------------------------------------------------------ construction
 
@@ -766,7 +762,7 @@ class ConditionalIndex:
             return as_float_tensor(block) @ vector
 
         if kind is None:
-            return self._exact(key, dot, k, mask)
+            return self._exact(key, dot, k, mask, split=True)
         ann = self._ann_for(condition, kind)
         found = _keep(ann.search(vector.numpy(), max(candidates or k, k)), mask)
         return best_rows(dot(self._gather(found, key)).numpy(), found, k)
@@ -931,6 +927,22 @@ class ConditionalIndex:
         return top
 
     @property
+    def scan_threads(self) -> int | None:
+        """Python threads an exact scan by one matrix-vector product is split over (a first stage's, a stored
+        condition's): None (the default) ``torch.get_num_threads()``, or a positive int; 1 keeps a search on one
+        core, for a process answering several searches at once. torch runs a float32 matrix-vector product on one
+        thread on CPU, so the split is what puts the other cores to work: on the 2-core host of
+        ``benchmarks/two_stage_pooled.py --latency``, 2 threads took 77-121 ms off the p50 of each exact-scan
+        setting over 1M texts against 1 (``two_stage_recall_1m_pooled.json``)."""
+        return self._scan_threads
+
+    @scan_threads.setter
+    def scan_threads(self, value: int | None) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"scan_threads must be a positive integer or None, got {value!r}")
+        self._scan_threads = value
+
+    @property
     def rerank_depth(self) -> RerankDepth | None:
         """How deep a two-stage search re-ranks its N candidates: None, every one of them (the default,
         :data:`~finesim.index.rerank_depth.ADAPTIVE_DEPTH`), or a :class:`~finesim.index.rerank_depth.RerankDepth`:
@@ -1003,7 +1015,7 @@ class ConditionalIndex:
         """The ``wanted`` rows whose first-stage vectors have the highest dot product with ``vector``: exactly, or
         through the faiss index of the first-stage vectors (``kind``)."""
         if kind is None:
-            return self._exact(FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask)[0]
+            return self._exact(FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask, split=True)[0]
         return _keep(self._ann_for_first_stage(kind).search(vector.numpy(), wanted), mask)
 
     def _borrowed_map(self, condition: str, key: str) -> ConditionMap | None:
@@ -1184,7 +1196,7 @@ class ConditionalIndex:
         vector = _finite_query(torch.from_numpy(fitted.query_vector(query_vector.numpy())))
         if kind is None:
             return self._exact(
-                FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask, row_scale=fitted.inverse_norms
+                FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask, fitted.inverse_norms, split=True
             )[0]
         pool = _keep(self._ann_for_first_stage(kind).search(vector.numpy(), MAP_POOL * wanted), mask)
         pool = pool[pool < fitted.count]  # rows added since the map was fitted wait for the next query's map
@@ -1210,13 +1222,16 @@ class ConditionalIndex:
         k: int,
         mask: np.ndarray | None = None,
         row_scale: np.ndarray | None = None,
+        split: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The top ``k`` of ``score(block)`` over the stored array ``key`` (:meth:`_array`), chunk by chunk, each
         row's score multiplied by ``row_scale[row]`` when given (rows beyond it, added since it was computed, are
         left out); only the rows ``mask`` keeps compete. A non-finite score is a damaged file (:meth:`_damaged`).
 
-        The chunks are split into :attr:`scan_threads` contiguous runs scored side by side, each keeping its own top
-        ``k``, merged at the end: the same chunks and the same tie-break by row as one run, so the same result."""
+        ``split`` (for a ``score`` that is one matrix-vector product, which torch runs on one thread): the chunks are
+        split into :attr:`scan_threads` contiguous runs scored side by side, each keeping its own top ``k``, merged
+        at the end: the same chunks and the same tie-break by row as one run, so the same result. A ``score`` that
+        torch already spreads over its threads (the plain cosine, a tri-encoder's head) runs as one run."""
         steps = []  # (part, array, start, stop) of every chunk, in row order
         for part in self.store.parts:
             array = self._array(part, key)
@@ -1244,7 +1259,7 @@ class ConditionalIndex:
                 best = best_rows(np.concatenate([best[1], scores]), np.concatenate([best[0], rows]), k)
             return best
 
-        workers = min(self.scan_threads or torch.get_num_threads(), len(steps))
+        workers = min(self.scan_threads or torch.get_num_threads(), len(steps)) if split else 1
         if workers <= 1:
             return scan(steps)
         runs = [[steps[i] for i in run] for run in np.array_split(np.arange(len(steps)), workers)]
