@@ -1569,7 +1569,11 @@ def _latency_1m_feedback(folder: Path) -> list[str]:
 
 
 POOLED_CLOSE_MARGIN = 0.02  # a met recall closer than this to the goal is called the goal's edge (60 searches)
-POOLED_MODES = {"mapped": "own map (a condition seen before)", "borrowed": "a donor's map (never seen)"}
+POOLED_MODES = {
+    "mapped": "own map (a condition seen before)",
+    "borrowed": "a donor's map (never seen)",
+    "during-fit": "never seen, its own map fitted meanwhile",
+}
 
 
 def pooled_goal_met(point: dict[str, Any]) -> bool:
@@ -1584,63 +1588,79 @@ def pooled_goal_met(point: dict[str, Any]) -> bool:
 
 def _pooled_latency(timed: list[dict[str, Any]]) -> list[str]:
     """The timed searches of the pooled run (``--latency``): p50 / p95 and their own recall per setting, and the goal
-    judged on them."""
+    judged on them, per case: a never-seen condition as a server meets it (``conditioned``; a donor's map while the
+    condition's own map is fitted), the same with the fit stubbed out (a lower bound), a condition seen before."""
     ns = sorted({t["candidates"] for t in timed})
     lines = [
         "",
         f"The same {timed[0]['searches']} searches timed (`--latency`: an empty re-ranking cache before each, every"
         " candidate embedded; the condition's text embedding dropped; the settings taking turns; nothing else running):"
         " p50 / p95 ms and the timed searches' own recall@10 (their rows joined the reference). `scan threads` 1 is the"
-        " exact scan on one thread, as before it was split over `torch.get_num_threads()` threads (the default). A"
-        " donor's map: each condition's own map never ready (its background fit stubbed out, which in a server"
-        " competes for the cores meanwhile: a lower bound for those first queries).",
+        " exact scan on one thread, as before it was split over `torch.get_num_threads()` threads (the default)."
+        f" *{POOLED_MODES['borrowed']}*: each condition's own map never ready (its background fit stubbed out): a"
+        " lower bound on time, not a state a server reaches, since a condition borrows only while its own map is"
+        " fitted.",
         "",
-        "| query | first stage | scan threads | " + " | ".join(f"N = {n}" for n in ns) + " |",
-        "|---|---|---|" + "---|" * len(ns),
+        "| query | first stage | feedback | scan threads | " + " | ".join(f"N = {n}" for n in ns) + " |",
+        "|---|---|---|---|" + "---|" * len(ns),
     ]
-    rows: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
+    rows: dict[tuple[str, str, str, str], dict[int, dict[str, Any]]] = {}
     for t in timed:
         threads = "default" if t["scan_threads"] is None else str(t["scan_threads"])
         threads = threads if t["first_stage_search"] == "exact" else "–"
-        rows.setdefault((t["query_mode"], t["first_stage_search"], threads), {})[t["candidates"]] = t
-    for (mode, search, threads), by_n in rows.items():
+        rows.setdefault((t["query_mode"], t["first_stage_search"], t["rerank_feedback"], threads), {})[
+            t["candidates"]
+        ] = t
+    for (mode, search, feedback, threads), by_n in rows.items():
         cells = [
             f"{1000 * by_n[n]['p50_seconds']:,.0f} / {1000 * by_n[n]['p95_seconds']:,.0f}"
             f" ({by_n[n]['recall_at_10_pooled']:.3f})" if n in by_n else ""
             for n in ns
         ]  # fmt: skip
-        lines.append(f"| {POOLED_MODES.get(mode, mode)} | {FIRST_STAGE.get(search, search)} | {threads} | "
+        lines.append(f"| {POOLED_MODES.get(mode, mode)} | {FIRST_STAGE.get(search, search)} | {feedback} | {threads} | "
                      + " | ".join(cells) + " |")  # fmt: skip
-    met = [t for t in timed if pooled_goal_met(t)]
-    feedback = timed[0]["rerank_feedback"]
+    for t in timed:
+        if t["query_mode"] == "during-fit":
+            fits = [v for v in t["fit_seconds"].values() if v is not None]
+            taken = ", ".join(f"{name} {count}" for name, count in t["first_stages"].items())
+            lines += [
+                "",
+                f"*{POOLED_MODES['during-fit']}*: each condition's {t['searches'] // len(t['fit_seconds'])} queries"
+                " searched one after another from its first, as a server's first queries under it, while the"
+                " background fit of its own map (started by the first) competed for the cores; the map was held"
+                + (f" {_span(fits, '.0f', ' s')} after the first search" if fits else " by none")
+                + f"; first stages taken: {taken}.",
+            ]
+    cases = [
+        ("a never-seen condition as a server meets it", ("conditioned", "during-fit")),
+        ("with the own map's fit stubbed out (a lower bound on time)", ("borrowed",)),
+        ("a condition seen before (its own map held)", ("mapped",)),
+    ]
+    verdicts = []
+    for name, modes in cases:
+        case = [t for t in timed if t["query_mode"] in modes]
+        if not case:
+            continue
+        met = [t for t in case if pooled_goal_met(t)]
+        if met:
+            verdict = f"{name}: **met** by " + "; ".join(_pooled_setting(t) for t in met)
+            margin = min(t["recall_at_10_pooled"] for t in met) - SEARCH_GOAL_RECALL
+            if margin < POOLED_CLOSE_MARGIN:
+                verdict += f" (a margin of {margin:.3f} from {met[0]['searches']} searches: at the goal's edge)"
+        else:
+            near = max(
+                (t for t in case if 1000 * t["p50_seconds"] <= SEARCH_GOAL_P50_MS),
+                key=lambda t: t["recall_at_10_pooled"],
+                default=None,
+            )
+            verdict = f"{name}: **not met**" + (f" (best recall within the p50 bound: {_pooled_setting(near)})"
+                                                if near else "")  # fmt: skip
+        verdicts.append(verdict)
     goal = (
         f"Goal (a never-seen condition over 1M texts: recall@10 ≥ {SEARCH_GOAL_RECALL:.2f} at p50 ≤"
-        f" {SEARCH_GOAL_P50_MS} ms and p95 ≤ {SEARCH_GOAL_P95_MS:,} ms), judged on these timed searches ({feedback}): "
+        f" {SEARCH_GOAL_P50_MS} ms and p95 ≤ {SEARCH_GOAL_P95_MS:,} ms), judged on these timed searches, whose recall"
+        f" is an upper bound (the pooled reference): " + "; ".join(verdicts) + "."
     )
-    never_seen = [t for t in met if t["query_mode"] != "mapped"]
-    if never_seen:
-        goal += "**met** by " + "; ".join(_pooled_setting(t) for t in never_seen) + "."
-        margin = min(t["recall_at_10_pooled"] for t in never_seen) - SEARCH_GOAL_RECALL
-        if margin < POOLED_CLOSE_MARGIN:
-            goal += (
-                f" A margin of {margin:.3f} over {SEARCH_GOAL_RECALL:.2f} from {never_seen[0]['searches']} searches"
-                " is within this run's noise: the setting sits at the goal's edge."
-            )
-    else:
-        near = max(
-            (t for t in timed if t["query_mode"] != "mapped" and 1000 * t["p50_seconds"] <= SEARCH_GOAL_P50_MS),
-            key=lambda t: t["recall_at_10_pooled"],
-            default=None,
-        )
-        goal += "**not met** by any never-seen setting" + (
-            f"; the best recall within the p50 bound: {_pooled_setting(near)}." if near else "."
-        )
-    if any(t["query_mode"] == "mapped" for t in met):
-        goal += (
-            " A condition seen before (its own map held): "
-            + "; ".join(_pooled_setting(t) for t in met if t["query_mode"] == "mapped")
-            + "."
-        )
     return [*lines, "", goal]
 
 
@@ -1648,10 +1668,11 @@ def _pooled_setting(t: dict[str, Any]) -> str:
     threads = (
         "" if t["first_stage_search"] != "exact" or t["scan_threads"] is None else f", scan threads {t['scan_threads']}"
     )
+    search = FIRST_STAGE.get(t["first_stage_search"], t["first_stage_search"])
     return (
-        f"{POOLED_MODES.get(t['query_mode'], t['query_mode'])}, {FIRST_STAGE.get(t['first_stage_search'])}{threads},"
-        f" N = {t['candidates']}: p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms,"
-        f" recall@10 {t['recall_at_10_pooled']:.3f}"
+        f"{POOLED_MODES.get(t['query_mode'], t['query_mode'])}, {search}{threads}, N = {t['candidates']}:"
+        f" p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms, recall@10"
+        f" {t['recall_at_10_pooled']:.3f}"
     )
 
 

@@ -1362,7 +1362,11 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
     section = _section(PAGE.read_text(encoding="utf-8"), TWO_STAGE)
     ns = sorted({r["candidates"] for r in results["recall"]})
     names = {"exact": "exact first stage", "hnsw": "HNSW first stage"}
-    modes = {"mapped": "own map (a condition seen before)", "borrowed": "a donor's map (never seen)"}
+    modes = {
+        "mapped": "own map (a condition seen before)",
+        "borrowed": "a donor's map (never seen)",
+        "during-fit": "never seen, its own map fitted meanwhile",
+    }
     expected: dict[tuple[str, str, str], list[str]] = {}
     for r in results["recall"]:
         row = expected.setdefault(
@@ -1377,21 +1381,52 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
     assert results["reference_accepted"] == accepted
     words = "read the figures as upper bounds that are probably close" if accepted else "upper bounds only"
     assert words in section
-    # the searches timed (--latency): p50 / p95 ms (own recall) per (query, first stage, scan threads) and N
+    # the searches timed (--latency): p50 / p95 ms (own recall) per (query, first stage, feedback, scan threads), N
     timed = results["latency"]
     lat_ns = sorted({t["candidates"] for t in timed})
-    timed_rows: dict[tuple[str, str, str], list[str]] = {}
+    timed_rows: dict[tuple[str, ...], list[str]] = {}
     for t in timed:
         threads = "–" if t["first_stage_search"] != "exact" else str(t["scan_threads"] or "default")
-        row = timed_rows.setdefault(
-            (modes.get(t["query_mode"], t["query_mode"]), names[t["first_stage_search"]], threads), [""] * len(lat_ns)
-        )
+        key = (modes[t["query_mode"]] if t["query_mode"] in modes else t["query_mode"], names[t["first_stage_search"]],
+               t["rerank_feedback"], threads)  # fmt: skip
+        row = timed_rows.setdefault(key, [""] * len(lat_ns))
         ms = f"{1000 * t['p50_seconds']:,.0f} / {1000 * t['p95_seconds']:,.0f}"
         row[lat_ns.index(t["candidates"])] = f"{ms} ({t['recall_at_10_pooled']:.3f})"
-    assert table(section, "| query | first stage | scan threads | N = ") == [[*k, *r] for k, r in timed_rows.items()]
-    # the goal, worked out here: a never-seen condition's setting (not the own map) within both bounds at 0.90
-    met = [t for t in timed if t["query_mode"] != "mapped" and t["p50_seconds"] <= 0.5 and t["p95_seconds"] <= 1.0
-           and t["recall_at_10_pooled"] >= 0.90]  # fmt: skip
-    assert "judged on these timed searches" in section
-    assert ("**met** by" in section) == bool(met)
-    assert ("**not met** by any never-seen setting" in section) == (not met)
+    header = "| query | first stage | feedback | scan threads | N = "
+    assert table(section, header) == [[*k, *r] for k, r in timed_rows.items()]
+
+    # the goal, worked out here per case: p50 <= 500 ms, p95 <= 1 s, recall >= 0.90
+    def setting(t: dict) -> str:
+        threads = (
+            f", scan threads {t['scan_threads']}" if t["first_stage_search"] == "exact" and t["scan_threads"] else ""
+        )
+        return (f"{modes.get(t['query_mode'], t['query_mode'])}, {names[t['first_stage_search']]}{threads},"
+                f" N = {t['candidates']}: p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms,"
+                f" recall@10 {t['recall_at_10_pooled']:.3f}")  # fmt: skip
+
+    parts = []
+    for name, case_modes in [
+        ("a never-seen condition as a server meets it", ("conditioned", "during-fit")),
+        ("with the own map's fit stubbed out (a lower bound on time)", ("borrowed",)),
+        ("a condition seen before (its own map held)", ("mapped",)),
+    ]:
+        case = [t for t in timed if t["query_mode"] in case_modes]
+        if not case:
+            continue
+        met = [t for t in case if t["p50_seconds"] <= 0.5 and t["p95_seconds"] <= 1.0
+               and t["recall_at_10_pooled"] >= 0.90]  # fmt: skip
+        if met:
+            text = f"{name}: **met** by " + "; ".join(setting(t) for t in met)
+            margin = min(t["recall_at_10_pooled"] for t in met) - 0.90
+            text += f" (a margin of {margin:.3f} from {met[0]['searches']} searches: at the goal's edge)" * (
+                margin < 0.02
+            )
+        else:
+            within = [t for t in case if t["p50_seconds"] <= 0.5]
+            best = max(within, key=lambda t: t["recall_at_10_pooled"]) if within else None
+            text = f"{name}: **not met**" + (f" (best recall within the p50 bound: {setting(best)})" if best else "")
+        parts.append(text)
+    assert ("judged on these timed searches, whose recall is an upper bound (the pooled reference): "
+            + "; ".join(parts) + ".") in section  # fmt: skip
+    files = next(line for line in section.splitlines() if line.startswith("Files: "))
+    assert "`two_stage_recall_1m_pooled.json`" in files and "`two_stage_latency_1m_feedback.json`" in files

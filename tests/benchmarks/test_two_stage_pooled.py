@@ -106,9 +106,41 @@ def test_timed_searches_start_cold_take_turns_and_hand_the_returned_rows_to_the_
         ("q0", 100, 1, None), ("q0", 100, None, "local-map"), ("q0", 200, None, "local-map"),
         ("q1", 200, None, "local-map"), ("q1", 100, None, "local-map"), ("q1", 100, 1, None),
     ]  # fmt: skip
-    assert index.rerank_cache is pool and index.scan_threads is None
+    assert index.rerank_cache is pool and index.scan_threads is None and index.rerank_feedback == "kept"
     first = timed[("borrowed", "exact", "none", 100, 1)]
     assert first["got"] == {("q0", "c"): list(range(1, 11)), ("q1", "c"): list(range(10))}  # own text left out
     assert len(first["seconds"]) == 2 and first["took"] == {"borrowed": 2}
     held, missing = pool.lookup("key-c", np.arange(11))
     assert missing == [] and held[3].tolist() == [0.0, 0.0]  # every returned row, the pool's own vector kept
+
+
+def test_the_first_queries_during_the_fit_borrow_first_and_leave_the_index_as_found(tiny_bert_dir, tmp_path) -> None:
+    from finesim.index import ConditionalIndex
+
+    words = ["dogs", "cats", "cars", "music", "food", "rain"]
+    corpus = [f"a note {i} about {words[i % 6]}" for i in range(60)]
+    folder = tmp_path / "index"
+    index = ConditionalIndex.build(str(tiny_bert_dir), corpus, folder, first_stage_query="mapped")
+    index.map_sample = 16
+    donor, condition = "the animal", "the pet"
+    index._condition_map(donor, index.key(donor))  # held: the map a server fitted for an earlier condition
+    index._condition_map(condition, index.key(condition))  # saved by an earlier run: moved aside, then back
+    maps_before = sorted(f.name for f in (folder / "maps").iterdir())
+    index._maps.pop(index.key(condition))
+    index.map_wait = False
+    index.map_borrow_min_cosine = -1.0  # a random tiny model: borrow whatever the cosine
+    stub = index._map_or_fit_later = lambda c, k: None  # as hold_donor_maps leaves it
+    pool = index.rerank_cache
+    draws = SimpleNamespace(conditions=[condition], queries={condition: ["a dog", "a cat", "a car"]})
+
+    entry = pooled.timed_during_fit(index, draws, {"a cat": 1}, 10, "none", tmp_path / "aside")
+
+    assert len(entry["seconds"]) == 3 and sum(entry["took"].values()) == 3
+    assert entry["took"]["borrowed"] >= 1 and set(entry["took"]) <= {"borrowed", "mapped"}  # the first borrowed
+    assert entry["fit_seconds"][condition] is not None  # its own map was fitted in the background, and held
+    assert 1 not in entry["got"][("a cat", condition)]  # the query's own text left out
+    assert index._map_or_fit_later is stub and index.rerank_cache is pool and index.key(condition) not in index._maps
+    assert sorted(f.name for f in (folder / "maps").iterdir()) == maps_before
+    assert not any((tmp_path / "aside").iterdir())
+    returned = sorted({r for rows in entry["got"].values() for r in rows})
+    assert pool.lookup(index.key(condition), np.asarray(returned))[1] == []  # every returned row joins the pool
