@@ -40,8 +40,10 @@ measures it on the whole corpus against a **pooled reference**, as retrieval eva
    N (exact scan, the first ``--latency-feedback``) as a server's first queries under it: the first starts the
    background fit (``map_wait`` False) and borrows a donor's map meanwhile, every search competing with the fit for
    the cores, a later query taking the condition's own map once it is held. Reported: p50 / p95 over all of them,
-   the first stages taken, recall as in step 4 (a later query's feedback also fits on the condition's earlier
-   searches' pairs, as in a server) and each fit's time from the first search to the map being held.
+   the first stages taken, recall as in step 4 (what carries over between a condition's queries is the shared
+   cache: the fit's sample embeddings and earlier candidates; a map's ranking does not fit on earlier pairs) and each
+   fit's time from the first search to the map being held. Unlike step 4, the cache is emptied once per condition
+   and its searches run one after another.
 
 **How the pool's depth is checked (written before the 1M run).** (a) Convergence: the reference is also computed
 from a pool of depth ``--depth / 4``; the share of reference rows that change between the two is reported. (b) The
@@ -283,7 +285,7 @@ def timed_searches(
 
 
 def timed_during_fit(
-    index: ConditionalIndex, draws: Draws, position: dict[str, int], n: int, feedback: str, aside: Path
+    index: ConditionalIndex, draws: Draws, position: dict[str, int], n: int, feedback: str
 ) -> dict[str, Any]:
     """Step 5 (``--latency-fit``): each condition's queries searched one after another from its first, its own map
     fitted in the background meanwhile (the stub of :func:`hold_donor_maps` removed for this step), with an empty
@@ -296,47 +298,54 @@ def timed_during_fit(
     del index._map_or_fit_later  # the class's own method again: a real background fit
     index.rerank_feedback = None if feedback == "none" else feedback
     entry: dict[str, Any] = {"seconds": [], "got": {}, "took": Counter(), "fit_seconds": {}}
-    aside.mkdir(parents=True, exist_ok=True)
     try:
         for condition in draws.conditions:
             key = index.key(condition)
             name = map_file_name(key, len(index), index.map_sample, index.map_ridge, [p.id for p in index.store.parts])
             saved = index.store.root / MAPS / name
+            aside = saved.with_name(saved.name + ".aside")  # a name the index never reads, in the same folder
             if saved.is_file():
-                saved.replace(aside / name)
-            index._maps.pop(key, None)
-            index.rerank_cache = RerankCache()
-            index._condition_vectors.pop(condition, None)
-            first = time.perf_counter()
-            held_at: list[float] = []
+                saved.replace(aside)
+            try:
+                index._maps.pop(key, None)
+                index.rerank_cache = RerankCache()
+                index._condition_vectors.pop(condition, None)
+                first = time.perf_counter()
+                held_at: list[float] = []
+                stop = threading.Event()
 
-            def watch(key: str = key, first: float = first, held_at: list[float] = held_at) -> None:
-                while key not in index._maps and time.perf_counter() - first < 600:
-                    time.sleep(0.05)
-                held_at.append(time.perf_counter() - first)
+                def watch(key: str = key, first: float = first, held_at: list = held_at, stop: Any = stop) -> None:
+                    while key not in index._maps and not stop.is_set():
+                        time.sleep(0.05)
+                    if key in index._maps:
+                        held_at.append(time.perf_counter() - first)
 
-            watcher = threading.Thread(target=watch, daemon=True)
-            watcher.start()
-            for query in draws.queries[condition]:
-                start = time.perf_counter()
-                rows, _ = index.search_rows(query, condition, K + 1, strategy="two-stage", candidates=n,
-                                            approximate=False)  # fmt: skip
-                entry["seconds"].append(time.perf_counter() - start)
-                entry["took"][str(index.last_first_stage())] += 1
-                own = position.get(query)
-                entry["got"][(query, condition)] = [int(r) for r in rows if int(r) != own][:K]
-            index.wait_for_maps()
-            watcher.join()
-            entry["fit_seconds"][condition] = round(held_at[0], 1) if key in index._maps else None
-            kept = [r for (_, c), got in entry["got"].items() if c == condition for r in got]
-            _, missing = pool_cache.lookup(key, np.asarray(kept))
-            if missing:
-                found, _ = index.rerank_cache.lookup(key, np.asarray(missing))
-                pool_cache.store(key, missing, np.stack([found[r] for r in missing]))
-            if not saved.is_file() and (aside / name).is_file():
-                (aside / name).replace(saved)
-            (aside / name).unlink(missing_ok=True)
-            index._maps.pop(key, None)  # the next conditions borrow the donors' maps only, as before
+                watcher = threading.Thread(target=watch, daemon=True)
+                watcher.start()
+                for query in draws.queries[condition]:
+                    start = time.perf_counter()
+                    rows, _ = index.search_rows(query, condition, K + 1, strategy="two-stage", candidates=n,
+                                                approximate=False)  # fmt: skip
+                    entry["seconds"].append(time.perf_counter() - start)
+                    entry["took"][str(index.last_first_stage())] += 1
+                    own = position.get(query)
+                    entry["got"][(query, condition)] = [int(r) for r in rows if int(r) != own][:K]
+                index.wait_for_maps()
+                stop.set()
+                watcher.join()
+                entry["fit_seconds"][condition] = round(held_at[0], 1) if held_at else None
+                kept = [r for (_, c), got in entry["got"].items() if c == condition for r in got]
+                _, missing = pool_cache.lookup(key, np.asarray(kept))
+                if missing:
+                    found, _ = index.rerank_cache.lookup(key, np.asarray(missing))
+                    pool_cache.store(key, missing, np.stack([found[r] for r in missing]))
+            finally:
+                if aside.is_file():
+                    if saved.is_file():
+                        aside.unlink()
+                    else:
+                        aside.replace(saved)
+                index._maps.pop(key, None)  # the next conditions borrow the donors' maps only, as before
             print(f"{condition!r}: {len(draws.queries[condition])} searches during its fit,"
                   f" fit held after {entry['fit_seconds'][condition]} s", flush=True)  # fmt: skip
     finally:
@@ -443,6 +452,8 @@ def main() -> None:
     timed: dict[tuple[Any, ...], dict[str, Any]] = {}
     if args.latency and sum(label.startswith("hnsw") for label in searches) > 1:
         raise SystemExit("--latency times one HNSW rule at a time (the rule is set on the shared graph)")
+    if args.latency_fit and not args.latency:
+        raise SystemExit("--latency-fit is a step of --latency (its settings are recorded there)")
     if args.latency_fit and modes[-1] != "borrowed":
         raise SystemExit("--latency-fit needs the 'borrowed' mode (its donors' maps held)")
     for mode in modes:
@@ -483,7 +494,7 @@ def main() -> None:
             timed.update(timed_searches(index, draws, position, mode, points))
         if args.latency_fit and mode == "borrowed":
             feedback = args.latency_feedback.split(",")[0]
-            during_fit = timed_during_fit(index, draws, position, args.latency_fit, feedback, work / "maps-aside")
+            during_fit = timed_during_fit(index, draws, position, args.latency_fit, feedback)
             timed[("during-fit", "exact", feedback, args.latency_fit, 0)] = during_fit
     stage.query_mode = index.first_stage_spec.query if index.first_stage_spec else "conditioned"
 

@@ -130,17 +130,23 @@ def test_the_first_queries_during_the_fit_borrow_first_and_leave_the_index_as_fo
     index.map_wait = False
     index.map_borrow_min_cosine = -1.0  # a random tiny model: borrow whatever the cosine
     stub = index._map_or_fit_later = lambda c, k: None  # as hold_donor_maps leaves it
+    index.rerank_feedback = "local-map"
     pool = index.rerank_cache
     draws = SimpleNamespace(conditions=[condition], queries={condition: ["a dog", "a cat", "a car"]})
+    fits = []
+    real_fit = index._fit_condition_map
+    index._fit_condition_map = lambda *a, **kw: fits.append(a[0]) or real_fit(*a, **kw)  # fitted, not read
+    index._save_map = lambda file, fitted: None  # the new map is not kept: the saved one must be put back
 
-    entry = pooled.timed_during_fit(index, draws, {"a cat": 1}, 10, "none", tmp_path / "aside")
+    entry = pooled.timed_during_fit(index, draws, {"a cat": 1}, 10, "none")
 
     assert len(entry["seconds"]) == 3 and sum(entry["took"].values()) == 3
     assert entry["took"]["borrowed"] >= 1 and set(entry["took"]) <= {"borrowed", "mapped"}  # the first borrowed
     assert entry["fit_seconds"][condition] is not None  # its own map was fitted in the background, and held
     assert 1 not in entry["got"][("a cat", condition)]  # the query's own text left out
+    assert fits == [condition]  # its saved map was out of the way: the background thread fitted it
     assert index._map_or_fit_later is stub and index.rerank_cache is pool and index.key(condition) not in index._maps
-    assert sorted(f.name for f in (folder / "maps").iterdir()) == maps_before
-    assert not any((tmp_path / "aside").iterdir())
+    assert str(index.rerank_feedback).startswith("local-map")
+    assert sorted(f.name for f in (folder / "maps").iterdir()) == maps_before  # put back, nothing left aside
     returned = sorted({r for rows in entry["got"].values() for r in rows})
     assert pool.lookup(index.key(condition), np.asarray(returned))[1] == []  # every returned row joins the pool

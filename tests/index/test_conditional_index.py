@@ -380,18 +380,26 @@ def test_the_exact_scan_split_over_threads_gives_the_one_run_result_with_ties_ma
             index.scan_threads = count
             split = index._exact(ci.FIRST_STAGE, score, 9, **kwargs, split=True)
             assert split[0].tolist() == one_run[0].tolist() and split[1].tolist() == one_run[1].tolist()
+    assert any(name.startswith("finesim-scan") for name in threads)
     # and it is the brute-force top 9: best first, ties broken by the lower row
     index.scan_threads = 4
+    threads.clear()
     assert (
         index._exact(ci.FIRST_STAGE, score, 9, mask=mask)[0].tolist()
         == sorted(np.flatnonzero(mask).tolist(), key=lambda r: (-scores[r], r))[:9]
     )
+    assert threads == {threading.current_thread().name}  # without split=True: one run, whatever scan_threads
     scaled = scores[:100] * scale
     assert (
-        index._exact(ci.FIRST_STAGE, score, 9, row_scale=scale)[0].tolist()
+        index._exact(ci.FIRST_STAGE, score, 9, row_scale=scale, split=True)[0].tolist()
         == sorted(range(100), key=lambda r: (-scaled[r], r))[:9]
     )
-    assert any(name.startswith("finesim-scan") for name in threads)
+    for bad in (0, -1, 1.5, "2", True):
+        with pytest.raises(ValueError, match="scan_threads must be a positive integer or None"):
+            index.scan_threads = bad
+    assert index.scan_threads == 4
+    index.scan_threads = np.int64(2)
+    assert index.scan_threads == 2 and type(index.scan_threads) is int
 
 
 def test_a_damaged_row_in_a_split_scan_is_reported_as_the_lowest_one(model_dirs, corpus, tmp_path, monkeypatch):

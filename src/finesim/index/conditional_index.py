@@ -25,6 +25,7 @@ import functools
 import hashlib
 import json
 import logging
+import numbers
 import threading
 import time
 from collections import OrderedDict
@@ -938,9 +939,9 @@ class ConditionalIndex:
 
     @scan_threads.setter
     def scan_threads(self, value: int | None) -> None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1):
             raise ValueError(f"scan_threads must be a positive integer or None, got {value!r}")
-        self._scan_threads = value
+        self._scan_threads = None if value is None else int(value)
 
     @property
     def rerank_depth(self) -> RerankDepth | None:
@@ -1230,8 +1231,8 @@ class ConditionalIndex:
 
         ``split`` (for a ``score`` that is one matrix-vector product, which torch runs on one thread): the chunks are
         split into :attr:`scan_threads` contiguous runs scored side by side, each keeping its own top ``k``, merged
-        at the end: the same chunks and the same tie-break by row as one run, so the same result. A ``score`` that
-        torch already spreads over its threads (the plain cosine, a tri-encoder's head) runs as one run."""
+        at the end: the same chunks and the same tie-break by row as one run, so the same result. Other scores (the
+        plain cosine, a tri-encoder's head) run as one run: their split was not measured."""
         steps = []  # (part, array, start, stop) of every chunk, in row order
         for part in self.store.parts:
             array = self._array(part, key)
