@@ -1527,7 +1527,15 @@ def search_section(folder: Path) -> list[str]:
         ]
     lines += _latency_1m_feedback(folder)
     lines += _recall_1m_pooled(folder)
-    later = [folder / name for name in ("two_stage_latency_1m_feedback.json", "two_stage_recall_1m_pooled.json")]
+    lines += _during_fit_batches(folder)
+    later = [
+        folder / name
+        for name in (
+            "two_stage_latency_1m_feedback.json",
+            "two_stage_recall_1m_pooled.json",
+            "two_stage_during_fit_1m.json",
+        )
+    ]
     files_used = ", ".join(
         [f"`{path.name}`" for name, path in files.items() if name in data]
         + [f"`{path.name}`" for path in later if path.is_file()]
@@ -1683,6 +1691,26 @@ def _pooled_setting(t: dict[str, Any]) -> str:
         f" p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms, recall@10"
         f" {t['recall_at_10_pooled']:.3f}"
     )
+
+
+def _during_fit_batches(folder: Path) -> list[str]:
+    """A never-seen condition's first queries during its map's fit, per fit batch (``two_stage_during_fit_1m.json``,
+    ``two_stage_pooled.py --latency-fit-batch``); empty without the file."""
+    path = folder / "two_stage_during_fit_1m.json"
+    if not path.is_file():
+        return []
+    points = [t for t in read(path)["results"]["latency"] if t["query_mode"] == "during-fit"]
+    shown = "; ".join(
+        f"batch {t['fit_batch']}: p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms (fits"
+        f" held after {_span([v for v in t['fit_seconds'].values() if v is not None], '.0f', ' s')})"
+        for t in points
+    )
+    return [
+        "",
+        f"The fit's batch (`two_stage_during_fit_1m.json`, `--latency-fit-batch`: the same {points[0]['searches']}"
+        f" searches at N = {points[0]['candidates']} during each condition's fit, once per batch, one after the"
+        f" other; texts per model call of the fit, each holding the model lock the searches' calls wait for): {shown}.",
+    ]
 
 
 def _recall_1m_pooled(folder: Path) -> list[str]:

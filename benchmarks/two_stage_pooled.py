@@ -43,7 +43,8 @@ measures it on the whole corpus against a **pooled reference**, as retrieval eva
    the first stages taken, recall as in step 4 (what carries over between a condition's queries is the shared
    cache: the fit's sample embeddings and earlier candidates; a map's ranking does not fit on earlier pairs) and each
    fit's time from the first search to the map being held. Unlike step 4, the cache is emptied once per condition
-   and its searches run one after another.
+   and its searches run one after another. ``--latency-fit-batch 64,16`` runs the step once per fit batch
+   (``map_fit_batch``: texts per model call of the fit, each holding the model lock the searches' calls wait for).
 
 **How the pool's depth is checked (written before the 1M run).** (a) Convergence: the reference is also computed
 from a pool of depth ``--depth / 4``; the share of reference rows that change between the two is reported. (b) The
@@ -385,6 +386,9 @@ def main() -> None:
     parser.add_argument(
         "--latency-fit", type=int, default=None, help="N for step 5: first queries while the map is fitted"
     )
+    parser.add_argument(
+        "--latency-fit-batch", default=None, help="step 5 once per value of the fit's batch (map_fit_batch), e.g. 64,16"
+    )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--note", default=None)
     parser.add_argument("--output", default="benchmarks/results/two_stage_recall_1m_pooled.json")
@@ -494,8 +498,12 @@ def main() -> None:
             timed.update(timed_searches(index, draws, position, mode, points))
         if args.latency_fit and mode == "borrowed":
             feedback = args.latency_feedback.split(",")[0]
-            during_fit = timed_during_fit(index, draws, position, args.latency_fit, feedback)
-            timed[("during-fit", "exact", feedback, args.latency_fit, 0)] = during_fit
+            batches = [int(b) for b in args.latency_fit_batch.split(",")] if args.latency_fit_batch else [None]
+            for batch in batches:
+                index.map_fit_batch = batch or index.map_fit_batch
+                during_fit = timed_during_fit(index, draws, position, args.latency_fit, feedback)
+                during_fit["fit_batch"] = index.map_fit_batch
+                timed[("during-fit", "exact", feedback, args.latency_fit, 0, batch)] = during_fit
     stage.query_mode = index.first_stage_spec.query if index.first_stage_spec else "conditioned"
 
     # the references: the pool and every returned row (all cached: each was re-ranked)
@@ -541,7 +549,7 @@ def main() -> None:
         print(f"{mode} {search} {point['rerank_feedback']} N={n}: recall@10 <= {point['recall_at_10_pooled']}")
 
     latency = []
-    for (mode, search, feedback, n, threads), entry in timed.items():
+    for (mode, search, feedback, n, threads, *_), entry in timed.items():
         per_query = [recall_at_k(reference[pair], rows, K) for pair, rows in entry["got"].items()]
         latency.append(
             {
@@ -554,7 +562,11 @@ def main() -> None:
                 "recall_at_10_pooled": round(float(np.mean(per_query)), 4),
                 "searches": len(per_query),
                 "first_stages": dict(entry["took"]),
-                **({"fit_seconds": entry["fit_seconds"]} if "fit_seconds" in entry else {}),
+                **(
+                    {"fit_seconds": entry["fit_seconds"], "fit_batch": entry["fit_batch"]}
+                    if "fit_seconds" in entry
+                    else {}
+                ),
             }
         )
         print(f"latency {mode} {search} {feedback} N={n} scan_threads={threads or 'default'}: {latency[-1]}")

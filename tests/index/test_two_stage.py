@@ -524,13 +524,13 @@ def test_a_fitted_map_is_kept_in_the_index_folder_for_later_processes(model_dirs
 
 
 def test_a_background_fit_embeds_its_sample_a_batch_at_a_time(model_dirs, corpus, tmp_path):
-    """The fit embeds its sample in calls of at most batch_size texts, each taking the model's lock on its own, so
-    other searches get the model between them."""
+    """The fit embeds its sample in calls of at most map_fit_batch texts, each taking the model's lock on its own,
+    so other searches get the model between them."""
     import threading
 
     index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
     index.map_sample, index.map_wait = 64, False
-    index.embedder.batch_size = 8
+    index.map_fit_batch = 8
     calls = []
     original = index.embedder.conditioned
 
@@ -554,3 +554,28 @@ def test_the_maps_dual_form_gives_the_same_map_with_fewer_rows_than_dimensions()
     np.testing.assert_allclose(fit_condition_map(plain, conditioned, ridge=0.1), primal, atol=1e-5)
     np.testing.assert_allclose(fit_condition_map(plain[::-1], conditioned[::-1], ridge=0.1), primal, atol=1e-5)
     np.testing.assert_allclose(fit_condition_map(np.zeros((0, 3)), np.zeros((0, 3))), np.eye(3))  # no rows: identity
+
+
+def test_a_background_fit_embeds_map_fit_batch_texts_per_model_call_a_foreground_one_the_encoders(
+    model_dirs, corpus, tmp_path
+):
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample = 40
+    index.embedder.batch_size = 32
+    index.map_fit_batch = 12
+    calls: list[int] = []
+    real = index.embedder.conditioned
+    index.embedder.conditioned = lambda texts, condition: calls.append(len(texts)) or real(texts, condition)
+    background = index._condition_map("the sport", index.key("the sport"), in_background=True)
+    assert calls == [12, 12, 12, 4]  # each call holds the model lock: small ones let searches in between
+    calls.clear()
+    foreground = index._condition_map("the animal", index.key("the animal"))
+    assert calls == [32, 8]
+    # the batch changes the calls, not the map (the same texts embedded, one at a time in the model's batches)
+    index.rerank_cache = RerankCache()
+    index._maps.clear()
+    for file in (tmp_path / "index" / "maps").glob("*.npz"):
+        file.unlink()
+    again = index._condition_map("the sport", index.key("the sport"))
+    np.testing.assert_allclose(again.weights, background.weights, atol=1e-4)
+    assert foreground.count == background.count == len(corpus)

@@ -77,6 +77,7 @@ from finesim.index.two_stage import (
     FIRST_STAGE,
     MAP_BORROW_MIN_COSINE,
     MAP_CONDITIONS,
+    MAP_FIT_BATCH,
     MAP_PENDING,
     MAP_POOL,
     MAP_RIDGE,
@@ -238,6 +239,7 @@ class ConditionalIndex:
         # maps fitted so far (per condition key, least recently used dropped first)
         self.map_sample = MAP_SAMPLE
         self.map_ridge = MAP_RIDGE
+        self.map_fit_batch = MAP_FIT_BATCH  # texts per model call of a fit in the background (map_wait False)
         self._maps: OrderedDict[str, ConditionMap] = OrderedDict()
         self._map_locks: dict[str, threading.Lock] = {}  # one per condition key: a fit runs once at a time
         # map_wait False: a query whose condition has no map yet is answered at once ("borrowed" or "conditioned",
@@ -1162,7 +1164,7 @@ class ConditionalIndex:
         count = parts[-1].stop if parts else 0
         rows = map_sample_rows(count, sample)
         plain = self._gather(rows, FIRST_STAGE)
-        step = max(1, int(self.embedder.batch_size))
+        step = max(1, int(self.map_fit_batch if in_background else self.embedder.batch_size))
         logger.info(
             "fitting the map of condition %r: %d sample texts under it (embedded, or read from the re-ranking cache), "
             "then one pass over %d first-stage vectors (kept for later queries)", condition, len(rows), count,
