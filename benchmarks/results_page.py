@@ -1633,7 +1633,9 @@ def _pooled_latency(timed: list[dict[str, Any]]) -> list[str]:
             taken = ", ".join(f"{name} {count}" for name, count in t["first_stages"].items())
             lines += [
                 "",
-                f"*{POOLED_MODES['during-fit']}*: each condition's {t['searches'] // len(t['fit_seconds'])} queries"
+                f"*{POOLED_MODES['during-fit']}* (the fit's batch {t.get('fit_batch', 64)}, before `map_fit_batch`"
+                " made it smaller: see below): each condition's"
+                f" {t['searches'] // len(t['fit_seconds'])} queries"
                 " searched one after another from its first (the re-ranking cache emptied once per condition, not"
                 " before each search; the settings above not taking turns with it), as a server's first queries"
                 " under it, while the"
@@ -1693,6 +1695,15 @@ def _pooled_setting(t: dict[str, Any]) -> str:
     )
 
 
+def _default_fit_batch() -> int | None:
+    """``finesim.index.two_stage.MAP_FIT_BATCH`` (None where finesim is not importable: the page names no default)."""
+    try:
+        from finesim.index.two_stage import MAP_FIT_BATCH
+    except ImportError:
+        return None
+    return int(MAP_FIT_BATCH)
+
+
 def _during_fit_batches(folder: Path) -> list[str]:
     """A never-seen condition's first queries during its map's fit, per fit batch (``two_stage_during_fit_1m.json``,
     ``two_stage_pooled.py --latency-fit-batch``); empty without the file."""
@@ -1700,8 +1711,10 @@ def _during_fit_batches(folder: Path) -> list[str]:
     if not path.is_file():
         return []
     points = [t for t in read(path)["results"]["latency"] if t["query_mode"] == "during-fit"]
+    default = _default_fit_batch()
     shown = "; ".join(
-        f"batch {t['fit_batch']}: p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms (fits"
+        f"batch {t['fit_batch']}{' (the default since)' if t['fit_batch'] == default else ''}:"
+        f" p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms (fits"
         f" held after {_span([v for v in t['fit_seconds'].values() if v is not None], '.0f', ' s')})"
         for t in points
     )

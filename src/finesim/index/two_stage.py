@@ -89,9 +89,9 @@ MAP_FORMAT = 1  # a saved map's format and fit: changing either makes older file
 MAP_PENDING = 4
 # texts a background fit embeds per model call: each call holds the model lock, which a search's own calls wait for.
 # At 1M texts a never-seen condition's searches during its fit took 1,749 ms p50 with batches of 64 (the encoder's,
-# as before) and 877 ms with 16, the fit itself as long (15-18 s; benchmarks/results/two_stage_during_fit_1m.json,
-# one run; 16 picked after a scratch check of 16 against 64 on four of those conditions, no other value tried). A fit
-# in the foreground (map_wait True) keeps the encoder's batch size
+# as before) and 877 ms with 16, the fit slightly longer (16-18 s against 15-16 s;
+# benchmarks/results/two_stage_during_fit_1m.json, one run; 16 picked after a scratch check of 16 against 64 on four
+# of those conditions, no other value tried). A fit in the foreground (map_wait True) keeps the encoder's batch size
 MAP_FIT_BATCH = 16
 MAP_CONDITIONS = 16  # fitted maps kept in memory (least recently used dropped first): a map is d x d plus n floats
 # an approximate "mapped" first stage takes MAP_POOL x N faiss candidates, re-ranked by the map (not tuned: its
