@@ -456,6 +456,8 @@ def main() -> None:
     timed: dict[tuple[Any, ...], dict[str, Any]] = {}
     if args.latency and sum(label.startswith("hnsw") for label in searches) > 1:
         raise SystemExit("--latency times one HNSW rule at a time (the rule is set on the shared graph)")
+    if args.latency_fit_batch and not args.latency_fit:
+        raise SystemExit("--latency-fit-batch is a setting of --latency-fit")
     if args.latency_fit and not args.latency:
         raise SystemExit("--latency-fit is a step of --latency (its settings are recorded there)")
     if args.latency_fit and modes[-1] != "borrowed":
@@ -500,7 +502,7 @@ def main() -> None:
             feedback = args.latency_feedback.split(",")[0]
             batches = [int(b) for b in args.latency_fit_batch.split(",")] if args.latency_fit_batch else [None]
             for batch in batches:
-                index.map_fit_batch = batch or index.map_fit_batch
+                index.map_fit_batch = index.map_fit_batch if batch is None else batch
                 during_fit = timed_during_fit(index, draws, position, args.latency_fit, feedback)
                 during_fit["fit_batch"] = index.map_fit_batch
                 timed[("during-fit", "exact", feedback, args.latency_fit, 0, batch)] = during_fit

@@ -579,3 +579,7 @@ def test_a_background_fit_embeds_map_fit_batch_texts_per_model_call_a_foreground
     again = index._condition_map("the sport", index.key("the sport"))
     np.testing.assert_allclose(again.weights, background.weights, atol=1e-4)
     assert foreground.count == background.count == len(corpus)
+    for bad in (0, -2, 1.5, None, "8", True):
+        with pytest.raises(ValueError, match="map_fit_batch must be a positive integer"):
+            index.map_fit_batch = bad
+    assert index.map_fit_batch == 12

@@ -239,7 +239,7 @@ class ConditionalIndex:
         # maps fitted so far (per condition key, least recently used dropped first)
         self.map_sample = MAP_SAMPLE
         self.map_ridge = MAP_RIDGE
-        self.map_fit_batch = MAP_FIT_BATCH  # texts per model call of a fit in the background (map_wait False)
+        self._map_fit_batch = MAP_FIT_BATCH
         self._maps: OrderedDict[str, ConditionMap] = OrderedDict()
         self._map_locks: dict[str, threading.Lock] = {}  # one per condition key: a fit runs once at a time
         # map_wait False: a query whose condition has no map yet is answered at once ("borrowed" or "conditioned",
@@ -930,6 +930,19 @@ class ConditionalIndex:
         return top
 
     @property
+    def map_fit_batch(self) -> int:
+        """Texts a map's fit in the background (``map_wait`` False) embeds per model call, each call holding the
+        model lock that searches' calls wait for (:data:`~finesim.index.two_stage.MAP_FIT_BATCH`); a fit a request
+        waits for uses the encoder's batch size."""
+        return self._map_fit_batch
+
+    @map_fit_batch.setter
+    def map_fit_batch(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"map_fit_batch must be a positive integer, got {value!r}")
+        self._map_fit_batch = int(value)
+
+    @property
     def scan_threads(self) -> int | None:
         """Python threads an exact scan by one matrix-vector product is split over (a first stage's, a stored
         condition's): None (the default) ``torch.get_num_threads()``, or a positive int; 1 keeps a search on one
@@ -1164,7 +1177,7 @@ class ConditionalIndex:
         count = parts[-1].stop if parts else 0
         rows = map_sample_rows(count, sample)
         plain = self._gather(rows, FIRST_STAGE)
-        step = max(1, int(self.map_fit_batch if in_background else self.embedder.batch_size))
+        step = self.map_fit_batch if in_background else max(1, int(self.embedder.batch_size))
         logger.info(
             "fitting the map of condition %r: %d sample texts under it (embedded, or read from the re-ranking cache), "
             "then one pass over %d first-stage vectors (kept for later queries)", condition, len(rows), count,
