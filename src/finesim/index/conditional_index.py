@@ -152,6 +152,14 @@ def _keep(rows: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     return rows if mask is None else rows[mask[rows]]
 
 
+def _count(value: Any, problem: str) -> int:
+    """``value`` as an int if it is a whole number >= 1 (numpy integers too, not bools), else ValueError(``problem``,
+    with the value)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{problem}, got {value!r}")
+    return int(value)
+
+
 def _finite_query(vector: torch.Tensor) -> torch.Tensor:
     """A query embedding, refused when the model gave NaN or infinite values (not the index's fault)."""
     if not bool(torch.isfinite(vector).all()):
@@ -938,9 +946,7 @@ class ConditionalIndex:
 
     @map_fit_batch.setter
     def map_fit_batch(self, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"map_fit_batch must be a positive integer, got {value!r}")
-        self._map_fit_batch = int(value)
+        self._map_fit_batch = _count(value, "map_fit_batch must be a positive integer")
 
     @property
     def scan_threads(self) -> int | None:
@@ -954,9 +960,7 @@ class ConditionalIndex:
 
     @scan_threads.setter
     def scan_threads(self, value: int | None) -> None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1):
-            raise ValueError(f"scan_threads must be a positive integer or None, got {value!r}")
-        self._scan_threads = None if value is None else int(value)
+        self._scan_threads = None if value is None else _count(value, "scan_threads must be a positive integer or None")
 
     @property
     def rerank_depth(self) -> RerankDepth | None:
@@ -1070,10 +1074,7 @@ class ConditionalIndex:
 
     def _map_options(self) -> tuple[int, float]:
         """``(map_sample, map_ridge)``, checked."""
-        sample = self.map_sample
-        if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or sample < 1:
-            raise ValueError(f"map_sample must be a whole number >= 1, got {sample!r}")
-        return int(sample), float(self.map_ridge)
+        return _count(self.map_sample, "map_sample must be a whole number >= 1"), float(self.map_ridge)
 
     def _map_or_fit_later(self, condition: str, key: str) -> ConditionMap | None:
         """``map_wait`` False: the condition's map when it is ready, else None, with a background thread fitting it
