@@ -44,7 +44,10 @@ measures it on the whole corpus against a **pooled reference**, as retrieval eva
    cache: the fit's sample embeddings and earlier candidates; a map's ranking does not fit on earlier pairs) and each
    fit's time from the first search to the map being held. Unlike step 4, the cache is emptied once per condition
    and its searches run one after another. ``--latency-fit-batch 64,16`` runs the step once per fit batch
-   (``map_fit_batch``: texts per model call of the fit, each holding the model lock the searches' calls wait for).
+   (``map_fit_batch``: texts per model call of the fit, each holding the model lock the searches' calls wait for);
+   ``--latency-fit-yield 0,1`` once per longest wait of each of the fit's steps for a moment when no search runs
+   (``map_fit_yield``, seconds; 0: the steps take turns with the searches' model calls). The settings run one after
+   the other, in the order given, on the same conditions.
 
 **How the pool's depth is checked (written before the 1M run).** (a) Convergence: the reference is also computed
 from a pool of depth ``--depth / 4``; the share of reference rows that change between the two is reported. (b) The
@@ -389,6 +392,11 @@ def main() -> None:
     parser.add_argument(
         "--latency-fit-batch", default=None, help="step 5 once per value of the fit's batch (map_fit_batch), e.g. 64,16"
     )
+    parser.add_argument(
+        "--latency-fit-yield",
+        default=None,
+        help="step 5 once per value of the fit's wait for a gap between searches (map_fit_yield, seconds), e.g. 0,1",
+    )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--note", default=None)
     parser.add_argument("--output", default="benchmarks/results/two_stage_recall_1m_pooled.json")
@@ -456,8 +464,9 @@ def main() -> None:
     timed: dict[tuple[Any, ...], dict[str, Any]] = {}
     if args.latency and sum(label.startswith("hnsw") for label in searches) > 1:
         raise SystemExit("--latency times one HNSW rule at a time (the rule is set on the shared graph)")
-    if args.latency_fit_batch and not args.latency_fit:
-        raise SystemExit("--latency-fit-batch is a setting of --latency-fit")
+    for setting in ("batch", "yield"):
+        if getattr(args, f"latency_fit_{setting}") and not args.latency_fit:
+            raise SystemExit(f"--latency-fit-{setting} is a setting of --latency-fit")
     if args.latency_fit and not args.latency:
         raise SystemExit("--latency-fit is a step of --latency (its settings are recorded there)")
     if args.latency_fit and modes[-1] != "borrowed":
@@ -501,11 +510,15 @@ def main() -> None:
         if args.latency_fit and mode == "borrowed":
             feedback = args.latency_feedback.split(",")[0]
             batches = [int(b) for b in args.latency_fit_batch.split(",")] if args.latency_fit_batch else [None]
+            waits = [float(w) for w in args.latency_fit_yield.split(",")] if args.latency_fit_yield else [None]
+            default_batch, default_wait = index.map_fit_batch, index.map_fit_yield
             for batch in batches:
-                index.map_fit_batch = index.map_fit_batch if batch is None else batch
-                during_fit = timed_during_fit(index, draws, position, args.latency_fit, feedback)
-                during_fit["fit_batch"] = index.map_fit_batch
-                timed[("during-fit", "exact", feedback, args.latency_fit, 0, batch)] = during_fit
+                for wait in waits:
+                    index.map_fit_batch = default_batch if batch is None else batch
+                    index.map_fit_yield = default_wait if wait is None else wait
+                    during_fit = timed_during_fit(index, draws, position, args.latency_fit, feedback)
+                    during_fit["fit_batch"], during_fit["fit_yield"] = index.map_fit_batch, index.map_fit_yield
+                    timed[("during-fit", "exact", feedback, args.latency_fit, 0, batch, wait)] = during_fit
     stage.query_mode = index.first_stage_spec.query if index.first_stage_spec else "conditioned"
 
     # the references: the pool and every returned row (all cached: each was re-ranked)
@@ -565,7 +578,7 @@ def main() -> None:
                 "searches": len(per_query),
                 "first_stages": dict(entry["took"]),
                 **(
-                    {"fit_seconds": entry["fit_seconds"], "fit_batch": entry["fit_batch"]}
+                    {k: entry[k] for k in ("fit_seconds", "fit_batch", "fit_yield")}
                     if "fit_seconds" in entry
                     else {}
                 ),

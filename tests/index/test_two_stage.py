@@ -4,6 +4,7 @@ re-ranked exactly under the condition; the exact full-corpus search stays the re
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -583,3 +584,43 @@ def test_a_background_fit_embeds_map_fit_batch_texts_per_model_call_a_foreground
         with pytest.raises(ValueError, match="map_fit_batch must be a positive integer"):
             index.map_fit_batch = bad
     assert index.map_fit_batch == 12
+
+
+def test_a_background_fit_waits_while_a_search_runs_and_a_fit_a_request_waits_for_does_not(
+    model_dirs, corpus, tmp_path
+):
+    """map_fit_yield: a background fit embeds nothing while a search of the index runs (here one held open), then
+    finishes once it ends; with 0 it goes on beside the search; a foreground fit never waits."""
+    import threading
+
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample, index.map_wait, index.map_fit_yield = 30, False, 60.0
+    fitted: list[int] = []
+    real = index.embedder.conditioned
+
+    def conditioned(texts, condition):
+        if threading.current_thread().name.startswith("finesim-map-"):
+            fitted.append(len(texts))
+        return real(texts, condition)
+
+    index.embedder.conditioned = conditioned
+    with index._traffic.search():  # a search of another thread, still running
+        index.search_rows("a cat", "the animal", k=3, candidates=5, strategy="two-stage")  # starts the fit
+        assert not index.wait_for_maps(timeout=1.0)
+        assert fitted == []  # it waits for the gap (60 s at most per step)
+    assert index.wait_for_maps(timeout=120) and sum(fitted) >= 30 - 5
+    index.map_fit_yield = 0
+    fitted.clear()
+    with index._traffic.search():
+        index.search_rows("a cat", "the sport", k=3, candidates=5, strategy="two-stage")
+        assert index.wait_for_maps(timeout=120) and sum(fitted) >= 30 - 5  # no waiting
+    index.map_fit_yield, index.map_wait = 60.0, True
+    with index._traffic.search():
+        start = time.monotonic()
+        index.search_rows("a cat", "the colour", k=3, candidates=5, strategy="two-stage")  # fits inline
+        assert time.monotonic() - start < 60 and index.key("the colour") in index._maps
+    for bad in (-1, float("inf"), float("nan"), None, "1", True):
+        with pytest.raises(ValueError, match="map_fit_yield must be a finite number of seconds >= 0"):
+            index.map_fit_yield = bad
+    index.map_fit_yield = np.float32(0.5)
+    assert index.map_fit_yield == 0.5 and type(index.map_fit_yield) is float

@@ -70,6 +70,7 @@ from finesim.index.store import (
     writer_lock,
 )
 from finesim.index.topk import best_rows
+from finesim.index.traffic import SearchTraffic
 from finesim.index.tri import as_float_tensor
 from finesim.index.two_stage import (
     BORROWED,
@@ -78,6 +79,7 @@ from finesim.index.two_stage import (
     MAP_BORROW_MIN_COSINE,
     MAP_CONDITIONS,
     MAP_FIT_BATCH,
+    MAP_FIT_YIELD,
     MAP_PENDING,
     MAP_POOL,
     MAP_RIDGE,
@@ -248,6 +250,8 @@ class ConditionalIndex:
         self.map_sample = MAP_SAMPLE
         self.map_ridge = MAP_RIDGE
         self._map_fit_batch = MAP_FIT_BATCH
+        self._map_fit_yield = MAP_FIT_YIELD
+        self._traffic = SearchTraffic()  # the searches running now: a background fit waits for a gap between them
         self._maps: OrderedDict[str, ConditionMap] = OrderedDict()
         self._map_locks: dict[str, threading.Lock] = {}  # one per condition key: a fit runs once at a time
         # map_wait False: a query whose condition has no map yet is answered at once ("borrowed" or "conditioned",
@@ -745,6 +749,23 @@ class ConditionalIndex:
         where: Mapping[str, Any] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, scores)`` of the best ``k``, best first (ties: lower row first); see :meth:`search`."""
+        with self._traffic.search():  # counted while it runs: a background map fit waits for a gap
+            return self._search_rows(
+                query, condition, k, approximate=approximate, candidates=candidates, strategy=strategy, where=where
+            )
+
+    def _search_rows(
+        self,
+        query: str,
+        condition: str | None,
+        k: int,
+        *,
+        approximate: bool | str,
+        candidates: int | None,
+        strategy: str,
+        where: Mapping[str, Any] | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search_rows` itself."""
         self._searching.first_stage = None
         query = _check_text(query, "query")
         if condition is not None:
@@ -947,6 +968,20 @@ class ConditionalIndex:
     @map_fit_batch.setter
     def map_fit_batch(self, value: int) -> None:
         self._map_fit_batch = _count(value, "map_fit_batch must be a positive integer")
+
+    @property
+    def map_fit_yield(self) -> float:
+        """Seconds a map's fit in the background (``map_wait`` False) waits, before each of its steps (a batch of its
+        sample, a chunk of its pass over the first-stage vectors), for a moment when no search of this index runs
+        (:data:`~finesim.index.two_stage.MAP_FIT_YIELD`); 0: no waiting. Searches then keep the model and the cores
+        while a fit goes on, and the fit takes longer under load. A fit a request waits for never waits."""
+        return self._map_fit_yield
+
+    @map_fit_yield.setter
+    def map_fit_yield(self, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) < float("inf"):
+            raise ValueError(f"map_fit_yield must be a finite number of seconds >= 0, got {value!r}")
+        self._map_fit_yield = float(value)
 
     @property
     def scan_threads(self) -> int | None:
@@ -1174,11 +1209,19 @@ class ConditionalIndex:
         self, condition: str, key: str, parts: list[Part], sample: int, ridge: float, in_background: bool = False
     ) -> ConditionMap:
         """Fit the condition's map over the rows of ``parts`` (see :meth:`_condition_map`). The sample is embedded a
-        batch at a time, so that other searches (a fit in the background) get the model between batches."""
+        batch at a time, so that other searches get the model between batches; a fit in the background also waits
+        before each step for a moment when no search runs (:attr:`map_fit_yield`)."""
         count = parts[-1].stop if parts else 0
         rows = map_sample_rows(count, sample)
         plain = self._gather(rows, FIRST_STAGE)
         step = self.map_fit_batch if in_background else max(1, int(self.embedder.batch_size))
+        waited = 0.0
+
+        def gap() -> None:  # a fit in the background lets running searches go first (map_fit_yield)
+            nonlocal waited
+            if in_background:
+                waited += self._traffic.wait_for_gap(self.map_fit_yield)
+
         logger.info(
             "fitting the map of condition %r: %d sample texts under it (embedded, or read from the re-ranking cache), "
             "then one pass over %d first-stage vectors (kept for later queries)", condition, len(rows), count,
@@ -1187,6 +1230,7 @@ class ConditionalIndex:
         bar = _progress(len(rows), f"map for condition {condition[:40]!r}", self.show_progress and not in_background)
         with bar:
             for i in range(0, len(rows), step):
+                gap()
                 under.append(self._conditioned_rows(key, condition, rows[i : i + step]))
                 bar.update(len(under[-1]))
         conditioned = np.concatenate(under) if under else np.zeros((0, plain.shape[1]), dtype=np.float32)
@@ -1197,10 +1241,13 @@ class ConditionalIndex:
             array = self._array(part, FIRST_STAGE)
             for start in range(0, min(part.count, count - part.start), SCORE_CHUNK):
                 stop = min(start + SCORE_CHUNK, part.count, count - part.start)
+                gap()
                 block = self._check_finite(np.asarray(array[start:stop], dtype=np.float32), part, FIRST_STAGE,
                                            np.arange(start, stop))  # fmt: skip
                 norms = torch.linalg.vector_norm(as_float_tensor(block) @ mapping, dim=1).numpy()
                 inverse[part.start + start : part.start + stop] = 1.0 / np.maximum(norms, 1e-12)
+        if waited:
+            logger.info("the map of condition %r waited %.1f s in all for gaps between searches", condition, waited)
         return ConditionMap(weights, inverse, count, rows, ridge)
 
     def _mapped_rows(

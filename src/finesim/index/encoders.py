@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from finesim.models.encode import encode_distinct, rows
+from finesim.models.lock import ModelLock
 
 INDEXABLE = ("bi", "tri", "case")
 
@@ -49,8 +50,9 @@ class IndexEncoder:
         model: the loaded model (``SentenceTransformer`` or :class:`~finesim.case.model.CaseModel`).
         encoder: the encoder type, ``bi``, ``tri`` or ``case`` (:func:`check_indexable`).
         batch_size: encoding batch size.
-        lock: what each model call holds (a context manager; default: a lock of this object's own). Give the lock
-            of every other user of ``model`` so that the model and its tokenizer serve one call at a time.
+        lock: what each model call holds (a context manager; default: a :class:`~finesim.models.lock.ModelLock` of
+            this object's own, granted in the order asked). Give the lock of every other user of ``model`` so that
+            the model and its tokenizer serve one call at a time.
 
     Attributes:
         encoded: how many texts (corpus rows and queries) this object has embedded (every thread's;
@@ -64,10 +66,10 @@ class IndexEncoder:
         self.encoded = 0
         self._local = threading.local()  # this thread's count (a server's worker, beside a map fit's thread)
         self.head = None
-        # one model call at a time: searches may come from several threads, and a CASE encoder's in-memory store is
-        # cleared after each corpus chunk; ``lock`` shares the lock with another user of the same model (a server's
-        # scoring worker: finesim.serving.engine.ModelLock)
-        self._lock = lock if lock is not None else threading.Lock()
+        # one model call at a time, in the order asked (a background map fit's batches and a search's calls take
+        # turns): searches may come from several threads, and a CASE encoder's in-memory store is cleared after each
+        # corpus chunk; ``lock`` shares the lock with another user of the same model (a server's scoring worker)
+        self._lock = lock if lock is not None else ModelLock()
         if encoder == "tri":
             from finesim.models.condition_head import find_condition_head
 

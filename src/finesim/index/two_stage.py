@@ -93,6 +93,12 @@ MAP_PENDING = 4
 # benchmarks/results/two_stage_during_fit_1m.json, one run; 16 picked after a scratch check of 16 against 64 on four
 # of those conditions, no other value tried). A fit in the foreground (map_wait True) keeps the encoder's batch size
 MAP_FIT_BATCH = 16
+# seconds a background fit waits, before each of its steps (a batch of its sample, a chunk of its pass over the
+# first-stage vectors), for a moment when no search runs (finesim.index.traffic): searches keep the model and the cores
+# while the fit yields, and the bound keeps a steady stream of searches from holding the fit off for ever (at 1M texts
+# and the default sample, 128 batches and 62 chunks: at worst about 3 minutes per fit under searches back to back).
+# 0: no waiting (the fit's steps take turns with the searches' model calls, as before)
+MAP_FIT_YIELD = 1.0
 MAP_CONDITIONS = 16  # fitted maps kept in memory (least recently used dropped first): a map is d x d plus n floats
 # an approximate "mapped" first stage takes MAP_POOL x N faiss candidates, re-ranked by the map (not tuned: its
 # coverage of the exact mapped first stage's candidates is in two_stage_search_mapped.json)

@@ -25,13 +25,13 @@ from fastapi.responses import JSONResponse, Response
 
 from finesim import __version__
 from finesim.evaluation.ensemble import ENSEMBLE
+from finesim.models.lock import ModelLock
 from finesim.serving.batching import MicroBatcher, ShuttingDown
 from finesim.serving.cache import LRUCache
 from finesim.serving.engine import (
     Embeddings,
     EmbedJob,
     Job,
-    ModelLock,
     NoTokenizer,
     PairJob,
     ScoringEngine,

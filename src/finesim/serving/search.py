@@ -6,7 +6,7 @@ the same encoder type, opens it with the served model object (so the model is lo
 the corpus for the start-up conditions of a bi-encoder or CASE index. Any failure stops the server with one error
 line naming the index folder. The searches themselves run on the batching worker
 (:class:`~finesim.serving.engine.SearchJob`); a new condition's map (a "mapped" index) is fitted before its search,
-in a thread that takes turns with the worker at the model lock (:class:`~finesim.serving.engine.ModelLock`), or, with
+in a thread that takes turns with the worker at the model lock (:class:`~finesim.models.lock.ModelLock`), or, with
 ``map_wait`` off, in the index's own background thread (the same lock) while its searches are answered meanwhile.
 
 The index is a :class:`ServedIndex`: a damaged file met during a search (NaN or infinite vectors, a file gone) is an
@@ -70,7 +70,7 @@ class ServedIndex(ConditionalIndex):
 
 def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = None) -> Any:
     """The :class:`~finesim.index.ConditionalIndex` at ``settings.index``, opened with ``scorer``'s model and the
-    scoring engine's ``model_lock`` (:class:`~finesim.serving.engine.ModelLock`).
+    scoring engine's ``model_lock`` (:class:`~finesim.models.lock.ModelLock`).
 
     Raises:
         IndexOpenError: the folder is not a valid index, was built for another encoder type or with another
