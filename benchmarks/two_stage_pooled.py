@@ -46,8 +46,8 @@ measures it on the whole corpus against a **pooled reference**, as retrieval eva
    and its searches run one after another. ``--latency-fit-batch 64,16`` runs the step once per fit batch
    (``map_fit_batch``: texts per model call of the fit, each holding the model lock the searches' calls wait for);
    ``--latency-fit-yield 0,1`` once per longest wait of each of the fit's steps for a moment when no search runs
-   (``map_fit_yield``, seconds; 0: the steps take turns with the searches' model calls). The settings run one after
-   the other, in the order given, on the same conditions.
+   (``map_fit_yield``, seconds; 0: the steps take turns with the searches' model calls). The settings take turns
+   condition by condition, their order reversed every other condition (each condition's fit runs once per setting).
 
 **How the pool's depth is checked (written before the 1M run).** (a) Convergence: the reference is also computed
 from a pool of depth ``--depth / 4``; the share of reference rows that change between the two is reported. (b) The
@@ -289,11 +289,17 @@ def timed_searches(
 
 
 def timed_during_fit(
-    index: ConditionalIndex, draws: Draws, position: dict[str, int], n: int, feedback: str
+    index: ConditionalIndex,
+    draws: Draws,
+    position: dict[str, int],
+    n: int,
+    feedback: str,
+    conditions: list[str] | None = None,
 ) -> dict[str, Any]:
     """Step 5 (``--latency-fit``): each condition's queries searched one after another from its first, its own map
     fitted in the background meanwhile (the stub of :func:`hold_donor_maps` removed for this step), with an empty
-    re-ranking cache per condition; returned rows' embeddings put into the pool's cache afterwards."""
+    re-ranking cache per condition; returned rows' embeddings put into the pool's cache afterwards. ``conditions``:
+    these of the draws' only (default: all)."""
     from finesim.index.store import MAPS
     from finesim.index.two_stage import map_file_name
 
@@ -303,7 +309,7 @@ def timed_during_fit(
     index.rerank_feedback = None if feedback == "none" else feedback
     entry: dict[str, Any] = {"seconds": [], "got": {}, "took": Counter(), "fit_seconds": {}}
     try:
-        for condition in draws.conditions:
+        for condition in draws.conditions if conditions is None else conditions:
             key = index.key(condition)
             name = map_file_name(key, len(index), index.map_sample, index.map_ridge, [p.id for p in index.store.parts])
             saved = index.store.root / MAPS / name
@@ -356,6 +362,38 @@ def timed_during_fit(
         index.rerank_cache, index.rerank_feedback = pool_cache, feedback_before
         index._map_or_fit_later = stub
     return entry
+
+
+def during_fit_in_turns(
+    index: ConditionalIndex,
+    draws: Draws,
+    position: dict[str, int],
+    n: int,
+    feedback: str,
+    settings: list[tuple[int | None, float | None]],
+) -> list[dict[str, Any]]:
+    """Step 5 once per ``(map_fit_batch, map_fit_yield)`` setting (None: the index's default), the settings taking
+    turns condition by condition, their order reversed every other condition; one entry per setting, as
+    :func:`timed_during_fit` returns it, with ``fit_batch`` and ``fit_yield``. The index's settings are put back."""
+    entries: list[dict[str, Any]] = [{"seconds": [], "got": {}, "took": Counter(), "fit_seconds": {}} for _ in settings]
+    default_batch, default_wait = index.map_fit_batch, index.map_fit_yield
+    try:
+        for i, condition in enumerate(draws.conditions):
+            order = list(range(len(settings)))
+            for j in reversed(order) if i % 2 else order:
+                batch, wait = settings[j]
+                index.map_fit_batch = default_batch if batch is None else batch
+                index.map_fit_yield = default_wait if wait is None else wait
+                one = timed_during_fit(index, draws, position, n, feedback, conditions=[condition])
+                entry = entries[j]
+                entry["seconds"] += one["seconds"]
+                entry["got"].update(one["got"])
+                entry["took"].update(one["took"])
+                entry["fit_seconds"].update(one["fit_seconds"])
+                entry["fit_batch"], entry["fit_yield"] = index.map_fit_batch, index.map_fit_yield
+    finally:
+        index.map_fit_batch, index.map_fit_yield = default_batch, default_wait
+    return entries
 
 
 def point_key(mode: str, point: dict[str, Any]) -> tuple[Any, ...]:
@@ -511,14 +549,10 @@ def main() -> None:
             feedback = args.latency_feedback.split(",")[0]
             batches = [int(b) for b in args.latency_fit_batch.split(",")] if args.latency_fit_batch else [None]
             waits = [float(w) for w in args.latency_fit_yield.split(",")] if args.latency_fit_yield else [None]
-            default_batch, default_wait = index.map_fit_batch, index.map_fit_yield
-            for batch in batches:
-                for wait in waits:
-                    index.map_fit_batch = default_batch if batch is None else batch
-                    index.map_fit_yield = default_wait if wait is None else wait
-                    during_fit = timed_during_fit(index, draws, position, args.latency_fit, feedback)
-                    during_fit["fit_batch"], during_fit["fit_yield"] = index.map_fit_batch, index.map_fit_yield
-                    timed[("during-fit", "exact", feedback, args.latency_fit, 0, batch, wait)] = during_fit
+            settings = [(batch, wait) for batch in batches for wait in waits]
+            entries = during_fit_in_turns(index, draws, position, args.latency_fit, feedback, settings)
+            for (batch, wait), during_fit in zip(settings, entries):
+                timed[("during-fit", "exact", feedback, args.latency_fit, 0, batch, wait)] = during_fit
     stage.query_mode = index.first_stage_spec.query if index.first_stage_spec else "conditioned"
 
     # the references: the pool and every returned row (all cached: each was re-ranked)
@@ -577,11 +611,7 @@ def main() -> None:
                 "recall_at_10_pooled": round(float(np.mean(per_query)), 4),
                 "searches": len(per_query),
                 "first_stages": dict(entry["took"]),
-                **(
-                    {k: entry[k] for k in ("fit_seconds", "fit_batch", "fit_yield")}
-                    if "fit_seconds" in entry
-                    else {}
-                ),
+                **({k: entry[k] for k in ("fit_seconds", "fit_batch", "fit_yield")} if "fit_seconds" in entry else {}),
             }
         )
         print(f"latency {mode} {search} {feedback} N={n} scan_threads={threads or 'default'}: {latency[-1]}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from types import SimpleNamespace
 
 import numpy as np
@@ -150,3 +151,26 @@ def test_the_first_queries_during_the_fit_borrow_first_and_leave_the_index_as_fo
     assert sorted(f.name for f in (folder / "maps").iterdir()) == maps_before  # put back, nothing left aside
     returned = sorted({r for rows in entry["got"].values() for r in rows})
     assert pool.lookup(index.key(condition), np.asarray(returned))[1] == []  # every returned row joins the pool
+
+
+def test_the_fit_settings_take_turns_condition_by_condition_and_are_put_back(monkeypatch) -> None:
+    """Each condition runs once per (batch, yield) setting, the order reversed every other condition; one merged
+    entry per setting; the index's own settings restored."""
+    calls = []
+
+    def one(index, draws, position, n, feedback, conditions):
+        (condition,) = conditions
+        calls.append((condition, index.map_fit_batch, index.map_fit_yield))
+        seconds = float(len(calls))
+        return {"seconds": [seconds], "got": {("q", condition): [len(calls)]}, "took": Counter(borrowed=1),
+                "fit_seconds": {condition: 10 * seconds}}  # fmt: skip
+
+    monkeypatch.setattr(pooled, "timed_during_fit", one)
+    index = SimpleNamespace(map_fit_batch=16, map_fit_yield=1.0)
+    draws = SimpleNamespace(conditions=["a", "b", "c"], queries={})
+    entries = pooled.during_fit_in_turns(index, draws, {}, 75, "none", [(None, 0.0), (None, None)])
+    assert calls == [("a", 16, 0.0), ("a", 16, 1.0), ("b", 16, 1.0), ("b", 16, 0.0), ("c", 16, 0.0), ("c", 16, 1.0)]
+    assert [e["seconds"] for e in entries] == [[1.0, 4.0, 5.0], [2.0, 3.0, 6.0]]
+    assert entries[0]["fit_seconds"] == {"a": 10.0, "b": 40.0, "c": 50.0} and entries[1]["took"] == {"borrowed": 3}
+    assert [(e["fit_batch"], e["fit_yield"]) for e in entries] == [(16, 0.0), (16, 1.0)]
+    assert (index.map_fit_batch, index.map_fit_yield) == (16, 1.0)
