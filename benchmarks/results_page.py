@@ -26,6 +26,7 @@ import importlib.util
 import json
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -1528,12 +1529,14 @@ def search_section(folder: Path) -> list[str]:
     lines += _latency_1m_feedback(folder)
     lines += _recall_1m_pooled(folder)
     lines += _during_fit_batches(folder)
+    lines += _during_fit_yield(folder)
     later = [
         folder / name
         for name in (
             "two_stage_latency_1m_feedback.json",
             "two_stage_recall_1m_pooled.json",
             "two_stage_during_fit_1m.json",
+            FIT_YIELD_FILE,
         )
     ]
     files_used = ", ".join(
@@ -1594,10 +1597,23 @@ def pooled_goal_met(point: dict[str, Any]) -> bool:
     )
 
 
-def _pooled_latency(timed: list[dict[str, Any]]) -> list[str]:
+FIT_YIELD_FILE = "two_stage_fit_yield_1m.json"
+
+
+def _fit_yield_points(folder: Path) -> list[dict[str, Any]]:
+    """The during-fit settings of ``two_stage_fit_yield_1m.json`` (``--latency-fit-yield``), each with ``file``; empty
+    without the file."""
+    path = folder / FIT_YIELD_FILE
+    if not path.is_file():
+        return []
+    return [{**t, "file": FIT_YIELD_FILE} for t in read(path)["results"]["latency"] if t["query_mode"] == "during-fit"]
+
+
+def _pooled_latency(timed: list[dict[str, Any]], fit_points: Sequence[dict[str, Any]] = ()) -> list[str]:
     """The timed searches of the pooled run (``--latency``): p50 / p95 and their own recall per setting, and the goal
-    judged on them, per case: a never-seen condition as a server meets it (``conditioned``; a donor's map while the
-    condition's own map is fitted), the same with the fit stubbed out (a lower bound), a condition seen before."""
+    judged on them and on ``fit_points`` (:func:`_fit_yield_points`, same searches in a later run), per case: a
+    never-seen condition as a server meets it (``conditioned``; a donor's map while the condition's own map is
+    fitted), the same with the fit stubbed out (a lower bound), a condition seen before."""
     ns = sorted({t["candidates"] for t in timed})
     lines = [
         "",
@@ -1654,7 +1670,7 @@ def _pooled_latency(timed: list[dict[str, Any]]) -> list[str]:
     ]
     verdicts = []
     for name, modes, goal_case in cases:
-        case = [t for t in timed if t["query_mode"] in modes]
+        case = [t for t in (*timed, *fit_points) if t["query_mode"] in modes]
         if not case:
             continue
         met = [t for t in case if pooled_goal_met(t)]
@@ -1677,8 +1693,11 @@ def _pooled_latency(timed: list[dict[str, Any]]) -> list[str]:
         verdicts.append(verdict)
     goal = (
         f"Goal (a never-seen condition over 1M texts: recall@10 ≥ {SEARCH_GOAL_RECALL:.2f} at p50 ≤"
-        f" {SEARCH_GOAL_P50_MS} ms and p95 ≤ {SEARCH_GOAL_P95_MS:,} ms), judged on these timed searches, whose recall"
-        f" is an upper bound (the pooled reference): " + "; ".join(verdicts) + "."
+        f" {SEARCH_GOAL_P50_MS} ms and p95 ≤ {SEARCH_GOAL_P95_MS:,} ms), judged on these timed searches"
+        + (f" and those of `{FIT_YIELD_FILE}` (below)" if fit_points else "")
+        + ", whose recall is an upper bound (the pooled reference): "
+        + "; ".join(verdicts)
+        + "."
     )
     return [*lines, "", goal]
 
@@ -1688,6 +1707,11 @@ def _pooled_setting(t: dict[str, Any]) -> str:
         "" if t["first_stage_search"] != "exact" or t["scan_threads"] is None else f", scan threads {t['scan_threads']}"
     )
     search = FIRST_STAGE.get(t["first_stage_search"], t["first_stage_search"])
+    if "fit_yield" in t:
+        waits = f"waiting up to {t['fit_yield']:g} s" if t["fit_yield"] else "not waiting"
+        threads += f", the fit's batch {t['fit_batch']} {waits} for a gap between searches"
+    if "file" in t:
+        threads += f" (`{t['file']}`)"
     return (
         f"{POOLED_MODES.get(t['query_mode'], t['query_mode'])}, {search}{threads}, N = {t['candidates']}:"
         f" p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms, recall@10"
@@ -1723,6 +1747,42 @@ def _during_fit_batches(folder: Path) -> list[str]:
         f"The fit's batch (`two_stage_during_fit_1m.json`, `--latency-fit-batch`: the same {points[0]['searches']}"
         f" searches at N = {points[0]['candidates']} during each condition's fit, once per batch, one after the"
         f" other; texts per model call of the fit, each holding the model lock the searches' calls wait for): {shown}.",
+    ]
+
+
+def _default_fit_yield() -> float | None:
+    """``finesim.index.two_stage.MAP_FIT_YIELD`` (None where finesim is not importable: the page names no default)."""
+    try:
+        from finesim.index.two_stage import MAP_FIT_YIELD
+    except ImportError:
+        return None
+    return float(MAP_FIT_YIELD)
+
+
+def _during_fit_yield(folder: Path) -> list[str]:
+    """A never-seen condition's first queries during its map's fit, per longest wait of the fit's steps for a gap
+    between searches (``two_stage_fit_yield_1m.json``, ``two_stage_pooled.py --latency-fit-yield``); empty without
+    the file."""
+    points = _fit_yield_points(folder)
+    if not points:
+        return []
+    default = _default_fit_yield()
+    shown = "; ".join(
+        f"{t['fit_yield']:g} s{' (the default)' if t['fit_yield'] == default else ''}:"
+        f" p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms, recall@10"
+        f" {t['recall_at_10_pooled']:.3f} (fits held after"
+        f" {_span([v for v in t['fit_seconds'].values() if v is not None], '.0f', ' s')})"
+        for t in points
+    )
+    note = read(folder / FIT_YIELD_FILE)["settings"].get("note")
+    return [
+        "",
+        f"The fit's wait for a gap between searches (`{FIT_YIELD_FILE}`, `--latency-fit-yield`: the same"
+        f" {points[0]['searches']} searches at N = {points[0]['candidates']} during each condition's fit, with the"
+        f" fit's batch {points[0]['fit_batch']}, once per setting, the settings taking turns condition by condition;"
+        " `map_fit_yield`: before each batch of its sample and each chunk of its pass over the first-stage vectors,"
+        f" the fit waits at most that long for a moment when no search runs): {shown}."
+        + (f" Run note: {note}." if note else ""),
     ]
 
 
@@ -1788,7 +1848,7 @@ def _recall_1m_pooled(folder: Path) -> list[str]:
     ]
     timed = results.get("latency") or []
     if timed:
-        lines += _pooled_latency(timed)
+        lines += _pooled_latency(timed, _fit_yield_points(folder))
         lines += ["", f"Run note: {settings['note']}."] if settings.get("note") else []
         return lines
     latency = folder / "two_stage_latency_1m_feedback.json"

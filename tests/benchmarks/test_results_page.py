@@ -1395,11 +1395,21 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
     header = "| query | first stage | feedback | scan threads | N = "
     assert table(section, header) == [[*k, *r] for k, r in timed_rows.items()]
 
-    # the goal, worked out here per case: p50 <= 500 ms, p95 <= 1 s, recall >= 0.90
+    # the goal, worked out here per case: p50 <= 500 ms, p95 <= 1 s, recall >= 0.90, over these searches and the
+    # during-fit settings of the fit-yield file (a later run of the same searches)
+    fit_yield = json.loads((RESULTS / "two_stage_fit_yield_1m.json").read_text(encoding="utf-8"))["results"]["latency"]
+    fit_points = [{**t, "file": "two_stage_fit_yield_1m.json"} for t in fit_yield if t["query_mode"] == "during-fit"]
+    assert {t["fit_yield"] for t in fit_points} == {0.0, 1.0}
+
     def setting(t: dict) -> str:
         threads = (
             f", scan threads {t['scan_threads']}" if t["first_stage_search"] == "exact" and t["scan_threads"] else ""
         )
+        if "fit_yield" in t:
+            waits = f"waiting up to {t['fit_yield']:g} s" if t["fit_yield"] else "not waiting"
+            threads += f", the fit's batch {t['fit_batch']} {waits} for a gap between searches"
+        if "file" in t:
+            threads += f" (`{t['file']}`)"
         return (f"{modes.get(t['query_mode'], t['query_mode'])}, {names[t['first_stage_search']]}{threads},"
                 f" N = {t['candidates']}: p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms,"
                 f" recall@10 {t['recall_at_10_pooled']:.3f}")  # fmt: skip
@@ -1415,7 +1425,7 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
             if "conditioned" in case_modes
             else ("within the bounds with", "not within them")
         )
-        case = [t for t in timed if t["query_mode"] in case_modes]
+        case = [t for t in (*timed, *fit_points) if t["query_mode"] in case_modes]
         if not case:
             continue
         met = [t for t in case if t["p50_seconds"] <= 0.5 and t["p95_seconds"] <= 1.0
@@ -1431,8 +1441,8 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
             best = max(within, key=lambda t: t["recall_at_10_pooled"]) if within else None
             text = f"{name}: {words[1]}" + (f" (best recall within the p50 bound: {setting(best)})" if best else "")
         parts.append(text)
-    assert ("judged on these timed searches, whose recall is an upper bound (the pooled reference): "
-            + "; ".join(parts) + ".") in section  # fmt: skip
+    assert ("judged on these timed searches and those of `two_stage_fit_yield_1m.json` (below), whose recall is an"
+            " upper bound (the pooled reference): " + "; ".join(parts) + ".") in section  # fmt: skip
     during = next(t for t in timed if t["query_mode"] == "during-fit")
     fits = sorted(v for v in during["fit_seconds"].values() if v is not None)
     assert f"the map was held {fits[0]:.0f}–{fits[-1]:.0f} s after the first search" in section
@@ -1449,3 +1459,14 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
         default = " (the default since)" if t["fit_batch"] == MAP_FIT_BATCH else ""
         ms = f"p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms"
         assert f"batch {t['fit_batch']}{default}: {ms}" in section
+    # the fit's wait for a gap between searches: each setting of its own file, the default named
+    from finesim.index.two_stage import MAP_FIT_YIELD
+
+    assert "`two_stage_fit_yield_1m.json`" in files
+    assert MAP_FIT_YIELD in {t["fit_yield"] for t in fit_points}
+    for t in fit_points:
+        default = " (the default)" if t["fit_yield"] == MAP_FIT_YIELD else ""
+        ms = f"p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms"
+        fits = sorted(v for v in t["fit_seconds"].values() if v is not None)
+        assert (f"{t['fit_yield']:g} s{default}: {ms}, recall@10 {t['recall_at_10_pooled']:.3f} (fits held after"
+                f" {fits[0]:.0f}–{fits[-1]:.0f} s)") in section  # fmt: skip

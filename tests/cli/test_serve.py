@@ -153,6 +153,35 @@ def test_no_map_borrow_reaches_the_settings_and_needs_no_map_wait(monkeypatch, t
     assert exit_.value.code == 2 and "--no-map-borrow needs --no-map-wait" in capsys.readouterr().err
 
 
+def test_map_fit_yield_reaches_the_settings_needs_no_map_wait_and_refuses_a_bad_value(
+    monkeypatch, tmp_path, capsys
+) -> None:
+    """``--map-fit-yield`` is passed as seconds (None without it: the index's default); without ``--no-map-wait``
+    it would do nothing (no fit runs in the background), so it is a usage error; a negative, infinite or non-number
+    value is refused by argparse."""
+    from types import SimpleNamespace
+
+    import finesim.serving.server as server
+    from finesim.index.store import IndexStore
+
+    given: list = []
+    monkeypatch.setattr(server, "serve", lambda settings, **kw: given.append(settings) or 0)
+    monkeypatch.setattr(IndexStore, "open", lambda path: SimpleNamespace(manifest={"first_stage": {"query": "mapped"}}))
+    base = ["serve", "--model", "minilm", "--index", str(tmp_path), "--no-map-wait"]
+    main(base)
+    main([*base, "--map-fit-yield", "0"])
+    main([*base, "--map-fit-yield", "2.5"])
+    assert [s.map_fit_yield for s in given] == [None, 0.0, 2.5]
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", "--index", str(tmp_path), "--map-fit-yield", "1"])
+    assert exit_.value.code == 2 and "--map-fit-yield needs --no-map-wait" in capsys.readouterr().err
+    for bad, says in [("-1", "must be a finite number >= 0, got '-1'"), ("inf", "got 'inf'"),
+                      ("soon", "expected a number of seconds, got 'soon'")]:  # fmt: skip
+        with pytest.raises(SystemExit) as exit_:
+            main([*base, "--map-fit-yield", bad])
+        assert exit_.value.code == 2 and says in capsys.readouterr().err
+
+
 def test_rerank_feedback_reaches_the_settings_and_needs_a_self_index(monkeypatch, tmp_path, capsys) -> None:
     """``--rerank-feedback`` is passed to ``ServeSettings.rerank_feedback`` as written (None without it: the index's
     default); without ``--index``, or with an index whose first stage is not ``self``, it is a usage error; a bad

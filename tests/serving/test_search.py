@@ -306,6 +306,11 @@ def test_rerank_depth_reaches_the_served_index(indexes, saved_models, scorers) -
         ServeSettings(model="m", rerank_depth="2,2,1")
     with pytest.raises(ValueError, match="rerank_feedback needs an index"):
         ServeSettings(model="m", rerank_feedback="none")
+    with pytest.raises(ValueError, match="map_fit_yield needs map_wait False"):
+        ServeSettings(model="m", index="i", map_fit_yield=1.0)
+    for bad in (-0.5, float("inf"), float("nan"), True):
+        with pytest.raises(ValueError, match="map_fit_yield must be a finite number of seconds >= 0"):
+            ServeSettings(model="m", index="i", map_wait=False, map_fit_yield=bad)
     with pytest.raises(ValueError, match="rerank_feedback 'map': expected 'none'"):
         ServeSettings(model="m", index="i", rerank_feedback="map")
     with serving(scorers["bi"], **served, rerank_feedback="none") as client:
@@ -393,6 +398,7 @@ def test_without_map_wait_a_new_condition_is_answered_while_its_map_is_fitted(sa
     with serving(scorers["bi"], **served) as client:
         assert client.get("/info").json()["index"]["map_wait"] is False
         assert client.get("/info").json()["index"]["map_borrow"] is True
+        assert client.get("/info").json()["index"]["map_fit_yield"] == 1.0  # the index's default
         index = client.app.state.model.index
         assert index.map_wait is False and index.embedder._lock is client.app.state.model.batcher.engine.model_lock
         index.embedder.batch_size = 4
@@ -449,9 +455,12 @@ def test_without_map_wait_a_new_condition_is_answered_while_its_map_is_fitted(sa
         borrowed = client.post("/search", json={**body, "condition": "the colour"})
         assert borrowed.status_code == 200 and borrowed.headers["X-Finesim-First-Stage"] == "borrowed"
         assert index.wait_for_maps(60)
-    with serving(scorers["bi"], **served, map_borrow=False) as client:  # finesim serve --no-map-borrow
+    # finesim serve --no-map-borrow --map-fit-yield 0.25
+    with serving(scorers["bi"], **served, map_borrow=False, map_fit_yield=0.25) as client:
         assert client.get("/info").json()["index"]["map_borrow"] is False
         assert client.app.state.model.index.map_borrow is False
+        assert client.get("/info").json()["index"]["map_fit_yield"] == 0.25
+        assert client.app.state.model.index.map_fit_yield == 0.25
 
 
 def test_one_new_condition_searched_twice_at_once_is_fitted_once(saved_models, scorers, tmp_path) -> None:  # noqa: F811

@@ -113,6 +113,17 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
 def _as_written(parse: Any, text: str) -> str:
     """``text`` stripped, once ``parse`` accepts it; its ValueError as argparse's usage error."""
     try:

@@ -15,6 +15,7 @@ from finesim.cli.common import (
     rerank_depth,
     rerank_feedback,
     say,
+    seconds,
 )
 
 ENCODERS = ("bi", "tri", "cross", "case")
@@ -171,6 +172,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "map is fitted, never with the map of the nearest condition held",
     )
     group.add_argument(
+        "--map-fit-yield",
+        type=seconds,
+        default=None,
+        metavar="SECONDS",
+        help="with --no-map-wait: how long a map's fit in the background waits, before each of its steps, for a "
+        "moment when no /search runs (default 1; 0: no waiting, the fit taking turns with the searches at the model "
+        "lock; docs/search.md)",
+    )
+    group.add_argument(
         "--rerank-depth",
         type=rerank_depth,
         default=None,
@@ -226,6 +236,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--no-map-borrow needs --no-map-wait: a map is borrowed only while a new condition's own is fitted"
         )
+    if args.map_fit_yield is not None and args.map_wait:
+        raise UsageError("--map-fit-yield needs --no-map-wait: only a map fitted in the background waits for gaps")
     if args.rerank_depth is not None and args.index is None:
         raise UsageError("--rerank-depth needs --index: it applies to /search's two-stage searches")
     if args.rerank_feedback is not None and args.index is None:
@@ -279,6 +291,7 @@ def run(args: argparse.Namespace) -> int:
         index_conditions=conditions,
         map_wait=args.map_wait,
         map_borrow=args.map_borrow,
+        map_fit_yield=args.map_fit_yield,
         rerank_depth=args.rerank_depth,
         rerank_feedback=args.rerank_feedback,
         docs=args.docs,

@@ -97,7 +97,9 @@ MAP_FIT_BATCH = 16
 # first-stage vectors), for a moment when no search runs (finesim.index.traffic): searches keep the model and the cores
 # while the fit yields, and the bound keeps a steady stream of searches from holding the fit off for ever (at 1M texts
 # and the default sample, 128 batches and 62 chunks: at worst about 3 minutes per fit under searches back to back).
-# 0: no waiting (the fit's steps take turns with the searches' model calls, as before)
+# 0: no waiting (the fit's steps take turns with the searches' model calls, as before). At 1M texts a never-seen
+# condition's searches during its fit took 415 ms p50 waiting up to 1 s against 813 ms not waiting, the fits about as
+# long (benchmarks/results/two_stage_fit_yield_1m.json; 1 s is the only bound tried)
 MAP_FIT_YIELD = 1.0
 MAP_CONDITIONS = 16  # fitted maps kept in memory (least recently used dropped first): a map is d x d plus n floats
 # an approximate "mapped" first stage takes MAP_POOL x N faiss candidates, re-ranked by the map (not tuned: its

@@ -100,6 +100,8 @@ def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = No
         )  # fmt: skip
         index.map_wait = settings.map_wait
         index.map_borrow = settings.map_borrow
+        if settings.map_fit_yield is not None:
+            index.map_fit_yield = settings.map_fit_yield
         if settings.rerank_depth is not None:
             index.rerank_depth = settings.rerank_depth  # parsed and checked by the index when set
         if settings.rerank_feedback is not None:
@@ -140,7 +142,8 @@ def describe_index(index: Any) -> dict[str, Any]:
     ``first_stage_query`` are the first stage's model and query mode (``conditioned``, ``plain``, ``tri`` or
     ``mapped``), both None without one. ``plain_search``: whether a ``/search`` without a condition is answered.
     ``map_wait`` (a "mapped" index; else None): whether a new condition's first search waits for its map's fit;
-    ``map_borrow`` (likewise): whether, not waiting, it may rank with the map of the nearest condition held.
+    ``map_borrow`` (likewise): whether, not waiting, it may rank with the map of the nearest condition held;
+    ``map_fit_yield`` (likewise): the seconds a background fit waits before each step for a gap between searches.
     ``rerank_depth`` (an index with a first stage; else None): ``"all"`` or ``"FIRST,STEP,PATIENCE"``.
     ``rerank_feedback`` (a ``self`` first stage, ``conditioned`` or ``mapped``; else None): ``"none"`` or
     ``"local-map:ROUNDS,RIDGE,POOL[,earlier|own]"``."""
@@ -164,6 +167,7 @@ def describe_index(index: Any) -> dict[str, Any]:
         "plain_search": index.plain_search_refusal() is None,
         "map_wait": bool(index.map_wait) if stage is not None and stage.query == "mapped" else None,
         "map_borrow": bool(index.map_borrow) if stage is not None and stage.query == "mapped" else None,
+        "map_fit_yield": float(index.map_fit_yield) if stage is not None and stage.query == "mapped" else None,
         "rerank_depth": None if stage is None else "all" if index.rerank_depth is None else str(index.rerank_depth),
         "rerank_feedback": feedback,
         "ids": index.store.fields["id"],

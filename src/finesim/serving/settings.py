@@ -48,6 +48,8 @@ class ServeSettings:
             (``map_borrow``), else by the ``conditioned`` first stage.
         map_borrow: with ``map_wait`` False, whether such searches may use the map of the nearest condition held
             (``ConditionalIndex.map_borrow``); False: always the ``conditioned`` first stage.
+        map_fit_yield: with ``map_wait`` False, the seconds a background fit waits before each step for a moment
+            when no search runs (``ConditionalIndex.map_fit_yield``); None: the index's default.
         rerank_depth: how deep ``/search``'s two-stage searches re-rank (``ConditionalIndex.rerank_depth``): ``"all"``
             or ``"FIRST,STEP,PATIENCE"`` (:func:`finesim.index.rerank_depth.parse_rerank_depth`); None: the index's
             default.
@@ -83,6 +85,7 @@ class ServeSettings:
     index_conditions: tuple[str, ...] = ()
     map_wait: bool = True
     map_borrow: bool = True
+    map_fit_yield: float | None = None
     rerank_depth: str | None = None
     rerank_feedback: str | None = None
     docs: bool | None = None
@@ -120,6 +123,11 @@ class ServeSettings:
             if self.index is None:
                 raise ValueError("rerank_feedback needs an index")
             parse_rerank_feedback(self.rerank_feedback)  # a bad value fails here, before the model loads
+        if self.map_fit_yield is not None:
+            if self.map_wait:
+                raise ValueError("map_fit_yield needs map_wait False: only a map fitted in the background waits")
+            if isinstance(self.map_fit_yield, bool) or not 0 <= float(self.map_fit_yield) < float("inf"):
+                raise ValueError(f"map_fit_yield must be a finite number of seconds >= 0, got {self.map_fit_yield!r}")
         for condition in self.index_conditions:
             if not isinstance(condition, str) or not condition.strip():
                 raise ValueError(f"index_conditions: {condition!r} is not a non-empty string")
