@@ -3124,6 +3124,8 @@ def _goal_line(rows: list[dict[str, Any]], ppr: int) -> str:
 
 MAP_FIT_SERVING = ("serve_during_map_fit_before.json", "serve_during_map_fit_after.json")
 MAP_WAIT_SERVING = ("serve_map_wait_on.json", "serve_map_wait_off.json")  # the same code, --no-map-wait off / on
+# later: --no-map-wait with the background fit waiting for gaps between searches or not (--map-fit-yield 0,1)
+MAP_FIT_YIELD_SERVING = "serve_map_fit_yield.json"
 MAP_WAIT_HEADING = "### A never-seen condition's searches with and without waiting for its map (`--no-map-wait`)"
 
 
@@ -3178,6 +3180,9 @@ def map_wait_lines(folder: Path) -> list[str]:
     found = [(name, read(folder / name)) for name in MAP_WAIT_SERVING if (folder / name).is_file()]
     if not found:
         return []
+    later = folder / MAP_FIT_YIELD_SERVING
+    if later.is_file():
+        found.append((MAP_FIT_YIELD_SERVING, read(later)))
     cycled = next((len(d["settings"]["queries"]) for _, d in found if d["settings"].get("no_map_wait")), "the")
     lines = [
         "",
@@ -3191,6 +3196,17 @@ def map_wait_lines(folder: Path) -> list[str]:
         "more searches.",
         "The fit's time without waiting is seen from outside (first search sent to map file written, to within one",
         "request). Latencies in ms: requests answered, p50, p95.",
+        *(
+            [
+                f"`{MAP_FIT_YIELD_SERVING}` (later, on another index: `runs/feedback-index-mapped`, 20,000 texts, the",
+                "bf16 MiniLM re-ranker, 2 threads) runs `--no-map-wait` with `--map-fit-yield 0` (the fit's steps take",
+                "turns with every request at the model lock) and 1 (the default: before each step the fit waits up to",
+                "1 s for a moment when no `/search` runs; `/similarity` requests do not count), a fresh server per",
+                "condition and setting, the settings taking turns condition by condition.",
+            ]
+            if later.is_file()
+            else []
+        ),
         "",
         "| code | condition | first /search s | map fit s | /similarity during the fit | p50 | p95 | "
         "/search during the fit | p50 | p95 | /search after the fit | p50 | p95 | answered by (first; during; after) "
@@ -3202,8 +3218,11 @@ def map_wait_lines(folder: Path) -> list[str]:
             first = run["search"]["seconds"]
             fit = run.get("fit_seconds_seen", first)
             phases = [run["similarity_during_fit"], run.get("search_during_fit", {}), run.get("search_after_fit", {})]
+            label = d["code"]["label"]
+            if "map_fit_yield" in run:
+                label = f"`--no-map-wait --map-fit-yield {run['map_fit_yield']:g}`"
             lines.append(
-                f"| {d['code']['label']} | {run['condition']} | {first:.1f} | "
+                f"| {label} | {run['condition']} | {first:.1f} | "
                 f"{'—' if fit is None else f'{fit:.1f}'} | {' | '.join(map(_latency_cells, phases))} | "
                 f"{_answered_by(run)} | `{name}` |"
             )

@@ -18,6 +18,10 @@ condition (its time: what a client of a never-seen condition waits), then, until
 one after another, each one's latency, and the fit's time as seen from outside (from the first search sent to the map
 file's appearance, to within one request); then ``--after-fit`` searches under the condition (its map held).
 
+``--map-fit-yield 0,1`` serves each condition once per value (``finesim serve --map-fit-yield``: how long a
+background fit waits, before each of its steps, for a moment when no ``/search`` runs), the values taking turns
+condition by condition, their order reversed every other condition; each run records its value.
+
 The maps it fits are removed from the index's ``maps/`` afterwards (so the next run fits them again). ``--src`` runs
 the server from another checkout's ``src`` (a baseline, e.g. a git worktree of an earlier commit); the results file
 records which. Run it alone on the machine (``flock`` on the CPU lock), code and baseline in one invocation each,
@@ -73,6 +77,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="--no-map-wait: the searches sent during and after the fit, cycled",
     )
     p.add_argument("--after-fit", type=int, default=8, help="--no-map-wait: searches once the map is held")
+    p.add_argument(
+        "--map-fit-yield",
+        default=None,
+        help="--no-map-wait: serve with each of these --map-fit-yield values (seconds, comma-separated, e.g. 0,1), "
+        "taking turns per condition (their order reversed every other condition); default: the server's own",
+    )
     p.add_argument("--idle-probes", type=int, default=20, help="sequential /similarity requests with nothing else on")
     p.add_argument("--probe-delay", type=float, default=1.0, help="seconds from sending /search to the first probe")
     p.add_argument("--threads", type=int, default=2, help="finesim serve --threads")
@@ -222,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from finesim.index.store import IndexStore
 
+    if args.map_fit_yield is not None and not args.no_map_wait:
+        raise SystemExit("--map-fit-yield is a setting of --no-map-wait (only a background fit waits for gaps)")
+    waits: list[str | None] = args.map_fit_yield.split(",") if args.map_fit_yield else [None]
+
     manifest = IndexStore.open(args.index).manifest
     stage = manifest.get("first_stage") or {}
     if stage.get("query") != "mapped":
@@ -240,18 +254,25 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     runs = []
     try:
-        for condition in args.conditions:
-            server = Server(server_args, batch_size=64, batch_wait_ms=5)
-            server.command += ["--index", str(args.index)] + (["--no-map-wait"] if args.no_map_wait else [])
-            url = server.start()
-            try:
-                if args.no_map_wait:
-                    runs.append(measure_no_wait(url, condition, args.queries, args.idle_probes, maps, args.after_fit))
-                else:
-                    runs.append(measure(url, condition, args.query, args.idle_probes, args.probe_delay))
-            finally:
-                server.stop()
-            print(runs[-1], flush=True)
+        for turn, condition in enumerate(args.conditions):
+            for wait in reversed(waits) if turn % 2 else waits:
+                server = Server(server_args, batch_size=64, batch_wait_ms=5)
+                server.command += ["--index", str(args.index)] + (["--no-map-wait"] if args.no_map_wait else [])
+                server.command += [] if wait is None else ["--map-fit-yield", wait]
+                url = server.start()
+                try:
+                    if args.no_map_wait:
+                        run = measure_no_wait(url, condition, args.queries, args.idle_probes, maps, args.after_fit)
+                    else:
+                        run = measure(url, condition, args.query, args.idle_probes, args.probe_delay)
+                finally:
+                    server.stop()
+                if wait is not None:
+                    run["map_fit_yield"] = float(wait)
+                    for path in set(maps.glob("*.npz")) - before:  # the next setting fits this condition again
+                        path.unlink()
+                runs.append(run)
+                print(runs[-1], flush=True)
     finally:
         for path in set(maps.glob("*.npz")) - before if maps.is_dir() else ():
             path.unlink()  # the maps this run fitted: the next run fits them again

@@ -1052,10 +1052,11 @@ def test_the_mapped_recall_by_corpus_size_recomputes() -> None:
 
 
 def test_the_map_wait_rows_recompute_from_their_files(page_script: ModuleType) -> None:
-    """One row per condition of serve_map_wait_on/off.json: the first search's seconds, the fit's (the first search's
-    own when the server waits), and each phase's requests with p50/p95, worked out here from the JSON."""
+    """One row per condition of serve_map_wait_on/off.json (and per condition and --map-fit-yield setting of
+    serve_map_fit_yield.json): the first search's seconds, the fit's (the first search's own when the server waits),
+    and each phase's requests with p50/p95, worked out here from the JSON."""
     text = PAGE.read_text(encoding="utf-8")
-    files = [RESULTS / name for name in page_script.MAP_WAIT_SERVING]
+    files = [RESULTS / name for name in (*page_script.MAP_WAIT_SERVING, "serve_map_fit_yield.json")]
     if not any(f.is_file() for f in files):
         assert page_script.MAP_WAIT_HEADING not in text
         return
@@ -1088,9 +1089,12 @@ def test_the_map_wait_rows_recompute_from_their_files(page_script: ModuleType) -
             fit = first if waits else run["fit_seconds_seen"]
             if not waits:  # answered long before its condition's map was held
                 assert fit is not None and first < fit
+            label = d["code"]["label"]
+            if "map_fit_yield" in run:  # one file, both settings: the row names its own
+                label = f"`--no-map-wait --map-fit-yield {run['map_fit_yield']:g}`"
             expected.append(
                 [
-                    d["code"]["label"],
+                    label,
                     run["condition"],
                     f"{first:.1f}",
                     f"{fit:.1f}",
