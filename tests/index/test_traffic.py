@@ -40,7 +40,19 @@ def test_a_wait_for_a_gap_ends_when_the_last_search_ends() -> None:
     assert waiter.is_alive() and waited == []  # a search runs: the wait goes on
     leave.set()
     waiter.join(30)
-    assert len(waited) == 1 and 0.3 <= waited[0] < 30
+    assert len(waited) == 1 and 0.25 <= waited[0] < 30
+
+
+def test_a_search_set_aside_is_not_counted_and_aside_outside_a_search_changes_nothing() -> None:
+    traffic = SearchTraffic()
+    with traffic.aside():
+        assert traffic.running == 0
+    with traffic.search():
+        with traffic.search():  # nested: both set aside, both back after
+            with traffic.aside():
+                assert traffic.running == 0 and traffic.wait_for_gap(5) < 1
+            assert traffic.running == 2
+    assert traffic.running == 0
 
 
 def test_a_wait_for_a_gap_stops_at_its_limit_and_a_limit_of_0_does_not_wait() -> None:

@@ -619,8 +619,69 @@ def test_a_background_fit_waits_while_a_search_runs_and_a_fit_a_request_waits_fo
         start = time.monotonic()
         index.search_rows("a cat", "the colour", k=3, candidates=5, strategy="two-stage")  # fits inline
         assert time.monotonic() - start < 60 and index.key("the colour") in index._maps
-    for bad in (-1, float("inf"), float("nan"), None, "1", True):
-        with pytest.raises(ValueError, match="map_fit_yield must be a finite number of seconds >= 0"):
+    for bad in (-1, 60.5, 1e10, float("inf"), float("nan"), None, "1", True):
+        with pytest.raises(ValueError, match="map_fit_yield must be a number of seconds from 0 to 60, got"):
             index.map_fit_yield = bad
     index.map_fit_yield = np.float32(0.5)
     assert index.map_fit_yield == 0.5 and type(index.map_fit_yield) is float
+
+
+def test_a_search_is_counted_while_it_runs_and_released_after_an_error(model_dirs, corpus, tmp_path):
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample = 30
+    seen: list[int] = []
+    real = index.embedder.conditioned
+    index.embedder.conditioned = lambda texts, condition: seen.append(index._traffic.running) or real(texts, condition)
+    index.search_rows("a cat", "the animal", k=3, candidates=5, strategy="two-stage")
+    assert seen and set(seen) == {1} and index._traffic.running == 0  # the map's inline fit and the re-ranking
+    with pytest.raises(ValueError, match="k must be a whole number >= 1"):
+        index.search_rows("a cat", "the animal", k=0)
+    assert index._traffic.running == 0
+
+
+def test_a_background_fit_waits_before_each_batch_and_each_chunk_of_its_pass_a_foreground_one_never(
+    model_dirs, corpus, tmp_path, monkeypatch
+):
+    import finesim.index.conditional_index as module
+
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample, index.map_fit_batch = 30, 8
+    monkeypatch.setattr(module, "SCORE_CHUNK", 16)
+    waits: list[float] = []
+    index._traffic.wait_for_gap = lambda limit: waits.append(limit) or 0.0
+    index._condition_map("the sport", index.key("the sport"), in_background=True)
+    assert waits == [1.0] * (-(-30 // 8) + -(-len(corpus) // 16))  # 4 batches, then every chunk of the pass
+    waits.clear()
+    index._condition_map("the animal", index.key("the animal"))
+    assert waits == []
+
+
+def test_a_search_waiting_for_a_background_fit_of_its_own_map_does_not_hold_that_fit_off(model_dirs, corpus, tmp_path):
+    """map_wait switched on while a background fit of the condition runs: the search that waits for that fit is
+    not counted as running meanwhile, so the fit (which would wait 60 s a step for a gap) goes on."""
+    import threading
+
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", first_stage_query="mapped")
+    index.map_sample, index.map_wait, index.map_fit_yield, index.map_fit_batch = 30, False, 60.0, 8
+    inside, go = threading.Event(), threading.Event()
+    real = index.embedder.conditioned
+
+    def conditioned(texts, condition):
+        if threading.current_thread().name.startswith("finesim-map-") and not inside.is_set():
+            inside.set()
+            go.wait(30)
+        return real(texts, condition)
+
+    index.embedder.conditioned = conditioned
+    index.search_rows("a cat", "the animal", k=3, candidates=5, strategy="two-stage")  # starts the fit
+    assert inside.wait(30)  # the fit is in its first batch, holding the condition's fit lock
+    index.map_wait = True
+    found: list = []
+    waiter = threading.Thread(
+        target=lambda: found.append(index.search_rows("a dog", "the animal", k=3, candidates=5, strategy="two-stage"))
+    )
+    waiter.start()
+    time.sleep(0.5)  # the waiting search reaches the fit lock
+    go.set()
+    waiter.join(30)
+    assert not waiter.is_alive() and len(found) == 1 and index._traffic.running == 0

@@ -308,8 +308,8 @@ def test_rerank_depth_reaches_the_served_index(indexes, saved_models, scorers) -
         ServeSettings(model="m", rerank_feedback="none")
     with pytest.raises(ValueError, match="map_fit_yield needs map_wait False"):
         ServeSettings(model="m", index="i", map_fit_yield=1.0)
-    for bad in (-0.5, float("inf"), float("nan"), True):
-        with pytest.raises(ValueError, match="map_fit_yield must be a finite number of seconds >= 0"):
+    for bad in (-0.5, 61, float("inf"), float("nan"), True, "1"):
+        with pytest.raises(ValueError, match="map_fit_yield must be a number of seconds from 0 to 60"):
             ServeSettings(model="m", index="i", map_wait=False, map_fit_yield=bad)
     with pytest.raises(ValueError, match="rerank_feedback 'map': expected 'none'"):
         ServeSettings(model="m", index="i", rerank_feedback="map")
@@ -332,6 +332,7 @@ def test_a_mapped_index_fits_a_new_conditions_map_beside_the_worker(tokens, save
     served = {"model": str(saved_models["bi"]), "index": str(folder.store.root), "max_batch_tokens": tokens}
     with serving(scorers["bi"], **served) as client:
         assert client.get("/info").json()["index"]["first_stage_query"] == "mapped"
+        assert client.get("/info").json()["index"]["map_fit_yield"] is None  # the server waits: no background fit
         index = client.app.state.model.index
         assert index.embedder._lock is client.app.state.model.batcher.engine.model_lock  # one lock for both
         index.embedder.batch_size = 4  # the fit embeds its sample (the whole small corpus) 4 texts at a time

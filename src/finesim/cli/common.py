@@ -113,15 +113,16 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
-def seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds >= 0."""
+def map_fit_yield(text: str) -> float:
+    """An argparse type: a background map fit's longest wait per step, in seconds
+    (:func:`finesim.index.two_stage.check_map_fit_yield`)."""
+    from finesim.index.two_stage import check_map_fit_yield
+
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return value
+        return check_map_fit_yield(float(text))
+    except ValueError as err:
+        message = str(err) if "map_fit_yield" in str(err) else f"expected a number of seconds, got {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
 
 
 def _as_written(parse: Any, text: str) -> str:

@@ -10,12 +10,12 @@ from finesim.cli.common import (
     add_runtime_options,
     command_parser,
     log_level,
+    map_fit_yield,
     non_negative_int,
     positive_int,
     rerank_depth,
     rerank_feedback,
     say,
-    seconds,
 )
 
 ENCODERS = ("bi", "tri", "cross", "case")
@@ -173,12 +173,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     group.add_argument(
         "--map-fit-yield",
-        type=seconds,
+        type=map_fit_yield,
         default=None,
         metavar="SECONDS",
         help="with --no-map-wait: how long a map's fit in the background waits, before each of its steps, for a "
         "moment when no /search runs (default 1; 0: no waiting, the fit taking turns with the searches at the model "
-        "lock; docs/search.md)",
+        "lock; at most 60; docs/search.md)",
     )
     group.add_argument(
         "--rerank-depth",

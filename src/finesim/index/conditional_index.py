@@ -91,6 +91,7 @@ from finesim.index.two_stage import (
     FirstStageEncoder,
     FirstStageSpec,
     RerankCache,
+    check_map_fit_yield,
     fit_condition_map,
     load_condition_map,
     map_file_name,
@@ -973,15 +974,14 @@ class ConditionalIndex:
     def map_fit_yield(self) -> float:
         """Seconds a map's fit in the background (``map_wait`` False) waits, before each of its steps (a batch of its
         sample, a chunk of its pass over the first-stage vectors), for a moment when no search of this index runs
-        (:data:`~finesim.index.two_stage.MAP_FIT_YIELD`); 0: no waiting. Searches then keep the model and the cores
-        while a fit goes on, and the fit takes longer under load. A fit a request waits for never waits."""
+        (:data:`~finesim.index.two_stage.MAP_FIT_YIELD`, at most :data:`~finesim.index.two_stage.MAP_FIT_YIELD_MAX`);
+        0: no waiting. Searches then keep the model and the cores while a fit goes on, and the fit takes longer under
+        load (a search waiting for that very fit is not counted). A fit a request waits for never waits."""
         return self._map_fit_yield
 
     @map_fit_yield.setter
     def map_fit_yield(self, value: float) -> None:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) < float("inf"):
-            raise ValueError(f"map_fit_yield must be a finite number of seconds >= 0, got {value!r}")
-        self._map_fit_yield = float(value)
+        self._map_fit_yield = check_map_fit_yield(value)
 
     @property
     def scan_threads(self) -> int | None:
@@ -1171,7 +1171,9 @@ class ConditionalIndex:
         logs what it does and, unless ``in_background``, shows a progress bar when ``show_progress`` is on."""
         with self._lock:
             fitting = self._map_locks.setdefault(key, threading.Lock())
-        with fitting:
+        with self._traffic.aside():  # a search waiting for a background fit of this map must not hold it off
+            fitting.acquire()
+        try:
             store, (sample, ridge) = self.store, self._map_options()  # one snapshot: an add() replaces self.store
             count, parts = store.count, list(store.parts)
             with self._lock:
@@ -1195,6 +1197,8 @@ class ConditionalIndex:
                 while len(self._maps) > MAP_CONDITIONS:
                     self._map_conditions.pop(self._maps.popitem(last=False)[0], None)
             return fitted
+        finally:
+            fitting.release()
 
     def _save_map(self, file: Path, fitted: ConditionMap) -> None:
         """Keep a fitted map in the index folder for later processes (best effort: a read-only folder or a full disk
@@ -1246,7 +1250,7 @@ class ConditionalIndex:
                                            np.arange(start, stop))  # fmt: skip
                 norms = torch.linalg.vector_norm(as_float_tensor(block) @ mapping, dim=1).numpy()
                 inverse[part.start + start : part.start + stop] = 1.0 / np.maximum(norms, 1e-12)
-        if waited:
+        if waited >= 0.1:
             logger.info("the map of condition %r waited %.1f s in all for gaps between searches", condition, waited)
         return ConditionMap(weights, inverse, count, rows, ridge)
 

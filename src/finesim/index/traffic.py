@@ -20,6 +20,7 @@ class SearchTraffic:
     def __init__(self) -> None:
         self._running = 0
         self._state = threading.Condition(threading.Lock())
+        self._local = threading.local()  # this thread's searches running (nested ones counted once each)
 
     @property
     def running(self) -> int:
@@ -30,15 +31,32 @@ class SearchTraffic:
     @contextmanager
     def search(self) -> Iterator[None]:
         """Count one search for the length of the ``with`` block."""
-        with self._state:
-            self._running += 1
+        self._add(1)
+        self._local.depth = getattr(self._local, "depth", 0) + 1
         try:
             yield
         finally:
-            with self._state:
-                self._running -= 1
-                if not self._running:
-                    self._state.notify_all()
+            self._local.depth -= 1
+            self._add(-1)
+
+    @contextmanager
+    def aside(self) -> Iterator[None]:
+        """Within :meth:`search`: the calling thread's searches not counted for the length of the block (a search
+        waiting for work that itself waits for a gap, such as the fit of the map it needs); elsewhere nothing."""
+        depth = getattr(self._local, "depth", 0)
+        self._add(-depth)
+        try:
+            yield
+        finally:
+            self._add(depth)
+
+    def _add(self, change: int) -> None:
+        if not change:
+            return
+        with self._state:
+            self._running += change
+            if not self._running:
+                self._state.notify_all()
 
     def wait_for_gap(self, limit: float) -> float:
         """Wait until no search runs, at most ``limit`` seconds (0: do not wait); the seconds waited. Returning

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -96,11 +97,23 @@ MAP_FIT_BATCH = 16
 # seconds a background fit waits, before each of its steps (a batch of its sample, a chunk of its pass over the
 # first-stage vectors), for a moment when no search runs (finesim.index.traffic): searches keep the model and the cores
 # while the fit yields, and the bound keeps a steady stream of searches from holding the fit off for ever (at 1M texts
-# and the default sample, 128 batches and 62 chunks: at worst about 3 minutes per fit under searches back to back).
+# and the default sample, 128 batches and 62 chunks: at worst about 3 minutes per fit under searches back to back, and
+# fits run one at a time, so the last of MAP_PENDING new conditions may wait several times that).
 # 0: no waiting (the fit's steps take turns with the searches' model calls, as before). At 1M texts a never-seen
 # condition's searches during its fit took 415 ms p50 waiting up to 1 s against 813 ms not waiting, the fits about as
 # long (benchmarks/results/two_stage_fit_yield_1m.json; 1 s is the only bound tried)
 MAP_FIT_YIELD = 1.0
+MAP_FIT_YIELD_MAX = 60.0  # the longest wait per step accepted: a fit must still end under a steady stream of searches
+
+
+def check_map_fit_yield(value: Any) -> float:
+    """``value`` as ``map_fit_yield`` seconds (a real number from 0 to :data:`MAP_FIT_YIELD_MAX`), else ValueError
+    saying what is accepted."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) <= MAP_FIT_YIELD_MAX:
+        raise ValueError(f"map_fit_yield must be a number of seconds from 0 to {MAP_FIT_YIELD_MAX:g}, got {value!r}")
+    return float(value)
+
+
 MAP_CONDITIONS = 16  # fitted maps kept in memory (least recently used dropped first): a map is d x d plus n floats
 # an approximate "mapped" first stage takes MAP_POOL x N faiss candidates, re-ranked by the map (not tuned: its
 # coverage of the exact mapped first stage's candidates is in two_stage_search_mapped.json)

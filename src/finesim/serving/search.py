@@ -143,7 +143,8 @@ def describe_index(index: Any) -> dict[str, Any]:
     ``mapped``), both None without one. ``plain_search``: whether a ``/search`` without a condition is answered.
     ``map_wait`` (a "mapped" index; else None): whether a new condition's first search waits for its map's fit;
     ``map_borrow`` (likewise): whether, not waiting, it may rank with the map of the nearest condition held;
-    ``map_fit_yield`` (likewise): the seconds a background fit waits before each step for a gap between searches.
+    ``map_fit_yield`` (a "mapped" index that does not wait; else None): the seconds a background fit waits before each
+    step for a gap between searches.
     ``rerank_depth`` (an index with a first stage; else None): ``"all"`` or ``"FIRST,STEP,PATIENCE"``.
     ``rerank_feedback`` (a ``self`` first stage, ``conditioned`` or ``mapped``; else None): ``"none"`` or
     ``"local-map:ROUNDS,RIDGE,POOL[,earlier|own]"``."""
@@ -167,7 +168,9 @@ def describe_index(index: Any) -> dict[str, Any]:
         "plain_search": index.plain_search_refusal() is None,
         "map_wait": bool(index.map_wait) if stage is not None and stage.query == "mapped" else None,
         "map_borrow": bool(index.map_borrow) if stage is not None and stage.query == "mapped" else None,
-        "map_fit_yield": float(index.map_fit_yield) if stage is not None and stage.query == "mapped" else None,
+        "map_fit_yield": (
+            float(index.map_fit_yield) if stage is not None and stage.query == "mapped" and not index.map_wait else None
+        ),
         "rerank_depth": None if stage is None else "all" if index.rerank_depth is None else str(index.rerank_depth),
         "rerank_feedback": feedback,
         "ids": index.store.fields["id"],

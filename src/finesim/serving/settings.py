@@ -126,8 +126,9 @@ class ServeSettings:
         if self.map_fit_yield is not None:
             if self.map_wait:
                 raise ValueError("map_fit_yield needs map_wait False: only a map fitted in the background waits")
-            if isinstance(self.map_fit_yield, bool) or not 0 <= float(self.map_fit_yield) < float("inf"):
-                raise ValueError(f"map_fit_yield must be a finite number of seconds >= 0, got {self.map_fit_yield!r}")
+            from finesim.index.two_stage import check_map_fit_yield
+
+            check_map_fit_yield(self.map_fit_yield)  # a bad value fails here, before the model loads
         for condition in self.index_conditions:
             if not isinstance(condition, str) or not condition.strip():
                 raise ValueError(f"index_conditions: {condition!r} is not a non-empty string")
