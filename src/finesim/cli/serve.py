@@ -177,7 +177,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="SECONDS",
         help="with --no-map-wait: how long a map's fit in the background waits, before each of its steps, for a "
-        "moment when no /search runs (default 1; 0: no waiting, the fit taking turns with the searches at the model "
+        "moment when no /search runs (default: 1; 0: no waiting, the fit taking turns with the searches at the model "
         "lock; at most 60; docs/search.md)",
     )
     group.add_argument(
