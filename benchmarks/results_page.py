@@ -1601,12 +1601,17 @@ FIT_YIELD_FILE = "two_stage_fit_yield_1m.json"
 
 
 def _fit_yield_points(folder: Path) -> list[dict[str, Any]]:
-    """The during-fit settings of ``two_stage_fit_yield_1m.json`` (``--latency-fit-yield``), each with ``file``; empty
-    without the file."""
+    """The during-fit settings of ``two_stage_fit_yield_1m.json`` (``--latency-fit-yield``), each with ``file`` and
+    its run's ``reference_accepted``; empty without the file."""
     path = folder / FIT_YIELD_FILE
     if not path.is_file():
         return []
-    return [{**t, "file": FIT_YIELD_FILE} for t in read(path)["results"]["latency"] if t["query_mode"] == "during-fit"]
+    results = read(path)["results"]
+    return [
+        {**t, "file": FIT_YIELD_FILE, "reference_accepted": bool(results["reference_accepted"])}
+        for t in results["latency"]
+        if t["query_mode"] == "during-fit"
+    ]
 
 
 def _pooled_latency(
@@ -1682,7 +1687,8 @@ def _pooled_latency(
             ("**met** by", "**not met**") if goal_case else ("within the bounds with", "not within them")
         )
         margin = min((t["recall_at_10_pooled"] for t in met), default=0.0) - SEARCH_GOAL_RECALL
-        if met and goal_case and (margin < POOLED_CLOSE_MARGIN or not reference_accepted):
+        accepted = all(t.get("reference_accepted", reference_accepted) for t in met)  # each point's own run's rule
+        if met and goal_case and (margin < POOLED_CLOSE_MARGIN or not accepted):
             met_word = (
                 "**not established**: within the bounds, on recall against the pooled reference (an upper bound), with"
             )
@@ -1721,7 +1727,8 @@ def _pooled_setting(t: dict[str, Any]) -> str:
     if t["query_mode"] == "during-fit":
         threads += ", the donors' maps held, one client's searches back to back in process"
     if "file" in t:
-        threads += f" (`{t['file']}`)"
+        rule = "" if t.get("reference_accepted", True) else ", whose reference failed its rule"
+        threads += f" (`{t['file']}`{rule})"
     return (
         f"{POOLED_MODES.get(t['query_mode'], t['query_mode'])}, {search}{threads}, N = {t['candidates']}:"
         f" p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms, recall@10"

@@ -1402,7 +1402,11 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
     # the goal, worked out here per case: p50 <= 500 ms, p95 <= 1 s, recall >= 0.90, over these searches and the
     # during-fit settings of the fit-yield file (a later run of the same searches)
     fit_yield = json.loads((RESULTS / "two_stage_fit_yield_1m.json").read_text(encoding="utf-8"))["results"]["latency"]
-    fit_points = [{**t, "file": "two_stage_fit_yield_1m.json"} for t in fit_yield if t["query_mode"] == "during-fit"]
+    fit_accepted = json.loads((RESULTS / "two_stage_fit_yield_1m.json").read_text(encoding="utf-8"))["results"][
+        "reference_accepted"
+    ]
+    fit_points = [{**t, "file": "two_stage_fit_yield_1m.json", "reference_accepted": fit_accepted}
+                  for t in fit_yield if t["query_mode"] == "during-fit"]  # fmt: skip
     assert {t["fit_yield"] for t in fit_points} == {0.0, 1.0}
 
     def setting(t: dict) -> str:
@@ -1415,7 +1419,8 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
         if t["query_mode"] == "during-fit":
             threads += ", the donors' maps held, one client's searches back to back in process"
         if "file" in t:
-            threads += f" (`{t['file']}`)"
+            rule = "" if t["reference_accepted"] else ", whose reference failed its rule"
+            threads += f" (`{t['file']}`{rule})"
         return (f"{modes.get(t['query_mode'], t['query_mode'])}, {names[t['first_stage_search']]}{threads},"
                 f" N = {t['candidates']}: p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms,"
                 f" recall@10 {t['recall_at_10_pooled']:.3f}")  # fmt: skip
@@ -1438,7 +1443,8 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
                and t["recall_at_10_pooled"] >= 0.90]  # fmt: skip
         if met:
             margin = min(t["recall_at_10_pooled"] for t in met) - 0.90
-            if "conditioned" in case_modes and (margin < 0.02 or not results["reference_accepted"]):
+            accepted = all(t.get("reference_accepted", results["reference_accepted"]) for t in met)
+            if "conditioned" in case_modes and (margin < 0.02 or not accepted):
                 # an upper bound on recall at the goal's edge, or a reference that failed its rule: not established
                 words = ("**not established**: within the bounds, on recall against the pooled reference (an upper"
                          " bound), with", words[1])  # fmt: skip

@@ -116,13 +116,18 @@ def positive_int(text: str) -> int:
 def map_fit_yield(text: str) -> float:
     """An argparse type: a background map fit's longest wait per step, in seconds
     (:func:`finesim.index.two_stage.check_map_fit_yield`)."""
-    from finesim.index.two_stage import check_map_fit_yield
+    from finesim.index.two_stage import MAP_FIT_YIELD_MAX, check_map_fit_yield
 
     try:
-        return check_map_fit_yield(float(text))
-    except ValueError as err:
-        message = str(err) if "map_fit_yield" in str(err) else f"expected a number of seconds, got {text!r}"
-        raise argparse.ArgumentTypeError(message) from None
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    try:
+        return check_map_fit_yield(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds from 0 to {MAP_FIT_YIELD_MAX:g}, got {text!r}"
+        ) from None
 
 
 def _as_written(parse: Any, text: str) -> str:

@@ -1171,9 +1171,12 @@ class ConditionalIndex:
         logs what it does and, unless ``in_background``, shows a progress bar when ``show_progress`` is on."""
         with self._lock:
             fitting = self._map_locks.setdefault(key, threading.Lock())
-        with self._traffic.aside():  # a search waiting for a background fit of this map must not hold it off
-            fitting.acquire()
+        acquired = fitting.acquire(blocking=False)
         try:
+            if not acquired:
+                with self._traffic.aside():  # a search waiting for a background fit of this map must not hold it off
+                    fitting.acquire()
+                    acquired = True
             store, (sample, ridge) = self.store, self._map_options()  # one snapshot: an add() replaces self.store
             count, parts = store.count, list(store.parts)
             with self._lock:
@@ -1198,7 +1201,8 @@ class ConditionalIndex:
                     self._map_conditions.pop(self._maps.popitem(last=False)[0], None)
             return fitted
         finally:
-            fitting.release()
+            if acquired:
+                fitting.release()
 
     def _save_map(self, file: Path, fitted: ConditionMap) -> None:
         """Keep a fitted map in the index folder for later processes (best effort: a read-only folder or a full disk

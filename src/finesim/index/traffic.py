@@ -31,31 +31,34 @@ class SearchTraffic:
     @contextmanager
     def search(self) -> Iterator[None]:
         """Count one search for the length of the ``with`` block."""
-        self._add(1)
-        self._local.depth = getattr(self._local, "depth", 0) + 1
+        depth, added = getattr(self._local, "depth", 0), 0
         try:
+            self._add(1)
+            added = 1
+            self._local.depth = depth + 1
             yield
         finally:
-            self._local.depth -= 1
-            self._add(-1)
+            self._local.depth = depth
+            self._add(-added)
 
     @contextmanager
     def aside(self) -> Iterator[None]:
         """Within :meth:`search`: the calling thread's searches not counted for the length of the block (a search
         waiting for work that itself waits for a gap, such as the fit of the map it needs); elsewhere nothing."""
-        depth = getattr(self._local, "depth", 0)
-        self._add(-depth)
+        depth, removed = getattr(self._local, "depth", 0), 0
         try:
+            self._add(-depth)
+            removed = depth
             yield
         finally:
-            self._add(depth)
+            self._add(removed)
 
     def _add(self, change: int) -> None:
         if not change:
             return
         with self._state:
             self._running += change
-            if not self._running:
+            if self._running <= 0:
                 self._state.notify_all()
 
     def wait_for_gap(self, limit: float) -> float:
@@ -65,5 +68,5 @@ class SearchTraffic:
             return 0.0
         start = time.monotonic()
         with self._state:
-            self._state.wait_for(lambda: not self._running, timeout=limit)
+            self._state.wait_for(lambda: self._running <= 0, timeout=limit)  # <= 0: a count gone wrong blocks nothing
         return time.monotonic() - start
