@@ -1537,6 +1537,7 @@ def search_section(folder: Path) -> list[str]:
             "two_stage_recall_1m_pooled.json",
             "two_stage_during_fit_1m.json",
             FIT_YIELD_FILE,
+            FIT_N100_FILE,
         )
     ]
     files_used = ", ".join(
@@ -1598,20 +1599,24 @@ def pooled_goal_met(point: dict[str, Any]) -> bool:
 
 
 FIT_YIELD_FILE = "two_stage_fit_yield_1m.json"
+FIT_N100_FILE = "two_stage_during_fit_n100_1m.json"  # the same step at N = 100, run after N = 75 landed at the edge
 
 
 def _fit_yield_points(folder: Path) -> list[dict[str, Any]]:
-    """The during-fit settings of ``two_stage_fit_yield_1m.json`` (``--latency-fit-yield``), each with ``file`` and
-    its run's ``reference_accepted``; empty without the file."""
-    path = folder / FIT_YIELD_FILE
-    if not path.is_file():
-        return []
-    results = read(path)["results"]
-    return [
-        {**t, "file": FIT_YIELD_FILE, "reference_accepted": bool(results["reference_accepted"])}
-        for t in results["latency"]
-        if t["query_mode"] == "during-fit"
-    ]
+    """The during-fit settings of ``two_stage_fit_yield_1m.json`` (``--latency-fit-yield``) and
+    ``two_stage_during_fit_n100_1m.json``, each with ``file`` and its run's ``reference_accepted``; none for a file
+    that is absent."""
+    points = []
+    for name in (FIT_YIELD_FILE, FIT_N100_FILE):
+        path = folder / name
+        if path.is_file():
+            results = read(path)["results"]
+            points += [
+                {**t, "file": name, "reference_accepted": bool(results["reference_accepted"])}
+                for t in results["latency"]
+                if t["query_mode"] == "during-fit"
+            ]
+    return points
 
 
 def _pooled_latency(
@@ -1780,7 +1785,9 @@ def _during_fit_yield(folder: Path) -> list[str]:
     """A never-seen condition's first queries during its map's fit, per longest wait of the fit's steps for a gap
     between searches (``two_stage_fit_yield_1m.json``, ``two_stage_pooled.py --latency-fit-yield``); empty without
     the file."""
-    points = _fit_yield_points(folder)
+    found = _fit_yield_points(folder)
+    points = [t for t in found if t["file"] == FIT_YIELD_FILE]
+    later = [t for t in found if t["file"] == FIT_N100_FILE]
     if not points:
         return []
     default = _default_fit_yield()
@@ -1800,6 +1807,22 @@ def _during_fit_yield(folder: Path) -> list[str]:
         " `map_fit_yield`: before each batch of its sample and each chunk of its pass over the first-stage vectors,"
         f" the fit waits at most that long for a moment when no search runs): {shown}."
         + (f" Run note: {note}." if note else ""),
+        *(
+            [
+                "",
+                f"At N = 100 (`{FIT_N100_FILE}`, run after N = 75 above landed at the goal's edge; the library's"
+                " defaults): "
+                + "; ".join(
+                    f"p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms, recall@10"
+                    f" {t['recall_at_10_pooled']:.3f}"
+                    + ("" if t["reference_accepted"] else " (its run's reference failed its rule)")
+                    for t in later
+                )
+                + ".",
+            ]
+            if later
+            else []
+        ),
     ]
 
 
