@@ -1741,13 +1741,14 @@ def _pooled_setting(t: dict[str, Any]) -> str:
     )
 
 
-def _default_fit_batch() -> int | None:
-    """``finesim.index.two_stage.MAP_FIT_BATCH`` (None where finesim is not importable: the page names no default)."""
+def _two_stage_default(name: str) -> float | None:
+    """The default ``finesim.index.two_stage.<name>`` (``MAP_FIT_BATCH``, ``MAP_FIT_YIELD``); None where finesim is
+    not importable: the page then names no default."""
     try:
-        from finesim.index.two_stage import MAP_FIT_BATCH
+        from finesim.index import two_stage
     except ImportError:
         return None
-    return int(MAP_FIT_BATCH)
+    return float(getattr(two_stage, name))
 
 
 def _during_fit_batches(folder: Path) -> list[str]:
@@ -1757,7 +1758,7 @@ def _during_fit_batches(folder: Path) -> list[str]:
     if not path.is_file():
         return []
     points = [t for t in read(path)["results"]["latency"] if t["query_mode"] == "during-fit"]
-    default = _default_fit_batch()
+    default = _two_stage_default("MAP_FIT_BATCH")
     shown = "; ".join(
         f"batch {t['fit_batch']}{' (the default since)' if t['fit_batch'] == default else ''}:"
         f" p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms (fits"
@@ -1772,15 +1773,6 @@ def _during_fit_batches(folder: Path) -> list[str]:
     ]
 
 
-def _default_fit_yield() -> float | None:
-    """``finesim.index.two_stage.MAP_FIT_YIELD`` (None where finesim is not importable: the page names no default)."""
-    try:
-        from finesim.index.two_stage import MAP_FIT_YIELD
-    except ImportError:
-        return None
-    return float(MAP_FIT_YIELD)
-
-
 def _during_fit_yield(folder: Path) -> list[str]:
     """A never-seen condition's first queries during its map's fit, per longest wait of the fit's steps for a gap
     between searches (``two_stage_fit_yield_1m.json``, ``two_stage_pooled.py --latency-fit-yield``); empty without
@@ -1790,7 +1782,7 @@ def _during_fit_yield(folder: Path) -> list[str]:
     later = [t for t in found if t["file"] == FIT_N100_FILE]
     if not points:
         return []
-    default = _default_fit_yield()
+    default = _two_stage_default("MAP_FIT_YIELD")
     shown = "; ".join(
         f"{t['fit_yield']:g} s{' (the default)' if t['fit_yield'] == default else ''}:"
         f" p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms, recall@10"
