@@ -197,3 +197,22 @@ def test_as_float_tensor_leaves_the_warning_filters_alone(monkeypatch) -> None:
     block.flags.writeable = False  # as a read-only memory map: torch.from_numpy notes it
     assert as_float_tensor(block)[2, 3] == 11.0
     assert as_float_tensor(block.astype(np.float16)).dtype == torch.float32
+
+
+def test_candidate_dot_multiplies_a_float16_block_in_float16_and_falls_back_where_it_overflows() -> None:
+    from finesim.index.tri import candidate_dot
+
+    block = np.array([[0.5, 0.25, -1.0], [0.1, 0.2, 0.3], [1.0, 1.0, 1.0]], dtype=np.float16)
+    block.flags.writeable = False  # as a read-only memory map
+    vector = torch.tensor([0.3, -0.7, 0.1])
+    out = candidate_dot(block, vector)
+    assert out.dtype == torch.float32
+    # by hand: the stored halves times the vector rounded to float16, each product rounded to float16
+    by_hand = (block.astype(np.float64) @ vector.numpy().astype(np.float16).astype(np.float64)).astype(np.float16)
+    np.testing.assert_array_equal(out.numpy(), by_hand.astype(np.float32))
+    # a float32 block: the float32 product, unrounded
+    np.testing.assert_allclose(candidate_dot(block.astype(np.float32), vector).numpy(),
+                               block.astype(np.float32) @ vector.numpy(), rtol=1e-6)  # fmt: skip
+    # products beyond float16's range (65504): the block is multiplied in float32 instead of returning inf
+    big = np.full((2, 4), 200.0, dtype=np.float16)
+    np.testing.assert_array_equal(candidate_dot(big, torch.full((4,), 100.0)).numpy(), [80000.0, 80000.0])

@@ -13,6 +13,7 @@ from index_helpers import assert_matches_brute_force, brute_force, build_model_d
 
 from conftest import import_or_skip
 from finesim import ConditionalIndex
+from finesim.index.tri import candidate_dot
 from finesim.index.two_stage import FIRST_STAGE, RerankCache, fit_condition_map, map_sample_rows, resolve_first_stage
 
 QUERIES = [("a man plays guitar", "the sport"), ("the dog runs in the park", "the animal"), ("a red car", "color")]
@@ -69,6 +70,38 @@ def test_the_first_stage_ranks_by_the_conditioned_query(model_dirs, corpus, tmp_
     nearest = set(np.argsort(-(stored @ query), kind="stable")[:10].tolist())
     cands = index.search_rows("a red car", "color", k=10, candidates=10, strategy="two-stage")[0]
     assert set(cands.tolist()) == nearest
+
+
+def test_a_float16_index_ranks_its_first_stage_by_the_half_product(model_dirs, corpus, tmp_path, monkeypatch):
+    """A float16 index's first stage scores every row in float16 (finesim.index.tri.candidate_dot, whose values
+    tests/index/test_tri_first_stage.py checks), in one run (not split over Python threads): the candidates are the
+    top rows by the stored halves times the query rounded to float16, each product rounded to float16, ties to the
+    lower row; the re-ranked scores stay the model's exact ones."""
+    import finesim.index.conditional_index as module
+
+    blocks: list[np.dtype] = []
+
+    def spy(block, vector):
+        blocks.append(block.dtype)
+        return candidate_dot(block, vector)
+
+    monkeypatch.setattr(module, "candidate_dot", spy)
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", dtype="float16")
+    index.rerank_feedback = None
+    index.scan_threads = 2  # split for a float32 index; a float16 one scans in one run
+    monkeypatch.setattr(module, "SCORE_CHUNK", 16)  # 8 chunks, which a float32 index would split
+    monkeypatch.setattr(module, "ThreadPoolExecutor", None)  # a split scan would fail here
+    stored = np.concatenate([index.store.array(p, FIRST_STAGE) for p in index.store.parts])
+    assert stored.dtype == np.float16
+    for query, condition in QUERIES:
+        vector = index.embedder.conditioned([query], condition)[0]
+        by_hand = (stored.astype(np.float64) @ vector.astype(np.float16).astype(np.float64)).astype(np.float16)
+        order = np.lexsort((np.arange(len(corpus)), -by_hand.astype(np.float64)))
+        cands = index.search_rows(query, condition, k=10, candidates=10, strategy="two-stage")[0]
+        assert set(cands.tolist()) == set(order[:10].tolist())
+        results = index.search(query, condition, k=5, candidates=len(corpus), strategy="two-stage")
+        assert_matches_brute_force(results, model_dirs["bi"], query, corpus, condition, 5)
+    assert blocks and set(blocks) == {np.dtype(np.float16)}
 
 
 def test_auto_is_exact_for_a_stored_condition(model_dirs, corpus, tmp_path):

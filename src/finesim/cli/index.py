@@ -247,6 +247,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide progress bars (info shows none)")
     p.set_defaults(func=run_info)
 
+    p = command_parser(
+        actions,
+        "convert",
+        help="copy an index with its vectors stored as another dtype",
+        description="Copy an index into a new folder with its vectors cast to --dtype, without embedding anything "
+        "again: float16 halves the size and scans a first stage 3x faster (docs/search.md). Texts, IDs, metadata "
+        "and stored conditions are carried over; faiss indexes and fitted maps are built again on first use.",
+    )
+    p.add_argument("index_dir", metavar="DIR", help="the index folder (only read)")
+    p.add_argument("--output-dir", "-o", required=True, metavar="DIR", help="the new index folder")
+    p.add_argument("--dtype", choices=["float32", "float16"], required=True, help="storage type of the copy's vectors")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(func=run_convert)
+
     index.set_defaults(func=show_help(index))
 
 
@@ -543,4 +557,15 @@ def run_info(args: argparse.Namespace) -> int:
         if verified["unrecorded"]:
             listed = ", ".join(verified["unrecorded"][:3]) + (" ..." if len(verified["unrecorded"]) > 3 else "")
             print(f"unchecked  {len(verified['unrecorded'])} files have no recorded checksum (older finesim): {listed}")
+    return 0
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """``finesim index convert``: casts the stored vectors into a new folder (no model is loaded)."""
+    from finesim.index.convert import convert_index
+
+    store = convert_index(args.index_dir, args.output_dir, args.dtype, show_progress=not args.no_progress)
+    info = store.describe()
+    print(f"wrote {store.root}: {info['count']} x {info['dims']['index']} {info['dtype']} in {len(info['parts'])} "
+          f"part(s), {len(info['conditions'])} stored condition(s), {info['bytes'] / 2**20:.1f} MiB")  # fmt: skip
     return 0

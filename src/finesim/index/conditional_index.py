@@ -71,7 +71,7 @@ from finesim.index.store import (
 )
 from finesim.index.topk import best_rows
 from finesim.index.traffic import SearchTraffic
-from finesim.index.tri import as_float_tensor
+from finesim.index.tri import as_float_tensor, candidate_dot
 from finesim.index.two_stage import (
     BORROWED,
     DEFAULT_CANDIDATES,
@@ -990,7 +990,8 @@ class ConditionalIndex:
         core, for a process answering several searches at once. torch runs a float32 matrix-vector product on one
         thread on CPU, so the split is what puts the other cores to work: on the 2-core host of
         ``benchmarks/two_stage_pooled.py --latency``, 2 threads took 77-121 ms off the p50 of each exact-scan
-        setting over 1M texts against 1 (``two_stage_recall_1m_pooled.json``)."""
+        setting over 1M texts against 1 (``two_stage_recall_1m_pooled.json``). A float16 index's first-stage scan is
+        not split: its half product already runs on torch's threads (:func:`~finesim.index.tri.candidate_dot`)."""
         return self._scan_threads
 
     @scan_threads.setter
@@ -1070,8 +1071,18 @@ class ConditionalIndex:
         """The ``wanted`` rows whose first-stage vectors have the highest dot product with ``vector``: exactly, or
         through the faiss index of the first-stage vectors (``kind``)."""
         if kind is None:
-            return self._exact(FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask, split=True)[0]
+            return self._first_stage_scan(vector, wanted, mask)
         return _keep(self._ann_for_first_stage(kind).search(vector.numpy(), wanted), mask)
+
+    def _first_stage_scan(
+        self, vector: torch.Tensor, wanted: int, mask: np.ndarray | None, row_scale: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The ``wanted`` rows with the highest ``x . vector`` over every first-stage vector ``x`` (times
+        ``row_scale[row]`` when given): :func:`~finesim.index.tri.candidate_dot`, split over :attr:`scan_threads`
+        for a float32 index; a float16 index's half product runs on torch's own threads (split, it was slower)."""
+        split = self.store.dtype != "float16"
+        score = functools.partial(candidate_dot, vector=vector)
+        return self._exact(FIRST_STAGE, score, wanted, mask, row_scale, split=split)[0]
 
     def _borrowed_map(self, condition: str, key: str) -> ConditionMap | None:
         """The held map (fitting this index's size and map options) of the condition nearest to ``condition``: the
@@ -1267,9 +1278,7 @@ class ConditionalIndex:
         ``x . W q`` (faiss's inner product), which the per-row scale then re-ranks."""
         vector = _finite_query(torch.from_numpy(fitted.query_vector(query_vector.numpy())))
         if kind is None:
-            return self._exact(
-                FIRST_STAGE, lambda b: as_float_tensor(b) @ vector, wanted, mask, fitted.inverse_norms, split=True
-            )[0]
+            return self._first_stage_scan(vector, wanted, mask, fitted.inverse_norms)
         pool = _keep(self._ann_for_first_stage(kind).search(vector.numpy(), MAP_POOL * wanted), mask)
         pool = pool[pool < fitted.count]  # rows added since the map was fitted wait for the next query's map
         scores = (as_float_tensor(self._gather(pool, FIRST_STAGE)) @ vector).numpy() * fitted.inverse_norms[pool]
