@@ -630,6 +630,7 @@ def main() -> None:
             "seed": args.seed,
             "depth": args.depth,
             "k": K,
+            "index_dtype": index.store.dtype,  # float16: its first stage scanned in float16 (candidate_dot)
             "map_sample": index.map_sample,
             "map_ridge": index.map_ridge,
             "own_text_left_out": True,

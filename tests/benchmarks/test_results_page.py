@@ -1402,11 +1402,19 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
     # the goal, worked out here per case: p50 <= 500 ms, p95 <= 1 s, recall >= 0.90, over these searches and the
     # during-fit settings of the fit-yield file and of the N = 100 file (later runs of the same searches)
     fit_points = []
-    for name in ("two_stage_fit_yield_1m.json", "two_stage_during_fit_n100_1m.json"):
-        fit_file = json.loads((RESULTS / name).read_text(encoding="utf-8"))["results"]
-        fit_points += [{**t, "file": name, "reference_accepted": fit_file["reference_accepted"]}
-                       for t in fit_file["latency"] if t["query_mode"] == "during-fit"]  # fmt: skip
+    n100_files = ("two_stage_during_fit_n100_1m.json", "two_stage_during_fit_n100_f16_1m.json",
+                  "two_stage_during_fit_n100_f16_depth16k_1m.json")  # fmt: skip
+    for name in ("two_stage_fit_yield_1m.json", *n100_files):
+        if not (RESULTS / name).is_file():
+            continue
+        fit_file = json.loads((RESULTS / name).read_text(encoding="utf-8"))
+        fit_points += [{**t, "file": name, "reference_accepted": fit_file["results"]["reference_accepted"],
+                        "depth": fit_file["settings"]["depth"],
+                        "index_dtype": fit_file["settings"].get("index_dtype", "float32")}
+                       for t in fit_file["results"]["latency"] if t["query_mode"] == "during-fit"]  # fmt: skip
     assert {t["fit_yield"] for t in fit_points} == {0.0, 1.0}
+    assert "two_stage_during_fit_n100_f16_1m.json" in {t["file"] for t in fit_points}
+    assert {t["index_dtype"] for t in fit_points} == {"float32", "float16"}
 
     def setting(t: dict) -> str:
         threads = (
@@ -1417,12 +1425,20 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
             threads += f", the fit's batch {t['fit_batch']} {waits} for a gap between searches"
         if t["query_mode"] == "during-fit":
             threads += ", the donors' maps held, one client's searches back to back in process"
+        if t.get("index_dtype") == "float16":
+            threads += ", the index stored as float16 (its first stage scanned in float16)"
         if "file" in t:
             rule = "" if t["reference_accepted"] else ", whose reference failed its rule"
-            threads += f" (`{t['file']}`{rule})"
+            threads += f" (`{t['file']}`, reference depth {t['depth']:,}{rule})"
         return (f"{modes.get(t['query_mode'], t['query_mode'])}, {names[t['first_stage_search']]}{threads},"
                 f" N = {t['candidates']}: p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms,"
                 f" recall@10 {t['recall_at_10_pooled']:.3f}")  # fmt: skip
+
+    def edge(t: dict) -> str:
+        margin = t["recall_at_10_pooled"] - 0.90
+        return setting(t) + f" (a margin of {margin:.3f} from {t['searches']} searches: at the goal's edge)" * (
+            margin < 0.02
+        )
 
     parts = []
     for name, case_modes in [
@@ -1430,34 +1446,37 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
         ("with the own map's fit stubbed out (a lower bound on time, not a state a server reaches)", ("borrowed",)),
         ("a condition seen before (its own map held; not the goal's case)", ("mapped",)),
     ]:
-        words = (
-            ("**met** by", "**not met**")
-            if "conditioned" in case_modes
-            else ("within the bounds with", "not within them")
-        )
         case = [t for t in (*timed, *fit_points) if t["query_mode"] in case_modes]
         if not case:
             continue
         met = [t for t in case if t["p50_seconds"] <= 0.5 and t["p95_seconds"] <= 1.0
                and t["recall_at_10_pooled"] >= 0.90]  # fmt: skip
-        if met:
-            margin = min(t["recall_at_10_pooled"] for t in met) - 0.90
-            accepted = all(t.get("reference_accepted", results["reference_accepted"]) for t in met)
-            if "conditioned" in case_modes and (margin < 0.02 or not accepted):
-                # an upper bound on recall at the goal's edge, or a reference that failed its rule: not established
-                words = ("**not established**: within the bounds, on recall against the pooled reference (an upper"
-                         " bound), with", words[1])  # fmt: skip
-            text = f"{name}: {words[0]} " + "; ".join(setting(t) for t in met)
-            text += f" (a margin of {margin:.3f} from {met[0]['searches']} searches: at the goal's edge)" * (
-                margin < 0.02
-            )
+        goal_case = "conditioned" in case_modes
+        if met and goal_case:
+            # each point on its own: a margin of 0.02 on a reference that passed its run's rule establishes the goal
+            solid = [t for t in met if t["recall_at_10_pooled"] - 0.90 >= 0.02
+                     and t.get("reference_accepted", results["reference_accepted"])]  # fmt: skip
+            short = [t for t in met if t not in solid]
+            if solid:
+                text = f"{name}: **met** by " + "; ".join(setting(t) for t in solid)
+                text += ("; within the bounds without establishing it: " + "; ".join(edge(t) for t in short)) * bool(
+                    short
+                )
+            else:
+                text = (f"{name}: **not established**: within the bounds, on recall against the pooled reference (an"
+                        " upper bound), with " + "; ".join(edge(t) for t in short))  # fmt: skip
+        elif met:
+            text = f"{name}: within the bounds with " + "; ".join(edge(t) for t in met)
         else:
             within = [t for t in case if t["p50_seconds"] <= 0.5]
             best = max(within, key=lambda t: t["recall_at_10_pooled"]) if within else None
-            text = f"{name}: {words[1]}" + (f" (best recall within the p50 bound: {setting(best)})" if best else "")
+            words = "**not met**" if goal_case else "not within them"
+            text = f"{name}: {words}" + (f" (best recall within the p50 bound: {setting(best)})" if best else "")
         parts.append(text)
-    assert ("judged on these timed searches and those of `two_stage_fit_yield_1m.json` (below), whose recall is an"
-            " upper bound (the pooled reference): " + "; ".join(parts) + ".") in section  # fmt: skip
+    files_named = ", ".join(f"`{f}`" for f in dict.fromkeys(t["file"] for t in fit_points))
+    assert (f"judged on these timed searches and those of {files_named} (below), on recall against the pooled"
+            " reference (an upper bound; taken as the 1M reference where its run passed its rule): "
+            + "; ".join(parts) + ".") in section  # fmt: skip
     during = next(t for t in timed if t["query_mode"] == "during-fit")
     fits = sorted(v for v in during["fit_seconds"].values() if v is not None)
     assert f"the map was held {fits[0]:.0f}–{fits[-1]:.0f} s after the first search" in section
@@ -1485,9 +1504,10 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
         fits = sorted(v for v in t["fit_seconds"].values() if v is not None)
         assert (f"{t['fit_yield']:g} s{default}: {ms}, recall@10 {t['recall_at_10_pooled']:.3f} (fits held after"
                 f" {fits[0]:.0f}–{fits[-1]:.0f} s)") in section  # fmt: skip
-    # the N = 100 run: its own sentence, its reference's rule named when it failed
-    assert "`two_stage_during_fit_n100_1m.json`" in files
-    for t in (t for t in fit_points if t["file"] == "two_stage_during_fit_n100_1m.json"):
+    # the N = 100 runs: one sentence, each run's index dtype, file and reference depth, its rule named when it failed
+    for t in (t for t in fit_points if t["file"] in n100_files):
+        assert f"`{t['file']}`" in files
         failed = "" if t["reference_accepted"] else " (its run's reference failed its rule)"
-        assert (f"p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms, recall@10"
+        assert (f"{t['index_dtype']} (`{t['file']}`, reference depth {t['depth']:,}): p50"
+                f" {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms, recall@10"
                 f" {t['recall_at_10_pooled']:.3f}{failed}") in section  # fmt: skip

@@ -302,6 +302,35 @@ def test_float16_storage(model_dirs, corpus, tmp_path):
     np.testing.assert_allclose([r["score"] for r in results], [exact[r["index"]] for r in results], atol=5e-3)
 
 
+def test_a_float16_stored_condition_is_searched_by_the_half_product_and_scored_in_float32(
+    model_dirs, corpus, tmp_path, monkeypatch
+):
+    """Exact search of a float16 index's stored condition: the half product (finesim.index.tri.candidate_dot) picks
+    the top 2 k + HALF_SCAN_MARGIN rows, which return with their float32 scores: the same rows and scores as the
+    float32 product of the stored halves, computed here by hand."""
+    from finesim.index.tri import candidate_dot
+
+    blocks = []
+
+    def spy(block, vector):
+        blocks.append(block.dtype)
+        return candidate_dot(block, vector)
+
+    monkeypatch.setattr(ci, "candidate_dot", spy)
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "index", dtype="float16",
+                                   conditions=["the sport"])  # fmt: skip
+    key = index.key("the sport")
+    stored = np.concatenate([np.asarray(index.store.condition_array(key, p)) for p in index.store.parts])
+    assert stored.dtype == np.float16
+    vector = index.embedder.conditioned(["a man plays guitar"], "the sport")[0]
+    by_hand = stored.astype(np.float32) @ vector.astype(np.float32)
+    order = np.lexsort((np.arange(len(corpus)), -by_hand))[:7]
+    results = index.search("a man plays guitar", "the sport", k=7, strategy="exact")
+    assert [r["index"] for r in results] == order.tolist()
+    np.testing.assert_allclose([r["score"] for r in results], by_hand[order], rtol=1e-6, atol=1e-7)
+    assert blocks and set(blocks) == {np.dtype(np.float16)}
+
+
 def test_recall_at_k_function():
     assert recall_at_k([1, 2, 3, 4], [4, 3, 9, 8], k=4) == 0.5
     assert recall_at_k([1, 2, 3], [3, 2, 1], k=2) == 0.5

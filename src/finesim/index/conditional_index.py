@@ -106,6 +106,9 @@ logger = logging.getLogger("finesim.index")
 
 ENCODE_CHUNK = 4096  # texts embedded per step of build / add / a condition's first query
 SCORE_CHUNK = 16384  # stored rows scored per step of a search
+# an exact search of a float16 index's stored condition takes the top 2 k + HALF_SCAN_MARGIN rows by the half product
+# (each product rounded to float16) and returns the k best of them by their float32 scores
+HALF_SCAN_MARGIN = 16
 MASKS = 32  # filters (``where``) whose row masks a ConditionalIndex keeps
 
 
@@ -795,6 +798,9 @@ class ConditionalIndex:
             return as_float_tensor(block) @ vector
 
         if kind is None:
+            if self.store.dtype == "float16":  # the half product picks a margin of rows, then their float32 scores
+                rows = self._dot_scan(key, vector, 2 * k + HALF_SCAN_MARGIN, mask)
+                return best_rows(dot(self._gather(rows, key)).numpy(), rows, k)
             return self._exact(key, dot, k, mask, split=True)
         ann = self._ann_for(condition, kind)
         found = _keep(ann.search(vector.numpy(), max(candidates or k, k)), mask)
@@ -1071,18 +1077,24 @@ class ConditionalIndex:
         """The ``wanted`` rows whose first-stage vectors have the highest dot product with ``vector``: exactly, or
         through the faiss index of the first-stage vectors (``kind``)."""
         if kind is None:
-            return self._first_stage_scan(vector, wanted, mask)
+            return self._dot_scan(FIRST_STAGE, vector, wanted, mask)
         return _keep(self._ann_for_first_stage(kind).search(vector.numpy(), wanted), mask)
 
-    def _first_stage_scan(
-        self, vector: torch.Tensor, wanted: int, mask: np.ndarray | None, row_scale: np.ndarray | None = None
+    def _dot_scan(
+        self,
+        key: str,
+        vector: torch.Tensor,
+        wanted: int,
+        mask: np.ndarray | None,
+        row_scale: np.ndarray | None = None,
     ) -> np.ndarray:
-        """The ``wanted`` rows with the highest ``x . vector`` over every first-stage vector ``x`` (times
-        ``row_scale[row]`` when given): :func:`~finesim.index.tri.candidate_dot`, split over :attr:`scan_threads`
-        for a float32 index; a float16 index's half product runs on torch's own threads (split, it was slower)."""
+        """The ``wanted`` rows with the highest ``x . vector`` over every vector ``x`` of the stored array ``key``
+        (the first stage's, a stored condition's; times ``row_scale[row]`` when given):
+        :func:`~finesim.index.tri.candidate_dot`, split over :attr:`scan_threads` for a float32 index; a float16
+        index's half product runs on torch's own threads (split, it was slower)."""
         split = self.store.dtype != "float16"
         score = functools.partial(candidate_dot, vector=vector)
-        return self._exact(FIRST_STAGE, score, wanted, mask, row_scale, split=split)[0]
+        return self._exact(key, score, wanted, mask, row_scale, split=split)[0]
 
     def _borrowed_map(self, condition: str, key: str) -> ConditionMap | None:
         """The held map (fitting this index's size and map options) of the condition nearest to ``condition``: the
@@ -1278,7 +1290,7 @@ class ConditionalIndex:
         ``x . W q`` (faiss's inner product), which the per-row scale then re-ranks."""
         vector = _finite_query(torch.from_numpy(fitted.query_vector(query_vector.numpy())))
         if kind is None:
-            return self._first_stage_scan(vector, wanted, mask, fitted.inverse_norms)
+            return self._dot_scan(FIRST_STAGE, vector, wanted, mask, fitted.inverse_norms)
         pool = _keep(self._ann_for_first_stage(kind).search(vector.numpy(), MAP_POOL * wanted), mask)
         pool = pool[pool < fitted.count]  # rows added since the map was fitted wait for the next query's map
         scores = (as_float_tensor(self._gather(pool, FIRST_STAGE)) @ vector).numpy() * fitted.inverse_norms[pool]
