@@ -10,7 +10,7 @@ product (how a float16 index was scanned before the half product; computed here,
 median and p95 ms per setting, and the share of the float32 scan's top rows the float16 scans keep. Run it with
 nothing else on the machine:
 
-    python benchmarks/first_stage_scan.py --index /scratch/ts1m-bf16/index --half /scratch/ts1m-f16/index
+    python benchmarks/first_stage_scan.py --index /scratch/index-1m --half /scratch/index-1m-f16
 """
 
 from __future__ import annotations
@@ -54,17 +54,19 @@ def main() -> None:
         raise SystemExit(f"--index must be float32 and --half float16, got {full.store.dtype} and {half.store.dtype}")
     if len(full) != len(half) or full.store.texts([0, len(full) - 1]) != half.store.texts([0, len(half) - 1]):
         raise SystemExit("--half is not a copy of --index (other rows)")
+    if full.first_stage_spec is None:
+        raise SystemExit(f"--index {args.index}: no first stage to scan")
     rng = np.random.default_rng(args.seed)
     rows = rng.choice(len(full), args.scans, replace=False)
-    dim = full.first_stage_spec.dim if full.first_stage_spec else 0
+    dim = full.first_stage_spec.dim
     queries = []
     for row in rows:  # a stored vector moved by noise of about its own size, at unit length
         x = full._gather(np.array([row]), FIRST_STAGE)[0] + rng.normal(0, 1 / np.sqrt(dim), dim).astype(np.float32)
         queries.append(torch.from_numpy(x / np.linalg.norm(x)))
     wanted = args.wanted
     settings: dict[str, Any] = {
-        "float32": lambda q: full._dot_scan(FIRST_STAGE, q, wanted, None),
-        "float16": lambda q: half._dot_scan(FIRST_STAGE, q, wanted, None),
+        "float32": lambda q: full._dot_scan(FIRST_STAGE, q, wanted, None)[0],
+        "float16": lambda q: half._dot_scan(FIRST_STAGE, q, wanted, None)[0],
         "float16 converted to float32": lambda q: converted_scan(half, q, wanted),
     }
     for scan in settings.values():  # warm: page cache, threads

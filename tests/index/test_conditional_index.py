@@ -331,6 +331,41 @@ def test_a_float16_stored_condition_is_searched_by_the_half_product_and_scored_i
     assert blocks and set(blocks) == {np.dtype(np.float16)}
 
 
+def test_a_float16_stored_condition_too_close_to_tell_apart_in_float16_is_scanned_in_float32(
+    model_dirs, corpus, tmp_path
+):
+    """Every row the same unit vector but the last, nudged up by one float16 step where the query is positive: the
+    same half product as the others, a higher float32 score. The half product's top 2 k + 16 rows (ties to the lower
+    row) leave it out, no row can be told apart within the product's error bound, so the search scans in float32 and
+    returns it first."""
+    from finesim.index.tri import candidate_dot
+
+    folder = tmp_path / "index"
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, folder, dtype="float16", conditions=["the sport"])
+    vector = index.embedder.conditioned(["a man plays guitar"], "the sport")[0]
+    base = (vector / np.linalg.norm(vector)).astype(np.float16)
+    for j in np.argsort(-vector):
+        nudged = base.copy()
+        nudged[j] = np.nextafter(base[j], np.float16(np.inf))
+        pair = np.stack([base, nudged])
+        halves = candidate_dot(pair, torch.as_tensor(vector)).numpy()
+        if halves[0] == halves[1] and (pair.astype(np.float32) @ vector)[1] > (pair.astype(np.float32) @ vector)[0]:
+            break
+    else:
+        pytest.fail("no component where one float16 step leaves the half product as it was")
+    assert len(index.store.parts) == 1
+    array = np.load(index.store.condition_file(index.key("the sport"), index.store.parts[0]), mmap_mode="r+")
+    array[:] = base
+    array[-1] = nudged
+    array.flush()
+    del array
+    index = ConditionalIndex.open(folder)
+    results = index.search("a man plays guitar", "the sport", k=3, strategy="exact")
+    assert [r["index"] for r in results] == [len(corpus) - 1, 0, 1]
+    exact = np.float32(nudged.astype(np.float32) @ vector)
+    assert results[0]["score"] == pytest.approx(float(exact), abs=1e-6)
+
+
 def test_recall_at_k_function():
     assert recall_at_k([1, 2, 3, 4], [4, 3, 9, 8], k=4) == 0.5
     assert recall_at_k([1, 2, 3], [3, 2, 1], k=2) == 0.5

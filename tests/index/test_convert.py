@@ -13,6 +13,7 @@ from index_helpers import build_model_dirs, make_corpus
 from finesim import ConditionalIndex
 from finesim.cli.main import main
 from finesim.index.convert import convert_index
+from finesim.index.errors import IndexFormatError
 from finesim.index.store import IndexStore
 from finesim.index.two_stage import FIRST_STAGE
 
@@ -69,17 +70,26 @@ def test_a_converted_bi_encoder_index_holds_the_cast_vectors_and_everything_else
     np.testing.assert_array_equal(arrays(back, FIRST_STAGE), arrays(new, FIRST_STAGE).astype(np.float32))
 
 
-def test_a_condition_missing_from_a_part_is_left_behind(model_dirs, tmp_path):
+def test_a_condition_is_carried_for_the_parts_it_covers_and_a_tri_encoder_index_converts(model_dirs, tmp_path):
     texts = make_corpus(40, seed=6)
     source = tmp_path / "source"
     index = ConditionalIndex.build(str(model_dirs["tri-hadamard"]), texts[:30], source)
     index.add(texts[30:])
     new = convert_index(source, tmp_path / "half", "float16")
     np.testing.assert_array_equal(arrays(new, "sentences"), arrays(index.store, "sentences").astype(np.float16))
-    bi = ConditionalIndex.build(str(model_dirs["bi"]), texts, tmp_path / "bi", conditions=["the sport"])
-    key = bi.store.stored_conditions()[0]["key"]
-    bi.store.condition_file(key, bi.store.parts[0]).unlink()  # as if embedded for no part yet
-    assert convert_index(tmp_path / "bi", tmp_path / "bi-half", "float16").stored_conditions() == []
+    bi = ConditionalIndex.build(str(model_dirs["bi"]), texts[:30], tmp_path / "bi", conditions=["the sport"])
+    bi.add(texts[30:])
+    key = bi.key("the sport")
+    first, second = bi.store.parts
+    expected = np.asarray(bi.store.condition_array(key, second)).astype(np.float16)
+    bi.store.condition_file(key, first).unlink()  # as if embedded for the second part only
+    copied = convert_index(tmp_path / "bi", tmp_path / "bi-half", "float16")
+    assert [c["parts"] for c in copied.stored_conditions()] == [1]
+    np.testing.assert_array_equal(copied.condition_array(key, copied.parts[1]), expected)
+    half = ConditionalIndex.open(tmp_path / "bi-half")
+    before = half.embedder.encoded
+    half.search("a dog", "the sport", k=3, strategy="exact")  # embeds the first part's 30 rows only
+    assert half.embedder.encoded - before == 30 + 1
 
 
 def test_refusals_leave_no_index_behind(model_dirs, tmp_path):
@@ -90,7 +100,7 @@ def test_refusals_leave_no_index_behind(model_dirs, tmp_path):
         convert_index(source, tmp_path / "same", "float32")
     with pytest.raises(ValueError, match=r"dtype must be one of \['float32', 'float16'\], got 'int8'"):
         convert_index(source, tmp_path / "int8", "int8")
-    with pytest.raises(ValueError, match="needs a new folder, not its source's"):
+    with pytest.raises(ValueError, match="needs a folder outside its source"):
         convert_index(source, source, "float16")
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
@@ -106,8 +116,36 @@ def test_refusals_leave_no_index_behind(model_dirs, tmp_path):
     path = store.part_dir(store.parts[0]) / f"{FIRST_STAGE}.npy"
     with pytest.raises(ValueError, match=f"{path}: row 17 does not fit float16"):
         convert_index(source, tmp_path / "overflow", "float16")
-    assert not (tmp_path / "overflow" / "manifest.json").exists()
-    assert not [p for p in (tmp_path / "overflow" / "parts").iterdir()]  # the part being written was removed
+    assert not (tmp_path / "overflow").exists()  # the folder it created is gone
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="does not fit float16"):
+        convert_index(source, tmp_path / "empty", "float16")
+    assert {p.name for p in (tmp_path / "empty").iterdir()} <= {".lock"}  # the folder given stays, reusable
+    with pytest.raises(ValueError, match="needs a folder outside its source"):
+        convert_index(source, source / "parts" / "copy", "float16")
+    with pytest.raises(ValueError, match="needs a folder outside its source"):
+        convert_index(source, tmp_path, "float16")
+
+    array = np.load(path, mmap_mode="r+")
+    array[17, 3] = np.nan
+    array.flush()
+    del array
+    with pytest.raises(IndexFormatError, match="row 17 holds NaN or infinite values"):
+        convert_index(source, tmp_path / "nan", "float16")
+
+
+def test_a_part_whose_texts_changed_since_written_is_refused_and_nothing_is_left(model_dirs, tmp_path):
+    texts = make_corpus(30, seed=9)
+    source = tmp_path / "source"
+    index = ConditionalIndex.build(str(model_dirs["bi"]), texts[:20], source)
+    index.add(texts[20:])
+    second = IndexStore.open(source).parts[1]
+    lines = IndexStore.open(source).part_dir(second) / "texts.jsonl"
+    content = lines.read_text(encoding="utf-8")
+    lines.write_text(content.replace(content[2], "X" if content[2] != "X" else "Y", 1), encoding="utf-8")  # same size
+    with pytest.raises(IndexFormatError, match=r"texts\.jsonl: its texts do not match their recorded SHA-256"):
+        convert_index(source, tmp_path / "copy", "float16")
+    assert not (tmp_path / "copy").exists()  # the first part, written before, removed with the folder
 
 
 def test_convert_on_the_command_line(model_dirs, tmp_path, capsys):

@@ -32,7 +32,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +66,12 @@ from finesim.index.store import (
     lines_sha256,
     new_part_id,
     remove_leftovers,
+    utc_now,
     writer_lock,
 )
 from finesim.index.topk import best_rows
 from finesim.index.traffic import SearchTraffic
-from finesim.index.tri import as_float_tensor, candidate_dot
+from finesim.index.tri import HALF_PRODUCT, as_float_tensor, candidate_dot, half_product_bound
 from finesim.index.two_stage import (
     BORROWED,
     DEFAULT_CANDIDATES,
@@ -107,7 +107,8 @@ logger = logging.getLogger("finesim.index")
 ENCODE_CHUNK = 4096  # texts embedded per step of build / add / a condition's first query
 SCORE_CHUNK = 16384  # stored rows scored per step of a search
 # an exact search of a float16 index's stored condition takes the top 2 k + HALF_SCAN_MARGIN rows by the half product
-# (each product rounded to float16) and returns the k best of them by their float32 scores
+# (each product rounded to float16) and returns the k best of them by their float32 scores when no row left out can
+# beat them (ConditionalIndex._certified_half_scan); otherwise it scans in float32
 HALF_SCAN_MARGIN = 16
 MASKS = 32  # filters (``where``) whose row masks a ConditionalIndex keeps
 
@@ -206,10 +207,6 @@ def _check_text(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"the {what} must be a non-empty string, got {value!r}")
     return value
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _progress(total: int, desc: str, enabled: bool) -> Any:
@@ -396,7 +393,7 @@ class ConditionalIndex:
         if stage_model is not None:
             stage = FirstStageEncoder(index_encoder, stage_model, stage_query, device=device)
         fingerprint = model_fingerprint(loaded)
-        created = _now()
+        created = utc_now()
         manifest: dict[str, Any] = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -566,7 +563,7 @@ class ConditionalIndex:
             manifest["parts"] = [*manifest["parts"], entry]
             manifest["count"] = int(manifest["count"]) + count
             manifest["corpus"] = [*manifest.get("corpus", []), *({**c, "part": entry["id"]} for c in corpus)]
-            manifest["updated"] = _now()
+            manifest["updated"] = utc_now()
             for key, condition in keys.items():
                 current.write_condition_meta(key, condition)
             current.commit(manifest)
@@ -798,9 +795,10 @@ class ConditionalIndex:
             return as_float_tensor(block) @ vector
 
         if kind is None:
-            if self.store.dtype == "float16":  # the half product picks a margin of rows, then their float32 scores
-                rows = self._dot_scan(key, vector, 2 * k + HALF_SCAN_MARGIN, mask)
-                return best_rows(dot(self._gather(rows, key)).numpy(), rows, k)
+            if self.store.dtype == "float16" and HALF_PRODUCT:
+                certified = self._certified_half_scan(key, vector, k, mask, dot)
+                if certified is not None:
+                    return certified
             return self._exact(key, dot, k, mask, split=True)
         ann = self._ann_for(condition, kind)
         found = _keep(ann.search(vector.numpy(), max(candidates or k, k)), mask)
@@ -996,8 +994,9 @@ class ConditionalIndex:
         core, for a process answering several searches at once. torch runs a float32 matrix-vector product on one
         thread on CPU, so the split is what puts the other cores to work: on the 2-core host of
         ``benchmarks/two_stage_pooled.py --latency``, 2 threads took 77-121 ms off the p50 of each exact-scan
-        setting over 1M texts against 1 (``two_stage_recall_1m_pooled.json``). A float16 index's first-stage scan is
-        not split: its half product already runs on torch's threads (:func:`~finesim.index.tri.candidate_dot`)."""
+        setting over 1M texts against 1 (``two_stage_recall_1m_pooled.json``). A float16 index's scans by the half
+        product (its first stage's, a stored condition's) are not split: that product already runs on torch's
+        threads (:func:`~finesim.index.tri.candidate_dot`)."""
         return self._scan_threads
 
     @scan_threads.setter
@@ -1077,8 +1076,27 @@ class ConditionalIndex:
         """The ``wanted`` rows whose first-stage vectors have the highest dot product with ``vector``: exactly, or
         through the faiss index of the first-stage vectors (``kind``)."""
         if kind is None:
-            return self._dot_scan(FIRST_STAGE, vector, wanted, mask)
+            return self._dot_scan(FIRST_STAGE, vector, wanted, mask)[0]
         return _keep(self._ann_for_first_stage(kind).search(vector.numpy(), wanted), mask)
+
+    def _certified_half_scan(
+        self, key: str, vector: torch.Tensor, k: int, mask: np.ndarray | None, dot: Callable[[np.ndarray], torch.Tensor]
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Exact search of a float16 stored condition through the half product: its top ``2 k + HALF_SCAN_MARGIN``
+        rows, scored in float32 (``dot``), whose ``k`` best are returned when no row left out can beat them: the
+        ``k``-th float32 score exceeds the lowest half product taken by more than the product's error bound
+        (:func:`~finesim.index.tri.half_product_bound`; the stored rows are unit vectors). None otherwise (rows too
+        close to tell apart in float16: the caller scans in float32)."""
+        wanted = 2 * k + HALF_SCAN_MARGIN
+        rows, halves = self._dot_scan(key, vector, wanted, mask)
+        top_rows, top_scores = best_rows(dot(self._gather(rows, key)).numpy(), rows, k)
+        if len(rows) < wanted:  # every row the mask keeps was taken
+            return top_rows, top_scores
+        lowest = float(halves[-1])  # best first: the lowest half product taken
+        bound = half_product_bound(lowest, float(torch.linalg.vector_norm(vector)), row_norm=1.001)
+        if len(top_scores) == k and float(top_scores[-1]) > lowest + bound:
+            return top_rows, top_scores
+        return None
 
     def _dot_scan(
         self,
@@ -1087,14 +1105,14 @@ class ConditionalIndex:
         wanted: int,
         mask: np.ndarray | None,
         row_scale: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """The ``wanted`` rows with the highest ``x . vector`` over every vector ``x`` of the stored array ``key``
-        (the first stage's, a stored condition's; times ``row_scale[row]`` when given):
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, scores)``: the ``wanted`` rows with the highest ``x . vector`` over every vector ``x`` of the
+        stored array ``key`` (the first stage's, a stored condition's; times ``row_scale[row]`` when given), best first:
         :func:`~finesim.index.tri.candidate_dot`, split over :attr:`scan_threads` for a float32 index; a float16
         index's half product runs on torch's own threads (split, it was slower)."""
         split = self.store.dtype != "float16"
         score = functools.partial(candidate_dot, vector=vector)
-        return self._exact(key, score, wanted, mask, row_scale, split=split)[0]
+        return self._exact(key, score, wanted, mask, row_scale, split=split)
 
     def _borrowed_map(self, condition: str, key: str) -> ConditionMap | None:
         """The held map (fitting this index's size and map options) of the condition nearest to ``condition``: the
@@ -1290,7 +1308,7 @@ class ConditionalIndex:
         ``x . W q`` (faiss's inner product), which the per-row scale then re-ranks."""
         vector = _finite_query(torch.from_numpy(fitted.query_vector(query_vector.numpy())))
         if kind is None:
-            return self._dot_scan(FIRST_STAGE, vector, wanted, mask, fitted.inverse_norms)
+            return self._dot_scan(FIRST_STAGE, vector, wanted, mask, fitted.inverse_norms)[0]
         pool = _keep(self._ann_for_first_stage(kind).search(vector.numpy(), MAP_POOL * wanted), mask)
         pool = pool[pool < fitted.count]  # rows added since the map was fitted wait for the next query's map
         scores = (as_float_tensor(self._gather(pool, FIRST_STAGE)) @ vector).numpy() * fitted.inverse_norms[pool]

@@ -173,6 +173,13 @@ def json_line(value: Any) -> bytes:
 # ---------------------------------------------------------------- part writer
 
 
+def utc_now() -> str:
+    """The current UTC time as a manifest records it (``created``, ``updated``), to the second."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 def new_part_id(sequence: int) -> str:
     """A part name: its sequence number and a random tag (a crashed writer's leftovers never collide)."""
     return f"{sequence:06d}-{uuid.uuid4().hex[:8]}"

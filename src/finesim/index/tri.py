@@ -70,6 +70,11 @@ def as_float_tensor(block: np.ndarray | torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.asarray(block, dtype=np.float32))
 
 
+# torch's half matrix-vector product on CPU sums in float32 on all of torch's threads since about torch 2.6 (measured
+# here on 2.13); an older torch runs the float32 product instead
+HALF_PRODUCT = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 6)
+
+
 def candidate_dot(block: np.ndarray, vector: torch.Tensor) -> torch.Tensor:
     """``block @ vector`` as float32, for a scan that only chooses candidates (a first stage's: the candidates' own
     scores come from the re-ranker). A float16 ``block`` (an index stored as float16) is multiplied in float16:
@@ -77,12 +82,22 @@ def candidate_dot(block: np.ndarray, vector: torch.Tensor) -> torch.Tensor:
     ``benchmarks/two_stage_pooled.py`` it took 24 ms, against 80 ms for the float32 product split over 2 threads
     and 460 ms for converting each chunk to float32 first. Its products are rounded to float16 (about 3 significant
     digits; equal products are then ordered by row): of the top 1,100 rows, 1,099 were the float32 product's. A block
-    whose half product is not finite (a value beyond float16's range) is multiplied in float32 instead."""
-    if block.dtype == np.float16 and vector.dtype in (torch.float32, torch.float16):
+    whose half product is not finite (a value beyond float16's range) is multiplied in float32 instead, and so is every
+    block on a torch older than 2.6 (:data:`HALF_PRODUCT`)."""
+    if HALF_PRODUCT and block.dtype == np.float16 and vector.dtype in (torch.float32, torch.float16):
         half = torch.from_numpy(np.ascontiguousarray(block)) @ vector.to(torch.float16)
         if bool(torch.isfinite(half).all()):
             return half.float()
-    return as_float_tensor(block) @ vector
+    return as_float_tensor(block) @ vector.float()
+
+
+def half_product_bound(top: float, vector_norm: float, row_norm: float = 1.0) -> float:
+    """An upper bound on ``|candidate_dot(x, q) - float32(x) . q|`` for a float16 row ``x`` (norm at most
+    ``row_norm``) whose half product is ``top`` in absolute value: half of float16's spacing at ``top`` (the
+    product's rounding), ``|x| |q| 2^-11`` (``q`` rounded to float16) and a float32 sum's error, doubled for
+    safety."""
+    spacing = 2.0 ** (np.floor(np.log2(max(abs(top), 2.0**-14))) - 10)
+    return 2.0 * (spacing / 2 + row_norm * vector_norm * 2.0**-11 + 1e-6 * row_norm * vector_norm)
 
 
 def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
