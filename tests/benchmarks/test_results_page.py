@@ -1504,6 +1504,12 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
         fits = sorted(v for v in t["fit_seconds"].values() if v is not None)
         assert (f"{t['fit_yield']:g} s{default}: {ms}, recall@10 {t['recall_at_10_pooled']:.3f} (fits held after"
                 f" {fits[0]:.0f}–{fits[-1]:.0f} s)") in section  # fmt: skip
+    # the first-stage scan alone: each setting's p50 / p95 and the share of the float32 scan's rows it kept
+    scan = json.loads((RESULTS / "first_stage_scan_1m.json").read_text(encoding="utf-8"))["results"]["scan"]
+    assert "`first_stage_scan_1m.json`" in files
+    for name, r in scan.items():
+        kept = "" if name == "float32" else f", {r['kept_share_of_float32_top']:.4f} of the float32 scan's rows kept"
+        assert f"{name}: p50 {r['p50_ms']:,.0f} ms, p95 {r['p95_ms']:,.0f} ms{kept}" in section
     # the N = 100 runs: one sentence, each run's index dtype, file and reference depth, its rule named when it failed
     for t in (t for t in fit_points if t["file"] in n100_files):
         assert f"`{t['file']}`" in files

@@ -76,14 +76,14 @@ HALF_PRODUCT = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[
 
 
 def candidate_dot(block: np.ndarray, vector: torch.Tensor) -> torch.Tensor:
-    """``block @ vector`` as float32, for a scan that only chooses candidates (a first stage's: the candidates' own
-    scores come from the re-ranker). A float16 ``block`` (an index stored as float16) is multiplied in float16:
-    torch's half matrix-vector product runs on all of torch's threads, and over 1M x 384 rows on the 2-core host of
-    ``benchmarks/two_stage_pooled.py`` it took 24 ms, against 80 ms for the float32 product split over 2 threads
-    and 460 ms for converting each chunk to float32 first. Its products are rounded to float16 (about 3 significant
-    digits; equal products are then ordered by row): of the top 1,100 rows, 1,099 were the float32 product's. A block
-    whose half product is not finite (a value beyond float16's range) is multiplied in float32 instead, and so is every
-    block on a torch older than 2.6 (:data:`HALF_PRODUCT`)."""
+    """``block @ vector`` as float32, for a scan by the product of stored rows with one vector. A float16 ``block``
+    (an index stored as float16) is multiplied in float16: torch's half matrix-vector product runs on all of torch's
+    threads, and a whole first-stage scan of 1M x 384 rows (its top 1,100 kept) took 50 ms p50 on the 2-core host of
+    ``benchmarks/first_stage_scan.py``, against 98 ms for the float32 index split over 2 threads and 442 ms for
+    converting each float16 chunk to float32 first (``first_stage_scan_1m.json``). Its products are rounded to
+    float16 (about 3 significant digits; equal products are then ordered by row): the scan kept 0.998 of the float32
+    scan's top 1,100 rows. A block whose half product is not finite (a value beyond float16's range) is multiplied in
+    float32 instead, and so is every block on a torch older than 2.6 (:data:`HALF_PRODUCT`)."""
     if HALF_PRODUCT and block.dtype == np.float16 and vector.dtype in (torch.float32, torch.float16):
         half = torch.from_numpy(np.ascontiguousarray(block)) @ vector.to(torch.float16)
         if bool(torch.isfinite(half).all()):
