@@ -1604,7 +1604,15 @@ FIT_YIELD_FILE = "two_stage_fit_yield_1m.json"
 FIT_N100_FILE = "two_stage_during_fit_n100_1m.json"  # the same step at N = 100, run after N = 75 landed at the edge
 FIT_F16_FILE = "two_stage_during_fit_n100_f16_1m.json"  # N = 100 on the index's float16 copy, beside FIT_N100_FILE
 FIT_F16_DEEP_FILE = "two_stage_during_fit_n100_f16_depth16k_1m.json"  # the same with a pool 4 times as deep
-FIT_N100_FILES = (FIT_N100_FILE, FIT_F16_FILE, FIT_F16_DEEP_FILE)
+FIT_N100_FIRST_FILE = "two_stage_during_fit_n100_first_1m.json"  # the first N = 100 run (float32), kept as it was
+# the runs at N = 100 in the order they ran, each with what sets it apart
+FIT_N100_RUNS = {
+    FIT_N100_FIRST_FILE: "float32, the first run",
+    FIT_F16_DEEP_FILE: "the float16 copy with a reference pool 4 times as deep",
+    FIT_N100_FILE: "float32, in one sitting with the float16 copy run right after it",
+    FIT_F16_FILE: "the float16 copy, right after it",
+}
+FIT_N100_FILES = tuple(FIT_N100_RUNS)
 
 
 def _fit_yield_points(folder: Path) -> list[dict[str, Any]]:
@@ -1812,7 +1820,7 @@ def _during_fit_yield(folder: Path) -> list[str]:
     the file."""
     found = _fit_yield_points(folder)
     points = [t for t in found if t["file"] == FIT_YIELD_FILE]
-    later = [t for t in found if t["file"] in FIT_N100_FILES]
+    later = sorted((t for t in found if t["file"] in FIT_N100_FILES), key=lambda t: FIT_N100_FILES.index(t["file"]))
     if not points:
         return []
     default = _two_stage_default("MAP_FIT_YIELD")
@@ -1835,14 +1843,12 @@ def _during_fit_yield(folder: Path) -> list[str]:
         *(
             [
                 "",
-                "At N = 100 (run after N = 75 above landed at the goal's edge; the library's defaults), the index as"
-                " built (float32) and its float16 copy (`finesim index convert`: its first stage scanned in float16),"
-                " one after the other in one sitting, then the copy again with a pool 4 times as deep for the"
-                " reference: "
+                "At N = 100 (run after N = 75 above landed at the goal's edge; the library's defaults; the float16 copy"
+                " made by `finesim index convert`, its first stage scanned in float16), in the order run: "
                 + "; ".join(
-                    f"{t['index_dtype']} (`{t['file']}`, reference depth {t['depth']:,}): p50"
-                    f" {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms, recall@10"
-                    f" {t['recall_at_10_pooled']:.3f}"
+                    f"{FIT_N100_RUNS[t['file']]} (`{t['file']}`, {t['index_dtype']}, reference depth"
+                    f" {t['depth']:,}): p50 {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms,"
+                    f" recall@10 {t['recall_at_10_pooled']:.3f}"
                     + ("" if t["reference_accepted"] else " (its run's reference failed its rule)")
                     for t in later
                 )

@@ -1402,8 +1402,12 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
     # the goal, worked out here per case: p50 <= 500 ms, p95 <= 1 s, recall >= 0.90, over these searches and the
     # during-fit settings of the fit-yield file and of the N = 100 file (later runs of the same searches)
     fit_points = []
-    n100_files = ("two_stage_during_fit_n100_1m.json", "two_stage_during_fit_n100_f16_1m.json",
-                  "two_stage_during_fit_n100_f16_depth16k_1m.json")  # fmt: skip
+    n100_files = (
+        "two_stage_during_fit_n100_first_1m.json",
+        "two_stage_during_fit_n100_f16_depth16k_1m.json",
+        "two_stage_during_fit_n100_1m.json",
+        "two_stage_during_fit_n100_f16_1m.json",
+    )  # in the order run
     for name in ("two_stage_fit_yield_1m.json", *n100_files):
         if not (RESULTS / name).is_file():
             continue
@@ -1473,6 +1477,8 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
             words = "**not met**" if goal_case else "not within them"
             text = f"{name}: {words}" + (f" (best recall within the p50 bound: {setting(best)})" if best else "")
         parts.append(text)
+    # with these files every during-fit point within the bounds has a failed reference: the goal is not established
+    assert "a never-seen condition as a server meets it: **not established**" in section
     files_named = ", ".join(f"`{f}`" for f in dict.fromkeys(t["file"] for t in fit_points))
     assert (f"judged on these timed searches and those of {files_named} (below), on recall against the pooled"
             " reference (an upper bound; taken as the 1M reference where its run passed its rule): "
@@ -1514,6 +1520,6 @@ def test_the_pooled_1m_recall_table_and_goal_recompute_from_the_file() -> None:
     for t in (t for t in fit_points if t["file"] in n100_files):
         assert f"`{t['file']}`" in files
         failed = "" if t["reference_accepted"] else " (its run's reference failed its rule)"
-        assert (f"{t['index_dtype']} (`{t['file']}`, reference depth {t['depth']:,}): p50"
+        assert (f"(`{t['file']}`, {t['index_dtype']}, reference depth {t['depth']:,}): p50"
                 f" {1000 * t['p50_seconds']:,.0f} ms, p95 {1000 * t['p95_seconds']:,.0f} ms, recall@10"
                 f" {t['recall_at_10_pooled']:.3f}{failed}") in section  # fmt: skip

@@ -31,6 +31,21 @@ def condition(store: IndexStore, key: str) -> np.ndarray:
     return np.concatenate([np.asarray(store.condition_array(key, p)) for p in store.parts])
 
 
+def write_row(source: Path, path: Path, row: int, value: float, rehash: bool = True) -> None:
+    """Set one value of a stored first-stage row, then (``rehash``) record the file's new SHA-256 in the manifest, as
+    if it had been written so."""
+    from finesim.results import file_sha256
+
+    array = np.load(path, mmap_mode="r+")
+    array[row, 3] = value
+    array.flush()
+    del array
+    if rehash:
+        manifest = json.loads((source / "manifest.json").read_text(encoding="utf-8"))
+        manifest["parts"][0]["arrays"][FIRST_STAGE]["sha256"] = file_sha256(path)
+        (source / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
 def test_a_converted_bi_encoder_index_holds_the_cast_vectors_and_everything_else(model_dirs, tmp_path):
     texts = make_corpus(90, seed=5)
     source = tmp_path / "source"
@@ -109,11 +124,12 @@ def test_refusals_leave_no_index_behind(model_dirs, tmp_path):
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
 
     store = IndexStore.open(source)
-    array = np.load(store.part_dir(store.parts[0]) / f"{FIRST_STAGE}.npy", mmap_mode="r+")
-    array[17, 3] = 1e6  # beyond float16's 65504
-    array.flush()
-    del array
     path = store.part_dir(store.parts[0]) / f"{FIRST_STAGE}.npy"
+    write_row(source, path, 17, 1e6, rehash=False)  # changed since written: its recorded SHA-256 no longer matches
+    with pytest.raises(IndexFormatError, match=r"first_stage\.npy: content differs from the SHA-256 recorded"):
+        convert_index(source, tmp_path / "damaged", "float16")
+    assert not (tmp_path / "damaged").exists()
+    write_row(source, path, 17, 1e6)  # beyond float16's 65504, its checksum recorded again
     with pytest.raises(ValueError, match=f"{path}: row 17 does not fit float16"):
         convert_index(source, tmp_path / "overflow", "float16")
     assert not (tmp_path / "overflow").exists()  # the folder it created is gone
@@ -126,15 +142,12 @@ def test_refusals_leave_no_index_behind(model_dirs, tmp_path):
     with pytest.raises(ValueError, match="needs a folder outside its source"):
         convert_index(source, tmp_path, "float16")
 
-    array = np.load(path, mmap_mode="r+")
-    array[17, 3] = np.nan
-    array.flush()
-    del array
+    write_row(source, path, 17, np.nan)
     with pytest.raises(IndexFormatError, match="row 17 holds NaN or infinite values"):
         convert_index(source, tmp_path / "nan", "float16")
 
 
-def test_a_part_whose_texts_changed_since_written_is_refused_and_nothing_is_left(model_dirs, tmp_path):
+def test_a_part_whose_texts_changed_since_written_is_refused_and_nothing_is_written(model_dirs, tmp_path):
     texts = make_corpus(30, seed=9)
     source = tmp_path / "source"
     index = ConditionalIndex.build(str(model_dirs["bi"]), texts[:20], source)
@@ -143,9 +156,9 @@ def test_a_part_whose_texts_changed_since_written_is_refused_and_nothing_is_left
     lines = IndexStore.open(source).part_dir(second) / "texts.jsonl"
     content = lines.read_text(encoding="utf-8")
     lines.write_text(content.replace(content[2], "X" if content[2] != "X" else "Y", 1), encoding="utf-8")  # same size
-    with pytest.raises(IndexFormatError, match=r"texts\.jsonl: its texts do not match their recorded SHA-256"):
+    with pytest.raises(IndexFormatError, match=r"texts\.jsonl: content differs from the SHA-256 recorded"):
         convert_index(source, tmp_path / "copy", "float16")
-    assert not (tmp_path / "copy").exists()  # the first part, written before, removed with the folder
+    assert not (tmp_path / "copy").exists()
 
 
 def test_convert_on_the_command_line(model_dirs, tmp_path, capsys):

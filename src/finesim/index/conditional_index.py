@@ -795,7 +795,7 @@ class ConditionalIndex:
             return as_float_tensor(block) @ vector
 
         if kind is None:
-            if self.store.dtype == "float16" and HALF_PRODUCT:
+            if self.store.dtype == "float16" and HALF_PRODUCT and not _reduced_half_sums():
                 certified = self._certified_half_scan(key, vector, k, mask, dot)
                 if certified is not None:
                     return certified
@@ -1085,8 +1085,10 @@ class ConditionalIndex:
         """Exact search of a float16 stored condition through the half product: its top ``2 k + HALF_SCAN_MARGIN``
         rows, scored in float32 (``dot``), whose ``k`` best are returned when no row left out can beat them: the
         ``k``-th float32 score exceeds the lowest half product taken by more than the product's error bound
-        (:func:`~finesim.index.tri.half_product_bound`; the stored rows are unit vectors). None otherwise (rows too
-        close to tell apart in float16: the caller scans in float32)."""
+        (:func:`~finesim.index.tri.half_product_bound`, taken at the lowest half product: every row left out has a
+        half product at most that, so its float32 score is at most that plus the bound; stored condition embeddings
+        are unit vectors, as finesim writes them). None otherwise (rows too close to tell apart in float16: the
+        caller scans in float32)."""
         wanted = 2 * k + HALF_SCAN_MARGIN
         rows, halves = self._dot_scan(key, vector, wanted, mask)
         top_rows, top_scores = best_rows(dot(self._gather(rows, key)).numpy(), rows, k)
@@ -1110,7 +1112,7 @@ class ConditionalIndex:
         stored array ``key`` (the first stage's, a stored condition's; times ``row_scale[row]`` when given), best first:
         :func:`~finesim.index.tri.candidate_dot`, split over :attr:`scan_threads` for a float32 index; a float16
         index's half product runs on torch's own threads (split, it was slower)."""
-        split = self.store.dtype != "float16"
+        split = not (self.store.dtype == "float16" and HALF_PRODUCT)
         score = functools.partial(candidate_dot, vector=vector)
         return self._exact(key, score, wanted, mask, row_scale, split=split)
 
@@ -1531,6 +1533,13 @@ class ConditionalIndex:
 
 
 # ---------------------------------------------------------------------- writing parts
+
+
+def _reduced_half_sums() -> bool:
+    """Whether torch may sum float16 products in reduced precision on CPU (a process setting, off by default): the
+    certified float16 exact search assumes float32 sums, so it is skipped then."""
+    getter = getattr(torch._C, "_get_cpu_allow_fp16_reduced_precision_reduction", None)
+    return bool(getter()) if getter is not None else False
 
 
 def prepare_new_folder(folder: Path) -> None:

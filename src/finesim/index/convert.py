@@ -3,11 +3,11 @@
 A float16 index takes half the disk and page cache of a float32 one, and its first stage scans in float16
 (:func:`~finesim.index.tri.candidate_dot`). Building one again embeds the whole corpus (about an hour per million
 texts on a 2-core CPU); converting casts the stored vectors instead, which is what a build with that dtype stores:
-the model's float32 output cast on write. Texts, IDs and metadata, the corpus records and every stored condition (for
-each part it covers) are carried over, each part's texts and IDs / metadata checked against the source's recorded
-SHA-256; faiss indexes and fitted maps are not (they are built or fitted again on first use, from the converted
-vectors). The new folder gets its manifest last, and a failure removes what the conversion wrote; the source is only
-read.
+the model's float32 output cast on write. Every file of the source is first checked against its recorded SHA-256
+(a damaged source is not copied under fresh checksums). Texts, IDs and metadata, the corpus records and every stored
+condition (for each part it covers) are carried over; faiss indexes and fitted maps are not (they are built or fitted
+again on first use, from the converted vectors). The new folder gets its manifest last, and a failure removes what
+the conversion wrote; the source is only read.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from finesim.index.errors import IndexFormatError
 from finesim.index.store import (
     CONDITIONS,
     DTYPES,
+    FORMAT,
     FORMAT_VERSION,
+    LOCK,
     MANIFEST,
     PARTS,
     IndexStore,
@@ -43,7 +45,10 @@ def convert_index(source: str | Path, target: str | Path, dtype: str, *, show_pr
     (``float32`` or ``float16``); returns the new store. Refused: an index already stored as ``dtype``, a ``target``
     that holds anything or lies inside the source (or the source inside it), a source vector that is not finite
     (:class:`~finesim.index.errors.IndexFormatError`) or beyond ``dtype``'s range, and a part whose texts or IDs /
-    metadata no longer match their recorded SHA-256; each error names the file (and row)."""
+    metadata, vectors or condition caches no longer match their recorded SHA-256 (checked first: the whole source is
+    read once more); each error names the file (and row)."""
+    from finesim import __version__
+
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
     store = IndexStore.open(source)
@@ -54,13 +59,15 @@ def convert_index(source: str | Path, target: str | Path, dtype: str, *, show_pr
     if dst == src or dst.is_relative_to(src) or src.is_relative_to(dst):
         raise ValueError(f"{folder}: the converted index needs a folder outside its source {store.root} (and not "
                          "holding it)")  # fmt: skip
+    store.verify_hashes()  # a source damaged since it was written is not copied under fresh checksums
     created = not folder.exists()
     prepare_new_folder(folder)
     covered = {c["key"]: c["condition"] for c in store.stored_conditions()}
     manifest: dict[str, Any] = copy.deepcopy(store.manifest)
     now = utc_now()
     manifest.update(
-        format_version=FORMAT_VERSION, created=now, updated=now, dtype=dtype, count=0, parts=[], corpus=[],
+        format=FORMAT, format_version=FORMAT_VERSION, finesim_version=__version__, created=now, updated=now,
+        dtype=dtype, count=0, parts=[], corpus=[],
         converted_from={"dtype": store.dtype, "created": store.manifest.get("created")},
     )  # fmt: skip
     names = list(part_array_shapes(manifest))
@@ -70,38 +77,31 @@ def convert_index(source: str | Path, target: str | Path, dtype: str, *, show_pr
         with writer_lock(folder):
             if (folder / MANIFEST).exists():  # another writer took the folder since it was checked
                 raise FileExistsError(f"{folder} already holds an index ({MANIFEST}): choose another folder")
-            remove_leftovers(folder, None)
-            for part, source_entry in zip(store.parts, store.manifest["parts"]):
-                keys = {k: c for k, c in covered.items() if store.condition_array(k, part) is not None}
-                batches = _cast_batches(store, part, names, keys, dtype)
-                entry = write_part(folder, manifest, part.count, batches, keys, show_progress=show_progress)
-                _check_copied(store, part, source_entry, entry)
-                manifest["parts"] = [*manifest["parts"], entry]
-                manifest["count"] = int(manifest["count"]) + part.count
-                manifest["corpus"] += [{**c, "part": entry["id"]} for c in corpus if c.get("part") == part.id]
-            manifest["corpus"] += [c for c in corpus if c.get("part") not in part_ids]  # a record of no part: as is
-            new = IndexStore(folder, manifest)
-            for key, condition in covered.items():
-                new.write_condition_meta(key, condition)
-            new.commit(manifest)
+            try:
+                remove_leftovers(folder, None)
+                for part in store.parts:
+                    keys = {k: c for k, c in covered.items() if store.condition_array(k, part) is not None}
+                    batches = _cast_batches(store, part, names, keys, dtype)
+                    entry = write_part(folder, manifest, part.count, batches, keys, show_progress=show_progress)
+                    manifest["parts"] = [*manifest["parts"], entry]
+                    manifest["count"] = int(manifest["count"]) + part.count
+                    manifest["corpus"] += [{**c, "part": entry["id"]} for c in corpus if c.get("part") == part.id]
+                manifest["corpus"] += [c for c in corpus if c.get("part") not in part_ids]  # of no part: as is
+                new = IndexStore(folder, manifest)
+                for key, condition in covered.items():
+                    new.write_condition_meta(key, condition)
+                new.commit(manifest)
+            except BaseException:
+                if not (folder / MANIFEST).exists():  # nothing committed: remove what this conversion wrote (locked)
+                    for name in (PARTS, CONDITIONS):
+                        shutil.rmtree(folder / name, ignore_errors=True)
+                raise
     except BaseException:
-        if not (folder / MANIFEST).exists():  # nothing committed: remove what this conversion wrote
-            for name in (PARTS, CONDITIONS):
-                shutil.rmtree(folder / name, ignore_errors=True)
-            if created:
-                shutil.rmtree(folder, ignore_errors=True)
+        # the folder this call created, once unlocked, if it holds nothing but the lock file (no other writer's work)
+        if created and folder.is_dir() and {p.name for p in folder.iterdir()} <= {LOCK}:
+            shutil.rmtree(folder, ignore_errors=True)
         raise
     return IndexStore.open(folder)
-
-
-def _check_copied(store: IndexStore, part: Part, source: dict[str, Any], copied: dict[str, Any]) -> None:
-    """Refuse a copied part whose texts or IDs / metadata differ from the source's recorded SHA-256 (a source
-    damaged since it was written)."""
-    if copied["texts_sha256"] != source.get("texts_sha256", copied["texts_sha256"]):
-        raise IndexFormatError(store.part_dir(part) / "texts.jsonl", "its texts do not match their recorded SHA-256")
-    meta, recorded = copied.get("meta") or {}, source.get("meta") or {}
-    if meta.get("sha256") != recorded.get("sha256", meta.get("sha256")):
-        raise IndexFormatError(store.part_dir(part) / "meta.jsonl", "its rows do not match their recorded SHA-256")
 
 
 def _cast_batches(store: IndexStore, part: Part, names: list[str], keys: dict[str, str], dtype: str) -> Iterator[Batch]:
@@ -131,4 +131,8 @@ def _cast_batches(store: IndexStore, part: Part, names: list[str], keys: dict[st
                 row = start + int(np.flatnonzero(bad)[0])
                 raise ValueError(f"{path}: row {row} does not fit {dtype} (a value beyond its range)")
             cast[name] = block
-        yield Batch(next(texts), cast, None if meta is None else next(meta))
+        chunk_texts, chunk_meta = next(texts, None), None if meta is None else next(meta, None)
+        if chunk_texts is None or (meta is not None and chunk_meta is None):
+            missing = store.part_dir(part) / ("texts.jsonl" if chunk_texts is None else "meta.jsonl")
+            raise IndexFormatError(missing, f"fewer lines than the part's {part.count} rows")
+        yield Batch(chunk_texts, cast, chunk_meta)
