@@ -1617,9 +1617,9 @@ FIT_N100_FILES = tuple(FIT_N100_RUNS)
 
 def _fit_yield_points(folder: Path) -> list[dict[str, Any]]:
     """The during-fit settings of ``two_stage_fit_yield_1m.json`` (``--latency-fit-yield``) and the runs at N = 100
-    (:data:`FIT_N100_FILES`: float32, its float16 copy, the copy with a deeper reference), each with ``file``, its
-    run's ``reference_accepted``, ``depth`` and ``index_dtype`` (a file written before the benchmark recorded it ran
-    on a float32 index: no other existed then); none for a file that is absent."""
+    (:data:`FIT_N100_FILES`: float32 twice, its float16 copy twice, once with a deeper reference), each with
+    ``file``, its run's ``reference_accepted``, ``depth`` and ``index_dtype`` (a file written before the benchmark
+    recorded it ran on a float32 index: no other existed then); none for a file that is absent."""
     points = []
     for name in (FIT_YIELD_FILE, *FIT_N100_FILES):
         path = folder / name

@@ -128,11 +128,11 @@ def test_refusals_leave_no_index_behind(model_dirs, tmp_path):
     write_row(source, path, 17, 1e6, rehash=False)  # changed since written: its recorded SHA-256 no longer matches
     with pytest.raises(IndexFormatError, match=r"first_stage\.npy: content differs from the SHA-256 recorded"):
         convert_index(source, tmp_path / "damaged", "float16")
-    assert not (tmp_path / "damaged").exists()
+    assert not (tmp_path / "damaged" / "parts").exists()
     write_row(source, path, 17, 1e6)  # beyond float16's 65504, its checksum recorded again
     with pytest.raises(ValueError, match=f"{path}: row 17 does not fit float16"):
         convert_index(source, tmp_path / "overflow", "float16")
-    assert not (tmp_path / "overflow").exists()  # the folder it created is gone
+    assert {p.name for p in (tmp_path / "overflow").iterdir()} <= {".lock"}  # what it wrote is gone
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="does not fit float16"):
         convert_index(source, tmp_path / "empty", "float16")
@@ -158,7 +158,7 @@ def test_a_part_whose_texts_changed_since_written_is_refused_and_nothing_is_writ
     lines.write_text(content.replace(content[2], "X" if content[2] != "X" else "Y", 1), encoding="utf-8")  # same size
     with pytest.raises(IndexFormatError, match=r"texts\.jsonl: content differs from the SHA-256 recorded"):
         convert_index(source, tmp_path / "copy", "float16")
-    assert not (tmp_path / "copy").exists()
+    assert not (tmp_path / "copy" / "parts").exists()
 
 
 def test_convert_on_the_command_line(model_dirs, tmp_path, capsys):

@@ -7,7 +7,7 @@ the model's float32 output cast on write. Every file of the source is first chec
 (a damaged source is not copied under fresh checksums). Texts, IDs and metadata, the corpus records and every stored
 condition (for each part it covers) are carried over; faiss indexes and fitted maps are not (they are built or fitted
 again on first use, from the converted vectors). The new folder gets its manifest last, and a failure removes what
-the conversion wrote; the source is only read.
+the conversion wrote (the folder stays, empty but for its lock file); the source is only read.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from finesim.index.store import (
     DTYPES,
     FORMAT,
     FORMAT_VERSION,
-    LOCK,
     MANIFEST,
     PARTS,
     IndexStore,
@@ -60,7 +59,6 @@ def convert_index(source: str | Path, target: str | Path, dtype: str, *, show_pr
         raise ValueError(f"{folder}: the converted index needs a folder outside its source {store.root} (and not "
                          "holding it)")  # fmt: skip
     store.verify_hashes()  # a source damaged since it was written is not copied under fresh checksums
-    created = not folder.exists()
     prepare_new_folder(folder)
     covered = {c["key"]: c["condition"] for c in store.stored_conditions()}
     manifest: dict[str, Any] = copy.deepcopy(store.manifest)
@@ -73,34 +71,28 @@ def convert_index(source: str | Path, target: str | Path, dtype: str, *, show_pr
     names = list(part_array_shapes(manifest))
     corpus = list(store.manifest.get("corpus") or [])
     part_ids = {p.id for p in store.parts}
-    try:
-        with writer_lock(folder):
-            if (folder / MANIFEST).exists():  # another writer took the folder since it was checked
-                raise FileExistsError(f"{folder} already holds an index ({MANIFEST}): choose another folder")
-            try:
-                remove_leftovers(folder, None)
-                for part in store.parts:
-                    keys = {k: c for k, c in covered.items() if store.condition_array(k, part) is not None}
-                    batches = _cast_batches(store, part, names, keys, dtype)
-                    entry = write_part(folder, manifest, part.count, batches, keys, show_progress=show_progress)
-                    manifest["parts"] = [*manifest["parts"], entry]
-                    manifest["count"] = int(manifest["count"]) + part.count
-                    manifest["corpus"] += [{**c, "part": entry["id"]} for c in corpus if c.get("part") == part.id]
-                manifest["corpus"] += [c for c in corpus if c.get("part") not in part_ids]  # of no part: as is
-                new = IndexStore(folder, manifest)
-                for key, condition in covered.items():
-                    new.write_condition_meta(key, condition)
-                new.commit(manifest)
-            except BaseException:
-                if not (folder / MANIFEST).exists():  # nothing committed: remove what this conversion wrote (locked)
-                    for name in (PARTS, CONDITIONS):
-                        shutil.rmtree(folder / name, ignore_errors=True)
-                raise
-    except BaseException:
-        # the folder this call created, once unlocked, if it holds nothing but the lock file (no other writer's work)
-        if created and folder.is_dir() and {p.name for p in folder.iterdir()} <= {LOCK}:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
+    with writer_lock(folder):
+        if (folder / MANIFEST).exists():  # another writer took the folder since it was checked
+            raise FileExistsError(f"{folder} already holds an index ({MANIFEST}): choose another folder")
+        try:
+            remove_leftovers(folder, None)
+            for part in store.parts:
+                keys = {k: c for k, c in covered.items() if store.condition_array(k, part) is not None}
+                batches = _cast_batches(store, part, names, keys, dtype)
+                entry = write_part(folder, manifest, part.count, batches, keys, show_progress=show_progress)
+                manifest["parts"] = [*manifest["parts"], entry]
+                manifest["count"] = int(manifest["count"]) + part.count
+                manifest["corpus"] += [{**c, "part": entry["id"]} for c in corpus if c.get("part") == part.id]
+            manifest["corpus"] += [c for c in corpus if c.get("part") not in part_ids]  # of no part: as is
+            new = IndexStore(folder, manifest)
+            for key, condition in covered.items():
+                new.write_condition_meta(key, condition)
+            new.commit(manifest)
+        except BaseException:
+            if not (folder / MANIFEST).exists():  # nothing committed: remove what this conversion wrote (locked)
+                for name in (PARTS, CONDITIONS):
+                    shutil.rmtree(folder / name, ignore_errors=True)
+            raise
     return IndexStore.open(folder)
 
 
@@ -132,7 +124,12 @@ def _cast_batches(store: IndexStore, part: Part, names: list[str], keys: dict[st
                 raise ValueError(f"{path}: row {row} does not fit {dtype} (a value beyond its range)")
             cast[name] = block
         chunk_texts, chunk_meta = next(texts, None), None if meta is None else next(meta, None)
-        if chunk_texts is None or (meta is not None and chunk_meta is None):
-            missing = store.part_dir(part) / ("texts.jsonl" if chunk_texts is None else "meta.jsonl")
+        if (
+            chunk_texts is None
+            or len(chunk_texts) != stop - start
+            or (meta is not None and (chunk_meta is None or len(chunk_meta) != stop - start))
+        ):
+            short = chunk_texts is None or len(chunk_texts) != stop - start
+            missing = store.part_dir(part) / ("texts.jsonl" if short else "meta.jsonl")
             raise IndexFormatError(missing, f"fewer lines than the part's {part.count} rows")
         yield Batch(chunk_texts, cast, chunk_meta)
