@@ -254,7 +254,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Copy an index into a new folder with its vectors cast to --dtype, without embedding anything "
         "again: float16 halves the size and scans a first stage in float16 (docs/search.md). Texts, IDs, metadata "
         "and stored conditions (each part they cover) are carried over; faiss indexes and fitted maps are built "
-        "again on first use. An interrupted or refused conversion leaves nothing in the new folder.",
+        "again on first use. An interrupted or refused conversion leaves no index files in the new folder.",
     )
     p.add_argument("index_dir", metavar="DIR", help="the index folder (only read)")
     p.add_argument("--output-dir", "-o", required=True, metavar="DIR", help="the new index folder")
