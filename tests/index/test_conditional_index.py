@@ -284,6 +284,31 @@ def test_empty_corpus_and_bad_texts(model_dirs, corpus, tmp_path):
         ConditionalIndex.build(str(model_dirs["bi"]), corpus[:3], tmp_path / "e")
 
 
+def test_a_build_that_finds_another_builds_index_under_the_lock_refuses_and_leaves_it_whole(
+    model_dirs, corpus, tmp_path, monkeypatch
+):
+    # two builds into one new folder: both pass the folder check, the other one commits first; this one, once it
+    # holds the writer lock, must refuse rather than clear the other's parts as a crashed build's leftovers
+    import finesim.index.conditional_index as module
+
+    folder = tmp_path / "index"
+    checked = module.prepare_new_folder
+    raced = []
+
+    def check_then_lose_the_race(path):
+        checked(path)
+        if not raced:
+            raced.append(True)
+            ConditionalIndex.build(str(model_dirs["bi"]), corpus[:2], folder)  # the other build, committed first
+
+    monkeypatch.setattr(module, "prepare_new_folder", check_then_lose_the_race)
+    with pytest.raises(FileExistsError, match="written by another build while this one was starting"):
+        ConditionalIndex.build(str(model_dirs["bi"]), corpus, folder)
+    other = ConditionalIndex.open(folder)
+    other.store.verify_hashes()
+    assert other.store.count == 2 and other.store.texts([0, 1]) == corpus[:2]
+
+
 def test_a_cross_encoder_cannot_be_indexed(tiny_bert_dir, tmp_path):
     from finesim.models.builders import build_cross_encoder
     from finesim.models.io import save_model

@@ -161,6 +161,21 @@ def test_a_part_whose_texts_changed_since_written_is_refused_and_nothing_is_writ
     assert not (tmp_path / "copy" / "parts").exists()
 
 
+def test_an_unreadable_condition_record_is_refused_naming_it_before_any_folder_is_made(model_dirs, tmp_path, capsys):
+    texts = make_corpus(20, seed=10)
+    source = tmp_path / "source"
+    ConditionalIndex.build(str(model_dirs["bi"]), texts, source, conditions=["the sport"])
+    (record,) = (source / "conditions").glob("*/condition.json")
+    record.write_text('{"condition": "the sp', encoding="utf-8")  # cut short
+    with pytest.raises(IndexFormatError, match=r"condition\.json: not a readable condition record"):
+        convert_index(source, tmp_path / "copy", "float16")
+    assert not (tmp_path / "copy").exists()
+    record.write_text('["the sport"]', encoding="utf-8")
+    assert main(["index", "info", str(source)]) == 1
+    err = capsys.readouterr().err
+    assert f"{record}: not a condition record: it has no 'condition' text" in err and "Traceback" not in err
+
+
 def test_convert_on_the_command_line(model_dirs, tmp_path, capsys):
     texts = make_corpus(30, seed=8)
     ConditionalIndex.build(str(model_dirs["bi"]), texts, tmp_path / "source", conditions=["color"])

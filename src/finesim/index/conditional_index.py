@@ -414,6 +414,11 @@ class ConditionalIndex:
             manifest["first_stage"] = stage.spec().to_manifest()
         keys = {condition_key(fingerprint, encoder, c): c for c in conditions} if encoder != "tri" else {}
         with writer_lock(folder):
+            if (folder / MANIFEST).exists():  # another writer committed an index here since the folder was checked
+                raise FileExistsError(
+                    f"{folder} already holds an index ({MANIFEST}), written by another build while this one was "
+                    "starting: nothing was written; choose another folder"
+                )
             remove_leftovers(folder, None)
             if batches is None:
                 assert texts is not None

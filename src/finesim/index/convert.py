@@ -59,8 +59,8 @@ def convert_index(source: str | Path, target: str | Path, dtype: str, *, show_pr
         raise ValueError(f"{folder}: the converted index needs a folder outside its source {store.root} (and not "
                          "holding it)")  # fmt: skip
     store.verify_hashes()  # a source damaged since it was written is not copied under fresh checksums
+    covered = {c["key"]: c["condition"] for c in store.stored_conditions()}  # read before any folder is made
     prepare_new_folder(folder)
-    covered = {c["key"]: c["condition"] for c in store.stored_conditions()}
     manifest: dict[str, Any] = copy.deepcopy(store.manifest)
     now = utc_now()
     manifest.update(

@@ -619,7 +619,12 @@ class IndexStore:
             meta_file = sub / "condition.json"
             if not meta_file.is_file():
                 continue
-            meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            try:
+                meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise IndexFormatError(meta_file, f"not a readable condition record ({err})") from None
+            if not isinstance(meta, dict) or not isinstance(meta.get("condition"), str):
+                raise IndexFormatError(meta_file, "not a condition record: it has no 'condition' text")
             if meta.get("model_sha256") != self.manifest["model"]["sha256"]:
                 continue
             covered = sum(1 for p in self.parts if (sub / f"{p.id}.npy").is_file())
