@@ -148,3 +148,39 @@ def test_an_index_whose_manifest_predates_the_widened_rule_searches_with_it(tmp_
     assert 3 in rows.tolist()
     assert reopened._ann_for_first_stage("hnsw").params["ef_search_per_result"] == 4
     assert [file_sha256(f) for f in faiss_files] == digests
+
+
+def test_a_pair_whose_count_disagrees_is_rebuilt_with_a_warning(tmp_path, one_faiss_thread, caplog):
+    """A faiss file and its description that disagree on the row count (a writer killed between its two renames)
+    are not an error that blocks every search: the pair is not read, and the next update writes it again whole."""
+    import_or_skip("faiss")
+    data = vectors(300)
+    filled(tmp_path, "hnsw", {"m": 8}, data[:200])
+    newer = filled(tmp_path / "other", "hnsw", {"m": 8}, data)
+    (tmp_path / "other" / "test.faiss").replace(tmp_path / "test.faiss")  # the new file, the old description
+    ann = AnnFile(tmp_path, "test", "hnsw", {"m": 8})
+    with caplog.at_level("WARNING", logger="finesim.index.approximate"):
+        assert not ann.load()
+    assert "holds 300 vectors but test.json says 200: the pair was not written together" in caplog.text
+    assert ann.update(len(data), data.shape[1], lambda a, b: iter([data[a:b]]), lambda m: data[:m])
+    meta = json.loads((tmp_path / "test.json").read_text())
+    assert meta["count"] == 300 and meta["sha256"] == file_sha256(tmp_path / "test.faiss")
+    assert AnnFile(tmp_path, "test", "hnsw", {"m": 8}).load()
+    assert newer.count == 300
+
+
+def test_a_stored_index_newer_than_this_view_is_left_alone(tmp_path, one_faiss_thread):
+    """Another process added rows and stored a faiss index over all of them; a process still holding the older view
+    (fewer rows) builds its own in memory for the rows it sees, searches only those, and leaves the stored, newer
+    file as it is."""
+    import_or_skip("faiss")
+    data = vectors(300)
+    filled(tmp_path, "hnsw", {"m": 8}, data)  # the other process's, over 300 rows
+    written = file_sha256(tmp_path / "test.faiss")
+    older = AnnFile(tmp_path, "test", "hnsw", {"m": 8})
+    assert older.load() and older.count == 300
+    assert older.update(200, data.shape[1], lambda a, b: iter([data[a:b]]), lambda m: data[:m])
+    assert older.count == 200 and int(older.index.ntotal) == 200
+    assert max(older.search(data[250], 50).tolist()) < 200  # rows beyond this view are never returned
+    assert file_sha256(tmp_path / "test.faiss") == written
+    assert json.loads((tmp_path / "test.json").read_text())["count"] == 300

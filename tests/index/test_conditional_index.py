@@ -512,3 +512,17 @@ def test_a_damaged_row_in_a_split_scan_is_reported_as_the_lowest_one(model_dirs,
 
     with pytest.raises(ValueError, match="the score of row 37 is NaN or infinite though its stored vector is finite"):
         index._exact(ci.FIRST_STAGE, score, 5, split=True)
+
+
+def test_an_approximate_build_without_faiss_is_refused_before_any_work(model_dirs, corpus, tmp_path, monkeypatch):
+    # the faiss index is built after the commit: without faiss the build must stop first, not report a failure for an
+    # index it has committed (which a rerun then refuses as existing)
+    import finesim.index.conditional_index as module
+
+    def no_faiss():
+        raise ImportError("approximate search needs faiss: pip install faiss-cpu")
+
+    monkeypatch.setattr(module, "import_faiss", no_faiss)
+    with pytest.raises(ImportError, match="pip install faiss-cpu"):
+        ConditionalIndex.build(str(model_dirs["bi"]), corpus[:5], tmp_path / "index", approximate="hnsw")
+    assert not (tmp_path / "index" / "manifest.json").exists()

@@ -12,13 +12,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from index_helpers import assert_matches_brute_force, build_model_dirs, make_corpus, overwrite_with_garbage
 
 from finesim import ConditionalIndex
 from finesim.index import IndexFormatError
 from finesim.index import conditional_index as ci
-from finesim.index.store import ArrayWriter, IndexStore, remove_leftovers, temp_path
+from finesim.index.store import ArrayWriter, IndexStore, TempHold, remove_leftovers, temp_held, temp_path
 from finesim.index.two_stage import FIRST_STAGE
 
 
@@ -217,3 +218,69 @@ def test_a_part_being_written_is_named_with_the_pid(model_dirs, corpus, tmp_path
     monkeypatch.setattr(ci.PartWriter, "finish", spy)
     index.add(corpus[20:30])
     assert len(names) == 1 and names[0].startswith(".tmp-") and names[0].endswith(f".{os.getpid()}")
+
+
+def test_a_build_killed_during_its_commit_leaves_a_folder_the_next_build_takes(model_dirs, corpus, tmp_path):
+    """A build killed while writing its manifest leaves only a temporary manifest: the next build into the folder is
+    not refused as 'not empty', and removes it under the lock; a file of the user's is still refused."""
+    folder = tmp_path / "index"
+    folder.mkdir()
+    left = folder / f".manifest.json.{_dead_pid()}-00000000.tmp"
+    left.write_text("{", encoding="utf-8")
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus[:5], folder)
+    assert len(index) == 5 and not left.exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".manifest.json.tmp").write_text("{", encoding="utf-8")  # not a finesim temporary name
+    with pytest.raises(FileExistsError, match=r"not empty \(\.manifest\.json\.tmp\)"):
+        ConditionalIndex.build(str(model_dirs["bi"]), corpus[:5], other)
+
+
+def test_a_temporary_file_held_by_a_live_writer_stays_whatever_its_pid(model_dirs, corpus, tmp_path):
+    """A writer in another pid namespace (a server in a container, the folder shared with the host) has a pid that
+    looks dead here: the lock it holds on its temporary file (TempHold, as a condition cache or a faiss index being
+    written holds) keeps the file; once released, it is a leftover like any other."""
+    folder = tmp_path / "index"
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus[:20], folder, conditions=["the sport"])
+    (cached,) = _condition_files(folder)
+    writing = cached.with_name(f".{cached.name}.{_dead_pid()}-0123abcd.tmp")
+    writing.write_bytes(b"\0" * 64)
+    hold = TempHold(writing)
+    assert temp_held(writing)
+    assert remove_leftovers(folder, index.store.manifest) == [] and writing.exists()
+    hold.release()
+    assert not temp_held(writing)
+    assert remove_leftovers(folder, index.store.manifest) == [str(writing.relative_to(folder))]
+    # the writers hold their temporary files while they write them, and let go once renamed or aborted
+    writer = ArrayWriter(cached.with_name("extra.npy"), 3, 4, "float32")
+    assert temp_held(writer.tmp)
+    writer.abort()
+    assert not writer.tmp.exists()
+
+
+@pytest.mark.parametrize("failing_call", [1, 2])
+def test_a_full_disk_while_a_part_is_allocated_leaves_no_temporary_files(
+    model_dirs, corpus, tmp_path, monkeypatch, failing_call
+):
+    """The first-stage array of the part (call 1) or the condition cache beside it (call 2) cannot be allocated: the
+    build fails with the disk's error and leaves no temporary folder or file of this process behind (a retry in the
+    same process would otherwise meet them, since a live pid's leftovers are kept)."""
+    import errno
+
+    real = np.lib.format.open_memmap
+    calls = []
+
+    def allocate(*args, **kwargs):
+        if kwargs.get("mode") == "w+":
+            calls.append(args[0])
+            if len(calls) == failing_call:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kwargs)
+
+    folder = tmp_path / "index"
+    monkeypatch.setattr(np.lib.format, "open_memmap", allocate)
+    with pytest.raises(OSError, match="No space left on device"):
+        ConditionalIndex.build(str(model_dirs["bi"]), corpus[:20], folder, conditions=["the sport"])
+    assert len(calls) == failing_call
+    left = [p for p in folder.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".tmp-")]
+    assert left == [] and not (folder / "manifest.json").exists()

@@ -13,6 +13,7 @@ rows to it and writes it again (atomically). :func:`recall_at_k` measures the re
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -21,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from finesim.index.errors import IndexFormatError
-from finesim.index.store import temp_path
+from finesim.index.store import TempHold, temp_path, writer_lock
 from finesim.results import file_sha256, write_json_atomic
 
+LOGGER = logging.getLogger(__name__)
 ANN_KINDS = ("hnsw", "ivf")
 DEFAULT_PARAMS: dict[str, dict[str, int | None]] = {
     # ef_search_per_result / ef_search_max: a search for n rows uses efSearch = max(ef_search, min(ef_search_per_result
@@ -127,27 +129,35 @@ class AnnFile:
         return self.folder / f"{self.name}.json"
 
     def load(self) -> bool:
-        """Read the stored index when there is one with the same kind and parameters; whether one was read."""
+        """Read the stored index when there is one with the same kind and parameters; whether one was read. The file
+        and its description are read under the ``ann/`` folder's lock, which :meth:`save` holds while it writes the
+        pair; a pair that disagrees on the row count (a writer killed between its two renames, or an older finesim's
+        writers interleaved) is not read: it is rebuilt and written again, with a warning."""
         if not (self.index_file.is_file() and self.meta_file.is_file()):
             return False
-        try:
-            meta = json.loads(self.meta_file.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise IndexFormatError(self.meta_file, f"not valid JSON ({err}); delete it to rebuild") from None
-        stored = meta.get("params")
-        if meta.get("kind") != self.kind or not isinstance(stored, dict):
-            return False
-        if build_params(self.kind, stored) != build_params(self.kind, self.params):
-            return False
-        faiss = import_faiss()
-        try:
-            index = faiss.read_index(str(self.index_file))
-        except RuntimeError as err:
-            raise IndexFormatError(self.index_file, f"unreadable faiss index ({err}); delete it to rebuild") from None
+        with writer_lock(self.folder):
+            try:
+                meta = json.loads(self.meta_file.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as err:
+                raise IndexFormatError(self.meta_file, f"not valid JSON ({err}); delete it to rebuild") from None
+            stored = meta.get("params")
+            if meta.get("kind") != self.kind or not isinstance(stored, dict):
+                return False
+            if build_params(self.kind, stored) != build_params(self.kind, self.params):
+                return False
+            faiss = import_faiss()
+            try:
+                index = faiss.read_index(str(self.index_file))
+            except RuntimeError as err:
+                raise IndexFormatError(
+                    self.index_file, f"unreadable faiss index ({err}); delete it to rebuild"
+                ) from None
         if int(index.ntotal) != int(meta.get("count", -1)):
-            raise IndexFormatError(
-                self.index_file, f"holds {index.ntotal} vectors, {self.meta_file.name} says {meta.get('count')}"
-            )
+            LOGGER.warning(
+                "%s holds %d vectors but %s says %s: the pair was not written together; rebuilding it",
+                self.index_file, index.ntotal, self.meta_file.name, meta.get("count"),
+            )  # fmt: skip
+            return False
         self.index, self.count = index, int(index.ntotal)
         return True
 
@@ -161,38 +171,54 @@ class AnnFile:
     ) -> bool:
         """Make the index cover rows ``0 .. total - 1``: build it, or add the rows it lacks; save when changed.
 
-        ``rows(start, stop)`` yields normalised row blocks in order. Returns whether anything was added.
+        ``rows(start, stop)`` yields normalised row blocks in order. Returns whether anything was added. A stored
+        index that covers more than ``total`` rows was written by a process that sees rows added to the corpus since
+        this one opened it (parts are only ever appended): this process builds its own in memory for the rows it
+        sees and leaves the stored one, which is newer, as it is.
         """
+        save = True
+        if self.index is not None and self.count > total:
+            LOGGER.info(
+                "%s covers %d rows, %d more than this process's view of the index (rows added by another process "
+                "since it was opened): building one for this view in memory",
+                self.index_file, self.count, self.count - total,
+            )  # fmt: skip
+            self.index, save = None, False
         if self.index is None:
             self.index, self.count = new_ann(self.kind, dim, total, self.params, sample), 0
-        if self.count > total:
-            raise IndexFormatError(self.meta_file, f"covers {self.count} rows but the index holds {total}")
         if self.count == total:
             return False
         for block in rows(self.count, total):
             self.index.add(block)
         self.count = int(self.index.ntotal)
-        self.save(extra)
+        if save:
+            self.save(extra)
         return True
 
     def save(self, extra: dict[str, Any] | None = None) -> None:
         """Write the faiss index and its description, with the index file's SHA-256 (each through a temporary file
-        named with this process's pid, and a rename)."""
+        named with this process's pid, and a rename), both under the ``ann/`` folder's lock so that no reader
+        (:meth:`load`) or other writer comes between the two."""
         faiss = import_faiss()
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = temp_path(self.index_file)
+        tmp.touch()
+        hold = TempHold(tmp)  # live to remove_leftovers in any pid namespace while it is written
         try:
             faiss.write_index(self.index, str(tmp))
             digest = file_sha256(tmp)
-            tmp.replace(self.index_file)
+            with writer_lock(self.folder):
+                tmp.replace(self.index_file)
+                write_json_atomic(
+                    self.meta_file,
+                    {"kind": self.kind, "params": self.params, "count": self.count, "sha256": digest, **(extra or {})},
+                    fsync=True,
+                )
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        write_json_atomic(
-            self.meta_file,
-            {"kind": self.kind, "params": self.params, "count": self.count, "sha256": digest, **(extra or {})},
-            fsync=True,
-        )
+        finally:
+            hold.release()
 
     def search(self, vector: np.ndarray, n: int) -> np.ndarray:
         """Row ids of the (up to) ``n`` best inner products with ``vector``, with the search-time parameters (HNSW

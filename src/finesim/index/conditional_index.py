@@ -40,7 +40,7 @@ import torch
 
 from finesim.data.errors import DataFormatError
 from finesim.evaluation.fingerprint import model_fingerprint
-from finesim.index.approximate import ANN_KINDS, AnnFile, ann_params, normalized, recall_at_k
+from finesim.index.approximate import ANN_KINDS, AnnFile, ann_params, import_faiss, normalized, recall_at_k
 from finesim.index.corpus import meta_rows
 from finesim.index.encoders import IndexEncoder, load_index_model
 from finesim.index.errors import IndexFormatError, ModelMismatchError
@@ -57,6 +57,7 @@ from finesim.index.store import (
     MAPS,
     PARTS,
     SENTENCES,
+    TEMP_PID,
     ArrayWriter,
     IndexStore,
     Part,
@@ -382,6 +383,7 @@ class ConditionalIndex:
             raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
         if approximate is not None:
             approximate_params = ann_params(approximate, approximate_params)
+            import_faiss()  # before any embedding: the faiss index is built once the index is committed
         if count < 1:
             raise ValueError("the corpus is empty: nothing to index")
         folder = Path(path)
@@ -1558,7 +1560,11 @@ def prepare_new_folder(folder: Path) -> None:
     if folder.exists() and not folder.is_dir():
         raise FileExistsError(f"{folder} is a file; the index needs a folder")
     if folder.is_dir():
-        others = sorted(p.name for p in folder.iterdir() if p.name not in (PARTS, CONDITIONS, ANN, LOCK))
+        others = sorted(
+            p.name
+            for p in folder.iterdir()  # a killed writer's temporary manifest goes with its leftovers, under the lock
+            if p.name not in (PARTS, CONDITIONS, ANN, LOCK) and not TEMP_PID.match(p.name)
+        )
         if others:
             raise FileExistsError(f"{folder} is not empty ({', '.join(others[:5])}): choose a new or empty folder")
     folder.mkdir(parents=True, exist_ok=True)
@@ -1604,8 +1610,10 @@ def write_part(
     with_meta = bool(fields.get("id") or fields.get("metadata"))
     writer = PartWriter(root, part_id, count, part_arrays, meta=with_meta)
     store = IndexStore(root, manifest)
-    conditions = {key: ArrayWriter(store.condition_file(key, part), count, dim, dtype) for key in keys}
+    conditions: dict[str, ArrayWriter] = {}
     try:
+        for key in keys:  # one at a time: a failed allocation (a full disk) aborts the ones already made
+            conditions[key] = ArrayWriter(store.condition_file(key, part), count, dim, dtype)
         start = 0
         with _progress(count, "indexing", show_progress) as bar:
             for batch in batches:

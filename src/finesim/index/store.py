@@ -141,6 +141,53 @@ def temp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
 
 
+class TempHold:
+    """An exclusive ``flock`` on a temporary file for as long as this process writes it: it marks the file as a live
+    writer's for :func:`remove_leftovers` whatever the writer's pid namespace (a server in a container and a
+    command on the host share the folder, and the pid in the name means nothing across them). The lock goes with
+    the open file (the rename keeps it); :meth:`release` closes it. A no-op where ``flock`` is missing."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd: int | None = None
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            return
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # pragma: no cover - a fresh file no one else knows of
+            os.close(fd)
+            return
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def temp_held(path: Path) -> bool:
+    """Whether a live process holds ``path`` (:class:`TempHold`): its exclusive lock cannot be taken now."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # gone meanwhile
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # pragma: no cover - a file system without flock: the pid decides alone
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
 def checksum_file(array_file: Path) -> Path:
     """The checksum sidecar of a condition cache file: ``<part>.sha256`` next to ``<part>.npy``."""
     return Path(array_file).with_suffix(CHECKSUM)
@@ -230,13 +277,19 @@ class PartWriter:
         self.count = count
         self.tmp = self.root / PARTS / f".tmp-{part_id}.{os.getpid()}"
         self.tmp.mkdir(parents=True, exist_ok=False)
-        self._texts = _Lines(self.tmp / TEXTS, count, "texts")
-        self._meta = _Lines(self.tmp / META, count, "metadata rows") if meta else None
+        self._meta: _Lines | None = None
         self._keys: set[str] = set()
-        self._arrays = {
-            name: np.lib.format.open_memmap(self.tmp / f"{name}.npy", mode="w+", dtype=dtype, shape=(count, dim))
-            for name, (dim, dtype) in arrays.items()
-        }
+        self._arrays: dict[str, np.memmap] = {}
+        try:
+            self._texts = _Lines(self.tmp / TEXTS, count, "texts")
+            self._meta = _Lines(self.tmp / META, count, "metadata rows") if meta else None
+            for name, (dim, dtype) in arrays.items():  # a failed allocation (a full disk) removes the folder
+                self._arrays[name] = np.lib.format.open_memmap(
+                    self.tmp / f"{name}.npy", mode="w+", dtype=dtype, shape=(count, dim)
+                )
+        except BaseException:
+            self.abort()
+            raise
         self.meta = {name: {"dim": dim, "dtype": dtype} for name, (dim, dtype) in arrays.items()}
 
     def write_texts(self, texts: Sequence[str]) -> None:
@@ -299,7 +352,7 @@ class PartWriter:
 
     def abort(self) -> None:
         """Remove the temporary folder (after a failure)."""
-        for lines in (self._texts, self._meta):
+        for lines in (getattr(self, "_texts", None), self._meta):  # _texts is missing when its file could not open
             with contextlib.suppress(Exception):
                 if lines is not None:
                     lines.fh.close()
@@ -316,6 +369,7 @@ class ArrayWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = temp_path(self.path)
         self._array: np.memmap | None = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=dtype, shape=(count, dim))
+        self._hold = TempHold(self.tmp)  # live to remove_leftovers in any pid namespace
 
     def write_rows(self, start: int, rows: np.ndarray) -> None:
         assert self._array is not None, "rows written after finish() or abort()"
@@ -332,10 +386,12 @@ class ArrayWriter:
         with writer_lock(self.path.parent):
             write_checksum(self.path, digest)
             os.replace(self.tmp, self.path)
+        self._hold.release()
 
     def abort(self) -> None:
         self._array = None
         self.tmp.unlink(missing_ok=True)
+        self._hold.release()
 
 
 # ---------------------------------------------------------------- the store
@@ -710,7 +766,9 @@ def remove_leftovers(root: Path, manifest: dict[str, Any] | None) -> list[str]:
     - part folders the manifest does not list (a writer's ``.tmp-<part>.<pid>`` folder, or a part renamed into
       place whose manifest commit never happened), and the condition files and checksums of such parts;
     - temporary files (``.<name>.<pid>-<random>.tmp``) of the manifest, condition caches, faiss indexes and maps whose
-      process is no longer running; one without a pid (an older finesim's) once it is a day old.
+      process is no longer running and which no live writer holds locked (:class:`TempHold`: a condition cache or
+      faiss index written by a process in another pid namespace); one without a pid (an older finesim's) once it is
+      a day old.
     """
     listed = {str(p["id"]) for p in manifest["parts"]} if manifest else set()
     removed = []
@@ -732,7 +790,8 @@ def remove_leftovers(root: Path, manifest: dict[str, Any] | None) -> list[str]:
                  *root.glob(f"{MAPS}/.*.tmp")]  # fmt: skip
     for file in temporary:
         with contextlib.suppress(OSError):
-            if _leftover(file.name, TEMP_PID, file.stat().st_mtime, stale):
+            # a pid that looks dead may be a live writer's in another pid namespace: its lock says (TempHold)
+            if _leftover(file.name, TEMP_PID, file.stat().st_mtime, stale) and not temp_held(file):
                 file.unlink()
                 removed.append(str(file.relative_to(root)))
     return removed
