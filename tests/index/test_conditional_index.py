@@ -526,3 +526,26 @@ def test_an_approximate_build_without_faiss_is_refused_before_any_work(model_dir
     with pytest.raises(ImportError, match="pip install faiss-cpu"):
         ConditionalIndex.build(str(model_dirs["bi"]), corpus[:5], tmp_path / "index", approximate="hnsw")
     assert not (tmp_path / "index" / "manifest.json").exists()
+
+
+def test_an_add_embedded_elsewhere_names_the_conditions_stored_meanwhile(model_dirs, corpus, tmp_path, caplog):
+    # the Ray add embeds the new rows for the conditions the index had when it started (update_conditions=False);
+    # a condition another process stored meanwhile gets no embeddings for those rows before the commit: said, and
+    # the next exact search under it embeds them
+    import finesim.index.conditional_index as module
+
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(model_dirs["bi"]), corpus[:10], folder)
+    index = ConditionalIndex.open(folder)
+    ConditionalIndex.open(folder).prepare(["the sport"])  # another process
+    batches = module.local_batches(index.embedder, corpus[10:20], {}, index.first_stage(), None)
+    with caplog.at_level("WARNING", logger=module.logger.name):
+        assert index._append(10, batches, conditions=[], update_conditions=False) == 20
+    assert "1 condition(s) stored since this add started have no embeddings for its rows yet" in caplog.text
+    assert "'the sport'" in caplog.text
+    reopened = ConditionalIndex.open(folder)
+    assert not reopened.has_condition("the sport")
+    assert_matches_brute_force(
+        reopened.search("a dog", "the sport", strategy="exact"), model_dirs["bi"], "a dog", corpus[:20], "the sport", 10
+    )
+    assert reopened.has_condition("the sport")

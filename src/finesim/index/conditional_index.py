@@ -555,6 +555,14 @@ class ConditionalIndex:
             if update_conditions and self.encoder != "tri":
                 wanted += [c["condition"] for c in current.stored_conditions()]
             keys = {self.key(c): c for c in dict.fromkeys(wanted)} if self.encoder != "tri" else {}
+            if not update_conditions and self.encoder != "tri":  # embedded elsewhere (Ray) for the conditions given
+                late = [c["condition"] for c in current.stored_conditions() if c["key"] not in keys]
+                if late:  # stored by another process since the embedding started: not covered by this part
+                    logger.warning(
+                        "%d condition(s) stored since this add started have no embeddings for its rows yet (their "
+                        "next exact search embeds them; `auto` searches them two-stage meanwhile): %s",
+                        len(late), "; ".join(repr(c) for c in late[:5]) + (" ..." if len(late) > 5 else ""),
+                    )  # fmt: skip
             if batches is None:
                 assert texts is not None
                 batches = local_batches(self.embedder, texts, keys, self.first_stage(), meta)
