@@ -538,7 +538,8 @@ def mpnet_cell(r: dict[str, Any]) -> str:
         low, high = w["ci"]
         p = 2 * one_sided_p(abs(w["d"]) / w["se"], w["df"])
         out += f" [{low:+.{digits}f}, {high:+.{digits}f}], p={fmt_p(p)} two-sided"
-    return out + borrowed(r)
+    note = (r.get("mpnet") or {}).get("note")
+    return out + borrowed(r) + (f"; {cell(note)}" if note else "")
 
 
 def cell(text: str) -> str:
@@ -765,7 +766,8 @@ def header() -> list[str]:
         "A **variant** row is not the paper's own claim or baseline (the note says how it differs; the faithful row",
         "is next to it where finesim has the data); a **budget difference** note names what else differs between",
         "the sides. The mpnet column (all-mpnet-base-v2, mostly one seed) gives the effect and, where testable, its",
-        "interval and two-sided p, with no verdict. `(fixed)`: a value, not a run (the two-class ceiling of the seven",
+        "interval and two-sided p, with no verdict, and says where its sides differ from the MiniLM ones beyond the",
+        "backbone. `(fixed)`: a value, not a run (the two-class ceiling of the seven",
         "STS tasks' gold labels, `benchmarks/results/bound_sts.json`); `(deterministic)`/`det.`: a run that trains",
         "nothing, which no seed changes.",
         "",

@@ -222,7 +222,9 @@ def run_train(study: str, spec: dict[str, Any], seed: int, log: Path) -> dict[st
         prev = out / "model"
     report, eval_seconds = _report(folder, str(prev), spec.get("report", "csts"), log, spec.get("evaluate_args", []))
     timing = train_seconds(log, metrics)
-    extra = {}
+    extra: dict[str, Any] = {}
+    if spec.get("evaluate_args"):  # how the report was scored, beside the training commands
+        extra["evaluate_args"] = list(spec["evaluate_args"])
     if spec.get("report", "csts") == "csts" and not spec.get("evaluate_args"):  # the scores finesim evaluate made
         extra["predictions"] = validation_predictions(str(prev), report["scores"]["CSTS-validation"])
     # train: every sitting of finesim train summed (a resumed run included); train_cpu: their CPU seconds, which a

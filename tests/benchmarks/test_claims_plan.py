@@ -99,6 +99,38 @@ def test_a_claim_names_every_budget_difference_of_its_sides(label: str, a: Any, 
     assert not hidden or claim.get("budget_difference"), f"{label}: the sides differ in {sorted(hidden)}"
 
 
+def _scored_length(spec: dict[str, Any]) -> int:
+    """The token limit ``finesim evaluate`` scores a planned training's model with: ``--max-length`` of its
+    ``evaluate_args``, else the length its last stage saved (``model.max_length``)."""
+    args = [str(a) for a in spec.get("evaluate_args", [])]
+    if "--max-length" in args:
+        return int(args[args.index("--max-length") + 1])
+    return int(_stages(spec)[-1].model.max_length)
+
+
+@pytest.mark.parametrize(("label", "a", "b", "claim"), _pairs(), ids=[p[0][:60] for p in _pairs()])
+def test_the_sides_of_a_claim_are_scored_at_one_length_or_say_so(label: str, a: Any, b: Any, claim: dict) -> None:
+    # a stage-1 Pcc model saves its training length (32 tokens) and finesim evaluate scores with it, while the
+    # two-stage model is scored at 128: sides scored at different lengths differ in more than the claim's subject
+    specs = _specs()
+    if not (isinstance(a, str) and isinstance(b, str) and _trains(specs[a]) and _trains(specs[b])):
+        pytest.skip("a side is a fixed value or trains nothing")
+    if specs[a].get("kind", "train") != "train" or "recipe" not in specs[a] or "recipe" not in specs[b]:
+        pytest.skip("not a finesim train recipe")
+    lengths = {_scored_length(specs[a]), _scored_length(specs[b])}
+    note = f"{claim.get('budget_difference', '')} {(claim.get('mpnet') or {}).get('note', '')}"
+    assert len(lengths) == 1 or "tokens" in note, f"{label}: scored at {sorted(lengths)} tokens, not said"
+
+
+def test_the_pcc_stage1_model_is_scored_at_the_two_stage_length() -> None:
+    specs = _specs()
+    assert _scored_length(specs["pcc/minilm-stage1-only"]) == 32  # the length stage 1 trains and saves
+    assert _scored_length(specs["pcc/minilm-stage1-only-eval128"]) == 128
+    assert _scored_length(specs["pcc/minilm-stage1-then-pearson"]) == 128
+    rows = [c for c in _load("claims.yaml")["claims"] if "pcc/minilm-stage1-only" in (c["a"], c["b"])]
+    assert rows == []  # every Pcc row compares at one length
+
+
 def test_the_smooth_k2_rows_state_the_learning_rate_confound() -> None:
     specs = _specs()
     assert _differences(specs["sts-regression/minilm-nli-smooth-k2"], specs["sts-regression/minilm-nli-mse"]) == {
