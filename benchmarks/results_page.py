@@ -423,9 +423,12 @@ def main_job_before_rows(folder: Path) -> list[dict[str, Any]]:
 
 
 def timed_precision(timing: dict[str, Any]) -> str:
-    """The autocast a timed main job ran with: ``train.bf16: auto`` turns bf16 on where the CPU has AMX, so the
-    precision also says which kind of host it was. A file timed before metrics.json recorded it ran bf16."""
-    return "bf16 autocast, a CPU with AMX" if timing["after"].get("bf16", True) else "fp32, a CPU without AMX"
+    """The autocast a timed main job ran with, and whether its CPU has AMX (``amx_bf16`` among the flags it
+    recorded; a file without them: ``train.bf16: auto`` turns bf16 on only with AMX, so the precision says it)."""
+    flags = timing["environment"]["hardware"].get("cpu_bf16_flags")
+    bf16 = timing["after"].get("bf16", True)  # a file timed before metrics.json recorded it ran the recipe's bf16
+    amx = "amx_bf16" in flags if flags is not None else bool(bf16)
+    return f"{'bf16 autocast' if bf16 else 'fp32'}, {'a CPU with AMX' if amx else 'a CPU without AMX'}"
 
 
 def timed_minutes(timing: dict[str, Any]) -> float:
@@ -501,7 +504,7 @@ def main_job_section(folder: Path) -> list[str]:
         "epoch with the best dev Spearman and evaluates it on C-STS validation, which chose nothing. The recipe's",
         "settings are the",
         f"learning-rate screen's chosen run (`{MAIN_JOB_RUN}`, next section), so its seeds are the main job's",
-        "figures. Time: training + evaluation on the 2 idle cores of this CPU (`benchmarks/main_job_check.py`).",
+        "figures. Time: training + evaluation on the 2 idle cores of the host named (`benchmarks/main_job_check.py`).",
         "",
     ]
     if job is None:
@@ -540,7 +543,8 @@ def main_job_section(folder: Path) -> list[str]:
             before_threads = before_run["environment"]["hardware"]["torch_threads"] if before_run else "?"
             before = timing["before_validation_spearman"]
             fast = "**met**" if total <= MAIN_JOB_MINUTES else "**not met**"
-            verdicts.append(f"{fast} on {timed_precision(timing).split(', ')[1]} ({total:.1f} min)")
+            host = "a CPU with AMX" if timed_precision(timing).endswith("with AMX") else "a CPU without AMX"
+            verdicts.append(f"{fast} on {host} ({total:.1f} min)")
             lines += [
                 "",
                 f"Timed on the host of {timing['environment']['created'][:10]} ({cpu + ', ' if cpu else ''}"

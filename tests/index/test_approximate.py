@@ -156,17 +156,16 @@ def test_a_pair_whose_count_disagrees_is_rebuilt_with_a_warning(tmp_path, one_fa
     import_or_skip("faiss")
     data = vectors(300)
     filled(tmp_path, "hnsw", {"m": 8}, data[:200])
-    newer = filled(tmp_path / "other", "hnsw", {"m": 8}, data)
+    filled(tmp_path / "other", "hnsw", {"m": 8}, data)
     (tmp_path / "other" / "test.faiss").replace(tmp_path / "test.faiss")  # the new file, the old description
     ann = AnnFile(tmp_path, "test", "hnsw", {"m": 8})
     with caplog.at_level("WARNING", logger="finesim.index.approximate"):
-        assert not ann.load()
+        assert not ann.load()  # read again under the lock, still disagreeing: not read
     assert "holds 300 vectors but test.json says 200: the pair was not written together" in caplog.text
     assert ann.update(len(data), data.shape[1], lambda a, b: iter([data[a:b]]), lambda m: data[:m])
     meta = json.loads((tmp_path / "test.json").read_text())
     assert meta["count"] == 300 and meta["sha256"] == file_sha256(tmp_path / "test.faiss")
     assert AnnFile(tmp_path, "test", "hnsw", {"m": 8}).load()
-    assert newer.count == 300
 
 
 def test_a_stored_index_newer_than_this_view_is_left_alone(tmp_path, one_faiss_thread):
@@ -184,3 +183,19 @@ def test_a_stored_index_newer_than_this_view_is_left_alone(tmp_path, one_faiss_t
     assert max(older.search(data[250], 50).tolist()) < 200  # rows beyond this view are never returned
     assert file_sha256(tmp_path / "test.faiss") == written
     assert json.loads((tmp_path / "test.json").read_text())["count"] == 300
+
+
+def test_a_save_leaves_a_newer_stored_index_in_place(tmp_path, one_faiss_thread):
+    """A process that loaded the index over 200 rows extends its own view to 250 while another process has stored
+    one over 300: its save leaves the stored one, which covers more, in place."""
+    import_or_skip("faiss")
+    data = vectors(300)
+    older = filled(tmp_path, "hnsw", {"m": 8}, data[:200])
+    filled(tmp_path / "other", "hnsw", {"m": 8}, data)
+    for name in ("test.faiss", "test.json"):
+        (tmp_path / "other" / name).replace(tmp_path / name)
+    written = file_sha256(tmp_path / "test.faiss")
+    assert older.update(250, data.shape[1], lambda a, b: iter([data[a:b]]), lambda m: data[:m])
+    assert older.count == 250 and file_sha256(tmp_path / "test.faiss") == written
+    assert json.loads((tmp_path / "test.json").read_text())["count"] == 300
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -549,3 +549,7 @@ def test_an_add_embedded_elsewhere_names_the_conditions_stored_meanwhile(model_d
         reopened.search("a dog", "the sport", strategy="exact"), model_dirs["bi"], "a dog", corpus[:20], "the sport", 10
     )
     assert reopened.has_condition("the sport")
+    caplog.clear()  # a plain add told not to embed its rows under the stored conditions has nothing to warn about
+    with caplog.at_level("WARNING", logger=module.logger.name):
+        assert reopened.add(corpus[20:25], update_conditions=False) == 25
+    assert "stored since this add started" not in caplog.text

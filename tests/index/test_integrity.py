@@ -258,6 +258,25 @@ def test_a_temporary_file_held_by_a_live_writer_stays_whatever_its_pid(model_dir
     assert not writer.tmp.exists()
 
 
+def test_a_faiss_index_is_held_while_it_is_written(tmp_path, monkeypatch):
+    faiss = pytest.importorskip("faiss")
+    from finesim.index.approximate import AnnFile
+
+    held = []
+    write = faiss.write_index
+
+    def spy(index, path):
+        write(index, path)
+        held.append(temp_held(Path(path)))
+
+    monkeypatch.setattr(faiss, "write_index", spy)
+    data = np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32)
+    ann = AnnFile(tmp_path, "test", "hnsw", {"m": 8})
+    ann.update(len(data), 8, lambda a, b: iter([data[a:b]]), lambda m: data[:m])
+    assert held == [True] and (tmp_path / "test.faiss").is_file()
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
 @pytest.mark.parametrize("failing_call", [1, 2])
 def test_a_full_disk_while_a_part_is_allocated_leaves_no_temporary_files(
     model_dirs, corpus, tmp_path, monkeypatch, failing_call
@@ -271,11 +290,13 @@ def test_a_full_disk_while_a_part_is_allocated_leaves_no_temporary_files(
     calls = []
 
     def allocate(*args, **kwargs):
+        array = real(*args, **kwargs)  # the file exists now, as when the disk fills while it is sized
         if kwargs.get("mode") == "w+":
             calls.append(args[0])
             if len(calls) == failing_call:
+                del array
                 raise OSError(errno.ENOSPC, "No space left on device")
-        return real(*args, **kwargs)
+        return array
 
     folder = tmp_path / "index"
     monkeypatch.setattr(np.lib.format, "open_memmap", allocate)

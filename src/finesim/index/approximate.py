@@ -12,6 +12,7 @@ rows to it and writes it again (atomically). :func:`recall_at_k` measures the re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -25,7 +26,7 @@ from finesim.index.errors import IndexFormatError
 from finesim.index.store import TempHold, temp_path, writer_lock
 from finesim.results import file_sha256, write_json_atomic
 
-LOGGER = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 ANN_KINDS = ("hnsw", "ivf")
 DEFAULT_PARAMS: dict[str, dict[str, int | None]] = {
     # ef_search_per_result / ef_search_max: a search for n rows uses efSearch = max(ef_search, min(ef_search_per_result
@@ -129,37 +130,52 @@ class AnnFile:
         return self.folder / f"{self.name}.json"
 
     def load(self) -> bool:
-        """Read the stored index when there is one with the same kind and parameters; whether one was read. The file
-        and its description are read under the ``ann/`` folder's lock, which :meth:`save` holds while it writes the
-        pair; a pair that disagrees on the row count (a writer killed between its two renames, or an older finesim's
-        writers interleaved) is not read: it is rebuilt and written again, with a warning."""
-        if not (self.index_file.is_file() and self.meta_file.is_file()):
+        """Read the stored index when there is one with the same kind and parameters; whether one was read.
+
+        Read without a lock (a read-only folder, a slow read of a large file). A pair that disagrees on the row
+        count is read again under the ``ann/`` folder's lock, which :meth:`save` holds while it replaces the two
+        (it may have been caught between them); still disagreeing (a writer killed between its two renames), or
+        with no lock to take (a read-only folder), it is not read: it is rebuilt, with a warning."""
+        found = self._read()
+        if found is None:
             return False
-        with writer_lock(self.folder):
-            try:
-                meta = json.loads(self.meta_file.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as err:
-                raise IndexFormatError(self.meta_file, f"not valid JSON ({err}); delete it to rebuild") from None
-            stored = meta.get("params")
-            if meta.get("kind") != self.kind or not isinstance(stored, dict):
-                return False
-            if build_params(self.kind, stored) != build_params(self.kind, self.params):
-                return False
-            faiss = import_faiss()
-            try:
-                index = faiss.read_index(str(self.index_file))
-            except RuntimeError as err:
-                raise IndexFormatError(
-                    self.index_file, f"unreadable faiss index ({err}); delete it to rebuild"
-                ) from None
+        index, meta = found
         if int(index.ntotal) != int(meta.get("count", -1)):
-            LOGGER.warning(
+            with contextlib.suppress(OSError):  # a read-only folder: no writer to wait for
+                with writer_lock(self.folder):
+                    found = self._read()
+                if found is None:
+                    return False
+                index, meta = found
+        if int(index.ntotal) != int(meta.get("count", -1)):
+            logger.warning(
                 "%s holds %d vectors but %s says %s: the pair was not written together; rebuilding it",
                 self.index_file, index.ntotal, self.meta_file.name, meta.get("count"),
             )  # fmt: skip
             return False
         self.index, self.count = index, int(index.ntotal)
         return True
+
+    def _read(self) -> tuple[Any, dict[str, Any]] | None:
+        """The stored faiss index and its description, or None when there is none of this kind and parameters."""
+        if not (self.index_file.is_file() and self.meta_file.is_file()):
+            return None
+        try:
+            meta = json.loads(self.meta_file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise IndexFormatError(self.meta_file, f"not valid JSON ({err}); delete it to rebuild") from None
+        stored = meta.get("params")
+        if meta.get("kind") != self.kind or not isinstance(stored, dict):
+            return None
+        if build_params(self.kind, stored) != build_params(self.kind, self.params):
+            return None
+        faiss = import_faiss()
+        try:
+            index = faiss.read_index(str(self.index_file))
+        except RuntimeError as err:
+            problem = f"unreadable faiss index ({err}); delete it to rebuild"
+            raise IndexFormatError(self.index_file, problem) from None
+        return index, meta
 
     def update(
         self,
@@ -178,7 +194,7 @@ class AnnFile:
         """
         save = True
         if self.index is not None and self.count > total:
-            LOGGER.info(
+            logger.info(
                 "%s covers %d rows, %d more than this process's view of the index (rows added by another process "
                 "since it was opened): building one for this view in memory",
                 self.index_file, self.count, self.count - total,
@@ -197,17 +213,22 @@ class AnnFile:
 
     def save(self, extra: dict[str, Any] | None = None) -> None:
         """Write the faiss index and its description, with the index file's SHA-256 (each through a temporary file
-        named with this process's pid, and a rename), both under the ``ann/`` folder's lock so that no reader
-        (:meth:`load`) or other writer comes between the two."""
+        named with this process's pid, held locked while written (:class:`~finesim.index.store.TempHold`), and a
+        rename), both under the ``ann/`` folder's lock so that no other writer comes between the two. A stored index
+        that covers more rows than this one (saved meanwhile by a process that sees rows added since this one
+        opened the index) is left in place."""
         faiss = import_faiss()
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = temp_path(self.index_file)
-        tmp.touch()
-        hold = TempHold(tmp)  # live to remove_leftovers in any pid namespace while it is written
+        hold = TempHold(tmp, create=True)  # live to remove_leftovers in any pid namespace while it is written
         try:
             faiss.write_index(self.index, str(tmp))
             digest = file_sha256(tmp)
             with writer_lock(self.folder):
+                if self._stored_count() > self.count:
+                    logger.info("%s: a newer index covering more rows is stored; leaving it", self.index_file)
+                    tmp.unlink(missing_ok=True)
+                    return
                 tmp.replace(self.index_file)
                 write_json_atomic(
                     self.meta_file,
@@ -219,6 +240,18 @@ class AnnFile:
             raise
         finally:
             hold.release()
+
+    def _stored_count(self) -> int:
+        """The row count the stored description records for an index of this kind and build parameters (-1: none,
+        another kind or parameters, unreadable)."""
+        try:
+            meta = json.loads(self.meta_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return -1
+        if not isinstance(meta, dict) or meta.get("kind") != self.kind or not isinstance(meta.get("params"), dict):
+            return -1
+        same = build_params(self.kind, meta["params"]) == build_params(self.kind, self.params)
+        return int(meta.get("count", -1)) if same else -1
 
     def search(self, vector: np.ndarray, n: int) -> np.ndarray:
         """Row ids of the (up to) ``n`` best inner products with ``vector``, with the search-time parameters (HNSW

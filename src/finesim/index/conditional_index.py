@@ -555,7 +555,7 @@ class ConditionalIndex:
             if update_conditions and self.encoder != "tri":
                 wanted += [c["condition"] for c in current.stored_conditions()]
             keys = {self.key(c): c for c in dict.fromkeys(wanted)} if self.encoder != "tri" else {}
-            if not update_conditions and self.encoder != "tri":  # embedded elsewhere (Ray) for the conditions given
+            if batches is not None and not update_conditions and self.encoder != "tri":  # embedded elsewhere (Ray)
                 late = [c["condition"] for c in current.stored_conditions() if c["key"] not in keys]
                 if late:  # stored by another process since the embedding started: not covered by this part
                     logger.warning(

@@ -144,24 +144,29 @@ def temp_path(path: Path) -> Path:
 class TempHold:
     """An exclusive ``flock`` on a temporary file for as long as this process writes it: it marks the file as a live
     writer's for :func:`remove_leftovers` whatever the writer's pid namespace (a server in a container and a
-    command on the host share the folder, and the pid in the name means nothing across them). The lock goes with
-    the open file (the rename keeps it); :meth:`release` closes it. A no-op where ``flock`` is missing."""
+    command on the host share the folder, and the pid in the name means nothing across them). ``create``: the file
+    is created here (it must not exist) and locked before anything is written to it. The lock goes with the open
+    file (a rename keeps it); :meth:`release` closes it. A no-op where ``flock`` is missing or refused (the pid in
+    the name then decides alone)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, create: bool = False) -> None:
         self._fd: int | None = None
         try:
             import fcntl
         except ImportError:  # pragma: no cover - Windows
+            if create:
+                Path(path).touch(exist_ok=False)
             return
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # pragma: no cover - a fresh file no one else knows of
+            fcntl.flock(fd, fcntl.LOCK_EX)  # waits only for a temp_held probe, which holds it for a moment
+        except OSError:  # pragma: no cover - a file system without flock
             os.close(fd)
             return
         self._fd = fd
 
     def release(self) -> None:
+        """Let go of the lock (close the file); idempotent."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -174,8 +179,8 @@ def temp_held(path: Path) -> bool:
     except ImportError:  # pragma: no cover - Windows
         return False
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # gone meanwhile
+        fd = os.open(path, os.O_RDWR)  # an exclusive lock over NFS needs a file open for writing
+    except OSError:  # gone meanwhile, or not ours to open: the pid decides
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -368,8 +373,15 @@ class ArrayWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = temp_path(self.path)
-        self._array: np.memmap | None = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=dtype, shape=(count, dim))
-        self._hold = TempHold(self.tmp)  # live to remove_leftovers in any pid namespace
+        self._hold = TempHold(self.tmp, create=True)  # live to remove_leftovers in any pid namespace
+        try:
+            self._array: np.memmap | None = np.lib.format.open_memmap(
+                self.tmp, mode="w+", dtype=dtype, shape=(count, dim)
+            )
+        except BaseException:  # a full disk: nothing of it stays
+            self._hold.release()
+            self.tmp.unlink(missing_ok=True)
+            raise
 
     def write_rows(self, start: int, rows: np.ndarray) -> None:
         assert self._array is not None, "rows written after finish() or abort()"
