@@ -305,3 +305,35 @@ def test_a_full_disk_while_a_part_is_allocated_leaves_no_temporary_files(
     assert len(calls) == failing_call
     left = [p for p in folder.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".tmp-")]
     assert left == [] and not (folder / "manifest.json").exists()
+
+
+def test_verify_tells_a_cache_replaced_while_read_from_a_damaged_one(model_dirs, corpus, tmp_path, monkeypatch):
+    """A condition cache another process replaces (with its checksum) between the check's reading of the record and
+    of the file is not damage; a file that matches no record is; an unreadable faiss description is named."""
+    import finesim.index.store as store_module
+    from finesim.index.errors import IndexFormatError
+    from finesim.index.store import read_checksum, write_checksum
+
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(model_dirs["bi"]), corpus[:20], folder, conditions=["the sport"])
+    (cached,) = _condition_files(folder)
+    store = IndexStore.open(folder)
+    listed = list(store.checksummed_files())  # records read now, as verify_hashes reads them first
+    data = np.load(cached)
+    data[0, 0] += 0.5
+    np.save(cached, data)  # replaced, with its new checksum, by "another process"
+    write_checksum(cached, store_module.file_sha256(cached))
+    monkeypatch.setattr(IndexStore, "checksummed_files", lambda self: iter(listed))
+    assert store.verify_hashes()["verified"] == len(listed)
+    data[0, 0] += 0.5
+    np.save(cached, data)  # changed, its checksum not
+    with pytest.raises(IndexFormatError, match="content differs from the SHA-256 recorded"):
+        store.verify_hashes()
+    assert read_checksum(cached) is not None
+    monkeypatch.undo()
+    write_checksum(cached, store_module.file_sha256(cached))  # recorded again: whole
+    (folder / "ann").mkdir()
+    (folder / "ann" / "x.faiss").write_bytes(b"\0")
+    (folder / "ann" / "x.json").write_text("{", encoding="utf-8")
+    with pytest.raises(IndexFormatError, match=r"x\.json: not valid JSON"):
+        IndexStore.open(folder).verify_hashes()

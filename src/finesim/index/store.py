@@ -193,6 +193,28 @@ def temp_held(path: Path) -> bool:
     return False
 
 
+def _recorded_faiss_sha256(file: Path) -> str | None:
+    """The SHA-256 a faiss index's ``.json`` records (None: no description, or none recorded); an unreadable
+    description is an :class:`IndexFormatError` naming it."""
+    described = file.with_suffix(".json")
+    try:
+        text = described.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise IndexFormatError(described, f"not valid JSON ({err}); delete it and its .faiss file to rebuild") from None
+    return meta.get("sha256") if isinstance(meta, dict) else None
+
+
+def _rewritten_since(file: Path, recorded: str) -> bool:
+    """Whether a derived file (a condition cache, a faiss index) whose content did not match ``recorded`` was
+    replaced, with its record, by another process while it was read: its record now differs and matches it."""
+    now = _recorded_faiss_sha256(file) if file.suffix == ".faiss" else read_checksum(file)
+    return now is not None and now != recorded and file_sha256(file) == now
+
+
 def checksum_file(array_file: Path) -> Path:
     """The checksum sidecar of a condition cache file: ``<part>.sha256`` next to ``<part>.npy``."""
     return Path(array_file).with_suffix(CHECKSUM)
@@ -506,12 +528,7 @@ class IndexStore:
         ann = self.root / ANN
         if ann.is_dir():
             for file in sorted(ann.glob("*.faiss")):
-                described = file.with_suffix(".json")
-                try:
-                    recorded = json.loads(described.read_text(encoding="utf-8")).get("sha256")
-                except (OSError, json.JSONDecodeError):
-                    recorded = None
-                yield file, recorded, described.name
+                yield file, _recorded_faiss_sha256(file), file.with_suffix(".json").name
 
     def verify_hashes(self) -> dict[str, Any]:
         """Recompute the SHA-256 of every file of the index (:meth:`checksummed_files`) against the one recorded; the
@@ -524,7 +541,7 @@ class IndexStore:
             if recorded is None:
                 unrecorded.append(str(file.relative_to(self.root)))
                 continue
-            if file_sha256(file) != recorded:
+            if file_sha256(file) != recorded and not (where != MANIFEST and _rewritten_since(file, recorded)):
                 hint = "delete it to compute it again" if where != MANIFEST else "the index is damaged: build it again"
                 raise IndexFormatError(file, f"content differs from the SHA-256 recorded in {where} ({hint})")
             verified += 1
