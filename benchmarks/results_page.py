@@ -422,13 +422,19 @@ def main_job_before_rows(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def timed_precision(timing: dict[str, Any]) -> str:
-    """The autocast a timed main job ran with, and whether its CPU has AMX (``amx_bf16`` among the flags it
-    recorded; a file without them: ``train.bf16: auto`` turns bf16 on only with AMX, so the precision says it)."""
+def timed_host(timing: dict[str, Any]) -> tuple[str, bool]:
+    """The autocast a timed main job ran with (``bf16 autocast`` or ``fp32``) and whether its CPU has AMX
+    (``amx_bf16`` among the flags it recorded; a file without them: ``train.bf16: auto`` turns bf16 on only with
+    AMX, so the precision says it)."""
     flags = timing["environment"]["hardware"].get("cpu_bf16_flags")
     bf16 = timing["after"].get("bf16", True)  # a file timed before metrics.json recorded it ran the recipe's bf16
-    amx = "amx_bf16" in flags if flags is not None else bool(bf16)
-    return f"{'bf16 autocast' if bf16 else 'fp32'}, {'a CPU with AMX' if amx else 'a CPU without AMX'}"
+    return ("bf16 autocast" if bf16 else "fp32"), ("amx_bf16" in flags if flags is not None else bool(bf16))
+
+
+def timed_precision(timing: dict[str, Any]) -> str:
+    """``<precision>, a CPU with(out) AMX`` for a timed main job (:func:`timed_host`)."""
+    precision, amx = timed_host(timing)
+    return f"{precision}, {'a CPU with AMX' if amx else 'a CPU without AMX'}"
 
 
 def timed_minutes(timing: dict[str, Any]) -> float:
@@ -543,8 +549,8 @@ def main_job_section(folder: Path) -> list[str]:
             before_threads = before_run["environment"]["hardware"]["torch_threads"] if before_run else "?"
             before = timing["before_validation_spearman"]
             fast = "**met**" if total <= MAIN_JOB_MINUTES else "**not met**"
-            host = "a CPU with AMX" if timed_precision(timing).endswith("with AMX") else "a CPU without AMX"
-            verdicts.append(f"{fast} on {host} ({total:.1f} min)")
+            verdicts.append(f"{fast} on {'a CPU with AMX' if timed_host(timing)[1] else 'a CPU without AMX'} "
+                            f"({total:.1f} min)")  # fmt: skip
             lines += [
                 "",
                 f"Timed on the host of {timing['environment']['created'][:10]} ({cpu + ', ' if cpu else ''}"

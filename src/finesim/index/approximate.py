@@ -164,10 +164,7 @@ class AnnFile:
             meta = json.loads(self.meta_file.read_text(encoding="utf-8"))
         except json.JSONDecodeError as err:
             raise IndexFormatError(self.meta_file, f"not valid JSON ({err}); delete it to rebuild") from None
-        stored = meta.get("params")
-        if meta.get("kind") != self.kind or not isinstance(stored, dict):
-            return None
-        if build_params(self.kind, stored) != build_params(self.kind, self.params):
+        if not self._same_build(meta):
             return None
         faiss = import_faiss()
         try:
@@ -248,10 +245,13 @@ class AnnFile:
             meta = json.loads(self.meta_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return -1
+        return int(meta.get("count", -1)) if self._same_build(meta) else -1
+
+    def _same_build(self, meta: Any) -> bool:
+        """Whether a stored description is of an index of this kind and build parameters (search ones may differ)."""
         if not isinstance(meta, dict) or meta.get("kind") != self.kind or not isinstance(meta.get("params"), dict):
-            return -1
-        same = build_params(self.kind, meta["params"]) == build_params(self.kind, self.params)
-        return int(meta.get("count", -1)) if same else -1
+            return False
+        return build_params(self.kind, meta["params"]) == build_params(self.kind, self.params)
 
     def search(self, vector: np.ndarray, n: int) -> np.ndarray:
         """Row ids of the (up to) ``n`` best inner products with ``vector``, with the search-time parameters (HNSW
