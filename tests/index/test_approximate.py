@@ -150,6 +150,55 @@ def test_an_index_whose_manifest_predates_the_widened_rule_searches_with_it(tmp_
     assert [file_sha256(f) for f in faiss_files] == digests
 
 
+def test_building_one_faiss_index_holds_off_no_search_under_another_condition(tmp_path, model_dirs, monkeypatch):
+    """Building or extending a faiss index (minutes at a million rows) holds that index's lock only: another
+    thread's searches under another condition, exact or approximate, are answered meanwhile."""
+    import_or_skip("faiss")
+    import threading
+
+    from index_helpers import make_corpus
+
+    from finesim import ConditionalIndex
+
+    texts = make_corpus(60, seed=6)
+    index = ConditionalIndex.build(
+        str(model_dirs["bi"]), texts, tmp_path / "index", conditions=["the sport", "the animal"], first_stage=None
+    )
+    update = AnnFile.update
+    entered, release = threading.Event(), threading.Event()
+
+    def held_for_the_animal(self, *args, **kwargs):
+        if "the animal" in str(args[-1].get("condition")) and not entered.is_set():
+            entered.set()
+            assert release.wait(60)
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(AnnFile, "update", held_for_the_animal)
+    answered: dict[str, object] = {}
+
+    def meanwhile() -> None:
+        answered["exact"] = index.search_rows(texts[2], "the sport", k=3)
+        answered["approximate"] = index.search_rows(texts[2], "the sport", k=3, approximate="hnsw", candidates=60)
+
+    building = threading.Thread(target=index.search_rows, args=(texts[4], "the animal"), kwargs={"approximate": "hnsw"})
+    try:
+        building.start()
+        assert entered.wait(30)
+        other = threading.Thread(target=meanwhile)
+        other.start()
+        other.join(20)
+        assert set(answered) == {"exact", "approximate"}, "a search waited for another condition's faiss build"
+        assert building.is_alive()
+    finally:
+        release.set()
+        building.join(60)
+    exact, approximate = answered["exact"], answered["approximate"]
+    assert exact[0].tolist() == approximate[0].tolist() and 2 in exact[0].tolist()  # all 60 rows re-scored: exact
+    assert sorted(p.name for p in (tmp_path / "index" / "ann").glob("*.faiss")) == sorted(
+        f"condition-{index.key(c)}-hnsw.faiss" for c in ("the sport", "the animal")
+    )
+
+
 def test_a_pair_whose_count_disagrees_is_rebuilt_with_a_warning(tmp_path, one_faiss_thread, caplog):
     """A faiss file and its description that disagree on the row count (a writer killed between its two renames)
     are not an error that blocks every search: the pair is not read, and the next update writes it again whole."""

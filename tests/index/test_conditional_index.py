@@ -108,6 +108,59 @@ def test_bi_encoder_model_calls_on_a_warm_condition(model_dirs, corpus, tmp_path
     assert calls == [1]
 
 
+def test_embedding_a_new_condition_holds_off_no_search_or_add_in_other_threads(model_dirs, tmp_path):
+    """A condition's corpus embedding (an hour at a million texts) locks that condition only: meanwhile another
+    thread's search under a stored condition and its add are answered, and a second thread asking for the same
+    condition waits for the first instead of embedding it again; the part added meanwhile is covered too."""
+    texts = make_corpus(90, seed=5)
+    index = ConditionalIndex.build(
+        str(model_dirs["bi"]), texts[:60], tmp_path / "index", conditions=["the sport"], first_stage=None
+    )
+    conditioned = index.embedder.conditioned
+    entered, release = threading.Event(), threading.Event()
+
+    def held_once(batch, condition):  # the first batch embedded under "the animal" waits for `release`
+        if condition == "the animal" and not entered.is_set():
+            entered.set()
+            assert release.wait(60)
+        return conditioned(batch, condition)
+
+    index.embedder.conditioned = held_once
+    embedded: dict[str, int] = {}
+    answered: dict[str, object] = {}
+
+    def prepare(name: str) -> None:
+        embedded[name] = index.prepare(["the animal"])
+
+    def meanwhile() -> None:
+        answered["search"] = index.search("a man plays guitar", "the sport", k=5)
+        answered["add"] = index.add(texts[60:])
+
+    first, second = (threading.Thread(target=prepare, args=(name,)) for name in ("first", "second"))
+    try:
+        first.start()
+        assert entered.wait(30)
+        second.start()
+        other = threading.Thread(target=meanwhile)
+        other.start()
+        other.join(20)
+        assert set(answered) == {"search", "add"}, "a search or an add waited for another condition's embedding"
+        assert first.is_alive() and second.is_alive()
+    finally:
+        release.set()
+        first.join(60)
+        second.join(60)
+    # the first thread embedded the 60 rows it found; the add embedded its own 30 under the stored "the animal"
+    assert embedded == {"first": 60, "second": 0} and answered["add"] == 90
+    assert_matches_brute_force(answered["search"], model_dirs["bi"], "a man plays guitar", texts[:60], "the sport", 5)
+    assert index.has_condition("the animal")
+    reopened = ConditionalIndex.open(tmp_path / "index")
+    assert {c["condition"]: c["parts"] for c in reopened.store.stored_conditions()} == {"the animal": 2, "the sport": 2}
+    results = reopened.search("a dog", "the animal", k=7)
+    assert reopened.embedder.encoded == 1  # the query alone: every row was stored
+    assert_matches_brute_force(results, model_dirs["bi"], "a dog", texts, "the animal", 7)
+
+
 def test_add_appends_in_order(model_dirs, tmp_path):
     texts = make_corpus(90, seed=3)
     for name in ("tri-hadamard", "bi"):

@@ -243,7 +243,12 @@ class ConditionalIndex:
         self.embedder = IndexEncoder(model, encoder, batch_size=batch_size, lock=model_lock)
         self.show_progress = show_progress
         self._anns: dict[str, AnnFile] = {}
+        # guards this object's shared state, each time briefly: the long steps (embedding the corpus under a
+        # condition, building a faiss index, writing an added part) hold a lock of their own (below, or the
+        # folder's writer lock), so that searches in other threads go on meanwhile
         self._lock = threading.RLock()
+        self._condition_locks: dict[str, threading.Lock] = {}  # per condition key: one thread embeds it
+        self._ann_locks: dict[str, threading.Lock] = {}  # per faiss index name: one thread loads or extends it
         self.first_stage_spec = FirstStageSpec.from_manifest(store.manifest.get("first_stage"))
         self._first_stage: FirstStageEncoder | None = None
         self.rerank_cache = RerankCache()
@@ -537,7 +542,9 @@ class ConditionalIndex:
         if count < 1:
             raise ValueError("the added corpus is empty: nothing to add")
         root = self.store.root
-        with self._lock, writer_lock(root):
+        # the folder's writer lock serialises adds (this process's threads too: each takes its own flock); this
+        # object's lock is taken only to swap in the new store, so searches go on while the part is embedded
+        with writer_lock(root):
             current = IndexStore.open(root)  # another process may have added since this index was opened
             manifest = dict(current.manifest)
             remove_leftovers(root, manifest)
@@ -547,7 +554,8 @@ class ConditionalIndex:
             duplicate = find_duplicate(manifest, corpus=corpus, texts_sha256=digest, meta_sha256=meta_digest)
             if duplicate is not None:
                 logger.warning("%s", duplicate_message(duplicate))
-                self.store = current
+                with self._lock:
+                    self.store = current
                 return len(self)
             if meta is not None and current.fields["id"]:
                 check_new_ids(current.ids(), meta, corpus)
@@ -573,7 +581,8 @@ class ConditionalIndex:
                 if duplicate is not None:
                     remove_leftovers(root, manifest)  # the part just written is not listed: it goes
                     logger.warning("%s", duplicate_message(duplicate))
-                    self.store = current
+                    with self._lock:
+                        self.store = current
                     return len(self)
             manifest["parts"] = [*manifest["parts"], entry]
             manifest["count"] = int(manifest["count"]) + count
@@ -584,8 +593,10 @@ class ConditionalIndex:
             current.commit(manifest)
             for kept in (root / MAPS).glob("*.npz"):  # "mapped" first-stage maps of the rows before this add
                 kept.unlink(missing_ok=True)
-            self.store = IndexStore.open(root)
-            self._masks.clear()
+            opened = IndexStore.open(root)
+            with self._lock:
+                self.store = opened
+                self._masks.clear()
         return len(self)
 
     # ------------------------------------------------------------------ conditions (bi / CASE)
@@ -596,38 +607,56 @@ class ConditionalIndex:
 
     def prepare(self, conditions: Sequence[str]) -> int:
         """Bi-encoder / CASE: compute and store the corpus embeddings of ``conditions`` that are not stored yet
-        (a tri-encoder needs nothing). Returns how many corpus rows were embedded."""
+        (a tri-encoder needs nothing). Returns how many corpus rows this call embedded (not another thread's)."""
         if self.encoder == "tri":
             return 0
-        before = self.embedder.encoded
+        before = self.embedder.encoded_by_this_thread()
         for condition in conditions:
             self._ensure_condition(_check_text(condition, "condition"))
-        return self.embedder.encoded - before
+        return self.embedder.encoded_by_this_thread() - before
 
     def _ensure_condition(self, condition: str) -> str:
-        """The key of ``condition``, its embeddings computed first for every part that lacks them."""
+        """The key of ``condition``, its embeddings computed first for every part that lacks them.
+
+        The embedding (an hour at a million texts) holds a lock of this condition only: searches and adds in other
+        threads go on meanwhile, and a second thread asking for the same condition waits for the first instead of
+        embedding it again. A part that an add committed meanwhile without this condition is embedded too."""
         key = self.key(condition)
         with self._lock:
-            missing = [p for p in self.store.parts if self.store.condition_array(key, p) is None]
-            if not missing:
-                return key
-            self.store.write_condition_meta(key, condition)
-            total = sum(p.count for p in missing)
-            logger.info("embedding %d texts for the condition %r (stored for later queries)", total, condition)
-            with _progress(total, f"corpus for condition {condition[:40]!r}", self.show_progress) as bar:
-                for part in missing:
-                    writer = ArrayWriter(self.store.condition_file(key, part), part.count, self.store.dim, self.dtype)
-                    try:
-                        start = 0
-                        for texts in self.store.iter_texts(part, ENCODE_CHUNK):
-                            writer.write_rows(start, self.embedder.conditioned(texts, condition))
-                            start += len(texts)
-                            bar.update(len(texts))
-                        writer.finish()
-                    except BaseException:
-                        writer.abort()
-                        raise
-        return key
+            embedding = self._condition_locks.setdefault(key, threading.Lock())
+        if not embedding.acquire(blocking=False):
+            with self._traffic.aside():  # waiting for another thread's embedding: a background map fit may go on
+                embedding.acquire()
+        try:
+            done: set[str] = set()
+            while True:
+                store = self.store  # one snapshot: an add() in another thread replaces self.store
+                missing = [p for p in store.parts if p.id not in done and store.condition_array(key, p) is None]
+                if not missing:
+                    return key
+                self._embed_condition(store, key, condition, missing)
+                done.update(p.id for p in missing)
+        finally:
+            embedding.release()
+
+    def _embed_condition(self, store: IndexStore, key: str, condition: str, parts: list[Part]) -> None:
+        """Embed and store the texts of ``parts`` under ``condition`` (:meth:`_ensure_condition` holds its lock)."""
+        store.write_condition_meta(key, condition)
+        total = sum(p.count for p in parts)
+        logger.info("embedding %d texts for the condition %r (stored for later queries)", total, condition)
+        with _progress(total, f"corpus for condition {condition[:40]!r}", self.show_progress) as bar:
+            for part in parts:
+                writer = ArrayWriter(store.condition_file(key, part), part.count, store.dim, self.dtype)
+                try:
+                    start = 0
+                    for texts in store.iter_texts(part, ENCODE_CHUNK):
+                        writer.write_rows(start, self.embedder.conditioned(texts, condition))
+                        start += len(texts)
+                        bar.update(len(texts))
+                    writer.finish()
+                except BaseException:
+                    writer.abort()
+                    raise
 
     def first_stage(self) -> FirstStageEncoder | None:
         """The first stage of two-stage search (None when the index has none), its model loaded on first use and
@@ -1445,11 +1474,15 @@ class ConditionalIndex:
         default = self.store.manifest.get("approximate") or {}
         params = default.get("params") if default.get("kind") == kind else None
         with self._lock:
-            ann = self._anns.get(name)
+            building = self._ann_locks.setdefault(name, threading.Lock())
+        with building:  # loading or building a faiss index (minutes at a million rows) holds this name's lock only
+            with self._lock:
+                ann = self._anns.get(name)
             if ann is None:
                 ann = AnnFile(self.store.root / ANN, name, kind, params or {})
                 ann.load()
-                self._anns[name] = ann
+                with self._lock:
+                    self._anns[name] = ann
             if ann.count != len(self):
                 ann.update(len(self), dim, lambda a, b: self._blocks(key, a, b), self._sampler(key), extra)
         return ann
