@@ -110,3 +110,28 @@ def test_an_older_case_folder_loads_as_before(tiny_model, tiny_bert_dir: Path, t
     scorer = load_scorer(str(folder))
     assert scorer.encoder == "case"
     np.testing.assert_allclose(scorer.score(S1, S2, C), expected, atol=1e-6)
+
+
+def test_a_folder_is_not_loaded_as_an_encoder_it_is_not(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """A cross-encoder made from a sentence-embedding model would score with a new, random classifier (exit 0,
+    scores of noise): refused, as is a finesim folder asked for as another type than its marker's and a
+    cross-encoder asked for as a bi-encoder; each message names the folder and what it is."""
+    from finesim.models.builders import build_cross_encoder
+    from finesim.models.io import load_conditional_model
+
+    with pytest.raises(ValueError, match=r"has no trained cross-encoder head .*architectures BertModel.*random"):
+        load_scorer(str(tiny_bert_dir), encoder="cross")  # a plain BERT folder: no marker, no classifier
+    st_folder = tmp_path / "st"
+    load_scorer(str(tiny_bert_dir)).model.save(str(st_folder))  # sentence-transformers' own save, no marker
+    with pytest.raises(ValueError, match=r"st has no trained cross-encoder head .*model_type SentenceTransformer"):
+        load_conditional_model(st_folder, encoder="cross")
+    bi = save_model(load_scorer(str(tiny_bert_dir)).model, tmp_path / "bi")
+    with pytest.raises(ValueError, match=r"bi is a bi-encoder \(finesim_model.json says so\), not a cross-encoder"):
+        load_scorer(str(bi), encoder="cross")
+    cross = build_cross_encoder(str(tiny_bert_dir), max_length=32)
+    cross.save(str(tmp_path / "plain-cross"))  # a cross-encoder finesim did not save
+    with pytest.raises(ValueError, match=r"plain-cross is a cross-encoder .*model_type CrossEncoder.*--encoder cross"):
+        load_scorer(str(tmp_path / "plain-cross"))  # the default for a folder without a marker: bi
+    scorer = load_scorer(str(tmp_path / "plain-cross"), encoder="cross")  # what it is: loads and scores
+    assert scorer.encoder == "cross" and np.isfinite(scorer.similarity(S1, S2, C)).all()
+    assert load_scorer(str(bi), encoder="bi").encoder == "bi"  # its own type, said explicitly: fine

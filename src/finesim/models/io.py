@@ -267,6 +267,7 @@ def load_conditional_model(
             )
         encoder = str(marker["encoder"])
     check_encoder(str(encoder))
+    check_declared_encoder(folder, marker, str(encoder))
     spec = (marker or {}).get(RUNTIME_KEY) if runtime else None
     classes: dict[str, type] = {}
     if spec is not None:
@@ -294,6 +295,54 @@ def load_conditional_model(
 
         apply_runtime(model, folder, spec)
     return model
+
+
+def check_declared_encoder(folder: Path, marker: dict[str, Any] | None, encoder: str) -> None:
+    """Refuse to load ``folder`` as an ``encoder`` it is not: a finesim folder as another type than its marker's,
+    a sentence-embedding model as a cross-encoder (its classifier would be new and random: scores of noise), or a
+    cross-encoder as a bi- or tri-encoder. A Hub id not downloaded is not checked (nothing to read here)."""
+    if marker is not None:
+        if encoder != marker["encoder"]:
+            raise ValueError(
+                f"{folder} is a {marker['encoder']}-encoder ({MARKER_FILE} says so), not a {encoder}-encoder: leave "
+                "the encoder type out to load it as saved (--encoder is for models finesim did not save)"
+            )
+        return
+    if not folder.is_dir():
+        return
+    model_type, architectures = _saved_model_type(folder)
+    if encoder == "cross" and model_type != "CrossEncoder":
+        if model_type == "SentenceTransformer":
+            why = "config_sentence_transformers.json: model_type SentenceTransformer, a sentence-embedding model"
+        elif architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
+            why = f"config.json: architectures {', '.join(architectures)}, no sequence-classification head"
+        else:
+            return
+        raise ValueError(
+            f"{folder} has no trained cross-encoder head ({why}): as a cross-encoder it would score with a new, "
+            "random classifier. Score it as a bi-encoder (--encoder bi, the default for such a folder), or train a "
+            "cross-encoder from it first (finesim train recipes/csts/paper-cross-mse.yaml --set model.backbone=...)"
+        )
+    if encoder in ("bi", "tri") and model_type == "CrossEncoder":
+        raise ValueError(
+            f"{folder} is a cross-encoder (config_sentence_transformers.json: model_type CrossEncoder), which scores "
+            f"a pair and embeds nothing: load it as a cross-encoder (--encoder cross), not as a {encoder}-encoder"
+        )
+
+
+def _saved_model_type(folder: Path) -> tuple[str | None, list[str]]:
+    """The ``model_type`` sentence-transformers saved in ``folder`` (None without one) and config.json's
+    ``architectures`` (empty without); an unreadable file counts as absent (loading it reports the problem)."""
+    found: list[Any] = []
+    for name, key in (("config_sentence_transformers.json", "model_type"), ("config.json", "architectures")):
+        try:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+        found.append(data.get(key) if isinstance(data, dict) else None)
+    model_type = found[0] if isinstance(found[0], str) else None
+    architectures = [str(a) for a in found[1]] if isinstance(found[1], list) else []
+    return model_type, architectures
 
 
 def check_torch_weights(folder: Path, marker: dict[str, Any] | None) -> None:
