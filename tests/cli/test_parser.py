@@ -67,6 +67,30 @@ def test_commands_that_load_a_model_take_device_and_no_progress() -> None:
     assert found == LOADS_A_MODEL
 
 
+def test_a_device_this_machine_lacks_is_a_usage_error_naming_device(capsys) -> None:
+    """Not a traceback from deep in torch ("Torch not compiled with CUDA enabled", reported as an internal error)
+    after the model loaded: the command line is refused when read. train and export check theirs themselves (a dry
+    run takes a GPU device on a CPU machine; export builds CPU runtimes and says so)."""
+    import torch
+
+    commands = [path for path in sorted(LOADS_A_MODEL) if path not in {("train",), ("export",)}]
+    for path in commands:
+        for device, message in [("foo", "'foo' is not a torch device"), ("cuda:99", "cuda:99: torch ")]:
+            with pytest.raises(SystemExit) as stop:
+                build_parser().parse_args([*path, "--device", device])
+            assert stop.value.code == 2
+            err = capsys.readouterr().err
+            assert f"argument --device: {message}" in err, (path, err)
+        if not torch.cuda.is_available():  # this machine: CPU torch
+            with pytest.raises(SystemExit):
+                build_parser().parse_args([*path, "--device", "cuda"])
+            err = capsys.readouterr().err
+            assert "argument --device: cuda: torch " in err and "sees no cuda device here; use cpu or leave" in err
+    from finesim.cli.common import device_here
+
+    assert device_here("cpu") == "cpu" and device_here("cpu:0") == "cpu:0"
+
+
 def test_help_shows_defaults() -> None:
     text = build_parser()._subparsers._group_actions[0].choices["evaluate"].format_help()
     assert "(default: 64)" in text and "(default: cosine)" in text

@@ -68,10 +68,42 @@ def command_parser(subparsers: Any, name: str, *, help: str, description: str) -
     return parser
 
 
-def add_runtime_options(p: argparse.ArgumentParser) -> None:
-    """``--device`` and ``--no-progress``, for every command that loads a model."""
-    p.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0 (default: automatic)")
+def add_runtime_options(p: argparse.ArgumentParser, *, check_device: bool = True) -> None:
+    """``--device`` and ``--no-progress``, for every command that loads a model. ``check_device``: a device that is
+    not a torch device or that this machine lacks is a usage error when the command line is read (``finesim train``
+    and ``finesim export`` check theirs themselves: a dry run takes a GPU device on a CPU machine)."""
+    p.add_argument(
+        "--device",
+        default=None,
+        type=device_here if check_device else str,
+        help="torch device, e.g. cpu or cuda:0 (default: automatic)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def device_here(text: str) -> str:
+    """``--device``: a torch device name (``cpu``, ``cuda``, ``cuda:1``, ``mps``, ...) that this machine has, else
+    an error saying why (torch cannot read the name, or sees no such device here)."""
+    import torch
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError) as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device ({err}); e.g. cpu, cuda or cuda:0") from None
+    if device.type == "cpu":
+        return text
+    backend = getattr(torch, device.type, None)
+    available = getattr(backend, "is_available", None)
+    if device.type == "mps":
+        available = torch.backends.mps.is_available
+    if available is not None and not available():
+        raise argparse.ArgumentTypeError(
+            f"{text}: torch {torch.__version__} sees no {device.type} device here; use cpu or leave --device out"
+        )
+    count = getattr(backend, "device_count", None)
+    if device.index is not None and count is not None and device.index >= count():
+        raise argparse.ArgumentTypeError(f"{text}: torch sees {count()} {device.type} device(s) here, numbered from 0")
+    return text
 
 
 # ---------------------------------------------------------------- argument types

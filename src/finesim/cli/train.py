@@ -60,7 +60,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="run every check that needs no training, print the recipe that would run"
     )
-    add_runtime_options(p)
+    add_runtime_options(p, check_device=False)
     p.set_defaults(func=run)
     OPTIONS.update({a.dest: (a.option_strings[-1], a.default) for a in p._actions if a.option_strings})
 
