@@ -90,9 +90,20 @@ def test_saved_dataset_dict_needs_a_split(tmp_path: Path) -> None:
     assert train.to_dict() == EXPECTED
     assert len(read_table(tmp_path / "dd", split="test")[0]) == 1
     err = error_of(tmp_path / "dd")
-    assert str(err) == f"{tmp_path / 'dd'}: holds a DatasetDict with splits ['train', 'test']: pass split= one of them"
+    assert str(err) == (
+        f"{tmp_path / 'dd'}: holds a DatasetDict with splits ['train', 'test']: choose one with split= (--split on the "
+        "command line)"
+    )
     err = error_of(tmp_path / "dd", split="tran")
     assert str(err).endswith("has no split 'tran' (did you mean 'train'?); its splits are ['train', 'test']")
+
+
+def test_a_split_asked_of_a_dataset_without_split_names_is_read_whole_with_a_warning(tmp_path: Path, caplog) -> None:
+    Dataset.from_pandas(frame(), preserve_index=False).save_to_disk(tmp_path / "one")  # no split name saved
+    with caplog.at_level("WARNING", logger="finesim.data.table"):
+        ds, _ = read_table(tmp_path / "one", split="test")
+    assert ds.to_dict() == EXPECTED
+    assert "one holds one Dataset with no split name: split 'test' not checked, every row is read" in caplog.text
 
 
 def test_split_is_refused_for_a_file(tmp_path: Path) -> None:

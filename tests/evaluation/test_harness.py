@@ -392,7 +392,7 @@ def test_table_task_reads_the_split_of_a_dataset_dict_folder(tmp_path: Path, tin
     tasks = load_registry(tmp_path / "tasks.yaml").tasks
     assert evaluate_task(tasks["test-part"], tiny_model, tmp_path).pairs == 3
     assert evaluate_task(tasks["train-part"], tiny_model, tmp_path).pairs == 4
-    with pytest.raises(DataFormatError, match=r"DatasetDict with splits \['train', 'test'\]: pass split="):
+    with pytest.raises(DataFormatError, match=r"DatasetDict with splits \['train', 'test'\]: choose one with split="):
         evaluate_task(tasks["no-split"], tiny_model, tmp_path)
     with pytest.raises(DataFormatError, match=r"has no split 'tset'.*test"):
         evaluate_task(tasks["typo"], tiny_model, tmp_path)

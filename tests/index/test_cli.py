@@ -416,3 +416,31 @@ def test_search_without_a_condition(model_dirs, tmp_path, capsys, monkeypatch):
     assert len(err.strip().splitlines()) == 1
     assert "this bi-encoder index stores no embeddings of the texts alone (built with first_stage=None" in err
     assert "build it again with first_stage='self'" in err
+
+
+def test_a_split_of_a_saved_dataset_dict_is_indexed_and_added(model_dirs, tmp_path, capsys):
+    """A save_to_disk folder of several splits (a corpus search.md lists) needs --split, which the error names;
+    the split read is the one indexed, recorded in the manifest; --ray, which reads files only, refuses it."""
+    from datasets import Dataset, DatasetDict
+
+    texts = make_corpus(40, seed=12)
+    folder = tmp_path / "dd"
+    DatasetDict(
+        {"train": Dataset.from_dict({"text": texts[:30]}), "test": Dataset.from_dict({"text": texts[30:]})}
+    ).save_to_disk(str(folder))
+    out = tmp_path / "index"
+    base = ["index", "build", "--model", str(model_dirs["tri-hadamard"]), "--corpus", str(folder), "-o", str(out)]
+    assert main(base) == 1
+    wanted = "holds a DatasetDict with splits ['train', 'test']: choose one with split= (--split on the command line)"
+    assert wanted in capsys.readouterr().err
+    assert main([*base, "--split", "train", "-q"]) == 0
+    assert main(["index", "add", str(out), "--corpus", str(folder), "--split", "test", "-q"]) == 0
+    assert main(["index", "info", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert [(c["rows"], c["split"]) for c in info["corpus"]] == [(30, "train"), (10, "test")]
+    results = search_json(capsys, str(out), "--query", "a dog", "--condition", "the animal", "-k", "5")
+    assert_matches_brute_force(results, model_dirs["tri-hadamard"], "a dog", texts, "the animal", 5)
+    with pytest.raises(SystemExit) as stop:
+        main([*base[:-2], "-o", str(tmp_path / "ray"), "--split", "train", "--ray"])
+    assert stop.value.code == 2
+    assert "--split picks a split of a dataset folder, which --ray does not read" in capsys.readouterr().err

@@ -36,6 +36,12 @@ def _corpus_options(p: argparse.ArgumentParser, *, default_column: str | None) -
         + ("" if default_column else " (default: the one the index was built from)"),
     )
     p.add_argument("--format", default=None, help="corpus file format when its extension does not tell")
+    p.add_argument(
+        "--split",
+        default=None,
+        metavar="NAME",
+        help="the split to read from a dataset folder (save_to_disk) or Hub dataset that has several",
+    )
     recorded = "" if default_column else " (default: the one the index was built with)"
     p.add_argument(
         "--id-column",
@@ -286,6 +292,8 @@ def _meta_columns(args: argparse.Namespace) -> tuple[str | None, list[str]]:
         raise UsageError(str(err)) from None
     if (args.id_column or columns) and ray_wanted(args):
         raise UsageError("--id-column and --metadata-columns are not supported with --ray yet: drop --ray")
+    if args.split is not None and ray_wanted(args):
+        raise UsageError("--split picks a split of a dataset folder, which --ray does not read (it reads files)")
     return args.id_column, columns
 
 
@@ -332,8 +340,9 @@ def run_build(args: argparse.Namespace) -> int:
         from finesim.index.corpus import read_corpus
 
         corpus = read_corpus(
-            args.corpus, args.text_column, args.format, id_column=id_column, metadata_columns=metadata_columns
-        )
+            args.corpus, args.text_column, args.format, id_column=id_column, metadata_columns=metadata_columns,
+            split=args.split,
+        )  # fmt: skip
         progress(f"read {len(corpus.texts)} texts from {args.corpus}")
         index = ConditionalIndex.build(
             args.model,
@@ -370,7 +379,9 @@ def run_add(args: argparse.Namespace) -> int:
             raise UsageError("this index has IDs / metadata, which --ray does not read yet: add without --ray")
         duplicate = find_duplicate(manifest, corpus=[file_record(args.corpus, 0, column, args.format)])
     else:
-        corpus = read_corpus(args.corpus, column, args.format, id_column=id_column, metadata_columns=metadata_columns)
+        corpus = read_corpus(
+            args.corpus, column, args.format, id_column=id_column, metadata_columns=metadata_columns, split=args.split
+        )
         rows = meta_rows(len(corpus.texts), corpus.ids, corpus.metadata)
         duplicate = find_duplicate(
             manifest,

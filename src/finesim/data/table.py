@@ -36,6 +36,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import numbers
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -49,6 +50,8 @@ from finesim.data._io import check_range, close_match, parse_label, require_text
 from finesim.data.csv_records import unclosed_quote, unclosed_quote_error
 from finesim.data.errors import DataFormatError, LoadReport
 from finesim.options import did_you_mean
+
+logger = logging.getLogger(__name__)
 
 TABLE_FORMATS = ("csv", "tsv", "jsonl", "parquet", "hf")
 HUB_FORMAT = "hub"
@@ -85,7 +88,8 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
 _FORMATS_HINT = (
     "finesim reads .csv, .tsv/.tab, .jsonl/.ndjson and .parquet/.pq files, a folder written by a dataset's "
-    f"save_to_disk, or a Hub dataset id owner/name; pass format= one of {list(ALL_FORMATS)} to name it"
+    f"save_to_disk, or a Hub dataset id owner/name; pass format= one of {list(ALL_FORMATS)} (--format on the command "
+    "line) to name it"
 )
 
 
@@ -687,7 +691,10 @@ def _pick_split(loaded: Any, split: str | None, path: Path | str) -> Dataset:
     if isinstance(loaded, DatasetDict):
         splits = list(loaded)
         if split is None:
-            raise DataFormatError(f"holds a DatasetDict with splits {splits}: pass split= one of them", path=path)
+            raise DataFormatError(
+                f"holds a DatasetDict with splits {splits}: choose one with split= (--split on the command line)",
+                path=path,
+            )
         if split not in loaded:
             close = close_match(split, splits)
             hint = f" (did you mean {close!r}?)" if close else ""
@@ -697,6 +704,8 @@ def _pick_split(loaded: Any, split: str | None, path: Path | str) -> Dataset:
         raise DataFormatError(f"holds a {type(loaded).__name__}, not a Dataset or DatasetDict", path=path)
     if split is not None and loaded.split is not None and str(loaded.split) != split:
         raise DataFormatError(f"holds one Dataset of split {str(loaded.split)!r}, not split {split!r}", path=path)
+    if split is not None and loaded.split is None:  # nothing says which split its rows are: all of them are read
+        logger.warning("%s holds one Dataset with no split name: split %r not checked, every row is read", path, split)
     return loaded
 
 

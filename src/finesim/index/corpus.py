@@ -39,8 +39,10 @@ def file_record(
     *,
     id_column: str | None = None,
     metadata_columns: Sequence[str] = (),
+    split: str | None = None,
 ) -> dict[str, Any]:
-    """The manifest's description of a corpus file (a folder, e.g. a saved dataset, has no SHA-256)."""
+    """The manifest's description of a corpus file (a folder, e.g. a saved dataset, has no SHA-256; ``split``: the
+    split read from a dataset folder of several)."""
     from finesim.results import file_sha256
 
     p = Path(path)
@@ -55,6 +57,8 @@ def file_record(
         record["id_column"] = id_column
     if metadata_columns:
         record["metadata_columns"] = list(metadata_columns)
+    if split is not None:
+        record["split"] = split
     return record
 
 
@@ -157,9 +161,10 @@ def read_corpus(
     *,
     id_column: str | None = None,
     metadata_columns: Sequence[str] = (),
+    split: str | None = None,
 ) -> Corpus:
-    """Read the ``text_column`` of a corpus file (and its ``id_column`` and ``metadata_columns``); errors name the
-    file, and the row and column where one is bad.
+    """Read the ``text_column`` of a corpus file (and its ``id_column`` and ``metadata_columns``; ``split``: the split
+    of a dataset folder or Hub dataset of several); errors name the file, and the row and column where one is bad.
 
     Raises:
         DataFormatError: the file cannot be read, a column is missing (the message lists the columns there are), a
@@ -168,7 +173,7 @@ def read_corpus(
     """
     from finesim.data.table import open_table, record_error, text_field
 
-    reader = open_table(path, format=format)
+    reader = open_table(path, format=format, split=split)
     columns = list(reader.columns)
     if text_column not in columns:
         raise missing_column(path, text_column, columns)
@@ -200,6 +205,7 @@ def read_corpus(
     if not texts:
         raise DataFormatError("no rows: the corpus is empty", path=path)
     description = file_record(
-        path, len(texts), text_column, reader.format, id_column=id_column, metadata_columns=metadata_columns
-    )
+        path, len(texts), text_column, reader.format, id_column=id_column, metadata_columns=metadata_columns,
+        split=split,
+    )  # fmt: skip
     return Corpus(texts, description, ids, metadata)
