@@ -444,3 +444,21 @@ def test_a_split_of_a_saved_dataset_dict_is_indexed_and_added(model_dirs, tmp_pa
         main([*base[:-2], "-o", str(tmp_path / "ray"), "--split", "train", "--ray"])
     assert stop.value.code == 2
     assert "--split picks a split of a dataset folder, which --ray does not read" in capsys.readouterr().err
+
+
+def test_candidates_for_a_search_that_is_exact_is_refused(model_dirs, tmp_path, capsys):
+    """A tri-encoder index without --approximate searches exactly: --candidates would be ignored (it was, silently)."""
+    out = tmp_path / "index"
+    corpus = write_csv(tmp_path / "corpus.csv", make_corpus(30, seed=13))
+    assert (
+        main(["index", "build", "--model", str(model_dirs["tri-hadamard"]), "--corpus", str(corpus), "-o", str(out)])
+        == 0
+    )
+    search = [str(out), "--query", "a dog", "--condition", "the animal", "-k", "3", "--candidates", "5"]
+    with pytest.raises(SystemExit) as stop:
+        main(["index", "search", *search])
+    assert stop.value.code == 2
+    assert (
+        "--candidates sets how many candidates an approximate or two-stage search re-scores" in capsys.readouterr().err
+    )
+    assert len(search_json(capsys, *search, "--approximate")) == 3  # with faiss: the candidates it re-scores

@@ -606,3 +606,10 @@ def test_an_add_embedded_elsewhere_names_the_conditions_stored_meanwhile(model_d
     with caplog.at_level("WARNING", logger=module.logger.name):
         assert reopened.add(corpus[20:25], update_conditions=False) == 25
     assert "stored since this add started" not in caplog.text
+
+
+def test_conditions_given_to_a_tri_encoder_build_are_named_as_not_embedded(model_dirs, corpus, tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="finesim.index"):
+        index = ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus[:20], tmp_path / "i", conditions=["a"])
+    assert "1 condition(s) not embedded: a tri-encoder index embeds its corpus once, for every condition" in caplog.text
+    assert index.embedder.encoded == 20 and not (tmp_path / "i" / "conditions").exists()

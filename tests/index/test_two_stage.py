@@ -133,6 +133,14 @@ def test_first_stage_options_are_checked():
         resolve_first_stage("tri", "self", None)
     with pytest.raises(ValueError, match="must be one of"):
         resolve_first_stage("bi", "self", "both")
+    # a query mode for an index that gets no first stage would be ignored: refused, saying why
+    with pytest.raises(ValueError, match="query 'mapped' needs a first stage, and first_stage is none: drop"):
+        resolve_first_stage("bi", "none", "mapped")
+    with pytest.raises(ValueError, match="query 'plain' needs a first stage, and a tri-encoder index has none"):
+        resolve_first_stage("tri", "auto", "plain")
+    with pytest.raises(ValueError, match="query 'mapped' needs a first stage, and a case index has none unless named"):
+        resolve_first_stage("case", "auto", "mapped")
+    assert resolve_first_stage("bi", None, "auto") == (None, "plain")  # "auto" asks for nothing
 
 
 def test_case_with_another_first_stage_model(model_dirs, corpus, tmp_path):

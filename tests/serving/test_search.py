@@ -148,6 +148,27 @@ def test_bi_encoder_conditions_prepared_at_start_and_on_first_query(saved_models
         assert _same_hits(answer.json(), index.search("a dog", "the color", 3, strategy="exact"))
 
 
+def test_startup_conditions_progress(indexes, saved_models, scorers, tmp_path, capfd, caplog) -> None:  # noqa: F811
+    """--conditions embeds the corpus under each at start-up (an hour each at a million texts): a progress bar with
+    its total, unless progress is off; a tri-encoder index embeds nothing per condition, and says so."""
+    from finesim import ConditionalIndex
+
+    folder = ConditionalIndex.build(str(saved_models["bi"]), CORPUS, tmp_path / "index").store.root
+    settings = {"model": str(saved_models["bi"]), "index": str(folder), "index_conditions": ("the animal",)}
+    capfd.readouterr()
+    with serving(scorers["bi"], **settings, progress=True) as client:
+        assert client.app.state.model.index.conditions == ["the animal"]
+    bar = capfd.readouterr().err
+    assert "corpus for condition 'the animal': 100%" in bar and f"{len(CORPUS)}/{len(CORPUS)}" in bar  # its total
+    with serving(scorers["bi"], **{**settings, "index_conditions": ("the color",)}) as client:
+        assert client.app.state.model.index.has_condition("the color")
+    assert "corpus for condition" not in capfd.readouterr().err  # progress off: the library's default
+    tri = {"model": str(saved_models["tri"]), "index": str(indexes["tri"]), "index_conditions": ("the animal",)}
+    with caplog.at_level("WARNING", logger="finesim.serving"), serving(scorers["tri"], **tri) as client:
+        assert client.get("/health").status_code == 200
+    assert "--conditions: 1 condition(s) not embedded: a tri-encoder index embeds its corpus once" in caplog.text
+
+
 def test_search_needs_the_api_key(indexes, saved_models, scorers) -> None:  # noqa: F811
     body = {"query": "a dog", "condition": "the animal", "k": 2}
     with serving(scorers["tri"], model=str(saved_models["tri"]), index=str(indexes["tri"]), api_key="s3cret") as client:

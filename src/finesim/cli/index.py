@@ -466,6 +466,13 @@ def run_search(args: argparse.Namespace) -> int:
             f"conditioned or mapped query; this index's first stage is {stage.get('model') or 'none'}"
             f"{' (query ' + repr(stage.get('query')) + ')' if stage else ' (it searches exactly)'}: drop it"
         )
+    tri = store.manifest["encoder"]["type"] == "tri"
+    exact = not args.approximate and (tri or not stage or args.no_condition or args.strategy == "exact")
+    if args.candidates is not None and exact:
+        raise UsageError(
+            "--candidates sets how many candidates an approximate or two-stage search re-scores, but this search is "
+            "exact (no --approximate, and no two-stage search here): drop it, or add --approximate"
+        )
     index = ConditionalIndex.open(
         args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress
     )

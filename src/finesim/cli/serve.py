@@ -16,6 +16,7 @@ from finesim.cli.common import (
     rerank_depth,
     rerank_feedback,
     say,
+    verbosity,
 )
 
 ENCODERS = ("bi", "tri", "cross", "case")
@@ -289,6 +290,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         index=args.index,
         index_conditions=conditions,
+        progress=not (args.no_progress or verbosity(args)[1]),
         map_wait=args.map_wait,
         map_borrow=args.map_borrow,
         map_fit_yield=args.map_fit_yield,

@@ -420,6 +420,11 @@ class ConditionalIndex:
         if stage is not None:
             manifest["first_stage"] = stage.spec().to_manifest()
         keys = {condition_key(fingerprint, encoder, c): c for c in conditions} if encoder != "tri" else {}
+        if encoder == "tri" and conditions:
+            logger.warning(
+                "%d condition(s) not embedded: a tri-encoder index embeds its corpus once, for every condition",
+                len(conditions),
+            )
         with writer_lock(folder):
             if (folder / MANIFEST).exists():  # another writer committed an index here since the folder was checked
                 raise FileExistsError(

@@ -188,14 +188,23 @@ def resolve_first_stage(encoder: str, first_stage: str | None, query: str | None
     """``(model, query)`` for an index of encoder type ``encoder``: ``first_stage`` ``"auto"`` is ``"self"`` for a
     bi-encoder and none otherwise; ``query`` None picks the default of the model (see the module docstring): ``"tri"``
     for a tri-encoder folder (read from its marker), the only mode it can serve; a mode the model cannot serve is an
-    error."""
+    error, and so is a ``query`` given for an index that gets no first stage (it would be ignored)."""
+    asked = query not in (None, "auto")
     if encoder == "tri" or first_stage in (None, "none", False):
         if encoder == "tri" and first_stage not in (None, "none", False, "auto"):
             raise ValueError("a tri-encoder index needs no first stage: its corpus vectors are condition-independent")
+        if asked:
+            why = "a tri-encoder index has none" if encoder == "tri" else "first_stage is none"
+            raise ValueError(f"first-stage query {query!r} needs a first stage, and {why}: drop the query mode")
         return None, "plain"
     if first_stage == "auto":
         first_stage = SELF if encoder == "bi" else None
         if first_stage is None:
+            if asked:
+                raise ValueError(
+                    f"first-stage query {query!r} needs a first stage, and a {encoder} index has none unless named: "
+                    "name one (first_stage=MODEL, --first-stage MODEL), or drop the query mode"
+                )
             return None, "plain"
     if first_stage == SELF and encoder != "bi":
         raise ValueError(

@@ -16,6 +16,7 @@ show the server's paths (the server's log has the full traceback).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -25,6 +26,8 @@ from finesim.index import ConditionalIndex, IndexFormatError
 from finesim.index.two_stage import takes_feedback
 from finesim.serving.errors import ApiError
 from finesim.serving.settings import ServeSettings
+
+logger = logging.getLogger("finesim.serving")
 
 NO_INDEX_MESSAGE = "no index is loaded: start the server with --index DIR (an index built with this model) to search"
 
@@ -106,8 +109,16 @@ def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = No
             index.rerank_depth = settings.rerank_depth  # parsed and checked by the index when set
         if settings.rerank_feedback is not None:
             index.rerank_feedback = settings.rerank_feedback  # parsed and checked by the index when set
-        if settings.index_conditions:
+        if settings.index_conditions and index.encoder == "tri":
+            logger.warning(
+                "--conditions: %d condition(s) not embedded: a tri-encoder index embeds its corpus once, for every "
+                "condition",
+                len(settings.index_conditions),
+            )
+        elif settings.index_conditions:
+            index.show_progress = settings.progress  # an hour a condition at a million texts: say how far it is
             index.prepare(list(settings.index_conditions))
+            index.show_progress = False
     except (ValueError, OSError) as err:
         message = " ".join(str(err).split())
         raise IndexOpenError(f"the index {path} cannot be served: {message}") from err

@@ -42,6 +42,7 @@ class ServeSettings:
             (None: ``/search`` answers 404 ``NoIndex``).
         index_conditions: bi-encoder / CASE indexes: conditions whose corpus embeddings are computed at start-up
             (before ``/health`` answers 200) instead of on their first query.
+        progress: show a progress bar (stderr) while ``index_conditions`` are embedded at start-up.
         map_wait: a "mapped" index: a new condition's first search waits for its map's fit (True), or is answered
             at once while the map is fitted in the background, as are the condition's other searches until the fit
             ends (False; ``ConditionalIndex.map_wait``): with the map of the nearest condition the index holds
@@ -83,6 +84,7 @@ class ServeSettings:
     inference_batch_size: int = 64
     index: str | None = None
     index_conditions: tuple[str, ...] = ()
+    progress: bool = False
     map_wait: bool = True
     map_borrow: bool = True
     map_fit_yield: float | None = None
