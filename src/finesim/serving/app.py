@@ -213,7 +213,9 @@ def create_app(
         settings: model, limits, batching, cache, API key.
         loader: returns the loaded :class:`~finesim.evaluation.scoring.ConditionalScorer` (default:
             :func:`default_loader`); it runs in a background thread started at application startup.
-        on_ready, on_load_error: called from that thread once the model is ready, or when loading failed.
+        on_ready, on_load_error: called from that thread once the model is ready, or when loading failed (a
+            failure is logged at ERROR without ``on_load_error``; with it, at DEBUG only: the callback's owner
+            reports it, as ``finesim serve`` does in its one error line).
         load_at_startup: load during the application's start-up instead (a failure fails the start-up), as each
             worker of ``finesim serve --workers N`` does.
     """
@@ -249,13 +251,14 @@ def create_app(
             ).start()
             metrics.queue_depth.set_function(batcher.queued)
         except BaseException as err:
+            level = logging.ERROR if on_load_error is None else logging.DEBUG  # the callback's owner reports it
             if state.failed_stage == "index":
                 state.status, state.error = "failed", str(err)
-                logger.error("%s", state.error)
+                logger.log(level, "%s", state.error, exc_info=level == logging.DEBUG)
             else:
                 state.failed_stage = "model"
                 state.status, state.error = "failed", f"{type(err).__name__}: {err}"
-                logger.error("could not load %s: %s", settings.model, state.error)
+                logger.log(level, "could not load %s: %s", settings.model, state.error, exc_info=level == logging.DEBUG)
             if on_load_error is not None:
                 on_load_error(err)
             return

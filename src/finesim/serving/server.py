@@ -99,12 +99,32 @@ def _listen(app: Any, settings: ServeSettings, log_level: int, **options: Any) -
         server_header=False,
         **options,
     )
+    reasons = _Captured()
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.addFilter(reasons)  # uvicorn logs why it cannot bind, then exits: the reason goes in finesim's error
     try:
-        sock = config.bind_socket()  # uvicorn logs the reason and exits when it cannot bind
+        sock = config.bind_socket()
     except SystemExit:
-        raise OSError(f"cannot listen on {settings.host}:{settings.port} (in use, or not an address here)") from None
+        why = "; ".join(reasons.messages) or "in use, or not an address here"
+        raise OSError(f"cannot listen on {settings.host}:{settings.port}: {why}") from None
+    finally:
+        uvicorn_log.removeFilter(reasons)
     host, port = sock.getsockname()[:2]
     return config, sock, f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+class _Captured(logging.Filter):
+    """A filter that keeps the messages of the ERROR records it sees and stops them (they are reported otherwise)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            self.messages.append(record.getMessage())
+            return False
+        return True
 
 
 def _ignore_signal(signum: int, frame: Any) -> None:
