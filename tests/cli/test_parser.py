@@ -185,3 +185,24 @@ def test_train_help_lists_run_json_and_the_refused_rerun(capsys: pytest.CaptureF
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "OUT/run.json" in text and "refused before any work" in text and "--no-resume" in text
+
+
+def test_a_misspelt_option_is_the_commands_usage_error_with_the_closest_option(capsys) -> None:
+    """The innermost command's usage and name (not the top-level ones), and the option meant when one is close."""
+    with pytest.raises(SystemExit) as stop:
+        main(["index", "build", "--model", "m", "--corpus", "c", "-o", "o", "--fist-stage", "none"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: finesim index build ")
+    assert err.rstrip().endswith(
+        "finesim index build: error: unrecognized arguments: --fist-stage none (--fist-stage: did you mean "
+        "--first-stage?)"
+    )
+    with pytest.raises(SystemExit):
+        main(["serve", "--model", "m", "--prot=3", "stray"])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: finesim serve ")
+    assert "finesim serve: error: unrecognized arguments: --prot=3 stray (--prot: did you mean --port?)" in err
+    with pytest.raises(SystemExit):
+        main(["--bogus"])
+    assert capsys.readouterr().err.rstrip().endswith("finesim: error: unrecognized arguments: --bogus")  # nothing close

@@ -64,7 +64,8 @@ def command_parser(subparsers: Any, name: str, *, help: str, description: str) -
     parser = subparsers.add_parser(
         name, help=help, description=description, formatter_class=HelpFormatter, parents=[_verbosity_parent()]
     )
-    parser.set_defaults(usage_error=parser.error, command_prog=parser.prog)  # the innermost command's win
+    # the innermost command's win: its usage errors, its name, its parser (for options misspelt on its line)
+    parser.set_defaults(usage_error=parser.error, command_prog=parser.prog, command_parser=parser)
     return parser
 
 

@@ -53,12 +53,31 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``finesim`` command; returns the process exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        unrecognized(args, extras, parser)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
     configure_output(args)
     return run_command(args, parser)
+
+
+def unrecognized(args: argparse.Namespace, extras: list[str], parser: argparse.ArgumentParser) -> None:
+    """Exit with a usage error for ``extras`` from the innermost command's parser (its usage, its name), naming the
+    closest option of that command for each misspelt one."""
+    import difflib
+
+    command = getattr(args, "command_parser", None) or parser
+    options = [o for action in command._actions for o in action.option_strings if o.startswith("--")]
+    hints = []
+    for extra in extras:
+        if extra.startswith("--"):
+            close = difflib.get_close_matches(extra.split("=", 1)[0], options, n=1, cutoff=0.75)
+            if close:
+                hints.append(f"{extra.split('=', 1)[0]}: did you mean {close[0]}?")
+    message = "unrecognized arguments: " + " ".join(extras) + (f" ({'; '.join(hints)})" if hints else "")
+    command.error(message)
 
 
 if __name__ == "__main__":
