@@ -111,6 +111,10 @@ def test_skip_bad_rows_sends_them_to_a_rejects_file_and_counts_them(bi_folder: P
     rejects = [json.loads(x) for x in rejects_path(tmp_path / "out.csv").read_text().splitlines()]
     assert [(r["row"], r["column"]) for r in rejects] == [(2, "sentence1"), (3, None)]
     assert "text is empty" in rejects[0]["error"] and "4 fields" in rejects[1]["error"]
+    # the record as read: its fields by column, and the text of one that is not well-formed (its 4th field with it)
+    assert rejects[0]["record"] == {"sentence1": "", "sentence2": "a cat sits", "condition": "the animal"}
+    assert rejects[0]["raw"] is None
+    assert rejects[1]["raw"].rstrip("\r\n") == "a girl eats food,a boy eats food,the person,extra"
     assert len(_read_scores(tmp_path / "out.csv")) == 2
 
 

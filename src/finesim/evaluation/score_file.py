@@ -15,7 +15,8 @@ count_rows`: exact for Parquet and datasets, estimated from the line count for C
 Bad rows — an empty or missing text, a record with another number of fields than the header, a JSON line that is not
 an object — stop the run with the file, row (line) and column named: the first bad row of the file, as each record
 is checked when it is read. With ``skip_bad_rows`` they go to a rejects file next to the output instead
-(``<output stem>.rejects.jsonl``: row, line, column, the error and the record) and are counted in the report; nothing
+(``<output stem>.rejects.jsonl``: row, line, column, the error, the record's fields and, for a record that is
+not well-formed, its text as in the file) and are counted in the report; nothing
 is dropped silently. A run without bad rows removes the rejects file an earlier run left (it would describe another
 output). A byte that is not UTF-8 or a quote that never closes makes the rest of the file unreadable and always stops
 the run.
@@ -53,6 +54,9 @@ class Columns:
     sentence2: str = "sentence2"
     condition: str | None = "condition"
     score: str = "score"
+
+
+REJECT_FIELDS = ["row", "line", "column", "error", "record", "raw"]  # a rejects file's keys (:func:`_reject`)
 
 
 def rejects_path(output: str | Path) -> Path:
@@ -312,7 +316,7 @@ def score_file(
                 if not skip_bad_rows:
                     raise
                 if rejects is None:
-                    rejects = TableWriter(rejects_file, ["row", "line", "column", "error", "record"], "jsonl")
+                    rejects = TableWriter(rejects_file, REJECT_FIELDS, "jsonl")
                 rejects.write([_reject(record, err)])
                 skipped += 1
                 rejected += 1
@@ -553,10 +557,14 @@ def _over_limit(tokenizer: Any, limit: int, texts: list[str], pairs: list[str] |
 
 
 def _reject(record: Any, err: DataFormatError) -> dict[str, Any]:
+    """A rejects-file line: where, why, the fields read by column (null when none could be) and, for a record that
+    is not well-formed (a CSV record of another width than the header, a JSON line that is not an object), its text
+    as in the file, so that nothing of it is lost (a field beyond the header's columns is only there)."""
     return {
         "row": record.row,
         "line": record.line,
         "column": err.column,
         "error": err.reason,
-        "record": record.values or getattr(record, "raw", None),
+        "record": record.values or None,
+        "raw": getattr(record, "raw", None),
     }
