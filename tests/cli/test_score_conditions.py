@@ -187,6 +187,10 @@ def test_a_tri_encoder_cannot_score_without_a_condition(tiny_bert_dir, tmp_path,
     err = capsys.readouterr().err
     assert "cannot score without one (--no-condition)" in err and "--condition-column NAME" in err, err
     assert "scoring without a condition" not in err
+    assert "scoring with" not in err  # refused before the model loads, as every other condition check
+    assert _score(folder, _table(tmp_path, None), tmp_path / "out.jsonl") == 1  # no condition column at all
+    err = capsys.readouterr().err
+    assert "the input has no 'condition' column; pass --condition TEXT" in err and "scoring with" not in err
 
 
 def test_the_python_api_refuses_a_condition_like_column(bi_scorer, tmp_path) -> None:

@@ -148,11 +148,29 @@ def describe_scorer(scorer: Any) -> str:
     return f"{kind}, {where}"
 
 
+def _needs_condition(model: str, encoder: str | None) -> bool:
+    """Whether ``model`` scores only under a condition (a tri-encoder or CASE model), told from ``--encoder`` or the
+    folder's marker without loading it; False when neither tells (the loaded scorer is checked again)."""
+    from pathlib import Path
+
+    from finesim.models.hub import resolve_model_path
+    from finesim.models.io import read_marker
+
+    if encoder is None:
+        try:  # a model only Ray's nodes have, or a bad marker: told when it loads
+            path = resolve_model_path(model)
+            marker = read_marker(path) if Path(path).is_dir() else None
+        except (OSError, ValueError):
+            return False
+        encoder = None if marker is None else str(marker["encoder"])
+    return encoder in ("tri", "case")
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``finesim score``."""
     from pathlib import Path
 
-    from finesim.evaluation.score_file import Columns, check_input, score_file
+    from finesim.evaluation.score_file import Columns, check_input, condition_needed, score_file
 
     use_ray = ray_wanted(args)
     if args.ray_workers is not None and not use_ray:
@@ -174,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
         split=args.split,
         explicit_condition_column=explicit,
     )
+    if plan.condition_column is None and args.condition is None and _needs_condition(args.model, args.encoder):
+        raise condition_needed(args.input, columns)  # before the model loads, as every other condition check
     tell = say(args)
     options: dict[str, Any] = {
         "columns": columns,

@@ -244,17 +244,7 @@ def score_file(
     cond_column = condition_column(input_path, reader.columns, columns, condition, explicit=explicit_condition_column)
     from_column = cond_column is not None
     if condition is None and getattr(scorer, "requires_condition", False) and not from_column:
-        if columns.condition is None:
-            raise DataFormatError(
-                "the model scores pairs only under a condition, so it cannot score without one (--no-condition): "
-                "pass --condition TEXT (one for every row) or --condition-column NAME",
-                path=input_path,
-            )
-        raise DataFormatError(
-            f"the model scores pairs under a condition, but the input has no {columns.condition!r} column; pass "
-            "--condition TEXT (one for every row) or --condition-column NAME",
-            path=input_path,
-        )
+        raise condition_needed(input_path, columns)
     out_columns = [*reader.columns, columns.score]
     rejects_file = rejects_path(output_path)
     leftovers = remove_dead_temp_files(output_path) + remove_dead_temp_files(rejects_file)
@@ -554,6 +544,22 @@ def _over_limit(tokenizer: Any, limit: int, texts: list[str], pairs: list[str] |
         for i, n in zip(cut, whole):
             out[i] = n > limit
     return out
+
+
+def condition_needed(input_path: str | Path, columns: Columns) -> DataFormatError:
+    """The error for an input scored without a condition by a model that scores only under one (a tri-encoder, a
+    CASE model); ``columns.condition`` None: without one on purpose (``--no-condition``)."""
+    if columns.condition is None:
+        return DataFormatError(
+            "the model scores pairs only under a condition, so it cannot score without one (--no-condition): "
+            "pass --condition TEXT (one for every row) or --condition-column NAME",
+            path=input_path,
+        )
+    return DataFormatError(
+        f"the model scores pairs under a condition, but the input has no {columns.condition!r} column; pass "
+        "--condition TEXT (one for every row) or --condition-column NAME",
+        path=input_path,
+    )
 
 
 def _reject(record: Any, err: DataFormatError) -> dict[str, Any]:
