@@ -462,3 +462,14 @@ def test_candidates_for_a_search_that_is_exact_is_refused(model_dirs, tmp_path, 
         "--candidates sets how many candidates an approximate or two-stage search re-scores" in capsys.readouterr().err
     )
     assert len(search_json(capsys, *search, "--approximate")) == 3  # with faiss: the candidates it re-scores
+
+
+def test_a_build_whose_model_cannot_load_leaves_no_folder(model_dirs, tmp_path, capsys):
+    corpus = write_csv(tmp_path / "c.csv", ["a dog", "a cat"])
+    out = tmp_path / "deep" / "index"
+    argv = ["index", "build", "--model", str(model_dirs["bi"]), "--corpus", str(corpus), "-o", str(out)]
+    missing = ["index", "build", "--model", str(tmp_path / "nowhere"), *argv[4:]]
+    assert main(missing) == 1
+    assert "nowhere" in capsys.readouterr().err
+    assert not (tmp_path / "deep").exists()
+    assert main([*argv, "-q"]) == 0 and (out / "manifest.json").is_file()

@@ -161,8 +161,8 @@ def test_cli_score_with_ray_errors_are_one_line(ray_local, model_dirs, tmp_path,
 
     table = _write_csv(tmp_path / "pairs.csv", ["sentence1", "sentence2"], [["a dog", "a cat"], ["a boy", ""]])
     base = ["score", "--input", str(table), "--output", str(tmp_path / "out.csv"), "--ray"]
-    # a model no worker can load
-    assert main([*base, "--model", str(tmp_path / "nowhere"), "--encoder", "tri"]) == 1
+    # a model no worker can load (a tri-encoder without a condition is refused before: --condition gives one)
+    assert main([*base, "--model", str(tmp_path / "nowhere"), "--encoder", "tri", "--condition", "x"]) == 1
     err = capsys.readouterr().err
     assert f"finesim score: error: a Ray worker could not load the model {tmp_path / 'nowhere'}" in err
     # more workers than the 2 CPUs: refused before any actor starts (it would wait for a CPU forever)

@@ -392,7 +392,7 @@ class ConditionalIndex:
         if count < 1:
             raise ValueError("the corpus is empty: nothing to index")
         folder = Path(path)
-        prepare_new_folder(folder)
+        prepare_new_folder(folder, make=False)  # made under its lock, below: a model that fails to load leaves none
         loaded, encoder, name, resolved = load_index_model(model, encoder, device)
         index_encoder = IndexEncoder(loaded, encoder, batch_size=batch_size)
         stage_model, stage_query = resolve_first_stage(encoder, first_stage, first_stage_query)
@@ -1595,9 +1595,9 @@ def _reduced_half_sums() -> bool:
     return bool(getter()) if getter is not None else False
 
 
-def prepare_new_folder(folder: Path) -> None:
+def prepare_new_folder(folder: Path, *, make: bool = True) -> None:
     """Refuse a folder that holds an index or anything else; an absent or empty folder (or one holding only a
-    crashed build's leftovers) is fine."""
+    crashed build's leftovers) is fine, and made unless ``make`` is False."""
     if (folder / MANIFEST).exists():
         raise FileExistsError(
             f"{folder} already holds an index ({MANIFEST}): add to it with `finesim index add`, or choose another "
@@ -1613,7 +1613,8 @@ def prepare_new_folder(folder: Path) -> None:
         )
         if others:
             raise FileExistsError(f"{folder} is not empty ({', '.join(others[:5])}): choose a new or empty folder")
-    folder.mkdir(parents=True, exist_ok=True)
+    if make:
+        folder.mkdir(parents=True, exist_ok=True)
 
 
 def local_batches(
@@ -1645,9 +1646,11 @@ def write_part(
     keys: dict[str, str],
     *,
     show_progress: bool = False,
+    label: str = "indexing",
 ) -> dict[str, Any]:
     """Write a new part of ``count`` rows from ``batches`` (and its embeddings under the conditions ``keys``);
-    returns its manifest entry. Nothing is visible to readers until the caller commits the manifest."""
+    returns its manifest entry. Nothing is visible to readers until the caller commits the manifest. ``label``:
+    the progress bar's."""
     dim, dtype = int(manifest["dims"]["index"]), str(manifest["dtype"])
     part_arrays = part_array_shapes(manifest)
     part_id = new_part_id(len(manifest["parts"]))
@@ -1661,7 +1664,7 @@ def write_part(
         for key in keys:  # one at a time: a failed allocation (a full disk) aborts the ones already made
             conditions[key] = ArrayWriter(store.condition_file(key, part), count, dim, dtype)
         start = 0
-        with _progress(count, "indexing", show_progress) as bar:
+        with _progress(count, label, show_progress) as bar:
             for batch in batches:
                 if start + len(batch.texts) > count:
                     raise ValueError(f"more than the {count} rows expected")

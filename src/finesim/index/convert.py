@@ -79,7 +79,9 @@ def convert_index(source: str | Path, target: str | Path, dtype: str, *, show_pr
             for part in store.parts:
                 keys = {k: c for k, c in covered.items() if store.condition_array(k, part) is not None}
                 batches = _cast_batches(store, part, names, keys, dtype)
-                entry = write_part(folder, manifest, part.count, batches, keys, show_progress=show_progress)
+                entry = write_part(
+                    folder, manifest, part.count, batches, keys, show_progress=show_progress, label="converting"
+                )
                 manifest["parts"] = [*manifest["parts"], entry]
                 manifest["count"] = int(manifest["count"]) + part.count
                 manifest["corpus"] += [{**c, "part": entry["id"]} for c in corpus if c.get("part") == part.id]

@@ -270,7 +270,7 @@ def build_index_ray(
     """
     if not isinstance(model, (str, Path)):
         raise ValueError("Ray workers load the model by name: pass a folder or Hub id, not a model object")
-    prepare_new_folder(Path(path))  # refuse a used folder before any work
+    prepare_new_folder(Path(path), make=False)  # refuse a used folder before any work (made once the model loads)
     with ray_session(address, num_cpus=num_cpus) as ray, _ordered(show_progress):
         ds, count = read_table(corpus, [text_column], format)
         loaded = load_index_model(str(model), encoder, device)
