@@ -67,28 +67,35 @@ def test_commands_that_load_a_model_take_device_and_no_progress() -> None:
     assert found == LOADS_A_MODEL
 
 
-def test_a_device_this_machine_lacks_is_a_usage_error_naming_device(capsys) -> None:
+def test_a_device_this_machine_lacks_is_a_usage_error_naming_device(capsys, monkeypatch) -> None:
     """Not a traceback from deep in torch ("Torch not compiled with CUDA enabled", reported as an internal error)
-    after the model loaded: the command line is refused when read. train and export check theirs themselves (a dry
-    run takes a GPU device on a CPU machine; export builds CPU runtimes and says so)."""
+    after the model loaded: a name torch cannot read is refused when the command line is read, a device this machine
+    lacks when the command starts, unless Ray's workers load the model (they may have one). train and export check
+    theirs themselves (a dry run takes a GPU device on a CPU machine; export builds CPU runtimes and says so)."""
     import torch
+
+    import finesim.cli.score as score_command
+    from finesim.cli.common import device_here
 
     commands = [path for path in sorted(LOADS_A_MODEL) if path not in {("train",), ("export",)}]
     for path in commands:
-        for device, message in [("foo", "'foo' is not a torch device"), ("cuda:99", "cuda:99: torch ")]:
-            with pytest.raises(SystemExit) as stop:
-                build_parser().parse_args([*path, "--device", device])
-            assert stop.value.code == 2
-            err = capsys.readouterr().err
-            assert f"argument --device: {message}" in err, (path, err)
-        if not torch.cuda.is_available():  # this machine: CPU torch
-            with pytest.raises(SystemExit):
-                build_parser().parse_args([*path, "--device", "cuda"])
-            err = capsys.readouterr().err
-            assert "argument --device: cuda: torch " in err and "sees no cuda device here; use cpu or leave" in err
-    from finesim.cli.common import device_here
-
-    assert device_here("cpu") == "cpu" and device_here("cpu:0") == "cpu:0"
+        with pytest.raises(SystemExit) as stop:
+            build_parser().parse_args([*path, "--device", "foo"])
+        assert stop.value.code == 2
+        assert "argument --device: 'foo' is not a torch device" in capsys.readouterr().err, path
+    assert device_here("cpu") is None and device_here("cpu:0") is None
+    assert device_here("cuda:99").startswith("torch ")  # no GPU here, or not 100 of them
+    if torch.cuda.is_available():
+        return
+    assert device_here("cuda") == f"torch {torch.__version__} sees no cuda device here; use cpu or leave --device out"
+    ran = []
+    monkeypatch.setattr(score_command, "run", lambda args: ran.append(args.device) or 0)
+    argv = ["score", "--model", "m", "--input", "i.csv", "--output", "o.csv", "--device", "cuda"]
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2 and not ran
+    assert "finesim score: error: --device cuda: torch " in capsys.readouterr().err
+    assert main([*argv, "--ray-address", "ray://head:10001"]) == 0 and ran == ["cuda"]  # the workers may have one
 
 
 def test_help_shows_defaults() -> None:
@@ -206,3 +213,8 @@ def test_a_misspelt_option_is_the_commands_usage_error_with_the_closest_option(c
     with pytest.raises(SystemExit):
         main(["--bogus"])
     assert capsys.readouterr().err.rstrip().endswith("finesim: error: unrecognized arguments: --bogus")  # nothing close
+    with pytest.raises(SystemExit):
+        main(["--verbse", "index", "info", "x"])  # before the command's name: the top-level parser's option
+    err = capsys.readouterr().err
+    assert err.startswith("usage: finesim [")
+    assert err.rstrip().endswith("finesim: error: unrecognized arguments: --verbse (--verbse: did you mean --verbose?)")

@@ -108,7 +108,7 @@ def test_a_split_asked_of_a_dataset_without_split_names_is_read_whole_with_a_war
 
 def test_split_is_refused_for_a_file(tmp_path: Path) -> None:
     path = write_table(frame(), tmp_path, "csv")
-    with pytest.raises(DataFormatError, match=r"split='train' applies to a folder written by save_to_disk"):
+    with pytest.raises(DataFormatError, match=r"split='train' \(--split\) applies to a folder written by save_to_disk"):
         open_table(path, split="train")
 
 

@@ -472,4 +472,9 @@ def test_a_build_whose_model_cannot_load_leaves_no_folder(model_dirs, tmp_path, 
     assert main(missing) == 1
     assert "nowhere" in capsys.readouterr().err
     assert not (tmp_path / "deep").exists()
+    # a folder that cannot be made is still refused before the model loads (the command line checks it first too)
+    from finesim import ConditionalIndex
+
+    with pytest.raises(PermissionError, match=r"index: cannot make the index folder here \(.*c\.csv is not a writable"):
+        ConditionalIndex.build(str(tmp_path / "nowhere"), ["a dog"], corpus / "index")
     assert main([*argv, "-q"]) == 0 and (out / "manifest.json").is_file()

@@ -111,7 +111,8 @@ def test_bi_encoder_model_calls_on_a_warm_condition(model_dirs, corpus, tmp_path
 def test_embedding_a_new_condition_holds_off_no_search_or_add_in_other_threads(model_dirs, tmp_path):
     """A condition's corpus embedding (an hour at a million texts) locks that condition only: meanwhile another
     thread's search under a stored condition and its add are answered, and a second thread asking for the same
-    condition waits for the first instead of embedding it again; the part added meanwhile is covered too."""
+    condition waits for the first instead of embedding it again; the part added meanwhile carries the condition (the
+    add found it stored; an add that did not: the next test)."""
     texts = make_corpus(90, seed=5)
     index = ConditionalIndex.build(
         str(model_dirs["bi"]), texts[:60], tmp_path / "index", conditions=["the sport"], first_stage=None
@@ -159,6 +160,43 @@ def test_embedding_a_new_condition_holds_off_no_search_or_add_in_other_threads(m
     results = reopened.search("a dog", "the animal", k=7)
     assert reopened.embedder.encoded == 1  # the query alone: every row was stored
     assert_matches_brute_force(results, model_dirs["bi"], "a dog", texts, "the animal", 7)
+
+
+def test_an_add_that_chose_its_conditions_before_a_new_one_is_covered_before_the_search_scans(model_dirs, tmp_path):
+    """An add in another thread chose its conditions before this search stored a new one, so its part lacks it: the
+    search waits for that add's commit and embeds the part too, instead of scanning a part without embeddings (an
+    AssertionError once the add committed between the condition's embedding and the scan)."""
+    texts = make_corpus(90, seed=5)
+    index = ConditionalIndex.build(
+        str(model_dirs["bi"]), texts[:60], tmp_path / "index", conditions=["the sport"], first_stage=None
+    )
+    conditioned = index.embedder.conditioned
+    adding, commit = threading.Event(), threading.Event()
+
+    def held(batch, condition):  # the add's embedding waits for the search (at most 3 s: then it commits anyway)
+        if threading.current_thread().name == "adder" and not adding.is_set():
+            adding.set()
+            commit.wait(3)
+        return conditioned(batch, condition)
+
+    index.embedder.conditioned = held
+    ensure = index._ensure_condition
+    added: dict[str, int] = {}
+
+    def ensure_then_let_the_add_commit(condition: str) -> str:
+        key = ensure(condition)
+        commit.set()  # unfixed, the add commits here: after the condition's check, before the scan
+        adder.join(60)
+        return key
+
+    index._ensure_condition = ensure_then_let_the_add_commit
+    adder = threading.Thread(target=lambda: added.setdefault("rows", index.add(texts[60:])), name="adder")
+    adder.start()
+    assert adding.wait(30)
+    results = index.search("a dog", "the animal", k=7)
+    assert added == {"rows": 90} and len(index) == 90
+    assert_matches_brute_force(results, model_dirs["bi"], "a dog", texts, "the animal", 7)
+    assert index.has_condition("the animal")
 
 
 def test_add_appends_in_order(model_dirs, tmp_path):

@@ -70,41 +70,59 @@ def command_parser(subparsers: Any, name: str, *, help: str, description: str) -
 
 
 def add_runtime_options(p: argparse.ArgumentParser, *, check_device: bool = True) -> None:
-    """``--device`` and ``--no-progress``, for every command that loads a model. ``check_device``: a device that is
-    not a torch device or that this machine lacks is a usage error when the command line is read (``finesim train``
-    and ``finesim export`` check theirs themselves: a dry run takes a GPU device on a CPU machine)."""
+    """``--device`` and ``--no-progress``, for every command that loads a model. ``check_device``: a name torch
+    cannot read is a usage error when the command line is read, and a device this machine lacks when the command
+    starts (:func:`run_command`), unless the model loads on Ray's workers (``--ray``, ``--ray-address``), which may
+    have one; ``finesim train`` and ``finesim export`` check theirs themselves (a dry run takes a GPU device on a CPU
+    machine; export builds CPU runtimes)."""
     p.add_argument(
         "--device",
         default=None,
-        type=device_here if check_device else str,
+        type=device_name if check_device else str,
         help="torch device, e.g. cpu or cuda:0 (default: automatic)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(device_checked_here=check_device)
 
 
-def device_here(text: str) -> str:
-    """``--device``: a torch device name (``cpu``, ``cuda``, ``cuda:1``, ``mps``, ...) that this machine has, else
-    an error saying why (torch cannot read the name, or sees no such device here)."""
+def device_name(text: str) -> str:
+    """``--device``: a torch device name (``cpu``, ``cuda``, ``cuda:1``, ``mps``, ...), else an error saying why."""
     import torch
 
     try:
-        device = torch.device(text)
+        torch.device(text)
     except (RuntimeError, ValueError) as err:
         raise argparse.ArgumentTypeError(f"{text!r} is not a torch device ({err}); e.g. cpu, cuda or cuda:0") from None
+    return text
+
+
+def device_here(text: str) -> str | None:
+    """Why this machine cannot run on the torch device ``text`` (torch sees no such device), or None when it can."""
+    import torch
+
+    device = torch.device(text)
     if device.type == "cpu":
-        return text
+        return None
     backend = getattr(torch, device.type, None)
     available = getattr(backend, "is_available", None)
     if device.type == "mps":
         available = torch.backends.mps.is_available
     if available is not None and not available():
-        raise argparse.ArgumentTypeError(
-            f"{text}: torch {torch.__version__} sees no {device.type} device here; use cpu or leave --device out"
-        )
+        return f"torch {torch.__version__} sees no {device.type} device here; use cpu or leave --device out"
     count = getattr(backend, "device_count", None)
     if device.index is not None and count is not None and device.index >= count():
-        raise argparse.ArgumentTypeError(f"{text}: torch sees {count()} {device.type} device(s) here, numbered from 0")
-    return text
+        return f"torch sees {count()} {device.type} device(s) here, numbered from 0"
+    return None
+
+
+def _check_device(args: argparse.Namespace) -> None:
+    """The ``--device`` of a command that loads its model here (not on Ray's workers): one this machine has."""
+    device = getattr(args, "device", None)
+    on_ray = bool(getattr(args, "ray", False) or getattr(args, "ray_address", None))
+    if device and getattr(args, "device_checked_here", False) and not on_ray:
+        problem = device_here(str(device))
+        if problem is not None:
+            raise UsageError(f"--device {device}: {problem}")
 
 
 # ---------------------------------------------------------------- argument types
@@ -347,6 +365,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     prog = getattr(args, "command_prog", None) or f"finesim {getattr(args, 'command', None) or ''}".strip()
     verbose, _ = verbosity(args)
     try:
+        _check_device(args)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

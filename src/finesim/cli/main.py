@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
     if extras:
-        unrecognized(args, extras, parser)
+        unrecognized(args, extras, parser, list(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
@@ -63,12 +63,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(args, parser)
 
 
-def unrecognized(args: argparse.Namespace, extras: list[str], parser: argparse.ArgumentParser) -> None:
+def unrecognized(args: argparse.Namespace, extras: list[str], parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """Exit with a usage error for ``extras`` from the innermost command's parser (its usage, its name), naming the
-    closest option of that command for each misspelt one."""
+    closest option of that command for each misspelt one; the top-level parser's when one comes before the command's
+    name in ``argv``."""
     import difflib
 
     command = getattr(args, "command_parser", None) or parser
+    name = getattr(args, "command", None)
+    if name in argv and any(e in argv[: argv.index(name)] for e in extras):
+        command = parser
     options = [o for action in command._actions for o in action.option_strings if o.startswith("--")]
     hints = []
     for extra in extras:

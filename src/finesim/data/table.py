@@ -304,7 +304,8 @@ def open_table(
         return _open_saved_dataset(p, split)
     if split is not None:
         raise DataFormatError(
-            f"split={split!r} applies to a folder written by save_to_disk or a Hub dataset, not to a {fmt} file",
+            f"split={split!r} (--split) applies to a folder written by save_to_disk or a Hub dataset, not to a {fmt} "
+            "file",
             path=p,
         )
     if not p.is_file():

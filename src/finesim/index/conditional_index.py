@@ -26,6 +26,7 @@ import hashlib
 import json
 import logging
 import numbers
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -634,11 +635,19 @@ class ConditionalIndex:
                 embedding.acquire()
         try:
             done: set[str] = set()
+            settled = False
             while True:
                 store = self.store  # one snapshot: an add() in another thread replaces self.store
                 missing = [p for p in store.parts if p.id not in done and store.condition_array(key, p) is None]
-                if not missing:
+                if not missing and (settled or not done):
                     return key
+                if not missing:
+                    # an add that chose its conditions before this one was stored does not embed it for its part:
+                    # wait for such an add's commit (adds hold the folder's writer lock from that choice to their
+                    # commit; a later one sees this condition stored), then look again
+                    with writer_lock(store.root):
+                        settled = True
+                    continue
                 self._embed_condition(store, key, condition, missing)
                 done.update(p.id for p in missing)
         finally:
@@ -1615,6 +1624,10 @@ def prepare_new_folder(folder: Path, *, make: bool = True) -> None:
             raise FileExistsError(f"{folder} is not empty ({', '.join(others[:5])}): choose a new or empty folder")
     if make:
         folder.mkdir(parents=True, exist_ok=True)
+        return
+    parent = next(p for p in [folder, *folder.parents] if p.exists())  # where it will be made: checked now
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"{folder}: cannot make the index folder here ({parent} is not a writable folder)")
 
 
 def local_batches(
