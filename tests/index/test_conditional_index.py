@@ -386,8 +386,8 @@ def test_a_build_that_finds_another_builds_index_under_the_lock_refuses_and_leav
     checked = module.prepare_new_folder
     raced = []
 
-    def check_then_lose_the_race(path):
-        checked(path)
+    def check_then_lose_the_race(path, **options):
+        checked(path, **options)
         if not raced:
             raced.append(True)
             ConditionalIndex.build(str(model_dirs["bi"]), corpus[:2], folder)  # the other build, committed first
