@@ -199,6 +199,50 @@ def test_an_add_that_chose_its_conditions_before_a_new_one_is_covered_before_the
     assert index.has_condition("the animal")
 
 
+def test_a_condition_stored_by_another_process_during_an_add_is_embedded_for_its_part(model_dirs, tmp_path):
+    """Another process (here another index object on the folder) stores a new condition while this one adds a part
+    whose conditions were chosen before: a search here finds the condition stored, and the add commits before its
+    scan, so the scan meets the new part without it; it embeds that part and scans again (an AssertionError before)."""
+    texts = make_corpus(90, seed=5)
+    index = ConditionalIndex.build(
+        str(model_dirs["bi"]), texts[:60], tmp_path / "index", conditions=["the sport"], first_stage=None
+    )
+    other = ConditionalIndex.open(tmp_path / "index")
+    conditioned = index.embedder.conditioned
+    adding, commit = threading.Event(), threading.Event()
+
+    def held(batch, condition):  # this index's add waits in its embedding (at most 10 s, then it commits anyway)
+        if threading.current_thread().name == "adder" and not adding.is_set():
+            adding.set()
+            commit.wait(10)
+        return conditioned(batch, condition)
+
+    index.embedder.conditioned = held
+    ensure = index._ensure_condition
+
+    def ensure_then_let_the_add_commit(condition: str) -> str:
+        key = ensure(condition)
+        if not commit.is_set():
+            commit.set()  # the add commits after the condition was checked, before the scan
+            adder.join(60)
+        return key
+
+    index._ensure_condition = ensure_then_let_the_add_commit
+    adder = threading.Thread(target=index.add, args=(texts[60:],), name="adder")
+    adder.start()
+    assert adding.wait(30)
+    storing = threading.Thread(target=other.prepare, args=(["the animal"],))  # waits for the add once stored
+    storing.start()
+    deadline = time.monotonic() + 30
+    while not index.has_condition("the animal"):  # the other process's files, for this index's 60 rows
+        assert time.monotonic() < deadline, "the other index never stored the condition"
+        time.sleep(0.05)
+    results = index.search("a dog", "the animal", k=7)
+    storing.join(60)
+    assert len(index) == 90 and index.has_condition("the animal")
+    assert_matches_brute_force(results, model_dirs["bi"], "a dog", texts, "the animal", 7)
+
+
 def test_add_appends_in_order(model_dirs, tmp_path):
     texts = make_corpus(90, seed=3)
     for name in ("tri-hadamard", "bi"):

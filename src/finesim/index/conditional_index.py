@@ -205,6 +205,14 @@ def check_new_ids(existing: dict[str, int], meta: list[dict[str, Any]], corpus: 
         raise ValueError(f"added corpus row {i}: {message}")
 
 
+NOT_EMBEDDED_RETRIES = 2  # a search's scan met a part committed without its condition: embedded, then again
+
+
+class NotEmbeddedError(LookupError):
+    """A scan met a part without embeddings under its condition: one that an add committed after the condition was
+    checked (an add in another process, which chose its conditions before this one was stored)."""
+
+
 def _check_text(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"the {what} must be a non-empty string, got {value!r}")
@@ -846,8 +854,29 @@ class ConditionalIndex:
             return self._tri_rows(self.embedder.tri_query(query, condition), None, k, kind, candidates, mask)
         if strategy == "two-stage":
             return self._two_stage(query, condition, k, kind, candidates, mask)
-        key = self._ensure_condition(condition)
         vector = _finite_query(torch.as_tensor(self.embedder.conditioned([query], condition)[0]))
+        retries = 0
+        while True:
+            key = self._ensure_condition(condition)
+            try:
+                return self._stored_condition_rows(key, condition, vector, k, kind, candidates, mask)
+            except NotEmbeddedError:  # an add committed a part without it meanwhile: embed that part, scan again
+                retries += 1
+                if retries > NOT_EMBEDDED_RETRIES:
+                    raise
+
+    def _stored_condition_rows(
+        self,
+        key: str,
+        condition: str,
+        vector: torch.Tensor,
+        k: int,
+        kind: str | None,
+        candidates: int | None,
+        mask: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The top ``k`` by the stored embeddings of ``condition`` (key ``key``) against the query's ``vector``:
+        exactly, or among a faiss index's candidates (``kind``), re-scored exactly."""
 
         def dot(block: np.ndarray) -> torch.Tensor:
             return as_float_tensor(block) @ vector
@@ -1505,7 +1534,8 @@ class ConditionalIndex:
         if key is None or key == FIRST_STAGE:
             return self.store.array(part, key or SENTENCES)
         array = self.store.condition_array(key, part)
-        assert array is not None
+        if array is None:
+            raise NotEmbeddedError(f"part {part.id} has no embeddings under the condition {key} (an add committed it)")
         return array
 
     def _blocks(self, key: str | None, start: int, stop: int) -> Iterator[np.ndarray]:
