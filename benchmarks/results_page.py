@@ -311,6 +311,11 @@ def headline_candidates(folder: Path, metric: str) -> list[str]:
     return runs
 
 
+def _seed_devs(dev: dict[int, float]) -> str:
+    """A pending challenger's dev scores: seed 42's, then each of seeds 1 and 2 that has landed."""
+    return f"{dev[42]:.2f}" + "".join(f"; seed {s}: {dev[s]:.2f}" for s in (1, 2) if s in dev)
+
+
 def headline_choice(folder: Path, metric: str, leader: str) -> dict[str, Any]:
     """The headline by the rule above: ``chosen`` (a run, or None while a challenger's seeds are missing), ``dev``
     (run -> seed -> dev score), ``means`` (3-seed means), ``pending`` (challengers that still need seeds) and
@@ -352,7 +357,7 @@ def headline_lines(folder: Path) -> list[str]:
             dropped = ", ".join(f"`{run}` ({c['dev'][run][42]:.2f})" for run in c["dropped"])
             text += f" Seed 42 not above `{leader}`'s {leader42:.2f}: {dropped}."
         if c["pending"]:
-            pending = ", ".join(f"`{run}` ({c['dev'][run][42]:.2f})" for run in c["pending"])
+            pending = ", ".join(f"`{run}` ({_seed_devs(c['dev'][run])})" for run in c["pending"])
             text += (
                 f" Above it on seed 42, waiting for seeds 1 and 2: {pending}; until they land, `{leader}` is quoted."
             )

@@ -240,6 +240,10 @@ def test_the_committed_page_states_each_headline(page_script: ModuleType) -> Non
         line = next(line for line in text.splitlines() if line.startswith(f"- {task}: 3-seed dev"))
         if choice["pending"]:
             assert "waiting for seeds 1 and 2" in line and all(f"`{run}`" in line for run in choice["pending"])
+            for run in choice["pending"]:  # a seed that has landed is shown with its dev score
+                for seed in (1, 2):
+                    if seed in choice["dev"][run]:
+                        assert f"seed {seed}: {choice['dev'][run][seed]:.2f}" in line
         else:
             assert line.endswith(f"Chosen: `{choice['chosen']}`.")
 
