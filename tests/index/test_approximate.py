@@ -248,3 +248,28 @@ def test_a_save_leaves_a_newer_stored_index_in_place(tmp_path, one_faiss_thread)
     assert older.count == 250 and file_sha256(tmp_path / "test.faiss") == written
     assert json.loads((tmp_path / "test.json").read_text())["count"] == 300
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_an_update_whose_rows_fail_partway_goes_on_from_what_was_added(tmp_path, one_faiss_thread):
+    """A block that fails to read midway (a part not embedded yet, a damaged file): the faiss index keeps the rows
+    added before it and knows it, so that the retry adds each later row once (it added the first blocks again, and
+    saved rows under the wrong labels)."""
+    data = vectors(300)
+
+    def failing_after(blocks: int):
+        def rows(start: int, stop: int):
+            for i, a in enumerate(range(start, stop, 100)):
+                if i == blocks:
+                    raise LookupError("not embedded yet")
+                yield data[a : min(a + 100, stop)]
+
+        return rows
+
+    ann = AnnFile(tmp_path, "test", "hnsw", {"m": 8})
+    ann.load()
+    with pytest.raises(LookupError):
+        ann.update(300, data.shape[1], failing_after(2), lambda m: data[:m])
+    assert ann.count == 200 == ann.index.ntotal
+    assert ann.update(300, data.shape[1], failing_after(99), lambda m: data[:m])
+    assert ann.count == 300 == ann.index.ntotal
+    assert [int(ann.search(data[r], 1)[0]) for r in (5, 150, 250, 299)] == [5, 150, 250, 299]

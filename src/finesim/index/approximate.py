@@ -201,9 +201,11 @@ class AnnFile:
             self.index, self.count = new_ann(self.kind, dim, total, self.params, sample), 0
         if self.count == total:
             return False
-        for block in rows(self.count, total):
-            self.index.add(block)
-        self.count = int(self.index.ntotal)
+        try:
+            for block in rows(self.count, total):
+                self.index.add(block)
+        finally:  # a block that failed to read (a damaged file, a part not embedded yet): a retry goes on from here
+            self.count = int(self.index.ntotal)
         if save:
             self.save(extra)
         return True
