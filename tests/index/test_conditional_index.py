@@ -162,6 +162,35 @@ def test_embedding_a_new_condition_holds_off_no_search_or_add_in_other_threads(m
     assert_matches_brute_force(results, model_dirs["bi"], "a dog", texts, "the animal", 7)
 
 
+def _add_committing_before_the_scan(index: ConditionalIndex, texts: list[str], wait_s: float) -> dict[str, int]:
+    """Start ``index.add(texts)`` in a thread whose embedding waits (at most ``wait_s``, then it goes on anyway) until
+    the next search has checked its condition; the add then commits before that search's scan. Returns, once the
+    add is inside its embedding, a dict that gets the add's row count ("rows")."""
+    conditioned, ensure = index.embedder.conditioned, index._ensure_condition
+    adding, commit = threading.Event(), threading.Event()
+    added: dict[str, int] = {}
+
+    def held(batch, condition):
+        if threading.current_thread().name == "adder" and not adding.is_set():
+            adding.set()
+            commit.wait(wait_s)
+        return conditioned(batch, condition)
+
+    def ensure_then_let_the_add_commit(condition: str) -> str:
+        key = ensure(condition)
+        if not commit.is_set():
+            commit.set()  # unfixed, the add commits here: after the condition's check, before the scan
+            adder.join(60)
+        return key
+
+    index.embedder.conditioned = held
+    index._ensure_condition = ensure_then_let_the_add_commit
+    adder = threading.Thread(target=lambda: added.setdefault("rows", index.add(texts)), name="adder")
+    adder.start()
+    assert adding.wait(30)
+    return added
+
+
 def test_an_add_that_chose_its_conditions_before_a_new_one_is_covered_before_the_search_scans(model_dirs, tmp_path):
     """An add in another thread chose its conditions before this search stored a new one, so its part lacks it: the
     search waits for that add's commit and embeds the part too, instead of scanning a part without embeddings (an
@@ -170,29 +199,7 @@ def test_an_add_that_chose_its_conditions_before_a_new_one_is_covered_before_the
     index = ConditionalIndex.build(
         str(model_dirs["bi"]), texts[:60], tmp_path / "index", conditions=["the sport"], first_stage=None
     )
-    conditioned = index.embedder.conditioned
-    adding, commit = threading.Event(), threading.Event()
-
-    def held(batch, condition):  # the add's embedding waits for the search (at most 3 s: then it commits anyway)
-        if threading.current_thread().name == "adder" and not adding.is_set():
-            adding.set()
-            commit.wait(3)
-        return conditioned(batch, condition)
-
-    index.embedder.conditioned = held
-    ensure = index._ensure_condition
-    added: dict[str, int] = {}
-
-    def ensure_then_let_the_add_commit(condition: str) -> str:
-        key = ensure(condition)
-        commit.set()  # unfixed, the add commits here: after the condition's check, before the scan
-        adder.join(60)
-        return key
-
-    index._ensure_condition = ensure_then_let_the_add_commit
-    adder = threading.Thread(target=lambda: added.setdefault("rows", index.add(texts[60:])), name="adder")
-    adder.start()
-    assert adding.wait(30)
+    added = _add_committing_before_the_scan(index, texts[60:], wait_s=3)  # the search waits for it: 3 s, then on
     results = index.search("a dog", "the animal", k=7)
     assert added == {"rows": 90} and len(index) == 90
     assert_matches_brute_force(results, model_dirs["bi"], "a dog", texts, "the animal", 7)
@@ -208,29 +215,7 @@ def test_a_condition_stored_by_another_process_during_an_add_is_embedded_for_its
         str(model_dirs["bi"]), texts[:60], tmp_path / "index", conditions=["the sport"], first_stage=None
     )
     other = ConditionalIndex.open(tmp_path / "index")
-    conditioned = index.embedder.conditioned
-    adding, commit = threading.Event(), threading.Event()
-
-    def held(batch, condition):  # this index's add waits in its embedding (at most 10 s, then it commits anyway)
-        if threading.current_thread().name == "adder" and not adding.is_set():
-            adding.set()
-            commit.wait(10)
-        return conditioned(batch, condition)
-
-    index.embedder.conditioned = held
-    ensure = index._ensure_condition
-
-    def ensure_then_let_the_add_commit(condition: str) -> str:
-        key = ensure(condition)
-        if not commit.is_set():
-            commit.set()  # the add commits after the condition was checked, before the scan
-            adder.join(60)
-        return key
-
-    index._ensure_condition = ensure_then_let_the_add_commit
-    adder = threading.Thread(target=index.add, args=(texts[60:],), name="adder")
-    adder.start()
-    assert adding.wait(30)
+    added = _add_committing_before_the_scan(index, texts[60:], wait_s=10)
     storing = threading.Thread(target=other.prepare, args=(["the animal"],))  # waits for the add once stored
     storing.start()
     deadline = time.monotonic() + 30
@@ -239,7 +224,7 @@ def test_a_condition_stored_by_another_process_during_an_add_is_embedded_for_its
         time.sleep(0.05)
     results = index.search("a dog", "the animal", k=7)
     storing.join(60)
-    assert len(index) == 90 and index.has_condition("the animal")
+    assert added == {"rows": 90} and len(index) == 90 and index.has_condition("the animal")
     assert_matches_brute_force(results, model_dirs["bi"], "a dog", texts, "the animal", 7)
 
 
