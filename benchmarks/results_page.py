@@ -3721,7 +3721,7 @@ reproduces. all-MiniLM-L6-v2 on this CPU unless named; by the recipe or by the b
 
 | recipes | reproduces | measured here |
 |---|---|---|
-| `csts/paper-{bi,cross,tri-hadamard,tri-concat}-{mse,quad,quad-mse}.yaml` (10) | C-STS paper grid, Tables 3 and 8 (encoding × objective; any `--set model.backbone=…`) | @CSTS_GRID@ |
+| `csts/paper-{bi,tri-hadamard,tri-concat}-{mse,quad,quad-mse}.yaml` (9), `csts/paper-cross-mse.yaml` | C-STS paper grid, Tables 3 and 8 (encoding × objective; any `--set model.backbone=…`) | @CSTS_GRID@ |
 | `csts/minilm-bi-mse.yaml`, `csts/minilm-bi-mse-tuned.yaml`, `csts/minilm-bi-quad-mse.yaml` | the C-STS bi-encoder on MiniLM (the paper recipe at lr 3e-5; the main job: lr 1e-4, 4 epochs, bf16, epoch kept on a dev split; Quad+MSE) | see "The main job"; Quad+MSE 44.72 after one epoch |
 | `ccl/{bi,tri}-{roberta,simcse,diffcse}-{base,large}.yaml` (10) | CCL Table 3 rows (test Spearman in each header) | not run at their scale (GPU); `bi-simcse-base.yaml` on MiniLM at the paper's 5 epochs: 59.35 ± 0.79 (seeds 42, 1, 2); on all-mpnet-base-v2 71.38 (seed 42) |
 | `ccl/ablations/*.yaml` (16), `ccl/sigma/*.yaml` (20) | CCL Table 4 ablations (without W-ACL / BCL / MSE / C-MSE) and Table 5 σ sweep | not run at their scale (GPU); the four ablations on MiniLM (one λ set to 0, 3 seeds each) are in [claims.md](claims.md) |

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from finesim.cli.common import HelpFormatter
+from finesim.cli.common import HelpFormatter, verbosity
 from finesim.cli.main import build_parser, main
 
 LOADS_A_MODEL = {
@@ -98,6 +98,14 @@ def test_a_device_this_machine_lacks_is_a_usage_error_naming_device(capsys, monk
     assert main([*argv, "--ray-address", "ray://head:10001"]) == 0 and ran == ["cuda"]  # the workers may have one
 
 
+def test_export_help_says_its_device_is_the_cpu() -> None:
+    """export refuses any device but the CPU, so its --device help must not offer cuda:0 as the others' does."""
+    choices = build_parser()._subparsers._group_actions[0].choices
+    export = " ".join(choices["export"].format_help().split())
+    assert "--device DEVICE cpu only: the runtimes it builds run on the CPU" in export and "cuda" not in export
+    assert "torch device, e.g. cpu or cuda:0" in " ".join(choices["score"].format_help().split())
+
+
 def test_help_shows_defaults() -> None:
     text = build_parser()._subparsers._group_actions[0].choices["evaluate"].format_help()
     assert "(default: 64)" in text and "(default: cosine)" in text
@@ -125,8 +133,25 @@ def test_every_help_line_states_its_default_once_in_one_style() -> None:
 
 def test_verbosity_flags_after_the_command(capsys: pytest.CaptureFixture) -> None:
     args = build_parser().parse_args(["bound", "--n", "5", "-v", "-q"])
-    assert args.command_verbose == 1 and args.command_quiet
+    assert verbosity(args) == (1, True)
     assert main(["bound", "--n", "5", "-q"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        # after a group's name (index, case), before its action: the action's own defaults once erased them
+        (["index", "-v", "info", "idx"], (1, False)),
+        (["index", "-q", "info", "idx"], (0, True)),
+        (["case", "-q", "score", "m", "f.csv"], (0, True)),
+        (["case", "-vv", "score", "m", "f.csv"], (2, False)),
+        # every place counts: before the command, after the group, after the action
+        (["-v", "index", "-v", "info", "idx", "-v"], (3, False)),
+        (["index", "info", "idx"], (0, False)),
+    ],
+)
+def test_verbosity_flags_after_a_group_name_are_kept(argv: list[str], expected: tuple[int, bool]) -> None:
+    assert verbosity(build_parser().parse_args(argv)) == expected
 
 
 def test_train_keeps_o_as_an_alias_of_output_dir() -> None:

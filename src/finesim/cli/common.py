@@ -42,45 +42,54 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-def _verbosity_parent() -> argparse.ArgumentParser:
-    parent = argparse.ArgumentParser(add_help=False)
-    group = parent.add_argument_group("output")
+VERBOSE_DEST = "command_verbose"  # + the command's depth: -v after `finesim index` and after `finesim index search`
+QUIET_DEST = "command_quiet"
+
+
+def _add_verbosity(parser: argparse.ArgumentParser) -> None:
+    """``-v``/``-q`` after a command's name. Each nesting level has its own destination (``command_verbose_1`` after
+    ``finesim index``, ``_2`` after ``finesim index search``): argparse copies every value a sub-command's parser sets
+    over its parent's, so one shared name let the action's default 0 erase a ``-v`` given after the group's name."""
+    depth = len(parser.prog.split()) - 1
+    group = parser.add_argument_group("output")
     group.add_argument(
         "-v",
         "--verbose",
-        dest="command_verbose",
+        dest=f"{VERBOSE_DEST}_{depth}",
         action="count",
         default=0,
         help="more logging: -v library INFO lines and tracebacks on errors, -vv debug",
     )
     group.add_argument(
-        "-q", "--quiet", dest="command_quiet", action="store_true", help="only errors: no progress lines or bars"
+        "-q",
+        "--quiet",
+        dest=f"{QUIET_DEST}_{depth}",
+        action="store_true",
+        help="only errors: no progress lines or bars",
     )
-    return parent
 
 
 def command_parser(subparsers: Any, name: str, *, help: str, description: str) -> argparse.ArgumentParser:
     """A sub-command's parser: help with defaults, ``-v``/``-q`` accepted after the command name."""
-    parser = subparsers.add_parser(
-        name, help=help, description=description, formatter_class=HelpFormatter, parents=[_verbosity_parent()]
-    )
+    parser = subparsers.add_parser(name, help=help, description=description, formatter_class=HelpFormatter)
+    _add_verbosity(parser)
     # the innermost command's win: its usage errors, its name, its parser (for options misspelt on its line)
     parser.set_defaults(usage_error=parser.error, command_prog=parser.prog, command_parser=parser)
     return parser
 
 
-def add_runtime_options(p: argparse.ArgumentParser, *, check_device: bool = True) -> None:
+def add_runtime_options(
+    p: argparse.ArgumentParser,
+    *,
+    check_device: bool = True,
+    device_help: str = "torch device, e.g. cpu or cuda:0 (default: automatic)",
+) -> None:
     """``--device`` and ``--no-progress``, for every command that loads a model. ``check_device``: a name torch
     cannot read is a usage error when the command line is read, and a device this machine lacks when the command
     starts (:func:`run_command`), unless the model loads on Ray's workers (``--ray``, ``--ray-address``), which may
     have one; ``finesim train`` and ``finesim export`` check theirs themselves (a dry run takes a GPU device on a CPU
-    machine; export builds CPU runtimes)."""
-    p.add_argument(
-        "--device",
-        default=None,
-        type=device_name if check_device else str,
-        help="torch device, e.g. cpu or cuda:0 (default: automatic)",
-    )
+    machine; export builds CPU runtimes). ``device_help``: the flag's help where it differs."""
+    p.add_argument("--device", default=None, type=device_name if check_device else str, help=device_help)
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(device_checked_here=check_device)
 
@@ -269,9 +278,15 @@ def _check_writable(option: str, path: str, folder: Path) -> None:
 
 def verbosity(args: argparse.Namespace) -> tuple[int, bool]:
     """``(verbose count, quiet)`` from the options before and after the command name."""
-    verbose = int(getattr(args, "verbose", 0) or 0) + int(getattr(args, "command_verbose", 0) or 0)
-    quiet = bool(getattr(args, "quiet", False) or getattr(args, "command_quiet", False))
+    given = vars(args)
+    verbose = int(given.get("verbose") or 0) + sum(int(v or 0) for k, v in given.items() if _is_dest(k, VERBOSE_DEST))
+    quiet = bool(given.get("quiet")) or any(bool(v) for k, v in given.items() if _is_dest(k, QUIET_DEST))
     return verbose, quiet
+
+
+def _is_dest(name: str, dest: str) -> bool:
+    """Whether ``name`` is one of the per-level destinations of ``dest`` (``command_verbose_1``, ...)."""
+    return name.startswith(dest + "_") and name[len(dest) + 1 :].isdigit()
 
 
 def log_level(args: argparse.Namespace) -> int:

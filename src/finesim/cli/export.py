@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
         help="encoder type of a model without finesim's marker (default: bi); a finesim folder names its own",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing, non-empty output folder")
-    add_runtime_options(p, check_device=False)
+    add_runtime_options(p, check_device=False, device_help="cpu only: the runtimes it builds run on the CPU")
     p.set_defaults(func=run)
 
 

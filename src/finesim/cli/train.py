@@ -7,7 +7,15 @@ import json
 import os
 from typing import Any
 
-from finesim.cli.common import UsageError, add_runtime_options, command_parser, override, say
+from finesim.cli.common import (
+    QUIET_DEST,
+    VERBOSE_DEST,
+    UsageError,
+    add_runtime_options,
+    command_parser,
+    override,
+    say,
+)
 
 # finesim train's options (dest -> the flag and its default), recorded by register()
 OPTIONS: dict[str, tuple[str, Any]] = {}
@@ -16,7 +24,7 @@ OPTIONS: dict[str, tuple[str, Any]] = {}
 # finesim train given with a CASE recipe is a usage error naming it, never silently ignored.
 CASE_OPTIONS = frozenset(
     {"output_dir", "data", "overrides", "no_resume", "list", "dry_run", "device", "no_progress"}
-    | {"command_verbose", "command_quiet"}
+    | {f"{VERBOSE_DEST}_1", f"{QUIET_DEST}_1"}  # -v/-q after `finesim train`
 )
 
 
