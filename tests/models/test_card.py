@@ -192,6 +192,32 @@ def test_cross_encoder_card_shows_plain_sentence_transformers_code_that_runs(
     assert len(printed) == 4 and printed[:2] == pytest.approx(printed[2:], abs=1e-4)
 
 
+@pytest.mark.parametrize("encoder", ["bi", "cross"])
+def test_a_model_trained_without_conditions_gets_a_plain_card_whose_code_runs(
+    encoder: str, tiny_bert_dir: Path, tmp_path: Path
+) -> None:
+    """An STS model (or one trained on a table without a condition column) was described as encoding "together with
+    the condition", with conditional usage code; its card shows the plain sentence-pair example instead."""
+    from finesim.evaluation.scoring import ConditionalScorer
+    from finesim.models.builders import build_bi_encoder, build_cross_encoder
+    from finesim.models.card import EXAMPLE_S1, EXAMPLE_S2
+
+    model = build_bi_encoder(str(tiny_bert_dir)) if encoder == "bi" else build_cross_encoder(str(tiny_bert_dir))
+    info = CardInfo(encoder=encoder, objective="mse", conditional=False)
+    folder = save_model(model, tmp_path / encoder, encoder=encoder, card=info)
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    assert "trained without conditions" in text and "--tasks sts" in text
+    usage = text.split("## finesim")[0]
+    for conditional_only in ("together with the condition", "conditions = [", "(sentence, condition)", "--tasks csts"):
+        assert conditional_only not in usage, conditional_only
+    assert "[SEP]" not in usage and "sep_token" not in usage
+    out = run_card(folder, tmp_path / "run")
+    printed = [float(line) for line in out.split()]
+    expected = ConditionalScorer(str(folder)).similarity([EXAMPLE_S1], [EXAMPLE_S2])[0]
+    # plain sentence-transformers and finesim print the same score
+    assert len(printed) == 2 and printed == pytest.approx([expected] * 2, abs=1e-4), out
+
+
 def _citation_part(info: CardInfo) -> dict[str, str | None]:
     """What OLD_CARDS recorded of a card: its citation section and the finesim section's Method line."""
     text = finesim_card(info, "path/to/m")

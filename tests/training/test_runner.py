@@ -136,6 +136,48 @@ def test_table_recipe_must_name_its_validation_data() -> None:
     assert recipe_from_dict({"data": {"train": "my.csv"}}).data.validation == "csts/validation.csv"  # csts: unchanged
 
 
+def test_columns_and_split_under_a_format_that_ignores_them_are_refused() -> None:
+    """data.columns / data.split are read by format 'table' only; under csts (the default) they were accepted,
+    recorded and ignored, so a renamed header still failed as 'missing column sentence1' with no hint why."""
+    message = r"^my\.yaml: data\.columns apply to format 'table' only, and data\.format is 'csts'.*data\.format: table"
+    with pytest.raises(RecipeError, match=message):
+        recipe_from_dict({"data": {"columns": {"sentence1": "text1"}}}, source="my.yaml")
+    with pytest.raises(RecipeError, match=r"data\.split apply to format 'table' only"):
+        recipe_from_dict({"data": {"split": "train"}}, source="my.yaml")
+    with pytest.raises(RecipeError, match=r"data\.auxiliary\[0\]\.columns and data\.auxiliary\[0\]\.split apply"):
+        recipe_from_dict({"data": {"auxiliary": [{"columns": {"label": "y"}, "split": "x", "condition": "c"}]}})
+    # a table (for training or for validation only) takes them
+    table = {"format": "table", "train": "p.csv", "validation": None, "columns": {"label": "y"}, "split": "train"}
+    assert recipe_from_dict({"data": table}).data.columns == {"label": "y"}
+    both = {"train": "t.csv", "validation": "v.jsonl", "validation_format": "table", "columns": {"label": "y"}}
+    assert recipe_from_dict({"data": both}).data.validation_format == "table"
+
+
+def test_a_table_without_a_condition_column_says_which_columns_it_left_unread(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A condition column under another, unmapped name trained an unconditional model without a word."""
+    from finesim.training.formats import FormatOptions, load_table
+
+    path = tmp_path / "pairs.jsonl"
+    rows = [{"sentence1": "a b", "sentence2": "c d", "aspect": "colour", "label": 2.0}] * 3
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="finesim"):
+        dataset, _ = load_table(path, FormatOptions())
+    assert "condition" not in dataset.column_names
+    assert f"{path} has no 'condition' column: its pairs are read without conditions" in caplog.text
+    assert "columns not read: ['aspect']" in caplog.text and "data.columns.condition: NAME" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="finesim"):  # mapped: read, no warning
+        dataset, _ = load_table(path, FormatOptions(columns={"condition": "aspect"}))
+    assert dataset["condition"] == ["colour"] * 3 and not caplog.text
+    plain = tmp_path / "plain.jsonl"  # a plain pair table (nothing left unread) is quiet
+    plain.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "aspect"}) + "\n" for r in rows))
+    with caplog.at_level("WARNING", logger="finesim"):
+        load_table(plain, FormatOptions())
+    assert not caplog.text
+
+
 def test_recipe_model_keys_checked_before_building(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """A tri-encoder without a head fails at validation (so ``--dry-run`` catches it), naming file and key."""
     from finesim.cli.main import main

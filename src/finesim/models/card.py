@@ -6,7 +6,8 @@ and a **conditional** usage example that runs: what to install (finesim is not o
 cross-encoder needs only sentence-transformers), plain sentence-transformers code (``(sentence, condition)`` text
 pairs for a bi-encoder, with a warning against joining them into one string; the condition head's ``similarity``
 for a tri-encoder, loaded with ``trust_remote_code=True`` from the head's code saved in the folder; the
-``(s1, s2 [SEP] c)`` pair for a cross-encoder), then the finesim one-liner for every model type. The examples load
+``(s1, s2 [SEP] c)`` pair for a cross-encoder), then the finesim one-liner for every model type; a bi- or
+cross-encoder trained without conditions (STS data) gets the plain sentence-pair example instead. The examples load
 the model from ``path/to/<folder name>`` (:func:`placeholder_path`) and say to put the folder's path or the Hub id
 there, not from the absolute path the folder was saved to.
 
@@ -389,6 +390,14 @@ def summary(info: CardInfo) -> str:
             "condition's own embedding subtracted when configured), a small trained projection maps the result, and "
             "the score of a sentence pair under a condition is the cosine of the two projections."
         )
+    if not info.conditional and info.encoder in ("bi", "cross"):
+        how = {
+            "bi": "each sentence is encoded on its own and the score is the cosine of the two embeddings (trained "
+            "without conditions: a plain sentence-similarity model)",
+            "cross": "the pair `(sentence1, sentence2)` is read in one pass and the score is the model's regression "
+            "output (trained without conditions)",
+        }[info.encoder]
+        return f"A {ENCODER_NAMES[info.encoder]} saved by finesim: {how}."
     how = {
         "bi": "each sentence is encoded together with the condition as a text pair `(sentence, condition)` and the "
         "score is the cosine of the two embeddings",
@@ -410,11 +419,14 @@ def usage_snippet(info: CardInfo, path: str, plain: PlainLoading | None = None) 
     blocks = [_where(path)]
     st_code = None
     if plain.blocked is None:
-        st_code = {"bi": _bi_code, "tri": _tri_code, "cross": _cross_code}.get(info.encoder)
+        codes = {"bi": _bi_code, "tri": _tri_code, "cross": _cross_code}
+        if not info.conditional:
+            codes = {"bi": _bi_code_plain, "cross": _cross_code_plain}
+        st_code = codes.get(info.encoder)
     if st_code is not None:
         blocks.append(_install_plain(plain))
         blocks.append(st_code(path, plain))
-        if info.encoder == "bi":
+        if info.encoder == "bi" and info.conditional:
             blocks.append(PAIR_WARNING)
     else:
         why = f": {plain.blocked}" if plain.blocked else ""
@@ -427,9 +439,10 @@ def usage_snippet(info: CardInfo, path: str, plain: PlainLoading | None = None) 
             else "."
         )
     lead = f"With finesim, for any model type ({FINESIM_INSTALL_SHORT}):" if st_code is not None else "With finesim:"
-    blocks.append(f"{lead}{runtime}\n\n" + _finesim_code(path))
-    command = f"finesim evaluate --model {shlex.quote(path)} --tasks csts"
-    blocks.append(f"From the command line: `{command}` (C-STS validation Spearman).")
+    blocks.append(f"{lead}{runtime}\n\n" + (_finesim_code(path) if info.conditional else _finesim_code_plain(path)))
+    tasks, what = ("csts", "C-STS validation Spearman") if info.conditional else ("sts", "Spearman on 7 STS tasks")
+    command = f"finesim evaluate --model {shlex.quote(path)} --tasks {tasks}"
+    blocks.append(f"From the command line: `{command}` ({what}).")
     return "\n\n".join(blocks)
 
 
@@ -483,6 +496,21 @@ def _bi_code(path: str, plain: PlainLoading) -> str:
     )
 
 
+def _bi_code_plain(path: str, plain: PlainLoading) -> str:
+    code = _python(
+        "from sentence_transformers import SentenceTransformer",
+        "",
+        _load_line("SentenceTransformer", path, plain),
+        *EXAMPLE_LINES[:2],
+        "a, b = model.encode([sentence1, sentence2], normalize_embeddings=True)",
+        'print(f"{(a * b).sum():.4f}")  # cosine similarity',
+    )
+    return (
+        "The model was trained without conditions: each sentence is encoded on its own and the score is the cosine "
+        "of the two embeddings:\n\n" + code
+    )
+
+
 def _tri_code(path: str, plain: PlainLoading) -> str:
     head = (
         f"model[{plain.head_index}]  # the condition head (ConditionHead)"
@@ -523,6 +551,30 @@ def _cross_code(path: str, plain: PlainLoading) -> str:
         '    print(f"{condition}: {score:.4f}")',
     )
     return "The cross-encoder reads the pair `(sentence1, sentence2 [SEP] condition)` in one pass:\n\n" + code
+
+
+def _cross_code_plain(path: str, plain: PlainLoading) -> str:
+    code = _python(
+        "from sentence_transformers import CrossEncoder",
+        "",
+        _load_line("CrossEncoder", path, plain),
+        *EXAMPLE_LINES[:2],
+        'print(f"{model.predict([(sentence1, sentence2)])[0]:.4f}")  # the raw regression output',
+    )
+    return (
+        "The model was trained without conditions: the cross-encoder reads the pair `(sentence1, sentence2)` in one "
+        "pass:\n\n" + code
+    )
+
+
+def _finesim_code_plain(path: str) -> str:
+    return _python(
+        "import finesim",
+        "",
+        f"scorer = finesim.ConditionalScorer({path!r})",
+        f"score = scorer.similarity([{EXAMPLE_S1!r}], [{EXAMPLE_S2!r}])[0]  # no condition: a plain similarity model",
+        'print(f"{score:.4f}")',
+    )
 
 
 def _finesim_code(path: str) -> str:

@@ -519,9 +519,25 @@ def validate_recipe(recipe: Recipe, *, source: str | None = None) -> None:
         )
     if lab.scale == "minmax" and not lab.high > lab.low:
         raise RecipeError(f"{source}: labels.low ({lab.low}) must be below labels.high ({lab.high})")
-    for i, aux in enumerate(recipe.data.auxiliary):
+    d = recipe.data
+    if "table" not in (d.format, d.validation_format):
+        _refuse_table_keys("data", d.format, d.columns, d.split, source)
+    for i, aux in enumerate(d.auxiliary):
         if not aux.high > aux.low:
             raise RecipeError(f"{source}: data.auxiliary[{i}].low ({aux.low}) must be below its high ({aux.high})")
+        if aux.format != "table":
+            _refuse_table_keys(f"data.auxiliary[{i}]", aux.format, aux.columns, aux.split, source)
+
+
+def _refuse_table_keys(key: str, data_format: str, columns: Mapping[str, str], split: str | None, source: str) -> None:
+    """``columns`` and ``split`` are read by the ``table`` format only: under another format they would be ignored."""
+    given = [name for name, value in ((f"{key}.columns", columns), (f"{key}.split", split)) if value]
+    if given:
+        raise RecipeError(
+            f"{source}: {' and '.join(given)} apply to format 'table' only, and {key}.format is {data_format!r}, "
+            f"which reads its files' own column names: for a file whose columns have other names set {key}.format: "
+            f"table (and map them with {key}.columns)"
+        )
 
 
 def recipe_source(recipe: Recipe | CaseRecipe) -> str:
