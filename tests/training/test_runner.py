@@ -490,6 +490,36 @@ def test_interrupted_run_resumes_from_last_checkpoint(tiny_bert_dir: Path, csts_
     assert result.metrics["global_steps"] == 6
 
 
+def test_the_printed_result_says_which_split_chose_the_model() -> None:
+    from finesim.cli.train import result_lines
+
+    scores = {"spearman": 71.234, "pearson": 70.0}
+    lines = result_lines(
+        {"dev": scores, "validation": {"spearman": 68.5, "pearson": 67.0}, "chosen_on": "dev"}, "m", "x"
+    )
+    assert lines == [
+        "dev spearman (the checkpoint was chosen on it): 71.23",
+        "model: m",
+        "validation spearman: 68.50  pearson: 67.00",
+        "metrics: x",
+    ]
+    chose = result_lines({"validation": scores, "chosen_on": "validation"}, "m", "x")[1]
+    assert (
+        chose
+        == "validation spearman: 71.23  pearson: 70.00"
+        + " (the checkpoint was chosen on it too: no dev split, so it is optimistic)"
+    )
+    assert (
+        result_lines({"validation": scores, "chosen_on": None}, "m", "x")[1]
+        == "validation spearman: 71.23  pearson: 70.00"
+    )
+    none = result_lines({"validation": {}, "chosen_on": None}, "m", "x")[1]
+    assert none == "validation: none (data.validation is null); the last model was kept"
+    dev_only = result_lines({"dev": scores, "validation": {}, "chosen_on": "dev"}, "m", "x")
+    assert dev_only[0].startswith("dev spearman (the checkpoint was chosen on it)")
+    assert dev_only[2] == "validation: none (data.validation is null)"
+
+
 def test_cli_train(tiny_bert_dir: Path, csts_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from finesim.cli.main import main
 
@@ -497,7 +527,11 @@ def test_cli_train(tiny_bert_dir: Path, csts_root: Path, tmp_path: Path, capsys:
     path.write_text(json.dumps(tiny_recipe(tiny_bert_dir, csts_root)), encoding="utf-8")
     code = main(["train", str(path), "-o", str(tmp_path / "out"), "--set", "train.max_steps=2"])
     assert code == 0
-    assert "validation spearman:" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    # no dev split: validation chose the checkpoint, and the line says so
+    assert "validation spearman:" in out and "(the checkpoint was chosen on it too: no dev split" in out
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["chosen_on"] == "validation"
     assert main(["train", str(path), "--set", "model.encoder=quadruple"]) == 1
     assert "unknown encoder type 'quadruple'" in capsys.readouterr().err
     assert main(["train", "--list"]) == 0

@@ -65,7 +65,7 @@ def test_keep_last_keeps_the_last_step_and_still_validates(
     )
     metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "out").metrics
     evals = [e["eval_validation_spearman"] for e in metrics["log_history"] if "eval_validation_spearman" in e]
-    assert len(evals) == 3 and metrics["kept"] == "last"
+    assert len(evals) == 3 and metrics["kept"] == "last" and metrics["chosen_on"] is None
     assert metrics["validation"]["spearman"] == pytest.approx(evals[-1], abs=1e-6)
     assert metrics["best_metric"] == pytest.approx(max(evals), abs=1e-6)
 
@@ -85,8 +85,17 @@ def test_dev_split_carved_from_train_chooses_and_validation_is_reported(
     metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "out").metrics
     data = metrics["data"]
     assert data["dev_rows"] == 16 and data["train_rows"] == 48  # 8 of 32 sentence pairs (2 rows each) carved off
-    assert data["selection_split"].startswith("dev")
+    assert data["selection_split"].startswith("dev") and metrics["chosen_on"] == "dev"
     assert set(metrics["dev"]) == {"spearman", "pearson"} and set(metrics["validation"]) == {"spearman", "pearson"}
+    assert metrics["best_metric"] == pytest.approx(metrics["dev"]["spearman"], abs=1e-6)
+    # the card shows the split that chose beside the one reported
+    card = (tmp_path / "out" / "model" / "README.md").read_text(encoding="utf-8")
+    assert f"| dev | spearman | {metrics['dev']['spearman']:.2f} |" in card
+    assert f"| validation | spearman | {metrics['validation']['spearman']:.2f} |" in card
+    # a dev split without validation data: the scores are dev's, never shown as validation's
+    spec["data"]["validation"] = None
+    metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "no-validation").metrics
+    assert set(metrics["dev"]) == {"spearman", "pearson"} and metrics["validation"] == {}
     assert metrics["best_metric"] == pytest.approx(metrics["dev"]["spearman"], abs=1e-6)
     # the trainer's log names the split it evaluates on: dev, not validation
     assert metrics["metric_for_best_model"] == "eval_dev_spearman"

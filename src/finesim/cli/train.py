@@ -119,17 +119,31 @@ def run(args: argparse.Namespace) -> int:
         return 0
     result = train(recipe, checked=checked)
     if result.metrics:
-        val = result.metrics.get("validation") or {}
-        if result.metrics.get("dev"):
-            dev = result.metrics["dev"].get("spearman", float("nan"))
-            print(f"dev spearman (the checkpoint was chosen on it): {dev:.2f}")
-        print(
-            f"model: {result.model_dir}\n"
-            f"validation spearman: {val.get('spearman', float('nan')):.2f}  "
-            f"pearson: {val.get('pearson', float('nan')):.2f}\n"
-            f"metrics: {result.output_dir / 'metrics.json'}"
-        )
+        print("\n".join(result_lines(result.metrics, result.model_dir, result.output_dir / "metrics.json")))
     return 0
+
+
+def result_lines(metrics: dict[str, Any], model_dir: Any, metrics_path: Any) -> list[str]:
+    """What ``finesim train`` prints at the end: the kept model, its scores, and which split chose it."""
+    lines = []
+    if metrics.get("dev"):
+        lines.append(
+            f"dev spearman (the checkpoint was chosen on it): {metrics['dev'].get('spearman', float('nan')):.2f}"
+        )
+    lines.append(f"model: {model_dir}")
+    val = metrics.get("validation") or {}
+    if not val:
+        kept = "" if metrics.get("chosen_on") else "; the last model was kept"
+        lines.append(f"validation: none (data.validation is null){kept}")
+    else:
+        chose = " (the checkpoint was chosen on it too: no dev split, so it is optimistic)"
+        chose = chose if metrics.get("chosen_on") == "validation" else ""
+        lines.append(
+            f"validation spearman: {val.get('spearman', float('nan')):.2f}  "
+            f"pearson: {val.get('pearson', float('nan')):.2f}{chose}"
+        )
+    lines.append(f"metrics: {metrics_path}")
+    return lines
 
 
 def refuse_options_case_ignores(args: argparse.Namespace) -> None:

@@ -268,8 +268,8 @@ def train(
             if soup["chosen"] == "soup":  # the saved model is the average, not the best checkpoint
                 metrics["best_model_restored"] = None  # not applicable: metrics["soup"] says what was kept
         metrics = portable(metrics, path_roots(data_root=pre.data_root))  # paths relative to checkout or data root
-        if report is not None:  # chosen on dev, reported on validation
-            metrics["dev"], metrics["validation"] = metrics["validation"], report
+        if data.dev_rows is not None:  # chosen on dev, reported on validation (none: data.validation null)
+            metrics["dev"], metrics["validation"] = metrics["validation"], report or {}
         metrics["fingerprint_sha256"] = pre.digest
         conditional = "condition" in pre.train.dataset.column_names  # the training data pairs with conditions
         card = card_info(recipe, encoder, options, data, metrics, conditional=conditional)
@@ -392,7 +392,8 @@ def card_info(
         recipe_name=recipe.name,
         recipe=resolved,
         data=rows,
-        metrics={"validation": dict(metrics.get("validation") or {})} if metrics.get("validation") else {},
+        # the selection split's scores (dev, when carved) beside validation's; an empty split is left out
+        metrics={split: dict(metrics[split]) for split in ("dev", "validation") if metrics.get(split)},
         conditional=conditional,
         citations=card_citations(recipe.objective.name, conditional=conditional),
         details=details,
@@ -423,6 +424,15 @@ def _resolved_config(recipe: Recipe, out: Path, options: dict[str, Any], data: P
     if recipe.data.auxiliary:
         resolved["data"]["resolved_auxiliary"] = [a["path"] for a in data.auxiliary()]
     return resolved
+
+
+def chosen_on(recipe: Recipe, *, has_eval: bool) -> str | None:
+    """The split whose Spearman chose the kept model (``metrics.json``'s ``chosen_on``): ``dev`` (carved from train),
+    ``validation`` (no dev split: the reported validation score then chose it too, so it is optimistic), or None
+    (``train.keep: last``, or nothing to evaluate on)."""
+    if not has_eval or recipe.train.keep == "last":
+        return None
+    return selection_name(recipe)
 
 
 def _metrics(
@@ -463,6 +473,7 @@ def _metrics(
         and abs(final["spearman"] - state.best_metric) < 1e-3,
         "metric_for_best_model": args.metric_for_best_model,
         "kept": recipe.train.keep,
+        "chosen_on": chosen_on(recipe, has_eval=data.evaluator is not None),
         "bf16": bool(args.bf16),  # the autocast the trainer used (train.bf16 "auto" resolved on this machine)
         "resumed_from": checkpoint,
         "global_steps": steps,
