@@ -198,6 +198,37 @@ def test_trainer_args_errors(trainer_args: dict[str, Any], message: str) -> None
         check_recipe(_bi(trainer_args=trainer_args))
 
 
+def test_a_bad_override_is_named_instead_of_the_file(tmp_path: Path) -> None:
+    """``--set train.epoch=1`` was reported as the recipe file's unknown key; the file holds no such key."""
+    path = tmp_path / "r.yaml"
+    path.write_text("model: {backbone: m}\ntrain: {epochs: 2}\n", encoding="utf-8")
+    with pytest.raises(
+        RecipeError, match=rf"^--set train\.epoch=1 \(on {path}\): unknown key 'train\.epoch' \(did you"
+    ):
+        load_recipe(path, ["train.batch_size=8", "train.epoch=1"])
+    with pytest.raises(RecipeError, match=rf"^--set train\.epochs=-1 \(on {path}\): train\.epochs must be >= 0"):
+        load_recipe(path, ["train.epochs=-1"])
+    # the file's own problem is still the file's, with or without overrides
+    path.write_text("model: {backbone: m}\ntrain: {epochz: 2}\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match=rf"^{path}: unknown key 'train\.epochz'"):
+        load_recipe(path, ["train.batch_size=8"])
+    # an override that mends a file passes
+    path.write_text("model: {backbone: m}\ndata: {format: table, train: p.csv}\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match=rf"^{path}: data\.validation is not set"):
+        load_recipe(path)
+    assert load_recipe(path, ["data.validation=null"]).data.validation is None
+
+
+def test_a_value_no_member_of_a_union_takes_names_the_key_and_every_choice() -> None:
+    """pydantic reports a union per member (``train.bf16.bool``, ``train.bf16.literal['auto']``): one key, its
+    choices."""
+    for value in ("maybe", 3):
+        with pytest.raises(
+            RecipeError, match=rf"^r\.yaml: train\.bf16 must be true or false, or 'auto', got {value!r}$"
+        ):
+            recipe_from_dict({"train": {"bf16": value}}, source="r.yaml")
+
+
 def test_trainer_args_values_are_checked_by_the_dry_run(shared_data: Path, tmp_path: Path) -> None:
     recipe = _bi(trainer_args={"optim": "adamx"})
     check_recipe(recipe)  # a known name: its value is the trainer's to check

@@ -13,6 +13,7 @@ RoBERTa-large). CASE's defaults are its paper's and reference code's (:class:`Ca
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -359,12 +360,35 @@ EXPECTED = {"int": "an integer", "float": "a number", "bool": "true or false", "
 EXPECTED |= {"model": "a mapping", "list": "a list", "finite": "a finite number"}
 
 
+def _is_union_tag(part: str) -> bool:
+    """Whether a location part is pydantic's tag of a union member (``bool``, ``literal['auto']``), not a key."""
+    return part in ("bool", "int", "float", "str", "none", "list", "dict") or bool(re.match(r"^[a-z-]+\[", part))
+
+
+def _union_branch(loc: tuple[str, ...], first: tuple[str, ...]) -> bool:
+    """Whether ``loc`` is another member of the union whose member ``first`` failed (same key, a union tag)."""
+    return len(loc) == len(first) and loc[:-1] == first[:-1] and _is_union_tag(loc[-1])
+
+
+def _expected(error: Any) -> str:
+    """What one failed union member takes, in a recipe's words: ``true or false``, ``'auto'``."""
+    if error["type"] == "literal_error":
+        return str(error.get("ctx", {}).get("expected", error["msg"]))
+    return EXPECTED.get(error["type"].split("_")[0], error["msg"].lower().removeprefix("input should be "))
+
+
 def recipe_error(err: ValidationError, cls: type[BaseModel], source: str, key: Any = _dotted) -> RecipeError:
     """A :class:`RecipeError` naming ``source`` and the key for pydantic's first error (and how many more);
     ``key(loc)`` spells a key (dotted, list positions in brackets, by default)."""
     errors = err.errors(include_url=False)
     e, loc = errors[0], tuple(str(p) for p in errors[0]["loc"])
     value, info = e.get("input"), _field_at(cls, loc)
+    branches = [x for x in errors if _union_branch(tuple(str(p) for p in x["loc"]), loc)]
+    if loc and _is_union_tag(loc[-1]) and len(branches) > 1:  # a value none of a union's types takes
+        expected = ", or ".join(_expected(x) for x in branches)
+        more = len(errors) - len(branches)
+        tail = f" (and {more} more problem(s))" if more else ""
+        return RecipeError(f"{source}: {key(loc[:-1])} must be {expected}, got {value!r}{tail}")
     if e["type"] == "extra_forbidden":
         parent = _field_at(cls, loc[:-1])
         section = (_section_of(parent.annotation) if parent else None) or cls
@@ -565,11 +589,32 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
     return data
 
 
+def _blame_override(original: dict[str, Any], overrides: list[str] | None, path: str) -> None:
+    """When a recipe file that validates on its own fails with its ``--set`` overrides, raise the error of the first
+    override that breaks it, naming that override instead of the file (which holds no such key or value)."""
+    try:
+        recipe_from_dict(copy.deepcopy(original), source=path)
+    except RecipeError:
+        return  # the file fails on its own (or needs an override to pass): its own error stands
+    data = copy.deepcopy(original)
+    for item in overrides or []:
+        apply_overrides(data, [item])
+        try:
+            recipe_from_dict(copy.deepcopy(data), source=f"--set {item} (on {path})")
+        except RecipeError as err:
+            raise err from None
+
+
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe | CaseRecipe:
     """Read a YAML or JSON recipe file, apply ``overrides`` and validate it. A sentence-transformers recipe file must
     name its ``model.backbone`` (no silent default model)."""
-    data = apply_overrides(read_recipe_file(path), overrides)
-    recipe = recipe_from_dict(data, source=str(path))
+    original = read_recipe_file(path)
+    data = apply_overrides(copy.deepcopy(original), overrides)
+    try:
+        recipe = recipe_from_dict(data, source=str(path))
+    except RecipeError:
+        _blame_override(original, overrides, str(path))
+        raise
     if isinstance(recipe, Recipe) and not (data.get("model") or {}).get("backbone"):
         raise RecipeError(
             f"{path}: model.backbone is required: the model to fine-tune, a Hub id such as "
