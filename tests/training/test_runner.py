@@ -21,7 +21,7 @@ from finesim.training import (
     register_objective,
     train,
 )
-from finesim.training.preflight import scale_labels
+from finesim.training.preflight import preflight, scale_labels
 from finesim.training.recipe import RecipeError, check_recipe
 from finesim.training.runner import rows_seen
 
@@ -220,6 +220,61 @@ def test_recipe_model_keys_checked_before_building(tmp_path: Path, capsys: pytes
         RecipeError, match=r"unknown key\(s\) \['rnak'\] for encoder 'tri'; allowed: \['dropout', 'rank'\]"
     ):
         recipe_from_dict({"model": {"encoder": "tri", "head": "hypernet", "head_options": {"rnak": 4}}})
+
+
+def test_head_option_values_are_checked_before_building() -> None:
+    """They failed only when the model was built (``int('abc')``, torch's dropout message, no key named), and a rank
+    on a head without one was recorded in the fingerprint and changed nothing."""
+    tri = {"encoder": "tri", "head": "hypernet"}
+    cases = [
+        ({**tri, "head_options": {"rank": "abc"}}, r"model\.head_options\.rank must be an integer >= 1, got 'abc'"),
+        ({**tri, "head_options": {"rank": 0}}, r"model\.head_options\.rank must be an integer >= 1, got 0"),
+        ({**tri, "head_options": {"dropout": 7}}, r"model\.head_options\.dropout must be a number in \[0, 1\), got 7"),
+        (
+            {"encoder": "cross", "head_options": {"dropout": "x"}},
+            r"model\.head_options\.dropout must be a number in \[0, 1\), got 'x'",
+        ),
+        (
+            {"encoder": "tri", "head": "concat", "head_options": {"rank": 3}},
+            r"model\.head_options\.rank applies to the tri-encoder head 'hypernet' only \(model\.head is 'concat'",
+        ),
+    ]
+    for model, message in cases:
+        with pytest.raises(RecipeError, match=r"^my\.yaml: " + message):
+            recipe_from_dict({"model": model}, source="my.yaml")
+    for options in ({"rank": 4, "dropout": 0.0}, {"rank": None, "dropout": None}):
+        recipe_from_dict({"model": {**tri, "head_options": options}})
+
+
+def test_max_length_beyond_the_backbone_is_caught_by_the_dry_run(
+    tiny_bert_dir: Path, csts_root: Path, tmp_path: Path
+) -> None:
+    """The check ran when the model was built, after --dry-run had passed."""
+    spec = tiny_recipe(tiny_bert_dir, csts_root, model={"max_length": 100000})
+    with pytest.raises(RecipeError, match=r"model\.max_length: max_length 100000 is more than the \d+ positions"):
+        preflight(recipe_from_dict(spec), output_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_run_that_fails_before_training_leaves_no_fingerprint(
+    tiny_bert_dir: Path, csts_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run.json was written before the model was built: a failure there left it, and the corrected rerun was refused
+    as 'a run of another recipe'."""
+    import finesim.training.runner as runner
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("cannot build the loss")
+
+    spec = tiny_recipe(tiny_bert_dir, csts_root, train={"max_steps": 2})
+    with monkeypatch.context() as patch:
+        patch.setattr(runner, "build_loss", broken)
+        with pytest.raises(RuntimeError, match="cannot build the loss"):
+            train(recipe_from_dict(spec), output_dir=tmp_path / "out")
+    assert not (tmp_path / "out" / "run.json").exists()
+    spec["train"]["max_steps"] = 3  # corrected: another fingerprint, and not refused
+    assert train(recipe_from_dict(spec), output_dir=tmp_path / "out").metrics["global_steps"] == 3
+    assert (tmp_path / "out" / "run.json").is_file()
 
 
 def test_recipe_defaults_are_the_papers() -> None:

@@ -151,6 +151,8 @@ def preflight(
         backbone = resolve_model_path(recipe.model.backbone)
     except ModelResolutionError as err:
         raise RecipeError(f"{source}: model.backbone: {err}") from None
+    if recipe.model.max_length is not None:
+        _check_positions(recipe.model.max_length, backbone, source)
     root = data_root if data_root is not None else recipe.data.root
     train, dev, auxiliary = read_training_data(recipe, root)
     validation = load_data(recipe, "validation", root) if recipe.data.validation else None
@@ -180,6 +182,23 @@ def preflight(
         dev=dev,
         pairs=pairs,
     )
+
+
+def _check_positions(max_length: int, backbone: str, source: str) -> None:
+    """``model.max_length`` within the backbone's positions, read from its config now (the model build checks the same
+    with the weights loaded); a backbone whose config cannot be read here is left to the build."""
+    from transformers import AutoConfig
+
+    from finesim.models.io import check_max_length
+
+    try:
+        config = AutoConfig.from_pretrained(backbone)
+    except (OSError, ValueError, KeyError):
+        return
+    try:
+        check_max_length(max_length, config, backbone)
+    except ValueError as err:
+        raise RecipeError(f"{source}: model.max_length: {err}") from None
 
 
 def output_folder(recipe: Recipe | CaseRecipe, output_dir: str | Path | None) -> Path:

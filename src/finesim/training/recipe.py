@@ -510,6 +510,27 @@ def _check_model(m: ModelSpec, source: str) -> None:
             f"{source}: model.head_options has unknown key(s) {unknown} for encoder {m.encoder!r}; "
             f"allowed: {list(allowed)}"
         )
+    if allowed is not None:
+        _check_head_values(m, source)
+
+
+def _check_head_values(m: ModelSpec, source: str) -> None:
+    """The built-in heads' option values: ``dropout`` a probability, ``rank`` a positive integer and only for the
+    ``hypernet`` head (the others have no rank: it would be recorded and change nothing)."""
+    options = {key: value for key, value in m.head_options.items() if value is not None}  # null: the default
+    if "dropout" in options:
+        value = options["dropout"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise RecipeError(f"{source}: model.head_options.dropout must be a number in [0, 1), got {value!r}")
+    if "rank" in options:
+        value = options["rank"]
+        if m.head != "hypernet":
+            raise RecipeError(
+                f"{source}: model.head_options.rank applies to the tri-encoder head 'hypernet' only (model.head is "
+                f"{m.head!r}, which has no rank); remove it"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise RecipeError(f"{source}: model.head_options.rank must be an integer >= 1, got {value!r}")
 
 
 def validate_recipe(recipe: Recipe, *, source: str | None = None) -> None:

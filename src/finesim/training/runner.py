@@ -8,7 +8,8 @@ Output folder layout::
       checkpoints/      trainer checkpoints
       config.json       the recipe actually used (defaults filled in, overrides applied, resolved data paths)
       metrics.json      validation metrics, best checkpoint, throughput, log history, environment
-      run.json          the run's fingerprint (result-changing recipe keys, SHA-256 of each data file), written first
+      run.json          the run's fingerprint (result-changing recipe keys, SHA-256 of each data file), written
+                        once the model and trainer are built
 
 A rerun into an OUT that holds an earlier run resumes from the last checkpoint only when its fingerprint equals
 ``run.json``; with anything changed (or no ``run.json``) it is refused before any work, naming what changed.
@@ -213,10 +214,9 @@ def train(
     """
     pre = checked or preflight(recipe, output_dir=output_dir, data_root=data_root, resume=resume)
     out = pre.output_dir
-    if int(os.environ.get("RANK", "0")) == 0:  # process 0 of a torchrun / accelerate launch (no process group yet)
-        if pre.action == "restart":
-            logger.warning("starting over in %s: deleted %s", out, ", ".join(start_over(out)))
-        write_json_atomic(out / RUN_FILE, pre.run_record())
+    first = int(os.environ.get("RANK", "0")) == 0  # process 0 of a torchrun / accelerate launch (no process group yet)
+    if first and pre.action == "restart":
+        logger.warning("starting over in %s: deleted %s", out, ", ".join(start_over(out)))
     import torch
     from transformers import set_seed
 
@@ -239,6 +239,10 @@ def train(
     trainer = _trainer(cross)(
         model=model, args=args, train_dataset=data.train, loss=loss, evaluator=data.evaluator, callbacks=callbacks
     )
+    # the fingerprint claims the folder once the model, data and trainer are built: a recipe that fails before (a
+    # backbone or head it cannot build) leaves no run.json that would refuse its corrected rerun as another run
+    if first:
+        write_json_atomic(out / RUN_FILE, pre.run_record())
     checkpoint = pre.checkpoint
     if checkpoint:
         logger.warning("resuming from %s (same recipe and data)", checkpoint)
