@@ -118,6 +118,18 @@ def test_conditional_modes_encode_pairs_or_sentences(tiny_model, toy_root: Path)
     assert uncond.pairs == 3
 
 
+def test_the_recorded_device_is_the_models() -> None:
+    """A finesim scorer has no ``device`` of its own: its model's was recorded as the text "None"."""
+    from types import SimpleNamespace
+
+    from finesim.evaluation.record import _device_of
+
+    assert _device_of(SimpleNamespace(model=SimpleNamespace(device="cpu")), None) == "cpu"
+    assert _device_of(SimpleNamespace(device="cuda:0", model=SimpleNamespace(device="cpu")), None) == "cuda:0"
+    assert _device_of(SimpleNamespace(model=SimpleNamespace()), "cpu") == "cpu"  # as asked
+    assert _device_of(SimpleNamespace(), None) is None  # unknown (an ONNX runtime): null, not "None"
+
+
 def test_cli_evaluate_writes_self_describing_json(tiny_bert_dir: Path, toy_root: Path, capsys) -> None:
     out = toy_root / "out" / "results.json"
     code = main(
@@ -144,6 +156,7 @@ def test_cli_evaluate_writes_self_describing_json(tiny_bert_dir: Path, toy_root:
     assert "toy-csts: 0 of 1 sentence pairs over-estimated" in table or "toy-csts: 1 of 1" in table
     payload = json.loads(out.read_text())
     assert payload["settings"]["batch_size"] == 64 and payload["settings"]["seed"] == 0
+    assert payload["settings"]["device"] == "cpu"
     assert payload["environment"]["versions"]["torch"]
     assert payload["model"] == str(tiny_bert_dir) and payload["model_resolved"] == str(tiny_bert_dir.resolve())
     timing = payload["timing"]

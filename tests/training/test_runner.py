@@ -256,6 +256,16 @@ def test_max_length_beyond_the_backbone_is_caught_by_the_dry_run(
     assert not (tmp_path / "out").exists()
 
 
+def test_the_dry_run_names_why_rows_were_skipped(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """It said "N rows skipped (see the report)", and a dry run writes no report."""
+    root = write_synthetic_csts(tmp_path / "data")
+    with (root / "csts" / "validation.csv").open("a", encoding="utf-8", newline="") as fh:
+        csv.writer(fh).writerow(["a man runs", "a woman runs", "the person", -1])
+    pre = preflight(recipe_from_dict(tiny_recipe(tiny_bert_dir, root)), output_dir=tmp_path / "out")
+    line = next(line for line in pre.summary() if line.startswith("validation data"))
+    assert line.endswith(" rows, 1 rows skipped (1 unlabeled (-1) rows)"), line
+
+
 def test_a_run_that_fails_before_training_leaves_no_fingerprint(
     tiny_bert_dir: Path, csts_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

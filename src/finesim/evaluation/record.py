@@ -132,7 +132,7 @@ def run_evaluation(
                 "bootstrap": bootstrap,
                 "prediction_range": list(prediction_range) if prediction_range else None,
                 "seed": seed,
-                "device": str(getattr(scorer, "device", device)),
+                "device": _device_of(scorer, device),
             },
             "data_root": portable_path(root, roots),
             "environment": environment_record(),
@@ -156,3 +156,13 @@ def run_evaluation(
 def evaluate_model(model: str, **kwargs: Any) -> dict[str, Any]:
     """Evaluate ``model`` and return the results record (keyword arguments: :func:`run_evaluation`)."""
     return run_evaluation(model, **kwargs)[1]
+
+
+def _device_of(scorer: Any, asked: str | None) -> str | None:
+    """The torch device the scores came from: the scorer's, else its model's (a finesim scorer wraps one), else the
+    one asked for; None when none is known (an ONNX runtime), never the text "None"."""
+    for holder in (scorer, getattr(scorer, "model", None)):
+        found = getattr(holder, "device", None)
+        if found is not None:
+            return str(found)
+    return asked
