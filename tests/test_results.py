@@ -186,3 +186,20 @@ def test_an_extra_root_outside_the_checkout_gets_its_name(tmp_path: Path) -> Non
         "index": "<work-dir>/a.faiss",
         "other": portable(str(tmp_path / "b"), path_roots()),
     }
+
+
+def test_results_files_name_the_code_that_made_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """finesim's version stays 0.1.0 across commits: the environment block names the checkout's commit."""
+    import shutil
+    import subprocess
+
+    import finesim.results as results
+
+    checkout = Path(results.__file__).resolve().parents[2]
+    record = results.environment_record()["code"]
+    if (checkout / ".git").exists() and shutil.which("git"):
+        head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
+        assert record["git_commit"] == head.stdout.strip() and isinstance(record["uncommitted_changes"], bool)
+    # an installed copy (no .git beside it): both unknown, never a guess
+    monkeypatch.setattr(results, "__file__", str(tmp_path / "a" / "b" / "results.py"))
+    assert results.code_record() == {"git_commit": None, "uncommitted_changes": None}

@@ -122,12 +122,39 @@ def path_sha256(path: str | Path) -> str:
 
 
 def environment_record() -> dict[str, Any]:
-    """The block every results file carries: when, versions and hardware."""
+    """The block every results file carries: when, versions, the code (:func:`code_record`) and hardware."""
     return {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": package_versions(),
+        "code": code_record(),
         "hardware": hardware_info(),
     }
+
+
+def code_record() -> dict[str, Any]:
+    """The finesim code that ran: the git commit of the checkout it was imported from and whether ``src/`` had
+    uncommitted changes (the version number alone stays 0.1.0 across many commits); both null for an installed copy,
+    or where git cannot tell."""
+    import subprocess
+
+    checkout = Path(__file__).resolve().parents[2]
+    record: dict[str, Any] = {"git_commit": None, "uncommitted_changes": None}
+    if not (checkout / ".git").exists():
+        return record
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        )
+        status = subprocess.run(
+            ["git", "-C", str(checkout), "status", "--porcelain", "--", "src"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return record
+    return {"git_commit": head.stdout.strip() or None, "uncommitted_changes": bool(status.stdout.strip())}
 
 
 DATA_ROOT_NAME = "$FINESIM_DATA"
