@@ -110,6 +110,10 @@ class TaskResult:
     data_seconds: float = 0.0
     files: dict[str, str] = field(default_factory=dict)
     analyses: dict[str, Any] = field(default_factory=dict)
+    # pairs with a text (or text pair) longer than the model's token limit, which it read only in part; None: not
+    # counted (a CASE model, a scorer whose limit cannot be told)
+    pairs_truncated: int | None = None
+    token_limit: int | None = None
 
     @property
     def encodes_per_second(self) -> float | None:
@@ -251,6 +255,7 @@ def evaluate_task(
         files=dict(data.files),
     )
     result.main_score = result.spearman
+    _count_truncated(result, scorer, dataset["sentence1"], dataset["sentence2"], conditions)
     if task.subsets:
         names = np.asarray(dataset["subset"])
         for subset in task.subsets:
@@ -281,6 +286,22 @@ def evaluate_task(
                 result.analyses[name] = {"skipped": str(err)}
             result.analyses[name]["prediction_range_source"] = source if scale is not None else None
     return result
+
+
+def _count_truncated(
+    result: TaskResult, scorer: Any, sentences1: list[str], sentences2: list[str], conditions: list[str] | None
+) -> None:
+    """Count the task's pairs the model read only in part (over its token limit) and say so when there are any."""
+    from finesim.evaluation.truncation import Truncation
+
+    truncation = Truncation.of(scorer)
+    if truncation is None:
+        return
+    n = len(sentences1)
+    truncation.check(list(range(1, n + 1)), [1] * n, list(sentences1), list(sentences2), conditions)
+    result.pairs_truncated, result.token_limit = truncation.rows, truncation.limit
+    if truncation.rows:
+        logger.warning("%s: %s", result.task, truncation.message(unit="pair"))
 
 
 def run_tasks(model: Any, tasks: Sequence[Task], data_root: Path, **kwargs: Any) -> list[TaskResult]:
