@@ -266,6 +266,23 @@ def test_the_dry_run_names_why_rows_were_skipped(tiny_bert_dir: Path, tmp_path: 
     assert line.endswith(" rows, 1 rows skipped (1 unlabeled (-1) rows)"), line
 
 
+def test_rows_over_the_token_limit_are_counted_and_told(
+    tiny_bert_dir: Path, csts_root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Training truncated long inputs without a word (finesim score counted them)."""
+    spec = tiny_recipe(tiny_bert_dir, csts_root, train={"max_steps": 1}, model={"max_length": 64})
+    metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "fits").metrics
+    assert metrics["data"]["pairs_truncated"] == {"train": 0, "validation": 0, "token_limit": 64}
+    spec["model"]["max_length"] = 4  # [CLS] sentence [SEP] condition [SEP] is longer for every row
+    with caplog.at_level("WARNING", logger="finesim"):
+        metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "cut").metrics
+    rows = metrics["data"]["train_rows"]
+    assert metrics["data"]["pairs_truncated"] == {"train": rows, "validation": 32, "token_limit": 4}
+    assert f"train data {csts_root / 'csts' / 'train.csv'}: {rows} rows were longer than the model's 4-token limit" in (
+        caplog.text
+    )
+
+
 def test_a_run_that_fails_before_training_leaves_no_fingerprint(
     tiny_bert_dir: Path, csts_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -41,6 +41,15 @@ class Truncation:
             checks.append(check)
         return cls(checks) if checks else None
 
+    @classmethod
+    def of_model(cls, encoder: str, model: Any) -> Truncation | None:
+        """The counter for a bi-, tri- or cross-encoder ``model`` (a SentenceTransformer or CrossEncoder, as
+        training builds it); None when its limit cannot be told."""
+        from types import SimpleNamespace
+
+        check = _token_check(SimpleNamespace(encoder=encoder, model=model))
+        return None if check is None else cls([check])
+
     def check(
         self,
         rows: list[int],
@@ -72,7 +81,7 @@ class Truncation:
         rows, were = (f"1 {unit}", "was") if self.rows == 1 else (f"{self.rows} {unit}s", "were")
         return (
             f"{rows} {were} longer than the {models} {limit} and {were} truncated (the first is {unit} {self.first}): "
-            "the score reads only the start of the text"
+            "the model reads only the start of the text"
         )
 
 

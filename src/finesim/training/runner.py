@@ -226,6 +226,7 @@ def train(
     encoder = get_encoder(recipe.model.encoder)
     objective = get_objective(recipe.objective.name)
     model = encoder.build(recipe.model)
+    truncated = count_truncated(encoder.encoder, model, pre) if first else None
     data = prepare_data(recipe, model, checked=pre)
     options = objective.resolve_options(recipe.objective.options)
     loss = build_loss(objective.name, model, options)  # adds the objective's heads to the model first
@@ -265,6 +266,8 @@ def train(
         from finesim.models.io import save_model
 
         metrics = _metrics(recipe, encoder, objective, options, data, trainer, args, output, final, checkpoint, wall)
+        if truncated is not None:
+            metrics["data"]["pairs_truncated"] = truncated
         if frozen is not None:
             metrics["frozen"] = frozen
         if soup is not None:
@@ -428,6 +431,33 @@ def _resolved_config(recipe: Recipe, out: Path, options: dict[str, Any], data: P
     if recipe.data.auxiliary:
         resolved["data"]["resolved_auxiliary"] = [a["path"] for a in data.auxiliary()]
     return resolved
+
+
+def count_truncated(encoder: str, model: Any, pre: Preflight) -> dict[str, Any] | None:
+    """The rows of each split with an input longer than the model's token limit (``model.max_length``, else the
+    backbone's), which the model reads only in part, warned about per split and kept in ``metrics.json`` →
+    ``data.pairs_truncated`` with the limit; None when it cannot be told (triplet data, a limit the model does not
+    state)."""
+    from finesim.evaluation.truncation import Truncation
+
+    counts: dict[str, Any] = {}
+    limit = None
+    for loaded in (pre.train, pre.dev, pre.validation):
+        if loaded is None:
+            continue
+        truncation = Truncation.of_model(encoder, model)
+        ds = loaded.dataset
+        if truncation is None or not {"sentence1", "sentence2"} <= set(ds.column_names):
+            return None
+        rows = list(ds["row"]) if "row" in ds.column_names else []
+        if len(rows) != len(ds) or None in rows:  # no file rows (auxiliary pairs appended): positions
+            rows = list(range(1, len(ds) + 1))
+        conditions = ds["condition"] if "condition" in ds.column_names else None
+        truncation.check(rows, [1] * len(ds), ds["sentence1"], ds["sentence2"], conditions)
+        counts[loaded.role], limit = truncation.rows, truncation.limit
+        if truncation.rows:
+            logger.warning("%s data %s: %s", loaded.role, loaded.path, truncation.message())
+    return {**counts, "token_limit": limit} if counts else None
 
 
 def chosen_on(recipe: Recipe, *, has_eval: bool) -> str | None:
