@@ -229,3 +229,33 @@ def test_the_command_names_an_onnx_runtime(bi_folder, tmp_path, capsys) -> None:
     table = _table(tmp_path, "condition")
     assert _score(exported, table, tmp_path / "out.jsonl") == 0
     assert f"scoring with {exported} (bi-encoder, onnx on cpu)" in capsys.readouterr().err
+
+
+def test_conditions_given_to_a_model_trained_without_them_are_told(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    """A model whose card says it was trained without conditions scored (sentence, condition) inputs without a word,
+    in finesim score and in finesim evaluate's C-STS rows."""
+    from finesim.models.builders import build_bi_encoder
+    from finesim.models.card import CardInfo
+    from finesim.models.io import save_model, trained_without_conditions
+
+    plain = save_model(
+        build_bi_encoder(str(tiny_bert_dir), max_length=32),
+        tmp_path / "plain",
+        encoder="bi",
+        card=CardInfo(encoder="bi", conditional=False),
+    )
+    assert trained_without_conditions(str(plain)) and not trained_without_conditions(str(tiny_bert_dir))
+    table = _table(tmp_path, "condition")
+    out = tmp_path / "out.jsonl"
+    assert _score(plain, table, out) == 0
+    note = "was trained without conditions (its card says so): each (sentence, condition) input is one it never saw"
+    assert note in capsys.readouterr().err
+    assert _score(plain, table, out, "--no-condition") == 0  # plain pairs: nothing to tell
+    assert "trained without conditions" not in capsys.readouterr().err
+    csts = tmp_path / "data" / "csts"
+    csts.mkdir(parents=True)
+    _csv(csts / "validation.csv", ["sentence1", "sentence2", "condition", "label"], [["a b", "c d", "e", "3"]] * 3)
+    assert (
+        main(["evaluate", "--model", str(plain), "--tasks", "CSTS-validation", "--data", str(tmp_path / "data")]) == 0
+    )
+    assert "trained without conditions (its card says so): on CSTS-validation it reads" in capsys.readouterr().err

@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from finesim.evaluation.harness import format_table
     from finesim.evaluation.record import run_evaluation
     from finesim.evaluation.tasks import default_registry, load_registry
+    from finesim.models.io import trained_without_conditions
     from finesim.results import write_json_atomic
 
     registry = load_registry(args.task_file) if args.task_file else default_registry()
@@ -111,6 +112,13 @@ def run(args: argparse.Namespace) -> int:
         progress=say(args),
     )
     print(format_table(results))
+    conditional = [r.task for r in results if r.group == "csts"]
+    if conditional and trained_without_conditions(args.model):
+        say(args)(
+            f"{args.model} was trained without conditions (its card says so): on {', '.join(conditional)} it reads "
+            "each (sentence, condition) input as one it never saw in training; a task's -unconditional variant "
+            "scores the plain sentence pairs"
+        )
     if args.output:
         write_json_atomic(args.output, record)
         say(args)(f"wrote {args.output}")

@@ -171,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from finesim.evaluation.score_file import Columns, check_input, condition_needed, score_file
+    from finesim.models.io import trained_without_conditions
 
     use_ray = ray_wanted(args)
     if args.ray_workers is not None and not use_ray:
@@ -210,6 +211,11 @@ def run(args: argparse.Namespace) -> int:
 
     def conditions_note(scorer: Any) -> None:
         if plan.condition_column is not None or args.condition is not None:
+            if trained_without_conditions(args.model):
+                tell(
+                    f"{args.model} was trained without conditions (its card says so): each (sentence, condition) "
+                    "input is one it never saw in training; --no-condition scores the plain sentence pairs"
+                )
             return
         if getattr(scorer, "requires_condition", False):
             return  # score_file refuses, naming the flags

@@ -91,6 +91,20 @@ def read_marker(folder: str | Path) -> dict[str, Any] | None:
     return data
 
 
+def trained_without_conditions(model: str) -> bool:
+    """Whether ``model`` (a name or folder) is a finesim folder whose card says it was trained without conditions
+    (STS data, a table without a condition column); False when nothing tells (a Hub id, a plain folder)."""
+    from finesim.models.hub import resolve_model_path
+
+    try:
+        path = resolve_model_path(model)
+        marker = read_marker(path) if Path(path).is_dir() else None
+    except (OSError, ValueError):
+        return False
+    card = (marker or {}).get("card")
+    return isinstance(card, dict) and card.get("conditional") is False
+
+
 def write_marker(folder: str | Path, encoder: str, **extra: Any) -> Path:
     """Write ``finesim_model.json`` (atomically) naming the folder's encoder type (one of
     :data:`MARKER_ENCODERS`) under ``encoder``, with ``extra`` beside it."""
