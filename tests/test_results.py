@@ -200,6 +200,12 @@ def test_results_files_name_the_code_that_made_them(monkeypatch: pytest.MonkeyPa
     if (checkout / ".git").exists() and shutil.which("git"):
         head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
         assert record["git_commit"] == head.stdout.strip() and isinstance(record["uncommitted_changes"], bool)
+    # read once a process: a run's record names the code it started with, not a commit made while it ran
+    assert results.code_record() is results.code_record()
     # an installed copy (no .git beside it): both unknown, never a guess
     monkeypatch.setattr(results, "__file__", str(tmp_path / "a" / "b" / "results.py"))
-    assert results.code_record() == {"git_commit": None, "uncommitted_changes": None}
+    results.code_record.cache_clear()
+    try:
+        assert results.code_record() == {"git_commit": None, "uncommitted_changes": None}
+    finally:
+        results.code_record.cache_clear()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import json
@@ -131,10 +132,12 @@ def environment_record() -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=1)
 def code_record() -> dict[str, Any]:
-    """The finesim code that ran: the git commit of the checkout it was imported from and whether ``src/`` had
-    uncommitted changes (the version number alone stays 0.1.0 across many commits); both null for an installed copy,
-    or where git cannot tell."""
+    """The finesim code that ran: the git commit of the checkout it was imported from and whether its ``src/`` or
+    ``recipes/`` had uncommitted changes (the version number alone stays 0.1.0 across many commits); both null for an
+    installed copy, or where git cannot tell. Read once a process: a long run calls it when it starts (training,
+    evaluation), so commits made meanwhile are not taken for the code that ran."""
     import subprocess
 
     checkout = Path(__file__).resolve().parents[2]
@@ -146,7 +149,7 @@ def code_record() -> dict[str, Any]:
             ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
         )
         status = subprocess.run(
-            ["git", "-C", str(checkout), "status", "--porcelain", "--", "src"],
+            ["git", "--no-optional-locks", "-C", str(checkout), "status", "--porcelain", "--", "src", "recipes"],
             capture_output=True,
             text=True,
             timeout=10,

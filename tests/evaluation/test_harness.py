@@ -458,3 +458,20 @@ def test_finesim_evaluate_with_a_task_file_of_tables(tmp_path: Path, tiny_bert_d
     assert record["results"]["my-conditional"]["group"] == "csts"
     with pytest.raises(ValueError, match="unknown task or group 'sts'"):  # the task file replaces the packaged one
         finesim.evaluate(str(tiny_bert_dir), task_file=task_file, data=tmp_path)
+
+
+def test_truncation_is_not_counted_where_the_limit_alone_does_not_tell(tiny_model, tiny_causal_lm_dir: Path) -> None:
+    """A prompt-LM model cuts the sentence inside its template (sentence_max_tokens): counting the bare sentence
+    against max_seq_length reported 0. An EmbeddingScorer that ignores conditions tokenizes the sentences alone."""
+    from finesim.evaluation.truncation import Truncation
+    from finesim.models.builders import build_prompt_lm
+
+    prompted = build_prompt_lm(str(tiny_causal_lm_dir), max_length=64)
+    assert Truncation.of_model("bi", prompted) is None
+    tiny_model.max_seq_length = 6  # [CLS] + 4 words + [SEP] = 6 tokens: fits; with "[SEP] the person" it would not
+    pair = ["a man plays guitar"], ["a man plays piano"], ["the person"]
+    for mode, expected in (("pair", 1), ("ignore", 0)):
+        truncation = Truncation.of(EmbeddingScorer(tiny_model, condition_mode=mode))
+        assert truncation is not None
+        truncation.check([1], [1], *pair)
+        assert truncation.rows == expected, mode

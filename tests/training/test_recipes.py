@@ -208,6 +208,9 @@ def test_a_bad_override_is_named_instead_of_the_file(tmp_path: Path) -> None:
         load_recipe(path, ["train.batch_size=8", "train.epoch=1"])
     with pytest.raises(RecipeError, match=rf"^--set train\.epochs=-1 \(on {path}\): train\.epochs must be >= 0"):
         load_recipe(path, ["train.epochs=-1"])
+    # an override that breaks the recipe only until a later one mends it is not blamed (tri needs the head that follows)
+    with pytest.raises(RecipeError, match=rf"^--set train\.epoch=1 \(on {path}\): unknown key 'train\.epoch'"):
+        load_recipe(path, ["model.encoder=tri", "model.head=hadamard", "train.epoch=1"])
     # the file's own problem is still the file's, with or without overrides
     path.write_text("model: {backbone: m}\ntrain: {epochz: 2}\n", encoding="utf-8")
     with pytest.raises(RecipeError, match=rf"^{path}: unknown key 'train\.epochz'"):
@@ -227,6 +230,10 @@ def test_a_value_no_member_of_a_union_takes_names_the_key_and_every_choice() -> 
             RecipeError, match=rf"^r\.yaml: train\.bf16 must be true or false, or 'auto', got {value!r}$"
         ):
             recipe_from_dict({"train": {"bf16": value}}, source="r.yaml")
+    # a mapping's key that reads like a type tag is a key, not a union member
+    table = {"format": "table", "train": "p.csv", "validation": None, "columns": {"int": 1}}
+    with pytest.raises(RecipeError, match=r"^r\.yaml: data\.columns\.int must be text, got 1$"):
+        recipe_from_dict({"data": table}, source="r.yaml")
 
 
 def test_trainer_args_values_are_checked_by_the_dry_run(shared_data: Path, tmp_path: Path) -> None:

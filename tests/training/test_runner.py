@@ -154,28 +154,32 @@ def test_columns_and_split_under_a_format_that_ignores_them_are_refused() -> Non
 
 
 def test_a_table_without_a_condition_column_says_which_columns_it_left_unread(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tiny_bert_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A condition column under another, unmapped name trained an unconditional model without a word."""
     from finesim.training.formats import FormatOptions, load_table
 
     path = tmp_path / "pairs.jsonl"
-    rows = [{"sentence1": "a b", "sentence2": "c d", "aspect": "colour", "label": 2.0}] * 3
+    rows = [{"sentence1": f"a b {i}", "sentence2": "c d", "aspect": "colour", "label": 2.0 + i % 3} for i in range(6)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    dataset, report = load_table(path, FormatOptions())
+    assert "condition" not in dataset.column_names and report["columns_unread"] == ["aspect"]
+    dataset, report = load_table(path, FormatOptions(columns={"condition": "aspect"}))  # mapped: read
+    assert dataset["condition"] == ["colour"] * 6 and "columns_unread" not in report
+    spec = tiny_recipe(tiny_bert_dir, tmp_path, data={"format": "table", "train": str(path), "validation": str(path)})
+    spec["labels"] = {"low": 0.0, "high": 5.0}
     with caplog.at_level("WARNING", logger="finesim"):
-        dataset, _ = load_table(path, FormatOptions())
-    assert "condition" not in dataset.column_names
-    assert f"{path} has no 'condition' column: its pairs are read without conditions" in caplog.text
+        preflight(recipe_from_dict(spec), output_dir=tmp_path / "out")
+    assert f"{path} (data.train) has no 'condition' column, so its pairs train without conditions" in caplog.text
+    assert f"{path} (data.validation) has no 'condition' column, so its pairs are validated without" in caplog.text
     assert "columns not read: ['aspect']" in caplog.text and "data.columns.condition: NAME" in caplog.text
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="finesim"):  # mapped: read, no warning
-        dataset, _ = load_table(path, FormatOptions(columns={"condition": "aspect"}))
-    assert dataset["condition"] == ["colour"] * 3 and not caplog.text
     plain = tmp_path / "plain.jsonl"  # a plain pair table (nothing left unread) is quiet
     plain.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "aspect"}) + "\n" for r in rows))
+    spec["data"].update(train=str(plain), validation=str(plain))
+    caplog.clear()
     with caplog.at_level("WARNING", logger="finesim"):
-        load_table(plain, FormatOptions())
-    assert not caplog.text
+        preflight(recipe_from_dict(spec), output_dir=tmp_path / "out")
+    assert "condition" not in caplog.text
 
 
 def test_recipe_model_keys_checked_before_building(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -302,6 +306,23 @@ def test_a_run_that_fails_before_training_leaves_no_fingerprint(
     spec["train"]["max_steps"] = 3  # corrected: another fingerprint, and not refused
     assert train(recipe_from_dict(spec), output_dir=tmp_path / "out").metrics["global_steps"] == 3
     assert (tmp_path / "out" / "run.json").is_file()
+
+    # the trainer itself failing as it starts (after it made OUT/checkpoints): the fingerprint is already there, so
+    # the folder stays the run's and --no-resume (resume=False) starts over in it
+    def failing_trainer(cross: bool) -> Any:
+        def make(**kwargs: Any) -> Any:
+            Path(kwargs["args"].output_dir).mkdir(parents=True, exist_ok=True)
+            raise RuntimeError("the trainer cannot start")
+
+        return make
+
+    with monkeypatch.context() as patch:
+        patch.setattr(runner, "_trainer", failing_trainer)
+        with pytest.raises(RuntimeError, match="the trainer cannot start"):
+            train(recipe_from_dict(spec), output_dir=tmp_path / "again", resume=False)
+    assert (tmp_path / "again" / "run.json").is_file() and (tmp_path / "again" / "checkpoints").is_dir()
+    spec["train"]["max_steps"] = 2
+    assert train(recipe_from_dict(spec), output_dir=tmp_path / "again", resume=False).metrics["global_steps"] == 2
 
 
 def test_recipe_defaults_are_the_papers() -> None:
@@ -597,6 +618,8 @@ def test_the_printed_result_says_which_split_chose_the_model() -> None:
     )
     none = result_lines({"validation": {}, "chosen_on": None}, "m", "x")[1]
     assert none == "validation: none (data.validation is null); the last model was kept"
+    kept_last = result_lines({"dev": scores, "validation": {}, "chosen_on": None}, "m", "x")
+    assert kept_last[0] == "dev spearman: 71.23" and kept_last[2].endswith("; the last model was kept")
     dev_only = result_lines({"dev": scores, "validation": {}, "chosen_on": "dev"}, "m", "x")
     assert dev_only[0].startswith("dev spearman (the checkpoint was chosen on it)")
     assert dev_only[2] == "validation: none (data.validation is null)"

@@ -127,9 +127,8 @@ def result_lines(metrics: dict[str, Any], model_dir: Any, metrics_path: Any) -> 
     """What ``finesim train`` prints at the end: the kept model, its scores, and which split chose it."""
     lines = []
     if metrics.get("dev"):
-        lines.append(
-            f"dev spearman (the checkpoint was chosen on it): {metrics['dev'].get('spearman', float('nan')):.2f}"
-        )
+        chose = " (the checkpoint was chosen on it)" if metrics.get("chosen_on") == "dev" else ""
+        lines.append(f"dev spearman{chose}: {metrics['dev'].get('spearman', float('nan')):.2f}")
     lines.append(f"model: {model_dir}")
     val = metrics.get("validation") or {}
     if not val:

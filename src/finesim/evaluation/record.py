@@ -28,7 +28,7 @@ from finesim.evaluation.scoring import Similarity
 from finesim.evaluation.tasks import Registry, default_registry, load_registry
 from finesim.models.hub import resolve_model_path
 from finesim.paths import data_root
-from finesim.results import environment_record, path_roots, portable, portable_path
+from finesim.results import code_record, environment_record, path_roots, portable, portable_path
 
 Progress = Callable[[str], None]
 
@@ -69,6 +69,7 @@ def run_evaluation(
         progress: called with one line per step (data read, task started, task skipped).
     """
     say = progress or (lambda message: None)
+    code_record()  # the code as the evaluation starts (the record names it)
     if registry is None:
         registry = load_registry(task_file) if task_file else default_registry()
     root = data_root(data)

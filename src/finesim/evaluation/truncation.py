@@ -87,10 +87,13 @@ class Truncation:
 
 def _token_check(scorer: Any) -> tuple[str, Any, int] | None:
     encoder = getattr(scorer, "encoder", None)
-    if encoder is None and getattr(scorer, "condition_mode", None) in ("pair", "ignore"):
-        encoder = "bi"  # an EmbeddingScorer: a plain embedding model, (sentence, condition) pairs or sentences
+    mode = getattr(scorer, "condition_mode", None)
+    if encoder is None and mode in ("pair", "ignore"):  # an EmbeddingScorer over a plain embedding model
+        encoder = "bi" if mode == "pair" else "sentences"  # "ignore": the sentences alone, conditions dropped
     model: Any = getattr(scorer, "model", None)
-    if encoder not in ("bi", "tri", "cross") or getattr(model, "tokenizer", None) is None:
+    if encoder not in ("bi", "tri", "cross", "sentences") or getattr(model, "tokenizer", None) is None:
+        return None
+    if _prompted(model):  # a prompt-LM's template and sentence cap decide what is cut, not max_seq_length alone
         return None
     limit = getattr(model, "max_seq_length", None)  # a SentenceTransformer's and a CrossEncoder's
     if limit is None:
@@ -100,10 +103,23 @@ def _token_check(scorer: Any) -> tuple[str, Any, int] | None:
     return encoder, model, limit
 
 
+def _prompted(model: Any) -> bool:
+    """Whether ``model``'s first module wraps each text in a prompt template (a decoder-LM ``prompt-lm`` model)."""
+    from finesim.models.prompt_transformer import PromptTransformer
+
+    try:
+        first = model[0]
+    except (TypeError, IndexError, KeyError):
+        return False
+    return isinstance(first, PromptTransformer)
+
+
 def _model_inputs(
     encoder: str, model: Any, s1: list[str], s2: list[str], conditions: list[str] | None
 ) -> list[tuple[list[str], list[str] | None]]:
     """The texts (and second texts of pairs) a model tokenizes for a batch, each list with one entry per row."""
+    if encoder == "sentences":
+        return [(s1, None), (s2, None)]
     if encoder == "tri":
         return [(s1, None), (s2, None), *([(list(conditions), None)] if conditions is not None else [])]
     if encoder == "cross":

@@ -26,7 +26,6 @@ A new format: write its loader here and add it to :data:`DATA_FORMATS`.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -34,8 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from datasets import Dataset
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -71,25 +68,18 @@ def load_table(path: Path, options: FormatOptions | None = None) -> tuple[Datase
     dataset, report = read_table(
         path, columns=options.columns or None, split=options.split, label_range=options.label_range
     )
-    if "condition" not in dataset.column_names:
-        _warn_unconditional(path, options)
-    return dataset, report.as_dict()
+    out = report.as_dict()
+    if "condition" not in dataset.column_names:  # the caller, which knows the file's role, tells the user
+        out["columns_unread"] = _unread_columns(path, options)
+    return dataset, out
 
 
-def _warn_unconditional(path: Path, options: FormatOptions) -> None:
-    """A table without a ``condition`` column trains a model without conditions; say so when the table has columns
-    finesim left unread, one of which may hold the condition under another name (a plain pair table is quiet)."""
+def _unread_columns(path: Path, options: FormatOptions) -> list[str]:
+    """The table's columns that none of finesim's names read (one may hold a condition under another name)."""
     from finesim.data.table import open_table
 
     used = {options.columns.get(name, name) for name in ("sentence1", "sentence2", "label")}
-    unread = [column for column in open_table(path, split=options.split).columns if column not in used]
-    if unread:
-        logger.warning(
-            "%s has no 'condition' column: its pairs are read without conditions (a model trained on them takes "
-            "none); columns not read: %s. If one of them holds the condition, map it with data.columns.condition: NAME",
-            path,
-            unread,
-        )
+    return [column for column in open_table(path, split=options.split).columns if column not in used]
 
 
 def _sentence_pairs(ds: Dataset) -> Dataset:

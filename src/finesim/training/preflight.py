@@ -292,6 +292,17 @@ def load_data(recipe: Recipe, role: str, root: str | None) -> LoadedData:
         purpose="train on" if role == "train" else "validate on",
     )
     dataset = scale_labels(dataset, recipe, what=str(path))
+    unread = report.get("columns_unread") if isinstance(report, dict) else None
+    if unread and "condition" not in dataset.column_names:
+        what = "train" if role == "train" else "are validated"
+        logger.warning(
+            "%s (data.%s) has no 'condition' column, so its pairs %s without conditions; columns not read: %s. If "
+            "one of them holds the condition, map it with data.columns.condition: NAME",
+            path,
+            role,
+            what,
+            unread,
+        )
     encoder = get_encoder(recipe.model.encoder)
     if not encoder.conditions and "condition" in dataset.column_names:
         raise RecipeError(

@@ -365,6 +365,12 @@ def _is_union_tag(part: str) -> bool:
     return part in ("bool", "int", "float", "str", "none", "list", "dict") or bool(re.match(r"^[a-z-]+\[", part))
 
 
+def _union_at(cls: type[BaseModel], loc: tuple[str, ...]) -> bool:
+    """Whether ``loc`` is a member tag of a union-typed field (not a key of a mapping such as ``data.columns``)."""
+    parent = _field_at(cls, loc[:-1]) if loc else None
+    return parent is not None and _is_union_tag(loc[-1]) and get_origin(parent.annotation) not in (dict, list)
+
+
 def _union_branch(loc: tuple[str, ...], first: tuple[str, ...]) -> bool:
     """Whether ``loc`` is another member of the union whose member ``first`` failed (same key, a union tag)."""
     return len(loc) == len(first) and loc[:-1] == first[:-1] and _is_union_tag(loc[-1])
@@ -384,7 +390,7 @@ def recipe_error(err: ValidationError, cls: type[BaseModel], source: str, key: A
     e, loc = errors[0], tuple(str(p) for p in errors[0]["loc"])
     value, info = e.get("input"), _field_at(cls, loc)
     branches = [x for x in errors if _union_branch(tuple(str(p) for p in x["loc"]), loc)]
-    if loc and _is_union_tag(loc[-1]) and len(branches) > 1:  # a value none of a union's types takes
+    if _union_at(cls, loc) and len(branches) > 1:  # a value none of a union's types takes
         expected = ", or ".join(_expected(x) for x in branches)
         more = len(errors) - len(branches)
         tail = f" (and {more} more problem(s))" if more else ""
@@ -610,20 +616,24 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
     return data
 
 
-def _blame_override(original: dict[str, Any], overrides: list[str] | None, path: str) -> None:
-    """When a recipe file that validates on its own fails with its ``--set`` overrides, raise the error of the first
-    override that breaks it, naming that override instead of the file (which holds no such key or value)."""
+def _blame_override(original: dict[str, Any], overrides: list[str] | None, path: str, error: str) -> None:
+    """When a recipe file that validates on its own fails with its ``--set`` overrides, raise the same error naming
+    the override that brings it in instead of the file (which holds no such key or value): the first override after
+    which the recipe fails with that error. A partial set failing otherwise (a later override mends it, as
+    ``model.head`` after ``model.encoder=tri``) is passed over."""
     try:
         recipe_from_dict(copy.deepcopy(original), source=path)
     except RecipeError:
         return  # the file fails on its own (or needs an override to pass): its own error stands
+    message = error.removeprefix(f"{path}: ")
     data = copy.deepcopy(original)
     for item in overrides or []:
         apply_overrides(data, [item])
         try:
-            recipe_from_dict(copy.deepcopy(data), source=f"--set {item} (on {path})")
+            recipe_from_dict(copy.deepcopy(data), source=path)
         except RecipeError as err:
-            raise err from None
+            if str(err).removeprefix(f"{path}: ") == message:
+                raise RecipeError(f"--set {item} (on {path}): {message}") from None
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe | CaseRecipe:
@@ -633,8 +643,8 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe 
     data = apply_overrides(copy.deepcopy(original), overrides)
     try:
         recipe = recipe_from_dict(data, source=str(path))
-    except RecipeError:
-        _blame_override(original, overrides, str(path))
+    except RecipeError as err:
+        _blame_override(original, overrides, str(path), str(err))
         raise
     if isinstance(recipe, Recipe) and not (data.get("model") or {}).get("backbone"):
         raise RecipeError(

@@ -9,7 +9,7 @@ Output folder layout::
       config.json       the recipe actually used (defaults filled in, overrides applied, resolved data paths)
       metrics.json      validation metrics, best checkpoint, throughput, log history, environment
       run.json          the run's fingerprint (result-changing recipe keys, SHA-256 of each data file), written
-                        once the model and trainer are built
+                        once the model, data and loss are built
 
 A rerun into an OUT that holds an earlier run resumes from the last checkpoint only when its fingerprint equals
 ``run.json``; with anything changed (or no ``run.json``) it is refused before any work, naming what changed.
@@ -32,7 +32,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from finesim.results import environment_record, path_roots, portable, write_json_atomic
+from finesim.results import code_record, environment_record, path_roots, portable, write_json_atomic
 from finesim.training.arguments import selection_name, training_arguments
 from finesim.training.encoders import TRIPLET_COLUMNS, EncoderType, get_encoder
 from finesim.training.evaluator import ConditionalSimilarityEvaluator
@@ -212,6 +212,7 @@ def train(
         callbacks: extra ``transformers.TrainerCallback`` objects.
         checked: the outcome of :func:`preflight` for these arguments, when the caller already ran it.
     """
+    code_record()  # the code as the run starts (results files record it; commits made meanwhile do not count)
     pre = checked or preflight(recipe, output_dir=output_dir, data_root=data_root, resume=resume)
     out = pre.output_dir
     first = int(os.environ.get("RANK", "0")) == 0  # process 0 of a torchrun / accelerate launch (no process group yet)
@@ -237,13 +238,14 @@ def train(
         extra = {**extra, "learning_rate_mapping": {**layers, **extra.get("learning_rate_mapping", {})}}
     cross = encoder.trainer == "cross"
     args = training_arguments(recipe, out, has_eval=data.evaluator is not None, cross=cross, extra=extra)
+    # the fingerprint claims the folder once the model, data and loss are built, just before the trainer (which makes
+    # OUT/checkpoints): a recipe that fails before (a backbone or head it cannot build) leaves no run.json that would
+    # refuse its corrected rerun as another run's folder
+    if first:
+        write_json_atomic(out / RUN_FILE, pre.run_record())
     trainer = _trainer(cross)(
         model=model, args=args, train_dataset=data.train, loss=loss, evaluator=data.evaluator, callbacks=callbacks
     )
-    # the fingerprint claims the folder once the model, data and trainer are built: a recipe that fails before (a
-    # backbone or head it cannot build) leaves no run.json that would refuse its corrected rerun as another run
-    if first:
-        write_json_atomic(out / RUN_FILE, pre.run_record())
     checkpoint = pre.checkpoint
     if checkpoint:
         logger.warning("resuming from %s (same recipe and data)", checkpoint)
@@ -446,17 +448,20 @@ def count_truncated(encoder: str, model: Any, pre: Preflight) -> dict[str, Any] 
         if loaded is None:
             continue
         truncation = Truncation.of_model(encoder, model)
-        ds = loaded.dataset
-        if truncation is None or not {"sentence1", "sentence2"} <= set(ds.column_names):
+        if truncation is None:
             return None
+        ds = loaded.dataset
+        if not {"sentence1", "sentence2"} <= set(ds.column_names):
+            continue  # triplets (anchor, positive, negative): not counted
         rows = list(ds["row"]) if "row" in ds.column_names else []
+        unit = "row"
         if len(rows) != len(ds) or None in rows:  # no file rows (auxiliary pairs appended): positions
-            rows = list(range(1, len(ds) + 1))
+            rows, unit = list(range(1, len(ds) + 1)), "training pair"
         conditions = ds["condition"] if "condition" in ds.column_names else None
         truncation.check(rows, [1] * len(ds), ds["sentence1"], ds["sentence2"], conditions)
         counts[loaded.role], limit = truncation.rows, truncation.limit
         if truncation.rows:
-            logger.warning("%s data %s: %s", loaded.role, loaded.path, truncation.message())
+            logger.warning("%s data %s: %s", loaded.role, loaded.path, truncation.message(unit=unit))
     return {**counts, "token_limit": limit} if counts else None
 
 
