@@ -392,8 +392,8 @@ def recipe_error(err: ValidationError, cls: type[BaseModel], source: str, key: A
     branches = [x for x in errors if _union_branch(tuple(str(p) for p in x["loc"]), loc)]
     if _union_at(cls, loc) and len(branches) > 1:  # a value none of a union's types takes
         expected = ", or ".join(_expected(x) for x in branches)
-        more = len(errors) - len(branches)
-        tail = f" (and {more} more problem(s))" if more else ""
+        others = len(errors) - len(branches)
+        tail = f" (and {others} more problem(s))" if others else ""
         return RecipeError(f"{source}: {key(loc[:-1])} must be {expected}, got {value!r}{tail}")
     if e["type"] == "extra_forbidden":
         parent = _field_at(cls, loc[:-1])
