@@ -107,11 +107,11 @@ def test_pairs_over_the_token_limit_are_counted_and_told(
     """evaluate truncated long inputs without a word (score counted them); now each task counts and says so."""
     reg = load_registry(toy_root / "tasks.yaml")
     result = evaluate_task(reg.tasks["toy-csts"], tiny_model, toy_root)  # 64 tokens: every pair fits
-    assert (result.pairs_truncated, result.token_limit) == (0, 64) and "truncated" not in caplog.text
+    assert (result.rows_truncated, result.token_limit) == (0, 64) and "truncated" not in caplog.text
     tiny_model.max_seq_length = 4  # [CLS] sentence [SEP] condition [SEP]: more than 4 tokens for every pair
     with caplog.at_level("WARNING", logger="finesim"):
         result = evaluate_task(reg.tasks["toy-csts"], tiny_model, toy_root)
-    assert (result.pairs_truncated, result.token_limit) == (3, 4) and result.as_dict()["pairs_truncated"] == 3
+    assert (result.rows_truncated, result.token_limit) == (3, 4) and result.as_dict()["rows_truncated"] == 3
     assert "toy-csts: 3 pairs were longer than the model's 4-token limit and were truncated (the first is pair 1)" in (
         caplog.text
     )

@@ -276,12 +276,13 @@ def test_rows_over_the_token_limit_are_counted_and_told(
     """Training truncated long inputs without a word (finesim score counted them)."""
     spec = tiny_recipe(tiny_bert_dir, csts_root, train={"max_steps": 1}, model={"max_length": 64})
     metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "fits").metrics
-    assert metrics["data"]["pairs_truncated"] == {"train": 0, "validation": 0, "token_limit": 64}
+    assert metrics["data"]["rows_truncated"] == {"train": 0, "validation": 0} and metrics["data"]["token_limit"] == 64
     spec["model"]["max_length"] = 4  # [CLS] sentence [SEP] condition [SEP] is longer for every row
     with caplog.at_level("WARNING", logger="finesim"):
         metrics = train(recipe_from_dict(spec), output_dir=tmp_path / "cut").metrics
     rows = metrics["data"]["train_rows"]
-    assert metrics["data"]["pairs_truncated"] == {"train": rows, "validation": 32, "token_limit": 4}
+    assert metrics["data"]["rows_truncated"] == {"train": rows, "validation": 32}
+    assert metrics["data"]["token_limit"] == 4
     assert f"train data {csts_root / 'csts' / 'train.csv'}: {rows} rows were longer than the model's 4-token limit" in (
         caplog.text
     )

@@ -112,7 +112,7 @@ class TaskResult:
     analyses: dict[str, Any] = field(default_factory=dict)
     # pairs with a text (or text pair) longer than the model's token limit, which it read only in part; None: not
     # counted (a CASE model, a scorer whose limit cannot be told)
-    pairs_truncated: int | None = None
+    rows_truncated: int | None = None
     token_limit: int | None = None
 
     @property
@@ -299,7 +299,7 @@ def _count_truncated(
         return
     n = len(sentences1)
     truncation.check(list(range(1, n + 1)), [1] * n, list(sentences1), list(sentences2), conditions)
-    result.pairs_truncated, result.token_limit = truncation.rows, truncation.limit
+    result.rows_truncated, result.token_limit = truncation.rows, truncation.limit
     if truncation.rows:
         logger.warning("%s: %s", result.task, truncation.message(unit="pair"))
 

@@ -269,7 +269,7 @@ def train(
 
         metrics = _metrics(recipe, encoder, objective, options, data, trainer, args, output, final, checkpoint, wall)
         if truncated is not None:
-            metrics["data"]["pairs_truncated"] = truncated
+            metrics["data"].update(truncated)
         if frozen is not None:
             metrics["frozen"] = frozen
         if soup is not None:
@@ -438,8 +438,8 @@ def _resolved_config(recipe: Recipe, out: Path, options: dict[str, Any], data: P
 def count_truncated(encoder: str, model: Any, pre: Preflight) -> dict[str, Any] | None:
     """The rows of each split with an input longer than the model's token limit (``model.max_length``, else the
     backbone's), which the model reads only in part, warned about per split and kept in ``metrics.json`` →
-    ``data.pairs_truncated`` with the limit; None when it cannot be told (triplet data, a limit the model does not
-    state)."""
+    ``data.rows_truncated`` (split -> rows) and ``data.token_limit``; None when it cannot be told (triplet data
+    only, a limit the model does not state, a prompt-LM model)."""
     from finesim.evaluation.truncation import Truncation
 
     counts: dict[str, Any] = {}
@@ -462,7 +462,7 @@ def count_truncated(encoder: str, model: Any, pre: Preflight) -> dict[str, Any] 
         counts[loaded.role], limit = truncation.rows, truncation.limit
         if truncation.rows:
             logger.warning("%s data %s: %s", loaded.role, loaded.path, truncation.message(unit=unit))
-    return {**counts, "token_limit": limit} if counts else None
+    return {"rows_truncated": counts, "token_limit": limit} if counts else None
 
 
 def chosen_on(recipe: Recipe, *, has_eval: bool) -> str | None:
