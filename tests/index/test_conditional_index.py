@@ -386,6 +386,35 @@ def test_truncated_condition_cache_is_refused(model_dirs, corpus, tmp_path):
     assert index.conditions == ["the sport"]
 
 
+def test_a_single_string_where_a_list_belongs_is_refused(model_dirs, corpus, tmp_path):
+    """conditions="colour" was read one character at a time: an embedding pass over the corpus per letter."""
+    with pytest.raises(ValueError, match=r"conditions must be a list of strings, got the single string 'colour'"):
+        ConditionalIndex.build(str(model_dirs["bi"]), corpus[:3], tmp_path / "a", conditions="colour")
+    assert not (tmp_path / "a").exists()
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus[:3], tmp_path / "b")
+    with pytest.raises(ValueError, match=r"conditions must be a list of strings, got the single string 'size'"):
+        index.prepare("size")
+    assert index.conditions == []
+    with pytest.raises(ValueError, match=r"queries must be a list of strings, got the single string 'a dog'"):
+        index.recall("a dog", "the animal", k=2, approximate=False, strategy="two-stage")
+
+
+def test_the_scorer_load_scorer_returns_indexes_as_its_model(model_dirs, corpus, tmp_path):
+    """A ConditionalScorer (what load_scorer returns) failed deep in the fingerprint ('no attribute state_dict')."""
+    from finesim.evaluation.scoring import ConditionalScorer
+
+    scorer = ConditionalScorer(str(model_dirs["bi"]))
+    index = ConditionalIndex.build(scorer, corpus[:5], tmp_path / "a")
+    by_name = ConditionalIndex.build(str(model_dirs["bi"]), corpus[:5], tmp_path / "b")
+    assert index.search("a dog", "the animal", k=3) == by_name.search("a dog", "the animal", k=3)
+    from types import SimpleNamespace
+
+    from finesim.index.encoders import load_index_model
+
+    with pytest.raises(ValueError, match="an ensemble scores with several models, so it cannot index a corpus"):
+        load_index_model(SimpleNamespace(members=[scorer, scorer]))
+
+
 def test_empty_corpus_and_bad_texts(model_dirs, corpus, tmp_path):
     with pytest.raises(ValueError, match="the corpus is empty"):
         ConditionalIndex.build(str(model_dirs["bi"]), [], tmp_path / "a")

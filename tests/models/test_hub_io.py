@@ -36,6 +36,11 @@ def test_unknown_hub_id_offline_says_what_to_do(monkeypatch: pytest.MonkeyPatch)
 def test_missing_local_folder() -> None:
     with pytest.raises(ModelResolutionError, match="does not exist"):
         resolve_model_path("./no/such/model")
+    # no Hub id has two slashes, and a Path is a folder: they were sent to the Hub ("unreachable") or failed with
+    # "'PosixPath' object has no attribute 'startswith'"
+    for name in ("runs/no/model", Path("runs/no/model")):
+        with pytest.raises(ModelResolutionError, match=r"^model folder 'runs/no/model' does not exist$"):
+            resolve_model_path(name)
 
 
 def test_minilm_resolves_to_offline_copy(monkeypatch: pytest.MonkeyPatch) -> None:

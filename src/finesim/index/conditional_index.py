@@ -213,6 +213,13 @@ class NotEmbeddedError(LookupError):
     checked (an add in another process, which chose its conditions before this one was stored)."""
 
 
+def _text_list(values: Any, what: str) -> list[Any]:
+    """``values`` as a list; a lone string (which would be read one character at a time) is refused, naming it."""
+    if isinstance(values, str):
+        raise ValueError(f"{what} must be a list of strings, got the single string {values!r} (pass [{values!r}])")
+    return list(values)
+
+
 def _check_text(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"the {what} must be a non-empty string, got {value!r}")
@@ -344,7 +351,7 @@ class ConditionalIndex:
                 where={...})`` filters on it; every later ``add`` must give metadata too.
         """
         texts = check_corpus(texts)
-        conditions = [_check_text(c, "condition") for c in conditions]
+        conditions = [_check_text(c, "condition") for c in _text_list(conditions, "conditions")]
         meta = meta_rows(len(texts), ids, metadata)
         return cls._create(
             model,
@@ -624,6 +631,7 @@ class ConditionalIndex:
         (a tri-encoder needs nothing). Returns how many corpus rows this call embedded (not another thread's)."""
         if self.encoder == "tri":
             return 0
+        conditions = _text_list(conditions, "conditions")
         before = self.embedder.encoded_by_this_thread()
         for condition in conditions:
             self._ensure_condition(_check_text(condition, "condition"))
@@ -1589,6 +1597,7 @@ class ConditionalIndex:
         search runs as its condition's first: the pairs earlier searches re-ranked are set aside for it
         (:meth:`~finesim.index.two_stage.RerankCache.pairs_set_aside`), so the figure does not depend on what was
         searched before, and the measured searches add none."""
+        queries = _text_list(queries, "queries")
         if conditions is None or isinstance(conditions, str):
             conds: list[str | None] = [conditions] * len(queries)
         else:

@@ -191,6 +191,13 @@ def load_index_model(model: Any, encoder: str | None = None, device: str | None 
 
     if isinstance(model, LoadedModel):
         return model
+    if getattr(model, "members", None) is not None:  # an EnsembleScorer: several models, no one embedding
+        raise ValueError(
+            "an ensemble scores with several models, so it cannot index a corpus (no one embedding per text); index "
+            "with one of its members and re-rank with the ensemble"
+        )
+    if hasattr(model, "encoder") and hasattr(model, "model") and hasattr(model, "embed"):  # a ConditionalScorer
+        encoder, model = encoder or model.encoder, model.model  # (load_scorer's): the model it wraps
     name = resolved = None
     if isinstance(model, (str, Path)):
         from finesim.models.hub import resolve_model_path

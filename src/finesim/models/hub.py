@@ -110,12 +110,16 @@ def check_model_folder(folder: Path) -> None:
     )
 
 
-def resolve_model_path(name: str) -> str:
-    """Turn ``name`` into a local folder or a Hub id that can be loaded now.
+def resolve_model_path(name: str | Path) -> str:
+    """Turn ``name`` (a folder, a Hub id or an alias) into a local folder or a Hub id that can be loaded now.
 
     Raises:
-        ModelResolutionError: the Hub is unreachable and no local copy exists; the message says what to do.
+        ModelResolutionError: the folder does not exist (a path: it starts with ``.``, ``/`` or ``~``, is a
+            ``Path``, or has more than one ``/``, which no Hub id has), or the Hub is unreachable and no local copy
+            exists; the message says what to do.
     """
+    is_path = isinstance(name, Path)
+    name = str(name)
     name = ALIASES.get(name, name)  # the Hub id behind an alias (minilm -> sentence-transformers/all-MiniLM-L6-v2)
     local = Path(name).expanduser()
     if local.exists():
@@ -123,7 +127,7 @@ def resolve_model_path(name: str) -> str:
             raise ModelResolutionError(f"model path {name!r} is a file; pass the model folder")
         check_model_folder(local)
         return str(local)
-    if name.startswith((".", "/", "~")):
+    if is_path or name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
         raise ModelResolutionError(f"model folder {name!r} does not exist")
     if hub_reachable():
         return name
