@@ -205,3 +205,27 @@ def test_the_evaluation_package_lists_the_api() -> None:
     )
     text = pydoc.render_doc(evaluation, renderer=pydoc.plaintext)
     assert "similarity_matrix" in text and "rank" in text
+
+
+def test_pooling_reaches_a_plain_model_scored_as_a_bi_encoder(tiny_bert_dir, tmp_path, caplog) -> None:
+    """load_scorer(plain, encoder="bi", pooling="cls") kept mean pooling and warned that the model 'keeps its trained
+    pooling' (it has none of finesim's)."""
+    import numpy as np
+
+    from finesim.evaluation.loading import load_scorer
+    from finesim.models.builders import build_bi_encoder
+    from finesim.models.io import save_model
+
+    a, b = ["a man plays guitar", "a dog runs"], ["a woman sings", "a cat sleeps"]
+    cls = load_scorer(str(tiny_bert_dir), pooling="cls").similarity(a, b, "the person")
+    forced = load_scorer(str(tiny_bert_dir), encoder="bi", pooling="cls")
+    assert forced.encoder == "bi"
+    np.testing.assert_allclose(forced.similarity(a, b, "the person"), cls, atol=1e-6)
+    mean = load_scorer(str(tiny_bert_dir), encoder="bi").similarity(a, b, "the person")
+    assert not np.allclose(mean, cls, atol=1e-4)
+    with pytest.raises(ValueError, match="pooling replaces a plain sentence model's pooling; a cross model has none"):
+        load_scorer(str(tiny_bert_dir), encoder="cross", pooling="cls")
+    folder = save_model(build_bi_encoder(str(tiny_bert_dir)), tmp_path / "bi", encoder="bi")
+    with caplog.at_level("WARNING", logger="finesim"):
+        load_scorer(str(folder), pooling="cls")
+    assert "is a finesim model and keeps its trained pooling" in caplog.text

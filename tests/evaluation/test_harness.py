@@ -475,3 +475,22 @@ def test_truncation_is_not_counted_where_the_limit_alone_does_not_tell(tiny_mode
         assert truncation is not None
         truncation.check([1], [1], *pair)
         assert truncation.rows == expected, mode
+
+
+def test_a_similarity_the_model_does_not_use_is_refused(tiny_bert_dir: Path, toy_root: Path, tmp_path: Path) -> None:
+    """finesim.evaluate(similarity="manhattan") scored a finesim model by its own cosine and recorded "manhattan";
+    a misspelt name passed the same way."""
+    from finesim.evaluation.record import run_evaluation
+    from finesim.models.builders import build_bi_encoder
+    from finesim.models.io import save_model
+
+    folder = save_model(build_bi_encoder(str(tiny_bert_dir)), tmp_path / "bi", encoder="bi")
+    common = {"tasks": "toy-sts", "data": str(toy_root), "registry": load_registry(toy_root / "tasks.yaml")}
+    with pytest.raises(ValueError, match=r"similarity must be one of \['cosine', 'dot', 'euclidean', 'manhattan'\]"):
+        run_evaluation(str(tiny_bert_dir), similarity="bogus", **common)
+    with pytest.raises(
+        ValueError, match=r"similarity 'manhattan' applies to a plain embedding model; .* scores its own"
+    ):
+        run_evaluation(str(folder), similarity="manhattan", **common)
+    _, record = run_evaluation(str(tiny_bert_dir), similarity="manhattan", **common)  # a plain model takes it
+    assert record["settings"]["similarity"] == "manhattan"

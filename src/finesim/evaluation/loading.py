@@ -65,8 +65,14 @@ def load_model_or_scorer(
         for fixed, value in (("pooling", pooling), ("max_length", max_length)):
             if value is not None:
                 raise ValueError(f"{name}: {fixed} is fixed by the saved CASE model and cannot be overridden")
+    elif pooling is not None and marker is None and encoder == "bi":  # a plain model scored as a bi-encoder
+        check_declared_encoder(Path(path), None, "bi")
+        plain = load_sentence_model(path, device=device, max_length=max_length, pooling=pooling)
+        return ConditionalScorer(plain, encoder="bi", batch_size=batch_size)
+    elif pooling is not None and marker is None:
+        raise ValueError(f"{name}: pooling replaces a plain sentence model's pooling; a {encoder} model has none")
     elif pooling is not None:
-        logger.warning("pooling=%r ignored: %s keeps its trained pooling", pooling, name)
+        logger.warning("pooling=%r ignored: %s is a finesim model and keeps its trained pooling", pooling, name)
     model = load_model_object(path, encoder=encoder, device=device)
     if max_length is not None:
         model.max_seq_length = max_length

@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from finesim.evaluation.harness import (
     TaskResult,
@@ -70,6 +70,8 @@ def run_evaluation(
     """
     say = progress or (lambda message: None)
     code_record()  # the code as the evaluation starts (the record names it)
+    if similarity not in get_args(Similarity):
+        raise ValueError(f"similarity must be one of {list(get_args(Similarity))}, got {similarity!r}")
     if registry is None:
         registry = load_registry(task_file) if task_file else default_registry()
     root = data_root(data)
@@ -88,6 +90,11 @@ def run_evaluation(
         resolved, device=device, max_length=max_length, pooling=pooling, batch_size=batch_size
     )
     load_seconds = time.perf_counter() - load_start
+    if similarity != "cosine" and not hasattr(scorer, "encode"):
+        raise ValueError(
+            f"similarity {similarity!r} applies to a plain embedding model; {model} scores its own way (a finesim "
+            "model: cosine for bi- and tri-encoders and CASE, the regression output for a cross-encoder)"
+        )
     skipped_tasks = {t.name: r for t in selected if (r := unsupported_reason(t, scorer))}
     for name, reason in skipped_tasks.items():
         say(f"skipping {name}: {reason}")
