@@ -142,6 +142,7 @@ def test_rank_top_k_and_documents(all_scorers: dict[str, Any]) -> None:
     assert rank(scorer, "a man", [*COLS, "a boy"], CONDITION, top_k=1) == full[:1]
     assert rank(scorer, "a man", [*COLS, "a boy"], CONDITION, top_k=3) == full
     assert rank(scorer, "a man", [*COLS, "a boy"], CONDITION, top_k=50) == full  # more than there are: all
+    assert rank(scorer, "a man", [*COLS, "a boy"], CONDITION, top_k=np.int64(1)) == full[:1]  # a numpy integer too
     with_text = rank(scorer, "a man", COLS, CONDITION, return_documents=True)
     assert [hit["text"] for hit in with_text] == [COLS[hit["corpus_id"]] for hit in with_text]
     assert rank(scorer, "a man", [], CONDITION) == []

@@ -59,6 +59,10 @@ def test_k_is_capped_and_checked(model_dirs, corpus, tmp_path):
             index.search("a dog", "the animal", k=bad)
     with pytest.raises(ValueError, match="condition must be a non-empty string"):
         index.search("a dog", "  ")
+    # candidates 0 or below were taken as k without a word
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match=f"candidates must be a whole number >= 1 or None, got {bad!r}"):
+            index.search("a dog", "the animal", k=2, candidates=bad)
 
 
 def test_tri_encoder_embeds_the_corpus_once(model_dirs, corpus, tmp_path):

@@ -120,6 +120,11 @@ def test_where_filters_before_the_top_k(name, model_dirs, corpus, tmp_path):
     both = index.search("a dog", "the animal", k=80, strategy="exact", where={"lang": "de", "year": "2001"})
     expected = {i for i, m in enumerate(metadata) if m["lang"] == "de" and m["year"] == 2001}
     assert {r["index"] for r in both} == expected and expected
+    # a numpy value (from a DataFrame) filters as its Python value: it was refused as not a number
+    numpy_year = index.search(
+        "a dog", "the animal", k=80, strategy="exact", where={"lang": "de", "year": np.int64(2001)}
+    )
+    assert {r["index"] for r in numpy_year} == expected
     assert index.search("a dog", "the animal", where={"lang": "xx"}) == []
     with pytest.raises(ValueError, match="no row has the metadata key 'lnag'; the keys are: lang, year"):
         index.search("a dog", "the animal", where={"lnag": "de"})

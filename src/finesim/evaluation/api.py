@@ -157,8 +157,9 @@ def rank(
     """
     if not isinstance(query, str):
         raise ValueError(f"query must be one string, got {type(query).__name__}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1):
         raise ValueError(f"top_k must be a whole number >= 1 or None, got {top_k!r}")
+    top_k = None if top_k is None else int(top_k)
     texts = check_texts(candidates, "candidates")
     scores = _matrix(scorer, [query], texts, condition, "rank")[0]
     order = np.argsort(-scores, kind="stable")[:top_k]

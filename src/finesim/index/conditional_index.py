@@ -847,6 +847,10 @@ class ConditionalIndex:
             condition = _check_text(condition, "condition")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a whole number >= 1, got {k!r}")
+        if candidates is not None:
+            if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) or candidates < 1:
+                raise ValueError(f"candidates must be a whole number >= 1 or None, got {candidates!r}")
+            candidates = int(candidates)
         k = min(int(k), len(self))
         kind = self._approximate_kind(approximate)
         strategy = self._strategy(strategy, condition)
@@ -958,6 +962,8 @@ class ConditionalIndex:
                 "--metadata-columns)"
             )
         keys = self.store.metadata_keys()
+        # a numpy scalar (a value read from a DataFrame) filters as its Python value
+        where = {key: value.item() if isinstance(value, np.generic) else value for key, value in where.items()}
         for key, value in where.items():
             if key not in keys:
                 raise ValueError(f"where: no row has the metadata key {key!r}; the keys are: {', '.join(keys)}")
