@@ -47,6 +47,18 @@ def test_weights_are_checked() -> None:
     assert normalized_weights(None, 4) == [0.25] * 4
 
 
+def test_an_ensemble_that_cannot_be_saved_leaves_no_folder(members: list[Path], tmp_path: Path) -> None:
+    """The folder was made before the weights and members were checked: a failure left it empty."""
+    from finesim.evaluation.ensemble import save_ensemble
+    from finesim.models.hub import ModelResolutionError
+
+    with pytest.raises(ValueError, match="one non-negative weight per member"):
+        save_ensemble(tmp_path / "a" / "ens", members, weights=[1])
+    with pytest.raises(ModelResolutionError, match="does not exist"):
+        save_ensemble(tmp_path / "b" / "ens", [members[0], tmp_path / "missing"])
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_saved_ensemble_loads_everywhere(members: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from finesim.evaluation.loading import load_scorer
     from finesim.evaluation.scoring import ConditionalScorer

@@ -97,12 +97,13 @@ def save_ensemble(folder: str | Path, members: Sequence[str | Path], weights: Se
     from finesim.models.io import write_marker
 
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    stored = []
+    stored = []  # every member and the weights checked before the folder is made: a failure leaves nothing behind
     for member in members:
         path = Path(resolve_model_path(str(member)))
         stored.append(os.path.relpath(path.resolve(), folder.resolve()) if path.is_dir() else str(member))
-    write_marker(folder, ENSEMBLE, members=stored, weights=normalized_weights(weights, len(stored)))
+    normalized = normalized_weights(weights, len(stored))
+    folder.mkdir(parents=True, exist_ok=True)
+    write_marker(folder, ENSEMBLE, members=stored, weights=normalized)
     return folder
 
 
