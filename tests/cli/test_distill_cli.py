@@ -222,6 +222,32 @@ def test_the_teacher_check_from_python(tmp_path: Path) -> None:
         check_teacher_dev_split(same, dev_fraction=0.2, dev_seed=42, allow_unchecked=True)
 
 
+def test_a_case_teacher_is_checked_by_the_options_it_recorded(tmp_path: Path) -> None:
+    """A CASE model's card keeps its flat training options (dev_fraction, seed, dev), not a recipe's data section:
+    a CASE teacher that held the same split out was refused as having 'no recorded training recipe'."""
+    from finesim.models.teacher import TeacherCheckError, check_teacher_dev_split
+
+    def case_teacher(name: str, options: dict) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        marker = {"encoder": "case", "card": {"encoder": "case", "recipe": options}}
+        (folder / "finesim_model.json").write_text(json.dumps(marker), encoding="utf-8")
+        return folder
+
+    same = case_teacher("same", {"dev_fraction": 0.1, "seed": 42, "dev": None, "lr": 1e-3})
+    record = check_teacher_dev_split(same, dev_fraction=0.1, dev_seed=42)
+    assert record is not None and (record.fraction, record.seed) == (0.1, 42)
+    with pytest.raises(TeacherCheckError, match=r"trained with data\.dev_fraction 0\.1"):
+        check_teacher_dev_split(
+            case_teacher("other", {"dev_fraction": 0.1, "seed": 7, "dev": None}), dev_fraction=0.1, dev_seed=42
+        )
+    # a separate dev file: the carved rows were trained on
+    with pytest.raises(TeacherCheckError, match=r"own-dev was trained on all of train \(data\.dev_fraction null\)"):
+        check_teacher_dev_split(
+            case_teacher("own-dev", {"dev_fraction": 0.1, "seed": 42, "dev": "dev.csv"}), dev_fraction=0.1, dev_seed=42
+        )
+
+
 # ------------------------------------------------------------------ end to end with tiny models
 
 

@@ -5,8 +5,10 @@ A teacher trained on all of C-STS train has seen the dev rows: its dev score is 
 student's checkpoint selection. finesim records the recipe a model was trained with in two places, read in this
 order: the card of the folder's marker (``finesim_model.json``, its ``card.recipe``), and the ``config.json`` that
 ``finesim train`` writes beside the ``model/`` folder (the resolved recipe). Their ``data.dev_fraction`` and
-``data.dev_seed`` must equal the split the triples are built with. A model without either record (a Hub model, a
-folder saved by hand) cannot be checked: it is refused unless the caller says it knows (``allow_unchecked``).
+``data.dev_seed`` must equal the split the triples are built with (a CASE model's card keeps its flat training
+options instead: ``dev_fraction`` and the run's ``seed``, carved by the same function). A model without either
+record (a Hub model, a folder saved by hand) cannot be checked: it is refused unless the caller says it knows
+(``allow_unchecked``).
 """
 
 from __future__ import annotations
@@ -52,12 +54,26 @@ def recorded_dev_split(model: str | Path) -> RecordedDevSplit | None:
             raise TeacherCheckError(f"{path}: cannot read the teacher's recorded recipe: {err}") from None
         recipe = recipe_of(doc) if isinstance(doc, dict) else None
         data = recipe.get("data") if isinstance(recipe, dict) else None
+        if isinstance(doc, dict) and doc.get("encoder") == "case" and isinstance(recipe, dict):
+            return _case_dev_split(recipe, str(path))
         if isinstance(data, dict) and "dev_fraction" in data:
             fraction, seed = data.get("dev_fraction"), data.get("dev_seed")
             return RecordedDevSplit(
                 None if fraction is None else float(fraction), None if seed is None else int(seed), str(path)
             )
     return None
+
+
+def _case_dev_split(options: dict, source: str) -> RecordedDevSplit | None:
+    """A CASE model's record: its card keeps the flat training options, whose dev split is carved from train by the
+    same :func:`~finesim.data.splits.split_by_pair` (``dev_fraction``, the run's ``seed``) unless a separate ``dev``
+    file was given (then it trained on all of train)."""
+    if "dev_fraction" not in options:
+        return None
+    if options.get("dev"):
+        return RecordedDevSplit(None, None, source)
+    fraction, seed = options.get("dev_fraction"), options.get("seed")
+    return RecordedDevSplit(None if fraction is None else float(fraction), None if seed is None else int(seed), source)
 
 
 def check_teacher_dev_split(
