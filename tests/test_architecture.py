@@ -78,10 +78,14 @@ def test_imports_follow_the_layering() -> None:
         rel = path.relative_to(SRC)
         own = _layer(".".join(("finesim", *rel.with_suffix("").parts)))
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("finesim."):
+            if isinstance(node, ast.ImportFrom) and node.level:  # a relative import would slip past the check
+                offenders.append(f"{rel.as_posix()}:{node.lineno} imports relatively (write finesim.<module>)")
+                continue
+            # "from finesim import X" (and "import finesim") go through the package's __init__, the top layer
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "finesim":
                 targets = [node.module or ""]
             elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names if a.name.startswith("finesim.")]
+                targets = [a.name for a in node.names if a.name.split(".")[0] == "finesim"]
             else:
                 continue
             for target in targets:

@@ -398,7 +398,7 @@ class ConditionalIndex:
         show_progress: bool = False,
     ) -> ConditionalIndex:
         """Build from ``texts`` (embedded here) or from precomputed ``batches`` (see :func:`index_batches_spec`)."""
-        from finesim import __version__
+        from finesim._version import __version__
 
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")

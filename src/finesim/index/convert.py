@@ -46,7 +46,7 @@ def convert_index(source: str | Path, target: str | Path, dtype: str, *, show_pr
     (:class:`~finesim.index.errors.IndexFormatError`) or beyond ``dtype``'s range, and a part whose texts or IDs /
     metadata, vectors or condition caches no longer match their recorded SHA-256 (checked first: the whole source is
     read once more); each error names the file (and row)."""
-    from finesim import __version__
+    from finesim._version import __version__
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")

@@ -23,7 +23,7 @@ import numpy as np
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
-from finesim import __version__
+from finesim._version import __version__
 from finesim.evaluation.ensemble import ENSEMBLE
 from finesim.models.lock import ModelLock
 from finesim.serving.batching import MicroBatcher, ShuttingDown
