@@ -27,9 +27,18 @@ Sub-packages: :mod:`finesim.data` (loaders), :mod:`finesim.models` (resolution, 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finesim._version import __version__
+
+if TYPE_CHECKING:  # the same names for type checkers (py.typed); at run time __getattr__ imports them on first use
+    from finesim.evaluation.api import Scorer, rank, similarity_matrix
+    from finesim.evaluation.loading import load_scorer
+    from finesim.evaluation.record import evaluate_model as evaluate
+    from finesim.evaluation.scoring import ConditionalScorer
+    from finesim.index import ConditionalIndex
+    from finesim.training.recipe import load_recipe
+    from finesim.training.runner import train
 
 __all__ = [
     "ConditionalIndex",

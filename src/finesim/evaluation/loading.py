@@ -32,7 +32,7 @@ logger = logging.getLogger("finesim.evaluation")
 
 
 def load_model_or_scorer(
-    name: str,
+    name: str | Path,
     *,
     encoder: str | None = None,
     device: str | None = None,
@@ -80,7 +80,7 @@ def load_model_or_scorer(
 
 
 def load_scorer(
-    name: str,
+    name: str | Path,
     *,
     encoder: str | None = None,
     device: str | None = None,
