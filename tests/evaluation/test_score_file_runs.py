@@ -141,7 +141,7 @@ def test_a_csv_cell_over_128_kib_is_scored_like_the_same_jsonl_text(tmp_path: Pa
     assert (report["rows_scored"], report["rows_skipped"]) == (3, 0)
     assert report["rows_truncated"] == 1 and report["token_limit"] == 32
     assert notes == [
-        "1 row was longer than the model's 32-token limit and was truncated (the first is row 2): the score reads "
+        "1 row was longer than the model's 32-token limit and was truncated (the first is row 2): the model reads "
         "only the start of the text"
     ]
     assert not rejects_path(tmp_path / "out.jsonl").exists()
