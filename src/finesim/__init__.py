@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # the same names for type checkers (py.typed); at run time __
     from finesim.evaluation.loading import load_scorer
     from finesim.evaluation.record import evaluate_model as evaluate
     from finesim.evaluation.scoring import ConditionalScorer
-    from finesim.index import ConditionalIndex
+    from finesim.index.conditional_index import ConditionalIndex
     from finesim.training.recipe import load_recipe
     from finesim.training.runner import train
 

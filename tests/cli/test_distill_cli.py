@@ -237,14 +237,19 @@ def test_a_case_teacher_is_checked_by_the_options_it_recorded(tmp_path: Path) ->
     same = case_teacher("same", {"dev_fraction": 0.1, "seed": 42, "dev": None, "lr": 1e-3})
     record = check_teacher_dev_split(same, dev_fraction=0.1, dev_seed=42)
     assert record is not None and (record.fraction, record.seed) == (0.1, 42)
-    with pytest.raises(TeacherCheckError, match=r"trained with data\.dev_fraction 0\.1"):
+    with pytest.raises(TeacherCheckError, match=r"trained with case\.dev_fraction 0\.1 and seed 7 .*--set seed=42"):
         check_teacher_dev_split(
             case_teacher("other", {"dev_fraction": 0.1, "seed": 7, "dev": None}), dev_fraction=0.1, dev_seed=42
         )
     # a separate dev file: the carved rows were trained on
-    with pytest.raises(TeacherCheckError, match=r"own-dev was trained on all of train \(data\.dev_fraction null\)"):
+    with pytest.raises(TeacherCheckError, match=r"own-dev was trained on all of train \(case\.dev_fraction null\)"):
         check_teacher_dev_split(
             case_teacher("own-dev", {"dev_fraction": 0.1, "seed": 42, "dev": "dev.csv"}), dev_fraction=0.1, dev_seed=42
+        )
+    # options that do not say where the dev rows came from (no "dev" key) are no record
+    with pytest.raises(TeacherCheckError, match="no recorded training recipe"):
+        check_teacher_dev_split(
+            case_teacher("unsure", {"dev_fraction": 0.1, "seed": 42}), dev_fraction=0.1, dev_seed=42
         )
 
 

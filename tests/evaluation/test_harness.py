@@ -492,5 +492,6 @@ def test_a_similarity_the_model_does_not_use_is_refused(tiny_bert_dir: Path, toy
         ValueError, match=r"similarity 'manhattan' applies to a plain embedding model; .* scores its own"
     ):
         run_evaluation(str(folder), similarity="manhattan", **common)
-    _, record = run_evaluation(str(tiny_bert_dir), similarity="manhattan", **common)  # a plain model takes it
-    assert record["settings"]["similarity"] == "manhattan"
+    _, record = run_evaluation(tiny_bert_dir, similarity="manhattan", **common)  # a plain model takes it; a Path too
+    assert record["settings"]["similarity"] == "manhattan" and record["model"] == str(tiny_bert_dir)
+    json.dumps(record)  # the record is JSON (a Path in it was not)

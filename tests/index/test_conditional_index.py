@@ -61,7 +61,7 @@ def test_k_is_capped_and_checked(model_dirs, corpus, tmp_path):
         index.search("a dog", "  ")
     # candidates 0 or below were taken as k without a word
     for bad in (0, -3, 2.5, True):
-        with pytest.raises(ValueError, match=f"candidates must be a whole number >= 1 or None, got {bad!r}"):
+        with pytest.raises(ValueError, match=f"candidates must be a whole number >= 1, got {bad!r}"):
             index.search("a dog", "the animal", k=2, candidates=bad)
 
 
@@ -401,6 +401,13 @@ def test_a_single_string_where_a_list_belongs_is_refused(model_dirs, corpus, tmp
     assert index.conditions == []
     with pytest.raises(ValueError, match=r"queries must be a list of strings, got the single string 'a dog'"):
         index.recall("a dog", "the animal", k=2, approximate=False, strategy="two-stage")
+    # a bad count is refused before the exact reference embeds the corpus under the condition
+    with pytest.raises(ValueError, match="candidates must be a whole number >= 1, got 0"):
+        index.recall(["a dog"], "the animal", k=2, approximate=False, strategy="two-stage", candidates=0)
+    assert index.conditions == []
+    tri = ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus[:3], tmp_path / "tri")
+    with pytest.raises(ValueError, match="conditions must be a list of strings"):
+        tri.prepare("size")
 
 
 def test_the_scorer_load_scorer_returns_indexes_as_its_model(model_dirs, corpus, tmp_path):
@@ -411,12 +418,13 @@ def test_the_scorer_load_scorer_returns_indexes_as_its_model(model_dirs, corpus,
     index = ConditionalIndex.build(scorer, corpus[:5], tmp_path / "a")
     by_name = ConditionalIndex.build(str(model_dirs["bi"]), corpus[:5], tmp_path / "b")
     assert index.search("a dog", "the animal", k=3) == by_name.search("a dog", "the animal", k=3)
-    from types import SimpleNamespace
-
+    from finesim.evaluation.ensemble import EnsembleScorer
     from finesim.index.encoders import load_index_model
 
     with pytest.raises(ValueError, match="an ensemble scores with several models, so it cannot index a corpus"):
-        load_index_model(SimpleNamespace(members=[scorer, scorer]))
+        load_index_model(EnsembleScorer([scorer, scorer]))
+    with pytest.raises(ValueError, match="encoder 'tri' given for a bi scorer"):
+        load_index_model(scorer, encoder="tri")
 
 
 def test_empty_corpus_and_bad_texts(model_dirs, corpus, tmp_path):

@@ -125,6 +125,8 @@ def test_where_filters_before_the_top_k(name, model_dirs, corpus, tmp_path):
         "a dog", "the animal", k=80, strategy="exact", where={"lang": "de", "year": np.int64(2001)}
     )
     assert {r["index"] for r in numpy_year} == expected
+    with pytest.raises(ValueError, match="the value of 'year' must be a string, number, boolean or null"):
+        index.search("a dog", "the animal", where={"year": np.datetime64("2001")})  # not read as a number
     assert index.search("a dog", "the animal", where={"lang": "xx"}) == []
     with pytest.raises(ValueError, match="no row has the metadata key 'lnag'; the keys are: lang, year"):
         index.search("a dog", "the animal", where={"lnag": "de"})

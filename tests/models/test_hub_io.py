@@ -41,6 +41,8 @@ def test_missing_local_folder() -> None:
     for name in ("runs/no/model", Path("runs/no/model")):
         with pytest.raises(ModelResolutionError, match=r"^model folder 'runs/no/model' does not exist$"):
             resolve_model_path(name)
+    with pytest.raises(ModelResolutionError, match=r"^model folder 'minilm' does not exist$"):  # a Path: no alias
+        resolve_model_path(Path("minilm"))
 
 
 def test_minilm_resolves_to_offline_copy(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -191,7 +191,6 @@ def test_trainer_args_reach_the_training_arguments(tmp_path: Path) -> None:
         ({"data_seed": 1}, r"trainer_args\.data_seed .* from the recipe's seed$"),
         ({"bf16": True}, r"trainer_args\.bf16 .* from train\.bf16$"),
         ({"learning_rate_mapping": {}}, r"trainer_args\.learning_rate_mapping .* train\.layer_lr_decay"),
-        ({"use_cpu": True}, r"trainer_args\.use_cpu is not passed through: .* --device cpu"),
     ],
 )
 def test_trainer_args_errors(trainer_args: dict[str, Any], message: str) -> None:

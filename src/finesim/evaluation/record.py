@@ -34,7 +34,7 @@ Progress = Callable[[str], None]
 
 
 def run_evaluation(
-    model: str,
+    model: str | Path,
     *,
     tasks: str | Sequence[str] = "sts",
     data: str | Path | None = None,
@@ -72,6 +72,12 @@ def run_evaluation(
     code_record()  # the code as the evaluation starts (the record names it)
     if similarity not in get_args(Similarity):
         raise ValueError(f"similarity must be one of {list(get_args(Similarity))}, got {similarity!r}")
+    model = str(model)  # a Path as the record's text
+    if similarity != "cosine" and _is_finesim_folder(model):  # told before the data is read and the model loaded
+        raise ValueError(
+            f"similarity {similarity!r} applies to a plain embedding model; {model} scores its own way (a finesim "
+            "model: cosine for bi- and tri-encoders and CASE, the regression output for a cross-encoder)"
+        )
     if registry is None:
         registry = load_registry(task_file) if task_file else default_registry()
     root = data_root(data)
@@ -90,11 +96,6 @@ def run_evaluation(
         resolved, device=device, max_length=max_length, pooling=pooling, batch_size=batch_size
     )
     load_seconds = time.perf_counter() - load_start
-    if similarity != "cosine" and not hasattr(scorer, "encode"):
-        raise ValueError(
-            f"similarity {similarity!r} applies to a plain embedding model; {model} scores its own way (a finesim "
-            "model: cosine for bi- and tri-encoders and CASE, the regression output for a cross-encoder)"
-        )
     skipped_tasks = {t.name: r for t in selected if (r := unsupported_reason(t, scorer))}
     for name, reason in skipped_tasks.items():
         say(f"skipping {name}: {reason}")
@@ -161,9 +162,17 @@ def run_evaluation(
     return results, record
 
 
-def evaluate_model(model: str, **kwargs: Any) -> dict[str, Any]:
+def evaluate_model(model: str | Path, **kwargs: Any) -> dict[str, Any]:
     """Evaluate ``model`` and return the results record (keyword arguments: :func:`run_evaluation`)."""
     return run_evaluation(model, **kwargs)[1]
+
+
+def _is_finesim_folder(model: str) -> bool:
+    """Whether ``model`` resolves to a folder finesim saved (its marker), which scores its own way."""
+    from finesim.models.io import read_marker
+
+    path = resolve_model_path(model)
+    return Path(path).is_dir() and read_marker(path) is not None
 
 
 def _device_of(scorer: Any, asked: str | None) -> str | None:

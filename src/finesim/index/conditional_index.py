@@ -220,6 +220,24 @@ def _text_list(values: Any, what: str) -> list[Any]:
     return list(values)
 
 
+def _whole(value: Any, what: str) -> int:
+    """A count such as ``k`` or ``candidates`` as an ``int`` (numpy integers too); anything but a whole number >= 1 is
+    refused, naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
+    return int(value)
+
+
+def _python_value(value: Any) -> Any:
+    """A numpy scalar read from a DataFrame as the Python value a filter compares (a float32 by its printed value, so
+    2.1 stays 2.1); any other numpy value (a datetime64, ...) is left as it is, and refused as not a plain value."""
+    if isinstance(value, (np.integer, np.bool_, np.str_)):
+        return value.item()
+    if isinstance(value, np.floating):
+        return float(str(value))
+    return value
+
+
 def _check_text(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"the {what} must be a non-empty string, got {value!r}")
@@ -629,9 +647,9 @@ class ConditionalIndex:
     def prepare(self, conditions: Sequence[str]) -> int:
         """Bi-encoder / CASE: compute and store the corpus embeddings of ``conditions`` that are not stored yet
         (a tri-encoder needs nothing). Returns how many corpus rows this call embedded (not another thread's)."""
+        conditions = _text_list(conditions, "conditions")
         if self.encoder == "tri":
             return 0
-        conditions = _text_list(conditions, "conditions")
         before = self.embedder.encoded_by_this_thread()
         for condition in conditions:
             self._ensure_condition(_check_text(condition, "condition"))
@@ -845,13 +863,8 @@ class ConditionalIndex:
         query = _check_text(query, "query")
         if condition is not None:
             condition = _check_text(condition, "condition")
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be a whole number >= 1, got {k!r}")
-        if candidates is not None:
-            if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) or candidates < 1:
-                raise ValueError(f"candidates must be a whole number >= 1 or None, got {candidates!r}")
-            candidates = int(candidates)
-        k = min(int(k), len(self))
+        k = min(_whole(k, "k"), len(self))
+        candidates = None if candidates is None else _whole(candidates, "candidates")
         kind = self._approximate_kind(approximate)
         strategy = self._strategy(strategy, condition)
         refusal = self.plain_search_refusal() if condition is None else None
@@ -963,7 +976,7 @@ class ConditionalIndex:
             )
         keys = self.store.metadata_keys()
         # a numpy scalar (a value read from a DataFrame) filters as its Python value
-        where = {key: value.item() if isinstance(value, np.generic) else value for key, value in where.items()}
+        where = {key: _python_value(value) for key, value in where.items()}
         for key, value in where.items():
             if key not in keys:
                 raise ValueError(f"where: no row has the metadata key {key!r}; the keys are: {', '.join(keys)}")
@@ -1604,6 +1617,7 @@ class ConditionalIndex:
         (:meth:`~finesim.index.two_stage.RerankCache.pairs_set_aside`), so the figure does not depend on what was
         searched before, and the measured searches add none."""
         queries = _text_list(queries, "queries")
+        k, candidates = _whole(k, "k"), None if candidates is None else _whole(candidates, "candidates")
         if conditions is None or isinstance(conditions, str):
             conds: list[str | None] = [conditions] * len(queries)
         else:

@@ -43,6 +43,8 @@ from finesim.evaluation.ray_scoring import (
 from finesim.index.conditional_index import (
     Batch,
     ConditionalIndex,
+    _check_text,
+    _text_list,
     condition_key,
     load_index_model,
     prepare_new_folder,
@@ -270,6 +272,7 @@ def build_index_ray(
     """
     if not isinstance(model, (str, Path)):
         raise ValueError("Ray workers load the model by name: pass a folder or Hub id, not a model object")
+    conditions = [_check_text(c, "condition") for c in _text_list(conditions, "conditions")]
     prepare_new_folder(Path(path), make=False)  # refuse a used folder before any work (made once the model loads)
     with ray_session(address, num_cpus=num_cpus) as ray, _ordered(show_progress):
         ds, count = read_table(corpus, [text_column], format)

@@ -187,17 +187,20 @@ class LoadedModel(NamedTuple):
 def load_index_model(model: Any, encoder: str | None = None, device: str | None = None) -> LoadedModel:
     """Load ``model`` for an index: a loaded model is used as it is, a name (a folder, Hub id or alias) is loaded
     like :class:`~finesim.evaluation.scoring.ConditionalScorer` loads it; a :class:`LoadedModel` passes through."""
-    from finesim.evaluation.scoring import load_model_object, scorer_encoder
+    from finesim.evaluation.ensemble import EnsembleScorer
+    from finesim.evaluation.scoring import ConditionalScorer, load_model_object, scorer_encoder
 
     if isinstance(model, LoadedModel):
         return model
-    if getattr(model, "members", None) is not None:  # an EnsembleScorer: several models, no one embedding
+    if isinstance(model, EnsembleScorer):
         raise ValueError(
             "an ensemble scores with several models, so it cannot index a corpus (no one embedding per text); index "
             "with one of its members and re-rank with the ensemble"
         )
-    if hasattr(model, "encoder") and hasattr(model, "model") and hasattr(model, "embed"):  # a ConditionalScorer
-        encoder, model = encoder or model.encoder, model.model  # (load_scorer's): the model it wraps
+    if isinstance(model, ConditionalScorer):  # what load_scorer returns: the model it wraps, as its type
+        if encoder is not None and encoder != model.encoder:
+            raise ValueError(f"encoder {encoder!r} given for a {model.encoder} scorer; leave encoder out")
+        encoder, model = model.encoder, model.model
     name = resolved = None
     if isinstance(model, (str, Path)):
         from finesim.models.hub import resolve_model_path

@@ -115,12 +115,13 @@ def resolve_model_path(name: str | Path) -> str:
 
     Raises:
         ModelResolutionError: the folder does not exist (a path: it starts with ``.``, ``/`` or ``~``, is a
-            ``Path``, or has more than one ``/``, which no Hub id has), or the Hub is unreachable and no local copy
-            exists; the message says what to do.
+            ``Path``, or has more than one ``/`` or a ``\\``, which no Hub id has), or the Hub is unreachable and no
+            local copy exists; the message says what to do.
     """
     is_path = isinstance(name, Path)
     name = str(name)
-    name = ALIASES.get(name, name)  # the Hub id behind an alias (minilm -> sentence-transformers/all-MiniLM-L6-v2)
+    if not is_path:  # the Hub id behind an alias (minilm -> sentence-transformers/all-MiniLM-L6-v2); a Path is a folder
+        name = ALIASES.get(name, name)
     local = Path(name).expanduser()
     if local.exists():
         if not local.is_dir():

@@ -34,6 +34,7 @@ class RecordedDevSplit:
     fraction: float | None
     seed: int | None
     source: str  # the file it was read from
+    keys: tuple[str, str] = ("data.dev_fraction", "data.dev_seed")  # the recipe keys that set them
 
 
 def recorded_dev_split(model: str | Path) -> RecordedDevSplit | None:
@@ -55,7 +56,10 @@ def recorded_dev_split(model: str | Path) -> RecordedDevSplit | None:
         recipe = recipe_of(doc) if isinstance(doc, dict) else None
         data = recipe.get("data") if isinstance(recipe, dict) else None
         if isinstance(doc, dict) and doc.get("encoder") == "case" and isinstance(recipe, dict):
-            return _case_dev_split(recipe, str(path))
+            case = _case_dev_split(recipe, str(path))
+            if case is not None:
+                return case
+            continue
         if isinstance(data, dict) and "dev_fraction" in data:
             fraction, seed = data.get("dev_fraction"), data.get("dev_seed")
             return RecordedDevSplit(
@@ -68,12 +72,13 @@ def _case_dev_split(options: dict, source: str) -> RecordedDevSplit | None:
     """A CASE model's record: its card keeps the flat training options, whose dev split is carved from train by the
     same :func:`~finesim.data.splits.split_by_pair` (``dev_fraction``, the run's ``seed``) unless a separate ``dev``
     file was given (then it trained on all of train)."""
-    if "dev_fraction" not in options:
+    if "dev_fraction" not in options or "dev" not in options:  # not a record of where its dev rows came from
         return None
-    if options.get("dev"):
-        return RecordedDevSplit(None, None, source)
+    if options["dev"]:
+        return RecordedDevSplit(None, None, source, ("case.dev_fraction", "seed"))
     fraction, seed = options.get("dev_fraction"), options.get("seed")
-    return RecordedDevSplit(None if fraction is None else float(fraction), None if seed is None else int(seed), source)
+    fraction = None if fraction is None else float(fraction)
+    return RecordedDevSplit(fraction, None if seed is None else int(seed), source, ("case.dev_fraction", "seed"))
 
 
 def check_teacher_dev_split(
@@ -100,14 +105,15 @@ def check_teacher_dev_split(
         )
     if record.fraction == dev_fraction and record.seed == dev_seed:
         return record
+    fraction_key, seed_key = record.keys
     had = (
-        "on all of train (data.dev_fraction null)"
+        f"on all of train ({fraction_key} null)"
         if record.fraction is None
-        else f"with data.dev_fraction {record.fraction} and data.dev_seed {record.seed}"
+        else f"with {fraction_key} {record.fraction} and {seed_key} {record.seed}"
     )
     raise TeacherCheckError(
         f"{teacher} was trained {had} ({record.source}), but the dev split here is {wanted}: the teacher trained on "
         "dev rows, which inflates its dev score and leaks them into the student's selection; train the teacher "
-        f"with --set data.dev_fraction={dev_fraction} --set data.dev_seed={dev_seed}, or build the dev split with "
+        f"with --set {fraction_key}={dev_fraction} --set {seed_key}={dev_seed}, or build the dev split with "
         "the teacher's values"
     )

@@ -669,7 +669,6 @@ SET_FROM = {
     "load_best_model_at_end metric_for_best_model greater_is_better": "train.keep (the selection split's Spearman)",
     "batch_sampler": "train.group_by_length or the objective",
     "learning_rate_mapping": "train.layer_lr_decay or the objective's options",
-    "use_cpu": "finesim train --device cpu (one switch for the device)",
 }
 
 
