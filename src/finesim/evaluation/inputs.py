@@ -79,7 +79,8 @@ class ScorerBase:
         sentences2: Sequence[str] | str,
         condition: Sequence[str] | str | None = None,
     ) -> np.ndarray:
-        """Batch scoring; a single string condition applies to every pair, single sentences are allowed."""
+        """Batch scoring: one score per pair ``(sentences1[i], sentences2[i])``; a single string condition applies to
+        every pair, and a single string sentence is a list of one (it is not repeated to match the other side)."""
         s1 = [sentences1] if isinstance(sentences1, str) else check_texts(sentences1, "sentences1")
         s2 = [sentences2] if isinstance(sentences2, str) else check_texts(sentences2, "sentences2")
         if condition is not None and not isinstance(condition, (str, Iterable)):
