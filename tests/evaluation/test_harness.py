@@ -495,3 +495,7 @@ def test_a_similarity_the_model_does_not_use_is_refused(tiny_bert_dir: Path, toy
     _, record = run_evaluation(tiny_bert_dir, similarity="manhattan", **common)  # a plain model takes it; a Path too
     assert record["settings"]["similarity"] == "manhattan" and record["model"] == str(tiny_bert_dir)
     json.dumps(record)  # the record is JSON (a Path in it was not)
+    from finesim.evaluation.scoring import ConditionalScorer
+
+    with pytest.raises(ValueError, match="similarity 'dot' applies to a model that encodes sentences"):
+        evaluate_task(common["registry"].tasks["toy-sts"], ConditionalScorer(str(folder)), toy_root, similarity="dot")

@@ -147,6 +147,10 @@ def as_scorer(
             show_progress=show_progress,
         )
     if isinstance(model, PairScorer):
+        if similarity != "cosine":  # a scorer scores its own way: the option would be ignored without a word
+            raise ValueError(
+                f"similarity {similarity!r} applies to a model that encodes sentences; a scorer scores its own way"
+            )
         return model
     raise TypeError(f"{type(model).__name__} neither encodes sentences nor implements score(...)")
 
