@@ -233,6 +233,34 @@ def test_the_headline_rule(page_script: ModuleType, tmp_path: Path) -> None:
     assert page_script.headline_choice(folder, "sts", leader)["chosen"] == challenger
 
 
+def test_the_chosen_headline_leads_the_best_models_table(page_script: ModuleType, tmp_path: Path) -> None:
+    """Once the rule chooses a challenger from another study, the best-models table shows it first for its task, by
+    the recipe file it is shipped as, and README's headline numbers are its own."""
+    folder = tmp_path / "results"
+    for study in ("best-csts", "ccl-mpnet"):
+        (folder / "claims" / study).mkdir(parents=True)
+    template = json.loads((RESULTS / "claims" / "best-csts" / "mpnet-bi-mse__seed42.json").read_text("utf-8"))
+    for run, devs, reports in (
+        ("best-csts/mpnet-bi-mse", (73.0, 73.2, 73.4), (73.5, 73.6, 73.7)),
+        ("ccl-mpnet/mpnet-mse", (74.0, 74.2, 74.4), (74.1, 74.3, 74.5)),
+    ):
+        study, name = run.split("/")
+        for seed, dev, value in zip((42, 1, 2), devs, reports):
+            result = json.loads(json.dumps(template))
+            result.update(study=study, run=name, seed=seed)
+            result["train"]["dev"] = {"spearman": dev}
+            result["report"]["scores"]["CSTS-validation"] = value
+            (folder / "claims" / study / f"{name}__seed{seed}.json").write_text(json.dumps(result), encoding="utf-8")
+    assert page_script.headline_runs(folder)["csts"] == "ccl-mpnet/mpnet-mse"
+    rows = page_script.best_rows(folder)
+    assert [r["run"] for r in rows] == ["ccl-mpnet/mpnet-mse", "best-csts/mpnet-bi-mse"]
+    assert rows[0]["recipe"] == "`csts/mpnet-bi-mse-accum4.yaml` (the claims run `ccl-mpnet/mpnet-mse`)"
+    assert rows[0]["goal"] == 77.0 and rows[0]["values"] == [74.1, 74.3, 74.5]
+    assert page_script.headline(folder)["ccl-mpnet/mpnet-mse"] == "74.30 ± 0.20"
+    assert page_script.headline_recipe(folder, "ccl-mpnet/mpnet-mse") == "csts/mpnet-bi-mse-accum4.yaml"
+    assert page_script.headline_recipe(folder, "best-csts/mpnet-bi-mse") == "csts/mpnet-bi-mse.yaml"
+
+
 def test_the_committed_page_states_each_headline(page_script: ModuleType) -> None:
     text = PAGE.read_text(encoding="utf-8")
     for task, metric, leader in page_script.HEADLINES:
@@ -245,7 +273,7 @@ def test_the_committed_page_states_each_headline(page_script: ModuleType) -> Non
                     if seed in choice["dev"][run]:
                         assert f"seed {seed}: {choice['dev'][run][seed]:.2f}" in line
         else:
-            assert line.endswith(f"Chosen: `{choice['chosen']}`.")
+            assert f"Chosen: `{choice['chosen']}`" in line and line.endswith("(README quotes it).")
 
 
 def test_the_correctness_bar_recomputes() -> None:
@@ -313,8 +341,8 @@ def test_the_readme_is_a_front_door(page_script: ModuleType) -> None:
     headline = page_script.headline(RESULTS)
     rows = table(text, "## Results")
     quoted = {cells[2].strip("`"): re.search(r"\[([^\]]+)\]", cells[3]).group(1) for cells in rows}
-    assert quoted["csts/mpnet-bi-mse.yaml"] == headline["best-csts/mpnet-bi-mse"]
-    assert quoted["sts/mpnet-mse-cosine.yaml"] == headline["best-sts/mpnet-mse-cosine"]
+    for run in page_script.headline_runs(RESULTS).values():  # the runs issue 42's rule chose, by their recipe files
+        assert quoted[page_script.headline_recipe(RESULTS, run)] == headline[run], run
     assert quoted["csts/minilm-bi-mse-tuned.yaml"] == headline["csts/minilm-bi-mse-tuned.yaml"]
     for link in re.findall(r"\]\((docs/[^)#]+)", text):
         assert (REPO / link).is_file(), f"README links to a missing {link}"

@@ -152,6 +152,22 @@ def test_main_job_is_the_screened_run() -> None:
     assert (shipped.data.dev_fraction, shipped.data.dev_seed, shipped.train.keep) == (0.1, 42, "best")
 
 
+def test_the_headline_csts_recipe_is_the_claims_run() -> None:
+    """recipes/csts/mpnet-bi-mse-accum4.yaml ships the claims run ccl-mpnet/mpnet-mse (paper-bi-mse.yaml with its
+    plan.yaml overrides), whose three seeds give README's C-STS figure: every key but the name and folder agrees."""
+    import yaml
+
+    plan = yaml.safe_load((REPO / "benchmarks" / "claims" / "plan.yaml").read_text(encoding="utf-8"))
+    run = next(r for r in plan["studies"]["ccl-mpnet"] if r["id"] == "mpnet-mse")
+    trained = load_recipe(REPO / run["recipe"], run["set"]).model_dump()
+    shipped = load_recipe(REPO / "recipes" / "csts" / "mpnet-bi-mse-accum4.yaml").model_dump()
+    for dump in (trained, shipped):
+        for key in ("name", "output_dir", "description"):
+            dump.pop(key, None)
+    assert trained == shipped
+    assert (shipped["data"]["dev_fraction"], shipped["data"]["dev_seed"], shipped["train"]["keep"]) == (0.1, 42, "best")
+
+
 # ------------------------------------------------------------------ train.trainer_args
 
 
