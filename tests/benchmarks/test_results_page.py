@@ -89,9 +89,13 @@ def test_every_number_of_the_best_models_table_recomputes() -> None:
         if goal:
             met = statistics.mean(values) >= float(goal.group(1))
             assert cells[7].endswith("**met**" if met else "**not met**")
-        timed = [r for r in results if r["train"].get("wall_seconds") and len(r.get("seconds_sittings") or []) <= 1]
-        minutes = [round(r["train"]["wall_seconds"] / 60) for r in timed]  # a resumed run times its last sitting only
-        resumed = len([r for r in results if len(r.get("seconds_sittings") or []) > 1])
+        # a resumed run times its last sitting only (sittings recorded, or the checkpoint its trainer resumed from)
+        was_resumed = [
+            len(r.get("seconds_sittings") or []) > 1 or bool(r["train"].get("resumed_from")) for r in results
+        ]
+        timed = [r for r, res in zip(results, was_resumed) if r["train"].get("wall_seconds") and not res]
+        minutes = [round(r["train"]["wall_seconds"] / 60) for r in timed]
+        resumed = sum(was_resumed)
         if resumed:
             assert f"; {resumed} resumed run" in cells[8]
         if minutes:
