@@ -265,6 +265,26 @@ def test_the_chosen_headline_leads_the_best_models_table(page_script: ModuleType
     assert page_script.headline_recipe(folder, "best-csts/mpnet-bi-mse") == "csts/mpnet-bi-mse.yaml"
 
 
+def test_a_chosen_run_not_shipped_as_a_recipe_stops_the_page(page_script: ModuleType, tmp_path: Path) -> None:
+    """A two-stage challenger (pcc-mpnet: train is a list of stages) chosen by the rule failed in best_rows with an
+    AttributeError, and README would have been asked to quote its stage-1 recipe: the page says to ship it first."""
+    folder = tmp_path / "results"
+    template = json.loads((RESULTS / "claims" / "best-sts" / "mpnet-mse-cosine__seed42.json").read_text("utf-8"))
+    for run, devs in (("best-sts/mpnet-mse-cosine", (89.0, 89.0, 89.0)), ("pcc-mpnet/mpnet-two", (90.0, 90.0, 90.0))):
+        study, name = run.split("/")
+        (folder / "claims" / study).mkdir(parents=True, exist_ok=True)
+        for seed, dev in zip((42, 1, 2), devs):
+            result = json.loads(json.dumps(template))
+            result.update(study=study, run=name, seed=seed)
+            stage = {**result["train"], "validation": {"spearman": dev}}
+            result["train"] = [{**stage, "validation": None}, stage] if study == "pcc-mpnet" else stage
+            (folder / "claims" / study / f"{name}__seed{seed}.json").write_text(json.dumps(result), encoding="utf-8")
+    assert page_script.headline_runs(folder)["sts"] == "pcc-mpnet/mpnet-two"
+    for call in (page_script.best_rows, page_script.headline):
+        with pytest.raises(ValueError, match=r"chose pcc-mpnet/mpnet-two, .*ship it as a recipe file .* SHIPPED"):
+            call(folder)
+
+
 def test_the_committed_page_states_each_headline(page_script: ModuleType) -> None:
     text = PAGE.read_text(encoding="utf-8")
     for task, metric, leader in page_script.HEADLINES:
