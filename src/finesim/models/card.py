@@ -468,9 +468,10 @@ def _install_plain(plain: PlainLoading) -> str:
     return text + "."
 
 
-def _load_line(cls: str, path: str, plain: PlainLoading) -> str:
+def _loading(cls: str, path: str, plain: PlainLoading) -> tuple[str, str, str]:
+    """The lines every plain sentence-transformers example starts with: the import and the model's loading."""
     remote = ", trust_remote_code=True" if plain.remote_code else ""
-    return f"model = {cls}({path!r}{remote})"
+    return f"from sentence_transformers import {cls}", "", f"model = {cls}({path!r}{remote})"
 
 
 def _python(*lines: str) -> str:
@@ -479,9 +480,7 @@ def _python(*lines: str) -> str:
 
 def _bi_code(path: str, plain: PlainLoading) -> str:
     code = _python(
-        "from sentence_transformers import SentenceTransformer",
-        "",
-        _load_line("SentenceTransformer", path, plain),
+        *_loading("SentenceTransformer", path, plain),
         *EXAMPLE_LINES,
         "# each input is a (sentence, condition) text pair: one input, the tokenizer's separator between the two",
         "a = model.encode([(sentence1, c) for c in conditions], normalize_embeddings=True)",
@@ -498,9 +497,7 @@ def _bi_code(path: str, plain: PlainLoading) -> str:
 
 def _bi_code_plain(path: str, plain: PlainLoading) -> str:
     code = _python(
-        "from sentence_transformers import SentenceTransformer",
-        "",
-        _load_line("SentenceTransformer", path, plain),
+        *_loading("SentenceTransformer", path, plain),
         *EXAMPLE_LINES[:2],
         "a, b = model.encode([sentence1, sentence2], normalize_embeddings=True)",
         'print(f"{(a * b).sum():.4f}")  # cosine similarity',
@@ -518,9 +515,7 @@ def _tri_code(path: str, plain: PlainLoading) -> str:
         else 'next(m for m in model if type(m).__name__ == "ConditionHead")'
     )
     code = _python(
-        "from sentence_transformers import SentenceTransformer",
-        "",
-        _load_line("SentenceTransformer", path, plain),
+        *_loading("SentenceTransformer", path, plain),
         f"head = {head}",
         *EXAMPLE_LINES,
         "# each sentence and the condition are encoded alone, then the head fuses them; the score is the cosine",
@@ -540,9 +535,7 @@ def _tri_code(path: str, plain: PlainLoading) -> str:
 
 def _cross_code(path: str, plain: PlainLoading) -> str:
     code = _python(
-        "from sentence_transformers import CrossEncoder",
-        "",
-        _load_line("CrossEncoder", path, plain),
+        *_loading("CrossEncoder", path, plain),
         *EXAMPLE_LINES,
         "sep = model.tokenizer.sep_token",
         "# the pair (sentence1, sentence2 [SEP] condition), read in one pass; the score is the raw output",
@@ -555,9 +548,7 @@ def _cross_code(path: str, plain: PlainLoading) -> str:
 
 def _cross_code_plain(path: str, plain: PlainLoading) -> str:
     code = _python(
-        "from sentence_transformers import CrossEncoder",
-        "",
-        _load_line("CrossEncoder", path, plain),
+        *_loading("CrossEncoder", path, plain),
         *EXAMPLE_LINES[:2],
         'print(f"{model.predict([(sentence1, sentence2)])[0]:.4f}")  # the raw regression output',
     )
