@@ -40,6 +40,11 @@ class DataFormatError(ValueError):
         super().__init__(f"{', '.join(where)}: {message}")
 
 
+def skipped_text(skipped: dict[str, int]) -> str:
+    """Rows skipped by reason, for people: ``{"unlabeled (-1) rows": 3}`` as ``3 unlabeled (-1) rows``."""
+    return ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
+
+
 @dataclass
 class LoadReport:
     """What a loader read, kept and skipped (nothing is dropped without being counted here)."""
@@ -60,7 +65,7 @@ class LoadReport:
     def log(self) -> None:
         """Log the report at INFO (callers also carry ``as_dict()`` into their results files)."""
         if self.skipped:
-            detail = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
+            detail = skipped_text(self.skipped)
             logger.info("%s: kept %d of %d rows; skipped %s", self.path, self.rows_kept, self.rows_read, detail)
         else:
             logger.debug("%s: kept all %d rows", self.path, self.rows_kept)

@@ -99,8 +99,10 @@ class Preflight:
         lines = [f"backbone {self.recipe.model.backbone}: found ({self.backbone})"]
         for data in (self.train, self.dev, self.validation):
             if data is not None:
+                from finesim.data.errors import skipped_text
+
                 reasons = (data.report.get("skipped") or {}) if isinstance(data.report, dict) else {}
-                extra = f", {sum(reasons.values())} rows skipped ({_reasons(reasons)})" if reasons else ""
+                extra = f", {sum(reasons.values())} rows skipped ({skipped_text(reasons)})" if reasons else ""
                 for aux in data.report.get("auxiliary", []) if isinstance(data.report, dict) else []:
                     extra += f"; {aux['rows']} of them auxiliary from {aux['path']} ({aux['format']}"
                     extra += "" if aux["condition"] is None else f", condition {aux['condition']!r}"
@@ -125,11 +127,6 @@ class Preflight:
         from finesim._version import __version__
 
         return {"finesim": __version__, "fingerprint_sha256": self.digest, "fingerprint": self.fingerprint}
-
-
-def _reasons(skipped: dict[str, int]) -> str:
-    """``{"duplicate rows": 3, ...}`` as ``3 duplicate rows, ...`` (also in metrics.json's data reports)."""
-    return ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
 
 
 def preflight(
