@@ -40,7 +40,7 @@ def test_default_is_shared_data_beside_the_working_folder(three_roots, monkeypat
 
 def test_missing_root_names_its_source(three_roots, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FINESIM_DATA", str(three_roots["env"] / "absent"))
-    with pytest.raises(DataRootNotFound, match=r"absent'.*from \$FINESIM_DATA.*Pass --data PATH"):
+    with pytest.raises(DataRootNotFound, match=r"absent'.*\$FINESIM_DATA.*Pass the data root \(--data PATH; data="):
         data_root()
-    with pytest.raises(DataRootNotFound, match="from the --data argument"):
+    with pytest.raises(DataRootNotFound, match="from the data root given: --data, or data= in Python"):
         data_root(three_roots["arg"] / "absent")

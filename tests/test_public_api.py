@@ -51,7 +51,6 @@ def test_every_public_name_resolves() -> None:
     from finesim.evaluation.scoring import ConditionalScorer
     from finesim.index import ConditionalIndex
     from finesim.training.recipe import load_recipe
-    from finesim.training.runner import train
 
     expected = {
         "ConditionalIndex": ConditionalIndex,
@@ -62,7 +61,7 @@ def test_every_public_name_resolves() -> None:
         "Scorer": Scorer,
         "rank": rank,
         "similarity_matrix": similarity_matrix,
-        "train": train,
+        "train": finesim.train,  # defined in the package: it sends a recipe to its method's trainer
     }
     for name in finesim.__all__:
         value = getattr(finesim, name)

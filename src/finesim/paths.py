@@ -28,7 +28,7 @@ def data_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     """
     if explicit is not None:
         root = Path(explicit).expanduser()
-        source = "the --data argument"
+        source = "the data root given: --data, or data= in Python"
     elif os.environ.get(DATA_ENV_VAR):
         root = Path(os.environ[DATA_ENV_VAR]).expanduser()
         source = f"${DATA_ENV_VAR}"
@@ -37,7 +37,7 @@ def data_root(explicit: str | os.PathLike[str] | None = None) -> Path:
         source = "the default location"
     if not root.is_dir():
         raise DataRootNotFound(
-            f"Data folder {str(root)!r} (from {source}) does not exist. Pass --data PATH or set "
-            f"{DATA_ENV_VAR} to the folder that holds csts/, sts/ and nli/ (see README, 'Data layout')."
+            f"Data folder {str(root)!r} (from {source}) does not exist. Pass the data root (--data PATH; data= in "
+            f"Python) or set {DATA_ENV_VAR} to the folder that holds csts/, sts/ and nli/ (see README, 'Data layout')."
         )
     return root.resolve()

@@ -153,8 +153,8 @@ def test_a_folder_holding_another_run_is_refused_unless_no_resume(tiny_bert_dir:
     assert main(["train", *common, "-o", str(out), "--set", "case.dim=4"]) == 1
     assert (
         f"the output folder {out} holds a CASE run of another recipe (case.dim: 6 -> 4); training would overwrite "
-        "it. Rerun with --no-resume to start over there (that run's files are deleted first, any other file is "
-        "kept), or choose another output folder"
+        "it. Rerun with --no-resume (resume=False in Python) to start over there (that run's files are deleted "
+        "first, any other file is kept), or choose another output folder"
     ) in capsys.readouterr().err
     assert json.loads((out / "training.json").read_text())["options"]["dim"] == 6  # untouched
     (out / "notes.txt").write_text("mine", encoding="utf-8")
@@ -178,8 +178,8 @@ def test_a_folder_holding_another_run_is_refused_unless_no_resume(tiny_bert_dir:
         assert main(["train", *common, "-o", str(st_model), "--dry-run", *flags]) == 1
         assert (
             f"the output folder {st_model}: it holds a model (modules.json) that CASE's would be mixed with. These "
-            "files are no recorded finesim run's (no CASE training.json, no run.json), so --no-resume does not "
-            "delete them: choose another output folder"
+            "files are no recorded finesim run's (no CASE training.json, no run.json), so --no-resume "
+            "(resume=False) does not delete them: choose another output folder"
         ) in capsys.readouterr().err
     assert (st_model / "modules.json").is_file()
 
@@ -207,6 +207,28 @@ def test_case_train_no_resume_and_the_python_api(tiny_bert_dir: Path, tmp_path: 
     assert len(payload["training"]["history"]) == 2
 
 
+def test_finesim_train_in_python_takes_a_case_recipe(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """``finesim.train`` trains any recipe ``finesim.load_recipe`` returns, CASE's too (it once refused them, naming
+    another function): the same projection as ``finesim train``, and a ``TrainResult`` whose model folder scores."""
+    import finesim
+    from finesim.cli.main import main
+    from finesim.options import RecipeError
+
+    flags, recipe = _tiny_case(tmp_path, tiny_bert_dir)
+    assert main(["train", *flags, "-o", str(tmp_path / "cli")]) == 0
+    case = finesim.load_recipe(recipe)
+    result = finesim.train(case, output_dir=tmp_path / "py", data=tmp_path / "data")
+    assert result.output_dir == result.model_dir == tmp_path / "py" and result.model is None
+    cli = json.loads((tmp_path / "cli" / "training.json").read_text(encoding="utf-8"))
+    assert result.metrics["training"]["history"] == cli["training"]["history"]
+    assert result.metrics == json.loads((tmp_path / "py" / "training.json").read_text(encoding="utf-8"))
+    scores = finesim.load_scorer(result.model_dir).score(["a man runs"], ["a dog runs"], ["the activity"])
+    assert scores.shape == (1,)
+    with pytest.raises(RecipeError, match="callbacks are transformers TrainerCallbacks; a CASE recipe"):
+        finesim.train(case, output_dir=tmp_path / "cb", data=tmp_path / "data", callbacks=[object()])
+    assert not (tmp_path / "cb").exists()
+
+
 def test_no_resume_deletes_only_a_recorded_runs_files(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
     """A user's own README.md and config.json are no run: a folder holding them is refused (README.md would be
     overwritten) with or without --no-resume, and survives; --no-resume over a sentence-transformers run deletes
@@ -224,8 +246,8 @@ def test_no_resume_deletes_only_a_recorded_runs_files(tiny_bert_dir: Path, tmp_p
         err = capsys.readouterr().err
         assert (
             f"the output folder {mine}: training would overwrite README.md. These files are no recorded finesim "
-            "run's (no CASE training.json, no run.json), so --no-resume does not delete them: choose another "
-            "output folder"
+            "run's (no CASE training.json, no run.json), so --no-resume (resume=False) does not delete them: "
+            "choose another output folder"
         ) in err
         assert "Rerun with --no-resume" not in err
     assert (mine / "README.md").read_text() == "my notes" and (mine / "config.json").read_text() == '{"mine": 1}'
@@ -267,7 +289,8 @@ def test_the_encoders_folder_is_no_output_folder(tiny_bert_dir: Path, tmp_path: 
         assert main(["train", *common, "-o", str(out), "--no-resume"]) == 1
         assert (
             f"the output folder {out} {how} the encoder's model folder (case.model) ({tiny_bert_dir}); training "
-            "would write its files there (and --no-resume delete from it). Choose another output folder"
+            "would write its files there (and --no-resume, resume=False in Python, delete from it). Choose another "
+            "output folder"
         ) in capsys.readouterr().err
     assert sorted(p.name for p in tiny_bert_dir.iterdir()) == before
     (tmp_path / "c").mkdir(exist_ok=True)

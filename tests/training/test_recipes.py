@@ -215,17 +215,18 @@ def test_trainer_args_errors(trainer_args: dict[str, Any], message: str) -> None
 
 
 def test_a_bad_override_is_named_instead_of_the_file(tmp_path: Path) -> None:
-    """``--set train.epoch=1`` was reported as the recipe file's unknown key; the file holds no such key."""
+    """``--set train.epoch=1`` was reported as the recipe file's unknown key; the file holds no such key. The override
+    is named as given (``--set`` on the command line, ``overrides`` in Python)."""
     path = tmp_path / "r.yaml"
     path.write_text("model: {backbone: m}\ntrain: {epochs: 2}\n", encoding="utf-8")
     with pytest.raises(
-        RecipeError, match=rf"^--set train\.epoch=1 \(on {path}\): unknown key 'train\.epoch' \(did you"
+        RecipeError, match=rf"^override 'train\.epoch=1' \(on {path}\): unknown key 'train\.epoch' \(did you"
     ):
         load_recipe(path, ["train.batch_size=8", "train.epoch=1"])
-    with pytest.raises(RecipeError, match=rf"^--set train\.epochs=-1 \(on {path}\): train\.epochs must be >= 0"):
+    with pytest.raises(RecipeError, match=rf"^override 'train\.epochs=-1' \(on {path}\): train\.epochs must be >= 0"):
         load_recipe(path, ["train.epochs=-1"])
     # an override that breaks the recipe only until a later one mends it is not blamed (tri needs the head that follows)
-    with pytest.raises(RecipeError, match=rf"^--set train\.epoch=1 \(on {path}\): unknown key 'train\.epoch'"):
+    with pytest.raises(RecipeError, match=rf"^override 'train\.epoch=1' \(on {path}\): unknown key 'train\.epoch'"):
         load_recipe(path, ["model.encoder=tri", "model.head=hadamard", "train.epoch=1"])
     # the file's own problem is still the file's, with or without overrides
     path.write_text("model: {backbone: m}\ntrain: {epochz: 2}\n", encoding="utf-8")

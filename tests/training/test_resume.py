@@ -44,7 +44,7 @@ def test_rerun_with_other_settings_is_refused_naming_the_keys(
     err = capsys.readouterr().err
     assert code == 1
     assert "train.learning_rate: 0.002 -> 0.0001" in err and "seed: 1 -> 7" in err
-    assert "--no-resume" in err and "--output-dir" in err
+    assert "--no-resume (resume=False in Python)" in err and "choose another output folder" in err
     assert "Traceback" not in err
     # a changed architecture is refused the same way (it used to fail with a RuntimeError traceback)
     code = main(["train", str(recipe), "-o", out, "--set", "model.encoder=tri", "--set", "model.head=hadamard"])
@@ -119,7 +119,7 @@ def test_files_no_finesim_run_recorded_are_refused_and_kept(
             sorted({name.split("/")[0] for name in files}, key=["model", "config.json", "metrics.json"].index)
         )
         assert f"holds {shown}, which no finesim run recorded (no run.json)" in err
-        assert "choose another --output-dir" in err
+        assert "choose another output folder (--output-dir; output_dir= in Python)" in err
     assert all((out / name).read_text(encoding="utf-8").startswith("{") for name in files)
 
 

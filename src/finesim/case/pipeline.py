@@ -245,7 +245,7 @@ def check_not_encoder_folder(out: Path, folders: dict[str, str | Path | None], s
             continue
         raise RecipeError(
             f"{source}: the output folder {out} {how} {what} ({folder}); training would write its files there "
-            "(and --no-resume delete from it). Choose another output folder"
+            "(and --no-resume, resume=False in Python, delete from it). Choose another output folder"
         )
 
 
@@ -271,7 +271,8 @@ def check_output_folder(out: Path, options: dict[str, Any], *, resume: bool = Tr
             issue += f"{'; ' if issue else ''}it holds a model ({', '.join(model)}) that CASE's would be mixed with"
         raise RecipeError(
             f"{source}: the output folder {out}: {issue}. These files are no recorded finesim run's (no CASE "
-            "training.json, no run.json), so --no-resume does not delete them: choose another output folder"
+            "training.json, no run.json), so --no-resume (resume=False) does not delete them: choose another output "
+            "folder"
         )
     if not runs:
         return f"output folder {out}: the CASE model and training.json"
@@ -295,9 +296,9 @@ def check_output_folder(out: Path, options: dict[str, Any], *, resume: bool = Tr
     else:
         what = " and ".join(f"a {kind} run ({', '.join(names)})" for kind, names in runs.items())
     raise RecipeError(
-        f"{source}: the output folder {out} holds {what}; training would overwrite it. Rerun with --no-resume to "
-        "start over there (that run's files are deleted first, any other file is kept), or choose another output "
-        "folder"
+        f"{source}: the output folder {out} holds {what}; training would overwrite it. Rerun with --no-resume "
+        "(resume=False in Python) to start over there (that run's files are deleted first, any other file is kept), "
+        "or choose another output folder"
     )
 
 
@@ -315,11 +316,13 @@ def train_recipe(
     resume: bool = True,
     argv: Sequence[str] | None = None,
     show_progress: bool = True,
+    checked: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train a CASE recipe (``finesim train``): :func:`check_case`, then :func:`train_model` into ``output_dir``
-    (default: the recipe's); ``resume=False`` (``--no-resume``) deletes an earlier run there first. Returns the
-    payload written to ``training.json``."""
-    options, _ = check_case(recipe, output_dir=output_dir, data=data, resume=resume)
+    (default: the recipe's); ``resume=False`` (``--no-resume``) deletes an earlier run there first. ``checked``: the
+    options :func:`check_case` returned for these arguments, when the caller already ran it. Returns the payload
+    written to ``training.json``."""
+    options = checked or check_case(recipe, output_dir=output_dir, data=data, resume=resume)[0]
     out = preflight.output_folder(recipe, output_dir)
     if not resume:
         start_over(out)

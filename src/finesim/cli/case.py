@@ -216,7 +216,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def train_case(recipe: Any, args: argparse.Namespace, *, output_dir: str | None, dry_run: bool = False) -> int:
     """Train a CASE recipe (``finesim train`` and ``finesim case train``): its checks, then the projection."""
-    from finesim.case.pipeline import check_case, start_over, train_model
+    from finesim.case.pipeline import check_case, train_recipe
 
     resume = not args.no_resume
     options, lines = check_case(recipe, output_dir=output_dir, data=args.data, resume=resume)
@@ -228,9 +228,15 @@ def train_case(recipe: Any, args: argparse.Namespace, *, output_dir: str | None,
         tell("dry run: every check passed; nothing was trained")
         return 0
     out = str(output_dir or recipe.output_dir)
-    if not resume:
-        start_over(Path(out))
-    payload = train_model(options, output_dir=out, argv=sys.argv[1:], show_progress=not args.no_progress)
+    payload = train_recipe(
+        recipe,
+        output_dir=out,
+        data=args.data,
+        resume=resume,
+        argv=sys.argv[1:],
+        show_progress=not args.no_progress,
+        checked=options,
+    )
     training = payload["training"]
     proj = training["projection"]
     print(

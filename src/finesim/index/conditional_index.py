@@ -1668,8 +1668,8 @@ def prepare_new_folder(folder: Path, *, make: bool = True) -> None:
     crashed build's leftovers) is fine, and made unless ``make`` is False."""
     if (folder / MANIFEST).exists():
         raise FileExistsError(
-            f"{folder} already holds an index ({MANIFEST}): add to it with `finesim index add`, or choose another "
-            "folder"
+            f"{folder} already holds an index ({MANIFEST}): add to it (`finesim index add`; in Python "
+            "ConditionalIndex.open(folder).add(texts)), or choose another folder"
         )
     if folder.exists() and not folder.is_dir():
         raise FileExistsError(f"{folder} is a file; the index needs a folder")

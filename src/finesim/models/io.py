@@ -319,7 +319,7 @@ def check_declared_encoder(folder: Path, marker: dict[str, Any] | None, encoder:
         if encoder != marker["encoder"]:
             raise ValueError(
                 f"{folder} is a {marker['encoder']}-encoder ({MARKER_FILE} says so), not a {encoder}-encoder: leave "
-                "the encoder type out to load it as saved (--encoder is for models finesim did not save)"
+                "the encoder type out to load it as saved (--encoder / encoder= is for models finesim did not save)"
             )
         return
     if not folder.is_dir():
@@ -334,13 +334,15 @@ def check_declared_encoder(folder: Path, marker: dict[str, Any] | None, encoder:
             return
         raise ValueError(
             f"{folder} has no trained cross-encoder head ({why}): as a cross-encoder it would score with a new, "
-            "random classifier. Score it as a bi-encoder (--encoder bi, the default for such a folder), or train a "
-            "cross-encoder from it first (finesim train recipes/csts/paper-cross-mse.yaml --set model.backbone=...)"
+            "random classifier. Score it as a bi-encoder (--encoder bi or encoder='bi', the default for such a "
+            "folder), or train a cross-encoder from it first (finesim train recipes/csts/paper-cross-mse.yaml --set "
+            "model.backbone=...)"
         )
     if encoder in ("bi", "tri") and model_type == "CrossEncoder":
         raise ValueError(
             f"{folder} is a cross-encoder (config_sentence_transformers.json: model_type CrossEncoder), which scores "
-            f"a pair and embeds nothing: load it as a cross-encoder (--encoder cross), not as a {encoder}-encoder"
+            f"a pair and embeds nothing: load it as a cross-encoder (--encoder cross or encoder='cross'), not as a "
+            f"{encoder}-encoder"
         )
 
 

@@ -207,7 +207,8 @@ def output_folder(recipe: Recipe | CaseRecipe, output_dir: str | Path | None) ->
     """The run's output folder: ``output_dir`` when given, else the recipe's."""
     if not (output_dir or recipe.output_dir):
         raise RecipeError(
-            f"{recipe_source(recipe)}: no output folder: set output_dir in the recipe or pass --output-dir"
+            f"{recipe_source(recipe)}: no output folder: set output_dir in the recipe or pass one (--output-dir; "
+            "output_dir= in Python)"
         )
     return Path(output_dir or recipe.output_dir or "")
 
@@ -626,7 +627,8 @@ def _earlier_run(out: Path, source: str) -> bool:
         return bool(found)
     raise RecipeError(
         f"{source}: the output folder {out} holds {', '.join(found)}, which no finesim run recorded (no {RUN_FILE}); "
-        "a run there would overwrite them (and --no-resume would delete them): choose another --output-dir"
+        "a run there would overwrite them (and --no-resume would delete them): choose another output folder "
+        "(--output-dir; output_dir= in Python)"
     )
 
 
@@ -640,19 +642,22 @@ def _decide(out: Path, fingerprint: dict[str, Any], resume: bool, source: str) -
     if not record_file.is_file():
         raise RecipeError(
             f"{source}: the output folder {out} holds an earlier run without a fingerprint ({RUN_FILE}; written by "
-            "an older finesim), so whether it is the same run is unknown; rerun with --no-resume to start over there, "
-            "or choose another --output-dir"
+            "an older finesim), so whether it is the same run is unknown; rerun with --no-resume (resume=False in "
+            "Python) to start over there, or choose another output folder"
         )
     try:
         stored = json.loads(record_file.read_text(encoding="utf-8"))["fingerprint"]
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise RecipeError(f"{source}: {record_file} is unreadable ({err}); rerun with --no-resume") from None
+        raise RecipeError(
+            f"{source}: {record_file} is unreadable ({err}); rerun with --no-resume (resume=False in Python)"
+        ) from None
     changes = fingerprint_changes(stored, fingerprint)
     if changes:
         shown = "; ".join(changes[:8]) + (f"; and {len(changes) - 8} more" if len(changes) > 8 else "")
         raise RecipeError(
             f"{source}: the output folder {out} holds a run of another recipe or data ({shown}); resuming it would "
-            "train with its old settings. Rerun with --no-resume to start over there, or choose another --output-dir"
+            "train with its old settings. Rerun with --no-resume (resume=False in Python) to start over there, or "
+            "choose another output folder"
         )
     return "resume", _last_checkpoint(out / "checkpoints")
 

@@ -633,7 +633,7 @@ def _blame_override(original: dict[str, Any], overrides: list[str] | None, path:
             recipe_from_dict(copy.deepcopy(data), source=path)
         except RecipeError as err:
             if str(err).removeprefix(f"{path}: ") == message:
-                raise RecipeError(f"--set {item} (on {path}): {message}") from None
+                raise RecipeError(f"override {item!r} (on {path}): {message}") from None
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe | CaseRecipe:
@@ -649,7 +649,8 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe 
     if isinstance(recipe, Recipe) and not (data.get("model") or {}).get("backbone"):
         raise RecipeError(
             f"{path}: model.backbone is required: the model to fine-tune, a Hub id such as "
-            "sentence-transformers/all-MiniLM-L6-v2 or a folder (add it to the recipe, or --set model.backbone=...)"
+            "sentence-transformers/all-MiniLM-L6-v2 or a folder (add it to the recipe, or override it: --set "
+            "model.backbone=..., or overrides=['model.backbone=...'] in Python)"
         )
     return recipe
 
@@ -716,8 +717,8 @@ def check_recipe(recipe: Recipe) -> None:
     source = recipe_source(recipe)
     if not isinstance(recipe, Recipe):
         raise RecipeError(
-            f"{source}: a CASE recipe (method: case) trains through `finesim train` or "
-            "finesim.case.pipeline.train_recipe, not the sentence-transformers runner"
+            f"{source}: a CASE recipe (method: case) trains through `finesim train` or finesim.train, not the "
+            "sentence-transformers runner"
         )
     validate_recipe(recipe)
     m, d = recipe.model, recipe.data
