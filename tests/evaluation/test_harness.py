@@ -208,7 +208,7 @@ def test_cli_reports_missing_data(tiny_bert_dir: Path, tmp_path: Path, capsys) -
 
 def test_cli_reports_missing_data_root(tmp_path: Path, capsys) -> None:
     code = main(["evaluate", "--model", "x", "--data", str(tmp_path / "absent")])
-    assert code == 1 and "--data PATH or set FINESIM_DATA" in capsys.readouterr().err
+    assert code == 1 and "(--data PATH; data= in Python) or set FINESIM_DATA" in capsys.readouterr().err
 
 
 class FixedScorer:
@@ -499,3 +499,29 @@ def test_a_similarity_the_model_does_not_use_is_refused(tiny_bert_dir: Path, toy
 
     with pytest.raises(ValueError, match="similarity 'dot' applies to a model that encodes sentences"):
         evaluate_task(common["registry"].tasks["toy-sts"], ConditionalScorer(str(folder)), toy_root, similarity="dot")
+
+
+def test_a_plain_cross_encoder_is_evaluated_as_one_when_asked(tiny_bert_dir: Path, toy_root: Path, tmp_path) -> None:
+    """A sentence-transformers CrossEncoder folder finesim did not save was refused by ``finesim.evaluate``, whose
+    error said to load it with ``--encoder cross``, which neither evaluate nor ``finesim evaluate`` took."""
+    from sentence_transformers import CrossEncoder
+
+    from finesim.evaluation.record import run_evaluation
+
+    folder = tmp_path / "plain-cross"
+    CrossEncoder(str(tiny_bert_dir), num_labels=1).save(str(folder))
+    common = {"tasks": "toy-sts", "data": str(toy_root), "registry": load_registry(toy_root / "tasks.yaml")}
+    with pytest.raises(ValueError, match=r"load it as a cross-encoder \(--encoder cross or encoder='cross'\)"):
+        run_evaluation(folder, **common)
+    results, record = run_evaluation(folder, encoder="cross", **common)
+    assert record["settings"]["encoder"] == "cross" and results[0].pairs > 0
+    _, plain = run_evaluation(tiny_bert_dir, **common)
+    assert plain["settings"]["encoder"] is None  # a plain model, scored per task
+    with pytest.raises(ValueError, match="similarity 'dot' applies to a plain embedding model scored as such"):
+        run_evaluation(tiny_bert_dir, encoder="bi", similarity="dot", **common)
+    from finesim.cli.main import main
+
+    out = tmp_path / "cross.json"
+    flags = ["--tasks", "toy-sts", "--data", str(toy_root), "--task-file", str(toy_root / "tasks.yaml")]
+    assert main(["evaluate", "--model", str(folder), "--encoder", "cross", *flags, "--output", str(out)]) == 0
+    assert json.loads(out.read_text(encoding="utf-8"))["settings"]["encoder"] == "cross"

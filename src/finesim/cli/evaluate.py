@@ -47,6 +47,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="Hub id, sentence-transformers folder, transformers checkpoint, or a folder saved by finesim "
         "(required unless --list)",
     )
+    p.add_argument(
+        "--encoder",
+        choices=("bi", "tri", "cross", "case"),
+        default=None,
+        help="score as this model type, for a model finesim did not save (e.g. cross for a sentence-transformers "
+        "CrossEncoder folder); default: the folder's marker, a plain model scored per task",
+    )
     p.add_argument("--tasks", default="sts", help="a group (sts, csts, all) or comma-separated task names")
     p.add_argument("--data", default=None, help="data root (default: $FINESIM_DATA or ../shared/data)")
     p.add_argument("--task-file", default=None, help="a task registry YAML replacing the packaged one")
@@ -99,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         tasks=args.tasks,
         data=args.data,
         registry=registry,
+        encoder=args.encoder,
         batch_size=args.batch_size,
         max_length=args.max_length,
         pooling=args.pooling,

@@ -40,6 +40,7 @@ def run_evaluation(
     data: str | Path | None = None,
     task_file: str | Path | None = None,
     registry: Registry | None = None,
+    encoder: str | None = None,
     batch_size: int = 64,
     max_length: int | None = None,
     pooling: str | None = None,
@@ -59,6 +60,10 @@ def run_evaluation(
         tasks: a group (``sts``, ``csts``, ``all``), comma-separated task names, or a list of them.
         data: the data root (default: ``$FINESIM_DATA`` or ``../shared/data``).
         task_file: a task registry YAML replacing the packaged one (or pass ``registry``).
+        registry: the task registry itself (:func:`finesim.evaluation.tasks.load_registry`), instead of ``task_file``.
+        encoder: score the model as this type (``bi``, ``cross``, ``tri``, ``case``): for a model finesim did not save,
+            such as a sentence-transformers CrossEncoder folder (``cross``); None decides by the folder's marker (a
+            plain model is then scored per task, its condition paired or ignored as the task says).
         batch_size, max_length, pooling, similarity, device: how the model is loaded and scores.
         bootstrap: bootstrap resamples for 95% confidence intervals (0 = none).
         prediction_range: the range of the model's scores that maps onto C-STS labels on [0, 1] (over-estimation
@@ -73,6 +78,11 @@ def run_evaluation(
     if similarity not in get_args(Similarity):
         raise ValueError(f"similarity must be one of {list(get_args(Similarity))}, got {similarity!r}")
     model = str(model)  # a Path as the record's text
+    if similarity != "cosine" and encoder is not None:
+        raise ValueError(
+            f"similarity {similarity!r} applies to a plain embedding model scored as such; encoder={encoder!r} scores "
+            "as a finesim model of that type (cosine, or a cross-encoder's regression output)"
+        )
     if similarity != "cosine" and _is_finesim_folder(model):  # told before the data is read and the model loaded
         raise ValueError(
             f"similarity {similarity!r} applies to a plain embedding model; {model} scores its own way (a finesim "
@@ -93,7 +103,7 @@ def run_evaluation(
     load_start = time.perf_counter()
     resolved = resolve_model_path(model)
     scorer = load_model_or_scorer(
-        resolved, device=device, max_length=max_length, pooling=pooling, batch_size=batch_size
+        resolved, encoder=encoder, device=device, max_length=max_length, pooling=pooling, batch_size=batch_size
     )
     load_seconds = time.perf_counter() - load_start
     skipped_tasks = {t.name: r for t in selected if (r := unsupported_reason(t, scorer))}
@@ -134,6 +144,7 @@ def run_evaluation(
             "model_resolved": str(Path(resolved).resolve()) if Path(resolved).is_dir() else resolved,  # or a Hub id
             "settings": {
                 "tasks": [t.name for t in selected],
+                "encoder": getattr(scorer, "encoder", None),  # as scored; None: a plain model scored per task
                 "batch_size": batch_size,
                 "max_length": getattr(scorer, "max_seq_length", max_length),
                 "pooling": pooling,

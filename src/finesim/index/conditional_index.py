@@ -1509,7 +1509,8 @@ class ConditionalIndex:
         )
         return IndexFormatError(
             self._file(part, key),
-            f"row {row} holds NaN or infinite values ({fix}; `finesim index info --verify` checks every file)",
+            f"row {row} holds NaN or infinite values ({fix}; `finesim index info --verify`, in Python "
+            "index.store.verify_hashes(), checks every file)",
         )
 
     def _check_finite(self, block: np.ndarray, part: Part, key: str | None, rows: np.ndarray) -> np.ndarray:

@@ -116,7 +116,10 @@ def runtime_file(folder: str | Path, spec: Mapping[str, Any]) -> Path:
     path = (root / str(name)).resolve()
     if root not in path.parents:
         raise ExportedModelError(f"{root / MARKER_FILE}: runtime file {name!r} lies outside the model folder")
-    again = f"; export the model again (finesim export SOURCE --to {root})"
+    again = (
+        f"; export the model again (finesim export SOURCE --to {root} --overwrite; in Python "
+        "finesim.models.export.export_model(SOURCE, that folder, overwrite=True))"
+    )
     if not path.is_file():
         raise ExportedModelError(f"{path} is missing: {root / MARKER_FILE} names it as the model's runtime{again}")
     size = path.stat().st_size
