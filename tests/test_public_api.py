@@ -120,3 +120,13 @@ def test_the_package_says_it_is_typed() -> None:
     assert (Path(finesim.__file__).parent / "py.typed").is_file()
     data = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     assert "py.typed" in data["tool"]["setuptools"]["package-data"]["finesim"]
+
+
+def test_help_of_evaluate_shows_its_arguments() -> None:
+    """``finesim.evaluate`` takes ``run_evaluation``'s keywords through ``**kwargs``: ``help()`` and editors showed
+    none of them."""
+    import inspect
+
+    params = inspect.signature(finesim.evaluate).parameters
+    assert list(params)[:3] == ["model", "tasks", "data"] and "encoder" in params and "kwargs" not in params
+    assert "\n    Args:\n        model: Hub id" in (finesim.evaluate.__doc__ or "")

@@ -10,6 +10,7 @@ timing, the per-task results and the averages per score group (see docs/evaluati
 
 from __future__ import annotations
 
+import inspect
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -174,8 +175,17 @@ def run_evaluation(
 
 
 def evaluate_model(model: str | Path, **kwargs: Any) -> dict[str, Any]:
-    """Evaluate ``model`` and return the results record (keyword arguments: :func:`run_evaluation`)."""
+    """Evaluate ``model`` and return the results record (``finesim.evaluate``): :func:`run_evaluation`'s second
+    value, with its arguments."""
     return run_evaluation(model, **kwargs)[1]
+
+
+# help(finesim.evaluate) and editors show run_evaluation's keyword arguments and their descriptions, not **kwargs
+evaluate_model.__signature__ = inspect.signature(run_evaluation).replace(  # type: ignore[attr-defined]
+    return_annotation=dict[str, Any]
+)
+_ARGS = (run_evaluation.__doc__ or "").split("\n\n", 1)[-1]  # its Args: section, indented as a docstring's
+evaluate_model.__doc__ = f"{evaluate_model.__doc__}\n\n{_ARGS}"
 
 
 def _is_finesim_folder(model: str) -> bool:
