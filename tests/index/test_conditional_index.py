@@ -427,6 +427,26 @@ def test_the_scorer_load_scorer_returns_indexes_as_its_model(model_dirs, corpus,
         load_index_model(scorer, encoder="tri")
 
 
+
+def test_an_index_built_from_a_scorer_records_its_model_and_opens_alone(model_dirs, corpus, tmp_path):
+    """An index built from a loaded scorer recorded no model name, so ``ConditionalIndex.open`` needed ``model=``;
+    the scorer now keeps the name it was loaded from. A bare model object still records none, and says so."""
+    import finesim
+    from finesim.models.io import load_sentence_model
+
+    folder = str(model_dirs["bi"])
+    for scorer in (finesim.load_scorer(folder), finesim.ConditionalScorer(folder)):
+        assert scorer.name == folder
+        path = tmp_path / f"i{id(scorer)}"
+        built = ConditionalIndex.build(scorer, corpus[:5], path)
+        assert built.store.manifest["model"]["name"] == folder
+        query = ("a dog", "the animal")
+        assert ConditionalIndex.open(path).search(*query, k=2) == built.search(*query, k=2)
+    ConditionalIndex.build(load_sentence_model(folder), corpus[:5], tmp_path / "bare")
+    with pytest.raises(ValueError, match="built from a model object and records no model name: pass the model"):
+        ConditionalIndex.open(tmp_path / "bare")
+
+
 def test_empty_corpus_and_bad_texts(model_dirs, corpus, tmp_path):
     with pytest.raises(ValueError, match="the corpus is empty"):
         ConditionalIndex.build(str(model_dirs["bi"]), [], tmp_path / "a")

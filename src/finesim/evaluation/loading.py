@@ -68,7 +68,7 @@ def load_model_or_scorer(
     elif pooling is not None and marker is None and encoder == "bi":  # a plain model scored as a bi-encoder
         check_declared_encoder(Path(path), None, "bi")
         plain = load_sentence_model(path, device=device, max_length=max_length, pooling=pooling)
-        return ConditionalScorer(plain, encoder="bi", batch_size=batch_size)
+        return ConditionalScorer(plain, encoder="bi", batch_size=batch_size, name=name)
     elif pooling is not None and marker is None:
         raise ValueError(f"{name}: pooling replaces a plain sentence model's pooling; a {encoder} model has none")
     elif pooling is not None:
@@ -76,7 +76,7 @@ def load_model_or_scorer(
     model = load_model_object(path, encoder=encoder, device=device)
     if max_length is not None:
         model.max_seq_length = max_length
-    return ConditionalScorer(model, encoder=encoder, batch_size=batch_size)
+    return ConditionalScorer(model, encoder=encoder, batch_size=batch_size, name=name)
 
 
 def load_scorer(
@@ -106,4 +106,4 @@ def load_scorer(
     )
     if hasattr(scorer, "score"):
         return scorer
-    return ConditionalScorer(scorer, encoder="bi", batch_size=batch_size)
+    return ConditionalScorer(scorer, encoder="bi", batch_size=batch_size, name=name)

@@ -123,6 +123,8 @@ class ConditionalScorer(ScorerBase):
         batch_size: inference batch size.
         show_progress: progress bars while encoding.
         device: torch device when ``model`` is a name.
+        name: where a loaded ``model`` came from (its folder, Hub id or alias), kept as :attr:`name`; a name given
+            as ``model`` is kept by itself.
     """
 
     def __init__(
@@ -133,9 +135,12 @@ class ConditionalScorer(ScorerBase):
         batch_size: int = 64,
         show_progress: bool = False,
         device: str | None = None,
+        name: str | Path | None = None,
     ) -> None:
         if isinstance(model, (str, Path)):
+            name = model
             model = load_model_object(str(model), encoder=encoder, device=device)
+        self.name = None if name is None else str(name)  # recorded by an index built from this scorer
         self.model = model
         self.encoder = scorer_encoder(model, encoder)
         self.batch_size = batch_size
