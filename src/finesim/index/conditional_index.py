@@ -349,7 +349,9 @@ class ConditionalIndex:
         """Index ``texts`` with ``model`` into the new folder ``path`` and return the open index.
 
         Args:
-            model: a loaded model or a name (folder, Hub id, alias such as ``minilm``).
+            model: a name (folder, Hub id, alias such as ``minilm``), a scorer from :func:`finesim.load_scorer` or
+                :class:`~finesim.evaluation.scoring.ConditionalScorer` (its name is recorded), or a loaded model
+                (recorded without a name: :meth:`open` then needs ``model``).
             texts: the corpus (non-empty strings); row ``i`` is result ``index`` ``i``.
             encoder: ``bi``, ``tri`` or ``case``; inferred from the model (its finesim marker) when None.
             conditions: bi-encoder / CASE: conditions whose corpus embeddings are computed now.
@@ -367,6 +369,9 @@ class ConditionalIndex:
                 later ``add`` must give IDs too.
             metadata: one dict per text (JSON values): results then carry ``"metadata"``, and ``search(...,
                 where={...})`` filters on it; every later ``add`` must give metadata too.
+            batch_size: texts per encoding batch.
+            device: torch device of the model when ``model`` is a name (None: automatic).
+            show_progress: progress bars while embedding (with the count of texts).
         """
         texts = check_corpus(texts)
         conditions = [_check_text(c, "condition") for c in _text_list(conditions, "conditions")]
@@ -502,9 +507,17 @@ class ConditionalIndex:
         model_lock: Any = None,
     ) -> ConditionalIndex:
         """Open an index folder, checking every file and that ``model`` (default: the model recorded in the
-        manifest) is the model the index was built with (same weights hash). ``model_lock``: what each call of the
-        model holds (:class:`~finesim.index.encoders.IndexEncoder`'s ``lock``), shared with the model's other users
-        (a server's scoring worker)."""
+        manifest) is the model the index was built with (same weights hash).
+
+        Args:
+            path: the index folder.
+            model: the model the index was built with, as for :meth:`build`; None loads the recorded one.
+            device: torch device of the model when it is loaded here (None: automatic).
+            batch_size: texts per encoding batch (queries, new conditions, added texts).
+            show_progress: progress bars while embedding.
+            model_lock: what each call of the model holds (:class:`~finesim.index.encoders.IndexEncoder`'s
+                ``lock``), shared with the model's other users (a server's scoring worker).
+        """
         store = IndexStore.open(path)
         recorded = store.manifest["model"]
         encoder = str(store.manifest["encoder"]["type"])
@@ -768,6 +781,7 @@ class ConditionalIndex:
 
     @property
     def dtype(self) -> str:
+        """The stored vectors' type: ``float32`` or ``float16``."""
         return self.store.dtype
 
     def search(

@@ -638,7 +638,16 @@ def _blame_override(original: dict[str, Any], overrides: list[str] | None, path:
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe | CaseRecipe:
     """Read a YAML or JSON recipe file, apply ``overrides`` and validate it. A sentence-transformers recipe file must
-    name its ``model.backbone`` (no silent default model)."""
+    name its ``model.backbone`` (no silent default model).
+
+    Args:
+        path: the recipe file.
+        overrides: ``"section.key=value"`` strings applied in order, as ``--set`` is (values read as YAML:
+            ``["train.epochs=1", "model.backbone=minilm"]``).
+
+    Returns:
+        a :class:`Recipe`, or a :class:`CaseRecipe` for ``method: case``; :func:`finesim.train` trains either.
+    """
     original = read_recipe_file(path)
     data = apply_overrides(copy.deepcopy(original), overrides)
     try:
