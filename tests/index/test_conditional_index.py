@@ -427,7 +427,6 @@ def test_the_scorer_load_scorer_returns_indexes_as_its_model(model_dirs, corpus,
         load_index_model(scorer, encoder="tri")
 
 
-
 def test_an_index_built_from_a_scorer_records_its_model_and_opens_alone(model_dirs, corpus, tmp_path):
     """An index built from a loaded scorer recorded no model name, so ``ConditionalIndex.open`` needed ``model=``;
     the scorer now keeps the name it was loaded from. A bare model object still records none, and says so."""

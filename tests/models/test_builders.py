@@ -287,3 +287,23 @@ def test_roberta_style_positions_start_after_the_padding_index_and_relative_ones
         check_max_length(513, roberta, "r")
     check_max_length(1024, DebertaV2Config(max_position_embeddings=512), "d")  # relative positions: no table limit
     check_max_length(1024, XLNetConfig(), "x")  # max_position_embeddings -1: no limit
+
+
+def test_a_tri_encoder_checkpoint_without_the_marker_is_scored_as_one(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """A training checkpoint of a tri-encoder has no finesim marker: it was scored as a plain bi-encoder (its
+    condition head bypassed) without a word. Its modules.json names the ConditionHead: it loads as a tri-encoder, and
+    asking for another type is refused."""
+    import finesim
+    from finesim.models.export import export_model
+
+    model = build_tri_encoder(str(tiny_bert_dir), head="hadamard", max_length=32)
+    marked = ConditionalScorer(save_model(model, tmp_path / "marked")).score(S1, S2, C)
+    model.save(str(tmp_path / "checkpoint"))  # as the trainer saves a checkpoint: no finesim_model.json
+    folder = tmp_path / "checkpoint"
+    assert not (folder / "finesim_model.json").exists()
+    for scorer in (finesim.load_scorer(folder), ConditionalScorer(folder)):
+        assert scorer.encoder == "tri"
+        np.testing.assert_allclose(scorer.score(S1, S2, C), marked, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"is a tri-encoder \(modules.json lists finesim's ConditionHead\) without"):
+        finesim.load_scorer(folder, encoder="bi")
+    assert export_model(str(folder), tmp_path / "exported", quantize="none").encoder == "tri"

@@ -26,7 +26,7 @@ from finesim.evaluation.api import Scorer
 from finesim.evaluation.ensemble import ENSEMBLE, load_ensemble
 from finesim.evaluation.scoring import CASE_ENCODER, ConditionalScorer, load_model_object
 from finesim.models.hub import resolve_model_path
-from finesim.models.io import check_declared_encoder, load_sentence_model, read_marker
+from finesim.models.io import check_declared_encoder, load_sentence_model, read_marker, undeclared_encoder
 
 logger = logging.getLogger("finesim.evaluation")
 
@@ -53,6 +53,8 @@ def load_model_or_scorer(
     """
     path = resolve_model_path(name)
     marker = read_marker(path) if Path(path).is_dir() else None
+    if marker is None and encoder is None and Path(path).is_dir():
+        encoder = undeclared_encoder(path)  # a tri-encoder's training checkpoint: its modules name the condition head
     if marker is None and encoder is None:
         check_declared_encoder(Path(path), None, "bi")  # a cross-encoder folder is not a sentence model
         return load_sentence_model(path, device=device, max_length=max_length, pooling=pooling)

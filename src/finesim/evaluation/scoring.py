@@ -281,7 +281,7 @@ def load_model_object(name: str, *, encoder: str | None = None, device: str | No
     (a Hub id or sentence-transformers folder, resolved offline like the command line) as ``encoder`` (default
     ``bi``)."""
     from finesim.models.hub import resolve_model_path
-    from finesim.models.io import load_conditional_model, read_marker
+    from finesim.models.io import load_conditional_model, plain_encoder, read_marker
 
     path = resolve_model_path(name)
     marker = read_marker(path) if Path(path).is_dir() else None
@@ -296,4 +296,6 @@ def load_model_object(name: str, *, encoder: str | None = None, device: str | No
         )
     if encoder == CASE_ENCODER:
         raise ValueError(f"{name} is not a CASE model folder (no case marker)")
-    return load_conditional_model(path, encoder=encoder or (None if marker is not None else "bi"), device=device)
+    if encoder is None and marker is None:
+        encoder = plain_encoder(path)
+    return load_conditional_model(path, encoder=encoder, device=device)

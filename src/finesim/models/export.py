@@ -112,7 +112,7 @@ def export_model(
             export that disagrees with the torch model.
     """
     from finesim.models.hub import resolve_model_path
-    from finesim.models.io import encoder_type_of, load_conditional_model, read_marker
+    from finesim.models.io import encoder_type_of, load_conditional_model, plain_encoder, read_marker
 
     say = progress or (lambda line: None)
     if format is None:
@@ -130,9 +130,9 @@ def export_model(
     target = Path(output_dir)
     _check_target(target, Path(source), overwrite)
     say(f"loading {model}")
-    torch_model = load_conditional_model(
-        source, encoder=encoder or (None if marker is not None else "bi"), device="cpu", runtime=False
-    )
+    if encoder is None and marker is None:
+        encoder = plain_encoder(source)
+    torch_model = load_conditional_model(source, encoder=encoder, device="cpu", runtime=False)
     encoder_type = encoder or (str(marker["encoder"]) if marker is not None else encoder_type_of(torch_model))
     transformer = transformer_module(torch_model)
     target.parent.mkdir(parents=True, exist_ok=True)

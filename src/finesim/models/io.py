@@ -324,6 +324,12 @@ def check_declared_encoder(folder: Path, marker: dict[str, Any] | None, encoder:
         return
     if not folder.is_dir():
         return
+    if encoder != "tri" and undeclared_encoder(folder) == "tri":
+        raise ValueError(
+            f"{folder} is a tri-encoder (modules.json lists finesim's ConditionHead) without finesim's marker (a "
+            f"training checkpoint, say): as a {encoder}-encoder its condition head would be bypassed and the scores "
+            "wrong. Leave the encoder type out (or give tri), or load the run's model/ folder"
+        )
     model_type, architectures = _saved_model_type(folder)
     if encoder == "cross" and model_type != "CrossEncoder":
         if model_type == "SentenceTransformer":
@@ -344,6 +350,24 @@ def check_declared_encoder(folder: Path, marker: dict[str, Any] | None, encoder:
             f"a pair and embeds nothing: load it as a cross-encoder (--encoder cross or encoder='cross'), not as a "
             f"{encoder}-encoder"
         )
+
+
+def undeclared_encoder(folder: str | Path) -> str | None:
+    """The encoder type a folder without finesim's marker shows by its modules: ``tri`` when ``modules.json`` lists
+    finesim's ``ConditionHead`` (a tri-encoder's training checkpoint, say), else None (a plain model). Unreadable
+    files count as absent."""
+    try:
+        modules = json.loads((Path(folder) / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    types = [str(m.get("type", "")) for m in modules if isinstance(m, dict)] if isinstance(modules, list) else []
+    return "tri" if any(t.rsplit(".", 1)[-1] == "ConditionHead" for t in types) else None
+
+
+def plain_encoder(path: str | Path) -> str:
+    """The type to load a model without finesim's marker as when none is given: ``tri`` for a tri-encoder's
+    checkpoint (:func:`undeclared_encoder`), else ``bi``."""
+    return (undeclared_encoder(path) if Path(path).is_dir() else None) or "bi"
 
 
 def _saved_model_type(folder: Path) -> tuple[str | None, list[str]]:
