@@ -478,3 +478,21 @@ def test_a_build_whose_model_cannot_load_leaves_no_folder(model_dirs, tmp_path, 
     with pytest.raises(PermissionError, match=r"index: cannot make the index folder here \(.*c\.csv is not a writable"):
         ConditionalIndex.build(str(tmp_path / "nowhere"), ["a dog"], corpus / "index")
     assert main([*argv, "-q"]) == 0 and (out / "manifest.json").is_file()
+
+
+def test_blank_lines_of_a_corpus_are_counted_and_said(model_dirs, tmp_path, capsys):
+    """A blank line of a one-column corpus was skipped without a word, so the file's later texts came back with
+    other row numbers than their lines suggest: it is counted, said, and recorded in the manifest."""
+    corpus = tmp_path / "oc.csv"
+    corpus.write_text("text\nA red shirt.\n\nA blue jumper.\nA red scarf.\n", encoding="utf-8")
+    out = tmp_path / "index"
+    assert (
+        main(["index", "build", "--model", str(model_dirs["tri-hadamard"]), "--corpus", str(corpus), "-o", str(out)])
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert "oc.csv: 1 blank line skipped (no record; result rows count the 3 records, not the file's lines)" in err
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["corpus"][0]["rows"] == 3 and manifest["corpus"][0]["blank_lines_skipped"] == 1
+    assert main(["index", "add", str(out), "--corpus", str(corpus)]) == 0  # the same file again: found, not added
+    assert "already" in capsys.readouterr().err and len(json.loads((out / "manifest.json").read_text())["corpus"]) == 1

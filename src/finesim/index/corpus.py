@@ -11,6 +11,7 @@ the manifest has the file's path, SHA-256, row count and columns.
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from finesim.data.errors import DataFormatError
+from finesim.data.errors import DataFormatError, LoadReport
+
+logger = logging.getLogger("finesim.index")
 
 
 @dataclass
@@ -173,7 +176,8 @@ def read_corpus(
     """
     from finesim.data.table import open_table, record_error, text_field
 
-    reader = open_table(path, format=format, split=split)
+    report = LoadReport(path=str(path))
+    reader = open_table(path, format=format, split=split, report=report)
     columns = list(reader.columns)
     if text_column not in columns:
         raise missing_column(path, text_column, columns)
@@ -208,4 +212,11 @@ def read_corpus(
         path, len(texts), text_column, reader.format, id_column=id_column, metadata_columns=metadata_columns,
         split=split,
     )  # fmt: skip
+    blank = report.skipped.get("blank lines", 0)
+    if blank:  # not texts: rows count records, so a result's row is the record's place, not the line's
+        description["blank_lines_skipped"] = blank
+        logger.warning(
+            "%s: %d blank line%s skipped (no record; result rows count the %d records, not the file's lines)",
+            path, blank, "" if blank == 1 else "s", len(texts),
+        )  # fmt: skip
     return Corpus(texts, description, ids, metadata)
