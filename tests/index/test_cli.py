@@ -277,6 +277,11 @@ def test_ids_metadata_and_where(model_dirs, tmp_path, capsys):
     assert results[0]["metadata"] == {"lang": rows[results[0]["index"]]["lang"], "src": "web"}
     german = search_json(capsys, str(out), *query, "-k", "30", "--where", "lang=de", "--where", "src=web")
     assert {r["index"] for r in german} == {i for i in range(30) if i % 2}
+    # a space after '=' matched nothing, silently; a value no row has says so (the answer is still empty)
+    assert search_json(capsys, str(out), *query, "-k", "30", "--where", " lang = de", "--where", "src=web") == german
+    assert main(["index", "search", str(out), *query, "--where", "lang=es", "--json"]) == 0
+    out_err = capsys.readouterr()
+    assert json.loads(out_err.out) == [] and "no row matches --where lang='es' (values match exactly)" in out_err.err
     assert main(["index", "search", str(out), *query, "-k", "1"]) == 0
     assert f"[{results[0]['index']}] id=d{results[0]['index']}  " in capsys.readouterr().out
 
@@ -496,3 +501,20 @@ def test_blank_lines_of_a_corpus_are_counted_and_said(model_dirs, tmp_path, caps
     assert manifest["corpus"][0]["rows"] == 3 and manifest["corpus"][0]["blank_lines_skipped"] == 1
     assert main(["index", "add", str(out), "--corpus", str(corpus)]) == 0  # the same file again: found, not added
     assert "already" in capsys.readouterr().err and len(json.loads((out / "manifest.json").read_text())["corpus"]) == 1
+
+
+def test_search_says_when_it_searched_in_two_stages(model_dirs, tmp_path, capsys):
+    """The command line never said whether a search re-ranked a first stage's candidates (the server's header did)."""
+    corpus = write_csv(tmp_path / "c.csv", make_corpus(30, seed=3))
+    out = tmp_path / "index"
+    assert (
+        main(["index", "build", "--model", str(model_dirs["bi"]), "--corpus", str(corpus), "-o", str(out), "-q"]) == 0
+    )
+    query = ["index", "search", str(out), "--query", "a dog", "--condition", "the animal", "-k", "3"]
+    capsys.readouterr()
+    assert main(query) == 0
+    assert "two-stage search: the conditioned first stage's candidates re-ranked under the condition" in (
+        capsys.readouterr().err
+    )
+    assert main([*query, "--strategy", "exact"]) == 0
+    assert "two-stage" not in capsys.readouterr().err

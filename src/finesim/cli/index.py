@@ -487,8 +487,14 @@ def run_search(args: argparse.Namespace) -> int:
     options = {"approximate": args.approximate, "candidates": args.candidates, "strategy": args.strategy}
     condition = None if args.no_condition else args.condition
     results = index.search(args.query, condition, k=args.k, where=where, **options)
+    stage = index.last_first_stage()
     if condition is None:
         say(args)("no condition: ranked by the model's similarity of the query and the texts alone")
+    elif stage is not None:
+        say(args)(f"two-stage search: the {stage} first stage's candidates re-ranked under the condition")
+    if where and not results:
+        shown = ", ".join(f"{key}={value!r}" for key, value in where.items())
+        say(args)(f"no row matches --where {shown} (values match exactly)")
     if args.recall:
         report = index.recall([args.query], condition, k=args.k, **options)
         approximate = report["approximate"]
@@ -507,8 +513,8 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def parse_where(items: list[str] | None) -> dict[str, str]:
-    """``--where KEY=VALUE`` (repeatable) as a filter; a key given twice or an item without ``=`` is a usage
-    error."""
+    """``--where KEY=VALUE`` (repeatable) as a filter, key and value stripped of surrounding spaces; a key given twice
+    or an item without ``=`` is a usage error."""
     where: dict[str, str] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
@@ -517,7 +523,7 @@ def parse_where(items: list[str] | None) -> dict[str, str]:
             raise UsageError(f"--where {item!r}: write KEY=VALUE, e.g. --where lang=en")
         if key in where:
             raise UsageError(f"--where: {key!r} is given twice (every --where must hold: one value per key)")
-        where[key] = value
+        where[key] = value.strip()
     return where
 
 
