@@ -259,3 +259,30 @@ def test_conditions_given_to_a_model_trained_without_them_are_told(tiny_bert_dir
         main(["evaluate", "--model", str(plain), "--tasks", "CSTS-validation", "--data", str(tmp_path / "data")]) == 0
     )
     assert "trained without conditions (its card says so): on CSTS-validation it reads" in capsys.readouterr().err
+
+
+def test_one_column_in_two_roles_is_refused(tmp_path, capsys) -> None:
+    """The same column as both sentences scored every row 1.0; a sentence column as the condition column passed."""
+    rows = [[a, b, c] for a, b, c in zip(S1, S2, C)]
+    table = _csv(tmp_path / "a.csv", ["text_a", "text_b", "aspect"], rows)
+    out = tmp_path / "out.jsonl"
+    both = ["--sentence1-column", "text_a", "--sentence2-column", "text_a", "--condition-column", "aspect"]
+    assert _score(MISSING_MODEL, table, out, *both) == 1
+    assert "--sentence1-column and --sentence2-column both name 'text_a': every row would be scored against" in (
+        capsys.readouterr().err
+    )
+    roles = ["--sentence1-column", "text_a", "--sentence2-column", "text_b", "--condition-column", "text_b"]
+    assert _score(MISSING_MODEL, table, out, *roles) == 1
+    assert "the condition column 'text_b' is also a sentence column" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_one_condition_over_a_condition_like_column_is_told(bi_folder, bi_scorer, tmp_path, capsys) -> None:
+    """``--condition`` beside a column that looks like the rows' conditions (``aspect``) scored every row under the
+    one condition without a word (beside a ``condition`` column it is refused)."""
+    table = _table(tmp_path, "aspect")
+    out = tmp_path / "out.jsonl"
+    assert _score(bi_folder, table, out, "--condition", "the size") == 0
+    err = capsys.readouterr().err
+    assert "every row is scored under --condition 'the size', although the input's column 'aspect' looks like" in err
+    np.testing.assert_allclose(_scores(out), bi_scorer.score(S1, S2, ["the size"] * 5), atol=1e-5)

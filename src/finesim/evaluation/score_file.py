@@ -120,6 +120,12 @@ def condition_column(
     if explicit is None:
         explicit = name != CONDITION_COLUMN
     texts = [columns.sentence1, columns.sentence2, columns.score]
+    if name in texts[:2]:
+        raise DataFormatError(
+            f"the condition column {name!r} is also a sentence column: name the column that holds the conditions",
+            path=path,
+            column=name,
+        )
     if condition is not None:
         if name in available:
             raise DataFormatError(
@@ -129,6 +135,13 @@ def condition_column(
                 path=path,
                 column=name,
             )
+        alike = condition_like(available, texts)
+        if alike is not None:  # scored as asked, but the rows' own conditions may be what was meant
+            logger.warning(
+                "%s: every row is scored under --condition %r, although the input's column %r looks like each "
+                "row's condition (--condition-column %s, without --condition, scores each row under its own)",
+                path, condition, alike, alike,
+            )  # fmt: skip
         return None
     if name in available:
         return name
@@ -151,9 +164,17 @@ def condition_column(
 
 
 def _check_columns(path: Path | str, available: list[str], columns: Columns) -> None:
-    """The text columns exist (a missing one names the flag that fixes it) and the score column does not."""
+    """The text columns exist and are two (a missing one names the flag that fixes it) and the score column does
+    not exist."""
     from finesim.data._io import close_match
 
+    if columns.sentence1 == columns.sentence2:
+        raise DataFormatError(
+            f"--sentence1-column and --sentence2-column both name {columns.sentence1!r}: every row would be scored "
+            "against itself; name the two text columns",
+            path=path,
+            column=columns.sentence1,
+        )
     needed = [columns.sentence1, columns.sentence2, *([columns.condition] if columns.condition in available else [])]
     for name, flag in ((columns.sentence1, "--sentence1-column"), (columns.sentence2, "--sentence2-column")):
         if name not in available:
