@@ -562,8 +562,8 @@ def test_an_index_of_another_model_stops_the_start(indexes, saved_models) -> Non
     with client:
         assert failed.wait(60)
         body = assert_error(client.get("/health"), 503, "Unhealthy")
-        assert "holds bi-encoder embeddings but the server scores with tri as a tri-encoder" in body["error"]
-        assert "(--encoder bi)" in body["error"]
+        assert "holds bi-encoder embeddings (built with " in body["error"]
+        assert "but the server scores with tri as a tri-encoder" in body["error"]
 
 
 def test_cli_index_errors_are_one_line(indexes, saved_models, tmp_path, capsys) -> None:  # noqa: F811
@@ -576,6 +576,8 @@ def test_cli_index_errors_are_one_line(indexes, saved_models, tmp_path, capsys) 
     err = capsys.readouterr().err
     assert f"finesim serve: error: could not serve {saved_models['tri']} with its index: the index" in err
     assert "holds bi-encoder embeddings" in err and "Traceback" not in err
+    # a finesim tri-encoder cannot be served as a bi-encoder: the advice was --encoder bi, which is then refused
+    assert "serve the model the index was built with" in err and "--encoder" not in err
     # no such folder: refused before the model loads or the port opens
     missing = tmp_path / "nowhere"
     assert main(["serve", "--model", str(saved_models["tri"]), "--index", str(missing)]) == 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from finesim.evaluation.ensemble import ENSEMBLE
@@ -71,6 +72,20 @@ class ServedIndex(ConditionalIndex):
             raise name from None
 
 
+def _as_encoder(model: str, encoder: str) -> str:
+    """`` (or this model with --encoder E)`` when ``model`` has no finesim marker (its type is then the flag's), else
+    nothing: a finesim model is loaded as the type it was saved as."""
+    from finesim.models.hub import resolve_model_path
+    from finesim.models.io import read_marker
+
+    try:
+        path = resolve_model_path(model)
+        marked = Path(path).is_dir() and read_marker(path) is not None
+    except (OSError, ValueError):  # unresolvable here, or a damaged marker: say nothing of --encoder
+        return ""
+    return "" if marked else f" (or this model with --encoder {encoder})"
+
+
 def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = None) -> Any:
     """The :class:`~finesim.index.ConditionalIndex` at ``settings.index``, opened with ``scorer``'s model and the
     scoring engine's ``model_lock`` (:class:`~finesim.models.lock.ModelLock`).
@@ -89,12 +104,14 @@ def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = No
                 f"{settings.model} is an ensemble, which scores pairs but embeds nothing to search with; serve the "
                 "member the index was built with"
             )
-        encoder = str(IndexStore.open(path).manifest["encoder"]["type"])
+        manifest = IndexStore.open(path).manifest
+        encoder = str(manifest["encoder"]["type"])
         if encoder != scorer.encoder:
+            built = manifest["model"].get("name") or "a model object"
             raise ValueError(
-                f"it holds {encoder}-encoder embeddings but the server scores with {settings.model} as a "
-                f"{scorer.encoder}-encoder: build the index with the served model, or serve the model as the index "
-                f"was built (--encoder {encoder})"
+                f"it holds {encoder}-encoder embeddings (built with {built}) but the server scores with "
+                f"{settings.model} as a {scorer.encoder}-encoder: build the index with the served model, or serve "
+                f"the model the index was built with{_as_encoder(settings.model, encoder)}"
             )
         loaded = LoadedModel(scorer.model, encoder, settings.model, None)
         index = ServedIndex.open(
