@@ -740,3 +740,20 @@ def test_conditions_given_to_a_tri_encoder_build_are_named_as_not_embedded(model
         index = ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus[:20], tmp_path / "i", conditions=["a"])
     assert "1 condition(s) not embedded: a tri-encoder index embeds its corpus once, for every condition" in caplog.text
     assert index.embedder.encoded == 20 and not (tmp_path / "i" / "conditions").exists()
+
+
+def test_an_index_whose_model_folder_moved_says_so(model_dirs, corpus, tmp_path, monkeypatch):
+    """Built with a relative folder name, then the folder moved: opening tried the name as a Hub id and said the
+    Hub was unreachable. The error names the recorded folder and how to point at the model."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(model_dirs["bi"], tmp_path / "mymodel")
+    ConditionalIndex.build("mymodel", corpus[:5], tmp_path / "index")
+    shutil.move(tmp_path / "mymodel", tmp_path / "moved")
+    with pytest.raises(FileNotFoundError) as err:
+        ConditionalIndex.open(tmp_path / "index")
+    message = str(err.value)
+    assert f"the index was built with 'mymodel', the folder {tmp_path / 'mymodel'} then, which is gone" in message
+    assert "name the model where it is now (--model PATH; model= in Python)" in message
+    assert len(ConditionalIndex.open(tmp_path / "index", model=tmp_path / "moved")) == 5

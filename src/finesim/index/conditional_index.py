@@ -522,6 +522,7 @@ class ConditionalIndex:
         recorded = store.manifest["model"]
         encoder = str(store.manifest["encoder"]["type"])
         given = model
+        moved = None  # the recorded folder, when it is gone and the recorded name is tried instead
         if model is None:
             resolved, name = recorded.get("resolved"), recorded.get("name")
             model = resolved if resolved and Path(resolved).is_dir() else name
@@ -530,7 +531,17 @@ class ConditionalIndex:
                     f"{store.root / MANIFEST}: the index was built from a model object and records no model name: "
                     "pass the model"
                 )
-        loaded, _, name, _ = load_index_model(model, encoder, device)
+            moved = resolved if resolved and Path(resolved).is_absolute() and model != resolved else None
+        try:
+            loaded, _, name, _ = load_index_model(model, encoder, device)
+        except OSError as err:
+            if moved is None:
+                raise
+            raise FileNotFoundError(
+                f"{store.root / MANIFEST}: the index was built with {model!r}, the folder {moved} then, which is "
+                f"gone, and {model!r} does not load now ({err}): name the model where it is now (--model PATH; "
+                "model= in Python)"
+            ) from None
         fingerprint = model_fingerprint(loaded)
         if fingerprint != recorded["sha256"]:
             built_with = recorded.get("name") or "a model object"
