@@ -286,3 +286,22 @@ def test_one_condition_over_a_condition_like_column_is_told(bi_folder, bi_scorer
     err = capsys.readouterr().err
     assert "every row is scored under --condition 'the size', although the input's column 'aspect' looks like" in err
     np.testing.assert_allclose(_scores(out), bi_scorer.score(S1, S2, ["the size"] * 5), atol=1e-5)
+
+
+def test_the_report_says_what_scored(bi_folder, tmp_path, capsys) -> None:
+    """The report (``--json``, and ``--report FILE``, new) named neither the model nor the condition text."""
+    table = _table(tmp_path, None)
+    out, report = tmp_path / "out.jsonl", tmp_path / "report.json"
+    assert _score(bi_folder, table, out, "--condition", "the size", "--report", str(report), "--json") == 0
+    printed = json.loads(capsys.readouterr().out)
+    written = json.loads(report.read_text(encoding="utf-8"))
+    for record in (printed, written):
+        assert record["command"] == "finesim score" and record["rows_scored"] == 5
+        assert record["model"]["encoder"] == "bi" and record["model"]["scorer"].startswith("bi-encoder, torch")
+        assert record["model"]["resolved"].endswith("/bi")
+        assert record["condition_text"] == "the size" and record["condition_column"] is None
+        assert isinstance(record["argv"], list) and record["environment"]["code"]
+    assert printed["model"]["resolved"] == str(bi_folder.resolve())  # the file's paths are portable (results.portable)
+    with pytest.raises(SystemExit):
+        _score(bi_folder, table, out, "--condition", "x", "--report", str(out))
+    assert "--report must name another file than --input and --output" in capsys.readouterr().err

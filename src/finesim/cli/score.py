@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from finesim.cli.common import (
@@ -16,6 +17,7 @@ from finesim.cli.common import (
     ray_wanted,
     say,
 )
+from finesim.results import environment_record, path_roots, portable, write_json_atomic
 
 DESCRIPTION = """Score every row of a table (CSV, TSV, JSONL, Parquet, a datasets folder or a Hub dataset id) with a
 trained conditional model, a CASE model, or any sentence-transformers model (as a bi-encoder). The output has the
@@ -101,6 +103,12 @@ def register(subparsers: Any) -> None:
         "--skip-bad-rows", action="store_true", help="send bad rows to OUTPUT_STEM.rejects.jsonl instead of stopping"
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--report",
+        metavar="FILE",
+        default=None,
+        help="write the report as JSON (atomically): counts, the model and how it scored, the command, the environment",
+    )
     add_ray_options(
         p,
         ray_help="score on Ray actors, one model each (a local Ray instance without an address)",
@@ -148,6 +156,19 @@ def describe_scorer(scorer: Any) -> str:
     return f"{kind}, {where}"
 
 
+def _resolved(model: str) -> str | None:
+    """Where ``model`` resolves: an absolute folder, or the Hub id (None when it does not resolve here)."""
+    from pathlib import Path
+
+    from finesim.models.hub import resolve_model_path
+
+    try:
+        path = resolve_model_path(model)
+    except OSError:
+        return None
+    return str(Path(path).resolve()) if Path(path).is_dir() else str(path)
+
+
 def _needs_condition(model: str, encoder: str | None) -> bool:
     """Whether ``model`` scores only under a condition (a tri-encoder or CASE model), told from ``--encoder`` or the
     folder's marker without loading it; False when neither tells (the loaded scorer is checked again)."""
@@ -178,8 +199,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--ray-workers needs --ray (or --ray-address)")
     condition_column, explicit = _condition_options(args)
     check_output_file(args.output)
+    check_output_file(args.report, "--report")
     if Path(args.output).resolve() == Path(args.input).resolve():
         raise ValueError(f"--output {args.output} is the input file; write the scores to another file")
+    if args.report and Path(args.report).resolve() in (Path(args.output).resolve(), Path(args.input).resolve()):
+        raise UsageError("--report must name another file than --input and --output")
     if use_ray:
         from finesim.evaluation.ray_scoring import import_ray
 
@@ -227,13 +251,17 @@ def run(args: argparse.Namespace) -> int:
                 "--condition-column NAME or --condition TEXT scores under one)"
             )
 
+    resolved = _resolved(args.model)
+    shown = args.model if resolved in (None, args.model) else f"{args.model} ({resolved})"
+    scored_as: dict[str, Any] = {}
     if use_ray:
         from finesim.evaluation.ray_scoring import score_file_ray
         from finesim.models.card import ENCODER_NAMES
 
         def ready(scorer: Any) -> None:
             kind = ENCODER_NAMES.get(str(scorer.encoder), str(scorer.encoder))
-            tell(f"scoring with {args.model} ({kind}) on {scorer.workers} Ray workers")
+            scored_as["encoder"], scored_as["scorer"] = scorer.encoder, f"{kind} on {scorer.workers} Ray workers"
+            tell(f"scoring with {shown} ({scored_as['scorer']})")
             conditions_note(scorer)
 
         report = score_file_ray(
@@ -252,9 +280,14 @@ def run(args: argparse.Namespace) -> int:
         from finesim.evaluation.loading import load_scorer
 
         scorer = load_scorer(args.model, encoder=args.encoder, batch_size=args.batch_size, device=args.device)
-        tell(f"scoring with {args.model} ({describe_scorer(scorer)})")
+        scored_as["encoder"], scored_as["scorer"] = getattr(scorer, "encoder", None), describe_scorer(scorer)
+        tell(f"scoring with {shown} ({scored_as['scorer']})")
         conditions_note(scorer)
         report = score_file(scorer, args.input, args.output, **options)
+    report = {"command": "finesim score", "model": {"name": args.model, "resolved": resolved, **scored_as}, **report}
+    report = {**report, "argv": sys.argv[1:], "environment": environment_record()}
+    if args.report:
+        write_json_atomic(args.report, portable(report, path_roots()))
     if args.json:
         print(json.dumps(report, indent=2))
     else:

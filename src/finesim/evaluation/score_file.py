@@ -370,6 +370,8 @@ def score_file(
         "column_types": writer.inferred_types() or None,
         "blank_lines": report.skipped.get("blank lines", 0),
         "condition": "one for every row" if condition is not None else ("per row" if from_column else "none"),
+        "condition_text": condition,  # the one condition of every row (None: per row, or none)
+        "condition_column": cond_column,  # the column of the rows' own conditions (None: not read)
         "seconds": round(seconds, 3),
         "rows_per_second": round(scored / seconds, 1) if seconds > 0 else None,
     }
