@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import tracemalloc
 from pathlib import Path
 
@@ -567,3 +568,30 @@ def test_streaming_keeps_memory_flat(tmp_path: Path, fmt: str) -> None:
     assert rows == n
     # the file's text alone would take `size` bytes, its records many times that; streaming stays at a few MiB
     assert peak < min(5 * 1024 * 1024, size / 2), (peak, size)
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "row", "line", "column"),
+    [
+        ('s1,s2\nok,fine\n"A big" dog runs.,A dog.\n', "t.csv", 2, 3, "s1"),
+        ('s1\ts2\nA dog.\t"Quoted start" and end\n', "t.tsv", 1, 2, "s2"),
+        ('s1,s2\n"a\nb" c,d\n', "t.csv", 1, 3, "s1"),  # found on the quoted field's second line
+        ('s1,s2\r\nx,"y"z\r\n', "crlf.csv", 1, 2, "s2"),
+    ],
+)
+def test_text_after_a_closing_quote_is_refused_naming_its_column(text, name, row, line, column, tmp_path) -> None:
+    """The lenient CSV dialect read '"A big" dog runs.' as 'A big dog runs.': the quotes dropped and the text changed
+    without a word, also in a TSV. Both readers (tables, C-STS files) refuse it, naming row, line and column."""
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8"))
+    where = f"{name}, row {row} (line {line}), column '{column}': text after a quoted field's closing quote"
+    with pytest.raises(DataFormatError, match=re.escape(where)):
+        list(open_table(path))
+
+
+def test_a_csts_file_with_text_after_a_closing_quote_is_refused(tmp_path) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text('sentence1,sentence2,condition,label\na,b,c,3\nx,"A big" dog,the size,2\n', encoding="utf-8")
+    where = "c.csv, row 2 (line 3), column 'sentence2': text after a quoted field's closing quote"
+    with pytest.raises(DataFormatError, match=re.escape(where)):
+        read_csts(path)

@@ -42,11 +42,16 @@ def blank(fields: list[str]) -> bool:
 
 
 def reference_csv(text: str, delimiter: str) -> tuple[list[str], list[list[str]]] | None:
-    """The header and rows Python's csv module reads from ``text``; None when finesim must refuse the file."""
+    """The header and rows Python's csv module reads from ``text`` in strict mode (text after a closing quote is an
+    error there); None when finesim must refuse the file."""
     text = text.removeprefix("\ufeff")
     if unclosed_quote(text, delimiter) is not None:  # the csv module would read the rest of the file silently
         return None
-    records = [r for r in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter) if not blank(r)]
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+        records = [r for r in reader if not blank(r)]
+    except csv.Error:
+        return None
     if not records:
         return None
     header = [name.strip() for name in records[0]]

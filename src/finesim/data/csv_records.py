@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -55,6 +56,66 @@ def unclosed_quote(text: str, delimiter: str = ",") -> tuple[int, int] | None:
     return opened if quoted and not after_quote else None
 
 
+def text_after_quote(text: str, delimiter: str = ",") -> tuple[int, int] | None:
+    """Where a quoted field's closing quote is followed by more text (``"A big" dog``), as ``(line, field index)``
+    of the field; None if there is no such field. The reader in strict mode refuses such a field (the default
+    dialect glues the text on and drops the quotes); this says where it is. Same quoting rules as
+    :func:`unclosed_quote`."""
+    quoted = after_quote = False
+    field_start, field, line = True, 0, 1
+    previous = ""
+    for ch in text:
+        new_line = ch == "\r" or (ch == "\n" and previous != "\r")
+        previous = ch
+        if quoted:
+            if after_quote:
+                after_quote = False
+                if ch == '"':
+                    continue
+                quoted = False
+                if ch not in (delimiter, "\r", "\n"):
+                    return line, field
+            else:
+                after_quote = ch == '"'
+                line += new_line
+                continue
+        if ch == '"' and field_start:
+            quoted, field_start = True, False
+        elif ch == delimiter:
+            field_start, field = True, field + 1
+        elif ch in "\r\n":
+            field_start, field = True, 0
+            line += new_line
+        else:
+            field_start = False
+    return None
+
+
+def physical_lines(text: str) -> list[str]:
+    """``text``'s lines with their ends, split at ``\n``, ``\r\n`` and a bare ``\r`` only, as the csv reader counts
+    them (``str.splitlines`` splits at more characters)."""
+    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)
+
+
+TEXT_AFTER_QUOTE = (
+    "text after a quoted field's closing quote (a field that starts with a quote is a quoted field): inside a "
+    'quoted field write each quote twice ("" for "), or quote the whole field'
+)
+
+
+def text_after_quote_error(
+    path: Path, text: str, record: tuple[int | None, int], header: Sequence[str], delimiter: str = ","
+) -> DataFormatError:
+    """The error for a record (``record``: its (row, first line), row None for the header; ``text``: its lines)
+    whose quoted field has text after its closing quote, naming the line and column where :func:`text_after_quote`
+    finds it."""
+    row, line = record
+    found = text_after_quote(text, delimiter)
+    at_line, field = (line + found[0] - 1, found[1]) if found else (line, None)
+    column = header[field] if field is not None and field < len(header) else None
+    return DataFormatError(TEXT_AFTER_QUOTE, path=path, row=row, line=at_line, column=column)
+
+
 def unclosed_quote_error(
     path: Path,
     opened: tuple[int, int],
@@ -95,15 +156,18 @@ def csv_records(
         DataFormatError: an empty file, a missing or repeated column, a quote that never closes, malformed CSV,
             or a record with another number of fields than the header (while iterating, for the records).
     """
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     open_quote = unclosed_quote(text)
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
         raise DataFormatError("file is empty (expected a header row)", path=path) from None
     except csv.Error as err:  # e.g. a field over the csv module's size limit after a stray quote
-        if open_quote is not None:
+        if open_quote is not None and open_quote[0] <= reader.line_num:
             raise unclosed_quote_error(path, open_quote, None, []) from None
+        if "expected after" in str(err):  # strict: text after a closing quote
+            lines = "".join(physical_lines(text)[: reader.line_num])
+            raise text_after_quote_error(path, lines, (None, 1), []) from None
         raise DataFormatError(f"malformed CSV header: {err}", path=path, line=1) from None
     if open_quote is not None and reader.line_num >= open_quote[0]:
         raise unclosed_quote_error(path, open_quote, None, header)
@@ -118,8 +182,11 @@ def csv_records(
             except StopIteration:
                 return
             except csv.Error as err:
-                if open_quote is not None:  # the stray quote read the rest of the file into one field
+                if open_quote is not None and open_quote[0] >= line:  # it read the rest of the file into one field
                     raise unclosed_quote_error(path, open_quote, (row + 1, line), header) from None
+                if "expected after" in str(err):  # strict: text after a closing quote
+                    record_text = "".join(physical_lines(text)[line - 1 : reader.line_num])
+                    raise text_after_quote_error(path, record_text, (row + 1, line), header) from None
                 raise DataFormatError(f"malformed CSV: {err}", path=path, row=row + 1, line=line) from None
             if open_quote is not None and reader.line_num >= open_quote[0]:
                 raise unclosed_quote_error(path, open_quote, (row + 1, line), header)

@@ -11,7 +11,8 @@ Two layers:
 CSV and TSV are read in binary chunks and split into physical lines at ``\\n``, ``\\r\\n`` and a bare ``\\r`` (the
 lines Python's ``csv`` module sees with ``newline=""``); each run of complete lines is decoded on its own, so a byte
 that is not UTF-8 is reported with its line and byte offset, and a UTF-8 byte order mark is removed. The lines go to
-``csv.reader`` in its default (non-strict) dialect.
+``csv.reader`` in its default dialect, strict: text after a quoted field's closing quote is an error (the lenient
+reading drops the quotes and glues the text on, changing it silently).
 
 A field may be as long as :data:`MAX_FIELD_CHARS` (the ``csv`` module's own limit, 128 KiB, is raised to it while
 finesim's reader parses a record, and put back after: a long text in a CSV cell is read as it would be from a JSONL
@@ -47,7 +48,7 @@ from typing import IO, Any
 from datasets import Dataset, DatasetDict, Features, Value
 
 from finesim.data._io import check_range, close_match, parse_label, require_text
-from finesim.data.csv_records import unclosed_quote, unclosed_quote_error
+from finesim.data.csv_records import text_after_quote_error, unclosed_quote, unclosed_quote_error
 from finesim.data.errors import DataFormatError, LoadReport
 from finesim.options import did_you_mean
 
@@ -433,7 +434,9 @@ class _DelimitedPass:
         self.delimiter = delimiter
         self.report = report
         self.lines = _Lines(handle, path, universal=True, keep=True)
-        self.reader = csv.reader(iter(self.lines), delimiter=delimiter)
+        # strict: text after a quoted field's closing quote (`"A big" dog`) is an error, not glued on with the quotes
+        # dropped (the default dialect's reading, which changed the text without a word)
+        self.reader = csv.reader(iter(self.lines), delimiter=delimiter, strict=True)
         self.header: list[str] = []
         self.header_line = 1
 
@@ -468,7 +471,12 @@ class _DelimitedPass:
             except csv.Error as err:  # e.g. a stray quote read past the field size limit
                 what = "CSV" if self.delimiter == "," else "TSV"
                 why = f"a field is longer than {MAX_FIELD_CHARS} characters" if "field limit" in str(err) else str(err)
-                raise self._unclosed(row, line, within=MAX_FIELD_CHARS) or DataFormatError(
+                if "expected after" in why:  # strict: text after a quoted field's closing quote
+                    raise text_after_quote_error(
+                        self.path, "".join(self.lines.record), (row, line), self.header, self.delimiter
+                    ) from None
+                at_end = "unexpected end of data" in why  # strict: the file ends inside a quoted field
+                raise self._unclosed(row, line, within=None if at_end else MAX_FIELD_CHARS) or DataFormatError(
                     f"malformed {what}: {why}", path=self.path, row=row, line=line
                 ) from None
             except _RecordTooLong:
