@@ -595,3 +595,17 @@ def test_a_csts_file_with_text_after_a_closing_quote_is_refused(tmp_path) -> Non
     where = "c.csv, row 2 (line 3), column 'sentence2': text after a quoted field's closing quote"
     with pytest.raises(DataFormatError, match=re.escape(where)):
         read_csts(path)
+
+
+def test_a_header_split_by_another_separator_is_told(tmp_path, caplog) -> None:
+    """A semicolon-separated .csv read as one column said only that a column was missing."""
+    path = tmp_path / "semi.csv"
+    path.write_text("sentence1;sentence2;condition\na;b;c\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="finesim.data"):
+        assert open_table(path).columns == ["sentence1;sentence2;condition"]
+    assert "the header is one column, 'sentence1;sentence2;condition', which holds ';'" in caplog.text
+    caplog.clear()
+    (tmp_path / "one.csv").write_text("text\na dog\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="finesim.data"):
+        open_table(tmp_path / "one.csv")
+    assert caplog.text == ""

@@ -514,6 +514,14 @@ class _DelimitedPass:
         )
 
 
+def _other_delimiter(header: list[str], delimiter: str) -> str | None:
+    """The separator a one-column header seems to be split by (``;``, ``|``, tab or comma, other than the one read),
+    or None."""
+    if len(header) != 1:
+        return None
+    return next((d for d in (";", "|", "\t", ",") if d != delimiter and d in header[0]), None)
+
+
 def _open_delimited(path: Path, fmt: str, report: LoadReport | None, bad_records: str) -> TableReader:
     delimiter = _DELIMITERS[fmt]
     with path.open("rb") as handle:
@@ -521,6 +529,13 @@ def _open_delimited(path: Path, fmt: str, report: LoadReport | None, bad_records
         peek.read_header()
     header, header_line = peek.header, peek.header_line
     del peek  # nothing may keep it: its line source holds the first chunk of the file
+    other = _other_delimiter(header, delimiter)
+    if other is not None:  # a missing column's error follows; this says why
+        logger.warning(
+            "%s: the header is one column, %r, which holds %r: is the file separated by %r? A .csv file is read as "
+            "comma-separated and a .tsv file as tab-separated (--format tsv for a tab-separated .csv)",
+            path, header[0], other, other,
+        )  # fmt: skip
 
     def records() -> Iterator[TableRecord]:
         with path.open("rb") as handle:
