@@ -181,3 +181,10 @@ def test_errors_of_the_framework_have_the_shape(scorers) -> None:  # noqa: F811
         assert_error(not_utf8, 422, "Validation", contains="the body is not valid UTF-8")
         deep = client.post("/similarity", content=b"[" * 100_000 + b"]" * 100_000, headers=json_type)
         assert_error(deep, 422, "Validation", contains="nested too deeply")  # 200 KB: under --max-request-bytes
+        # curl -d without -H: form-encoded, so FastAPI reads no JSON object; the answer says to send JSON
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        body = b'{"sentence1": "a", "sentence2": "b", "condition": "c"}'
+        answer = client.post("/similarity", content=body, headers=form)
+        assert_error(answer, 422, "Validation", contains="the request's Content-Type is 'application/x-www-form-url")
+        assert "'Content-Type: application/json'" in answer.json()["error"]
+        assert "Content-Type" not in client.post("/similarity", json={"sentence1": "a"}).json()["error"]

@@ -166,6 +166,12 @@ def install_error_handlers(
     async def request_validation(request: Any, exc: RequestValidationError):
         fields = known.get(request.url.path)
         message = validation_message(exc.errors(), fields, hints.get(request.url.path))
+        kind = request.headers.get("content-type", "")
+        if request.method == "POST" and "json" not in kind.lower():  # a body not sent as JSON is read as no object
+            message += (
+                f" (the request's Content-Type is {kind or 'missing'!r}: send the body as JSON, with "
+                "'Content-Type: application/json', e.g. curl -H 'Content-Type: application/json' -d '{...}')"
+            )
         return json_error(422, message, VALIDATION)
 
     async def http_error(request: Any, exc: HTTPException):
