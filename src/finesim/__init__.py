@@ -92,6 +92,7 @@ def train(
     data: str | Path | None = None,
     resume: bool = True,
     callbacks: list[Any] | None = None,
+    data_root: str | Path | None = None,
 ) -> TrainResult:
     """Train a recipe of any method, as ``finesim train RECIPE`` does: a sentence-transformers recipe through
     :func:`finesim.training.runner.train`, a CASE recipe (``method: case``) through
@@ -105,6 +106,7 @@ def train(
         resume: continue the same run in ``output_dir`` (a CASE run, which keeps no checkpoints, is trained again);
             False deletes an earlier run there first (``--no-resume``).
         callbacks: extra ``transformers.TrainerCallback`` objects (sentence-transformers recipes only).
+        data_root: the earlier name of ``data`` (``finesim.training.train``'s), still taken.
 
     Returns:
         a :class:`~finesim.training.runner.TrainResult`: for CASE, ``model_dir`` is the output folder (the CASE model),
@@ -114,6 +116,9 @@ def train(
     from finesim.training.runner import TrainResult
     from finesim.training.runner import train as train_sentence_transformers
 
+    if data is not None and data_root is not None:
+        raise TypeError("finesim.train: pass the data root once, as data= (data_root= is its earlier name)")
+    data = data if data is not None else data_root
     if not isinstance(recipe, CaseRecipe):
         root = None if data is None else str(data)
         return train_sentence_transformers(

@@ -224,6 +224,10 @@ def test_finesim_train_in_python_takes_a_case_recipe(tiny_bert_dir: Path, tmp_pa
     assert result.metrics == json.loads((tmp_path / "py" / "training.json").read_text(encoding="utf-8"))
     scores = finesim.load_scorer(result.model_dir).score(["a man runs"], ["a dog runs"], ["the activity"])
     assert scores.shape == (1,)
+    again = finesim.train(case, output_dir=tmp_path / "py", data_root=tmp_path / "data")  # the earlier name
+    assert again.metrics["training"]["history"] == result.metrics["training"]["history"]
+    with pytest.raises(TypeError, match="pass the data root once"):
+        finesim.train(case, output_dir=tmp_path / "py", data=tmp_path / "data", data_root=tmp_path / "data")
     with pytest.raises(RecipeError, match="callbacks are transformers TrainerCallbacks; a CASE recipe"):
         finesim.train(case, output_dir=tmp_path / "cb", data=tmp_path / "data", callbacks=[object()])
     assert not (tmp_path / "cb").exists()

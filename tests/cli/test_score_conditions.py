@@ -301,7 +301,11 @@ def test_the_report_says_what_scored(bi_folder, tmp_path, capsys) -> None:
         assert record["model"]["resolved"].endswith("/bi")
         assert record["condition_text"] == "the size" and record["condition_column"] is None
         assert isinstance(record["argv"], list) and record["environment"]["code"]
-    assert printed["model"]["resolved"] == str(bi_folder.resolve())  # the file's paths are portable (results.portable)
+    assert printed["model"]["resolved"] == str(bi_folder.resolve())
+    from finesim.results import path_roots, portable
+
+    assert written["model"]["resolved"] == portable(printed["model"]["resolved"], path_roots())  # portable in the file
+    assert written["model"]["resolved"] != printed["model"]["resolved"]  # (pytest's folder: shown as <tmp>/...)
     with pytest.raises(SystemExit):
         _score(bi_folder, table, out, "--condition", "x", "--report", str(out))
     assert "--report must name another file than --input and --output" in capsys.readouterr().err

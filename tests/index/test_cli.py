@@ -518,3 +518,45 @@ def test_search_says_when_it_searched_in_two_stages(model_dirs, tmp_path, capsys
     )
     assert main([*query, "--strategy", "exact"]) == 0
     assert "two-stage" not in capsys.readouterr().err
+
+
+def test_an_empty_filtered_approximate_search_says_so_when_rows_match(model_dirs, tmp_path, capsys):
+    """'no row matches --where' was said whenever a filtered search came back empty, also where rows match but an
+    approximate search's candidates held none of them."""
+    import_or_skip("faiss")
+    from finesim import ConditionalIndex
+
+    texts = make_corpus(60, seed=5)
+    model = str(model_dirs["bi"])
+    probe = ConditionalIndex.build(model, texts, tmp_path / "probe", conditions=["the sport"])
+    far = probe.search("a dog", "the sport", k=60, strategy="exact")[-1]["index"]  # the row ranked last
+    metadata = [{"lang": "de" if i == far else "en"} for i in range(len(texts))]
+    out = tmp_path / "index"
+    index = ConditionalIndex.build(model, texts, out, conditions=["the sport"], metadata=metadata, approximate="hnsw")
+    assert index.count_where({"lang": "de"}) == 1 and index.count_where(None) == 60 and index.count_where({}) == 60
+    search = ["index", "search", str(out), "--query", "a dog", "--condition", "the sport", "-k", "1", "--json"]
+    capsys.readouterr()
+    assert main([*search, "--approximate", "hnsw", "--candidates", "1", "--where", "lang=de"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == []  # the one matching row, ranked last, is not the one candidate
+    assert "none of the 1 rows matching --where lang='de' was among the candidates" in captured.err
+    assert "no row matches" not in captured.err
+    assert main([*search, "--where", "lang=fr"]) == 0
+    assert "no row matches --where lang='fr'" in capsys.readouterr().err
+
+
+def test_add_takes_the_model_where_it_is_now(model_dirs, tmp_path, capsys, monkeypatch):
+    """The error for a moved model folder said to pass --model, which index add did not take."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(model_dirs["tri-hadamard"], tmp_path / "mymodel")
+    corpus = write_csv(tmp_path / "c.csv", make_corpus(12, seed=2))
+    assert main(["index", "build", "--model", "mymodel", "--corpus", str(corpus), "-o", "idx", "-q"]) == 0
+    shutil.move(tmp_path / "mymodel", tmp_path / "moved")
+    more = write_csv(tmp_path / "more.csv", make_corpus(20, seed=9)[12:])
+    assert main(["index", "add", "idx", "--corpus", str(more)]) == 1
+    assert "which is gone" in capsys.readouterr().err
+    assert main(["index", "add", "idx", "--corpus", str(more), "--model", "moved", "-q"]) == 0
+    assert main(["index", "info", "idx", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["count"] == 20

@@ -444,6 +444,28 @@ def test_an_index_built_from_a_scorer_records_its_model_and_opens_alone(model_di
     ConditionalIndex.build(load_sentence_model(folder), corpus[:5], tmp_path / "bare")
     with pytest.raises(ValueError, match="built from a model object and records no model name: pass the model"):
         ConditionalIndex.open(tmp_path / "bare")
+    # a setting that changes what the name loads (max_length): no name recorded, so reopening by it cannot mislead
+    ConditionalIndex.build(finesim.load_scorer(folder, max_length=16), corpus[:5], tmp_path / "short")
+    assert ConditionalIndex.open(tmp_path / "short", model=finesim.load_scorer(folder, max_length=16)) is not None
+    with pytest.raises(ValueError, match="records no model name: pass the model"):
+        ConditionalIndex.open(tmp_path / "short")
+
+
+def test_a_scorer_loaded_by_a_relative_name_indexes_from_another_folder(model_dirs, corpus, tmp_path, monkeypatch):
+    """The scorer's name was resolved again when the index was built: loaded by a relative folder name, then the
+    working folder changed, the build failed ("the Hub is unreachable"). The place is kept as the scorer is made."""
+    import shutil
+
+    import finesim
+
+    shutil.copytree(model_dirs["bi"], tmp_path / "work" / "model")
+    monkeypatch.chdir(tmp_path / "work")
+    scorer = finesim.load_scorer("model")
+    monkeypatch.chdir(tmp_path)
+    ConditionalIndex.build(scorer, corpus[:5], tmp_path / "index")
+    recorded = json.loads((tmp_path / "index" / "manifest.json").read_text(encoding="utf-8"))["model"]
+    assert recorded["name"] == "model" and recorded["resolved"] == str(tmp_path / "work" / "model")
+    assert len(ConditionalIndex.open(tmp_path / "index")) == 5  # by the recorded folder
 
 
 def test_empty_corpus_and_bad_texts(model_dirs, corpus, tmp_path):

@@ -216,3 +216,22 @@ def test_candidate_dot_multiplies_a_float16_block_in_float16_and_falls_back_wher
     # products beyond float16's range (65504): the block is multiplied in float32 instead of returning inf
     big = np.full((2, 4), 200.0, dtype=np.float16)
     np.testing.assert_array_equal(candidate_dot(big, torch.full((4,), 100.0)).numpy(), [80000.0, 80000.0])
+
+
+def test_a_tri_encoder_checkpoint_is_a_tri_first_stage(model_dirs, corpus, tmp_path):
+    """A tri-encoder's training checkpoint (no finesim marker) as the first stage: once tri-encoder checkpoints were
+    loaded as tri-encoders, is_tri_encoder still read the marker alone, took it for a bi-encoder and loaded it so,
+    which is refused. Its modules name the condition head: it is a tri first stage, with the marked model's
+    candidates."""
+    from finesim.models.io import load_conditional_model
+
+    checkpoint = tmp_path / "checkpoint"
+    load_conditional_model(model_dirs["tri-hadamard"]).save(str(checkpoint))  # as the trainer saves: no marker
+    assert not (checkpoint / "finesim_model.json").exists()
+    index = ConditionalIndex.build(str(model_dirs["bi"]), corpus, tmp_path / "a", first_stage=str(checkpoint))
+    marked = ConditionalIndex.build(
+        str(model_dirs["bi"]), corpus, tmp_path / "b", first_stage=str(model_dirs["tri-hadamard"])
+    )
+    assert index.first_stage_spec.query == "tri"
+    for query, condition in QUERIES:
+        assert candidates(index, query, condition, 9) == candidates(marked, query, condition, 9)

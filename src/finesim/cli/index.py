@@ -134,6 +134,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("index_dir", metavar="DIR", help="the index folder")
     _corpus_options(p, default_column=None)
+    p.add_argument(
+        "--model", default=None, help="load this model instead of the one the manifest records (a folder since moved)"
+    )
     _ray_options(p)
     add_runtime_options(p)
     p.set_defaults(func=run_add)
@@ -394,7 +397,9 @@ def run_add(args: argparse.Namespace) -> int:
         return 0
     from finesim.index import ConditionalIndex
 
-    index = ConditionalIndex.open(args.index_dir, device=args.device, show_progress=not args.no_progress)
+    index = ConditionalIndex.open(
+        args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress
+    )
     before = len(index)
     if ray_wanted(args):
         from finesim.index.distributed import add_index_ray
@@ -408,6 +413,7 @@ def run_add(args: argparse.Namespace) -> int:
             workers=args.ray_workers,
             batch_size=args.batch_size,
             device=args.device,
+            model=args.model,
         )
     else:
         index.add(corpus.texts, ids=corpus.ids, metadata=corpus.metadata, corpus=[corpus.record])
@@ -494,7 +500,13 @@ def run_search(args: argparse.Namespace) -> int:
         say(args)(f"two-stage search: the {stage} first stage's candidates re-ranked under the condition")
     if where and not results:
         shown = ", ".join(f"{key}={value!r}" for key, value in where.items())
-        say(args)(f"no row matches --where {shown} (values match exactly)")
+        matching = index.count_where(where)
+        if matching:  # an approximate search (or first stage) filters its candidates
+            say(args)(
+                f"none of the {matching} rows matching --where {shown} was among the candidates: raise --candidates"
+            )
+        else:
+            say(args)(f"no row matches --where {shown} (values match exactly)")
     if args.recall:
         report = index.recall([args.query], condition, k=args.k, **options)
         approximate = report["approximate"]

@@ -156,34 +156,18 @@ def describe_scorer(scorer: Any) -> str:
     return f"{kind}, {where}"
 
 
-def _resolved(model: str) -> str | None:
-    """Where ``model`` resolves: an absolute folder, or the Hub id (None when it does not resolve here)."""
-    from pathlib import Path
-
-    from finesim.models.hub import resolve_model_path
-
-    try:
-        path = resolve_model_path(model)
-    except OSError:
-        return None
-    return str(Path(path).resolve()) if Path(path).is_dir() else str(path)
-
-
 def _needs_condition(model: str, encoder: str | None) -> bool:
     """Whether ``model`` scores only under a condition (a tri-encoder or CASE model), told from ``--encoder`` or the
-    folder's marker without loading it; False when neither tells (the loaded scorer is checked again)."""
-    from pathlib import Path
-
+    folder (its marker, or a tri-encoder checkpoint's modules) without loading it; False when neither tells (the
+    loaded scorer is checked again)."""
     from finesim.models.hub import resolve_model_path
-    from finesim.models.io import read_marker
+    from finesim.models.io import saved_encoder
 
     if encoder is None:
         try:  # a model only Ray's nodes have, or a bad marker: told when it loads
-            path = resolve_model_path(model)
-            marker = read_marker(path) if Path(path).is_dir() else None
+            encoder = saved_encoder(resolve_model_path(model))
         except (OSError, ValueError):
             return False
-        encoder = None if marker is None else str(marker["encoder"])
     return encoder in ("tri", "case")
 
 
@@ -192,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from finesim.evaluation.score_file import Columns, check_input, condition_needed, score_file
+    from finesim.models.hub import model_location
     from finesim.models.io import trained_without_conditions
 
     use_ray = ray_wanted(args)
@@ -251,7 +236,10 @@ def run(args: argparse.Namespace) -> int:
                 "--condition-column NAME or --condition TEXT scores under one)"
             )
 
-    resolved = _resolved(args.model)
+    try:
+        resolved: str | None = model_location(args.model)
+    except OSError:  # a model only Ray's nodes have: loading it says more
+        resolved = None
     shown = args.model if resolved in (None, args.model) else f"{args.model} ({resolved})"
     scored_as: dict[str, Any] = {}
     if use_ray:

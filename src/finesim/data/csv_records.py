@@ -182,7 +182,7 @@ def csv_records(
             except StopIteration:
                 return
             except csv.Error as err:
-                if open_quote is not None and open_quote[0] >= line:  # it read the rest of the file into one field
+                if open_quote is not None and line <= open_quote[0] <= reader.line_num:  # this record's quote runs on
                     raise unclosed_quote_error(path, open_quote, (row + 1, line), header) from None
                 if "expected after" in str(err):  # strict: text after a closing quote
                     record_text = "".join(physical_lines(text)[line - 1 : reader.line_num])

@@ -290,7 +290,7 @@ def open_table(
             than the header; a JSONL line that is not a JSON object, or one with a key the first object lacks) is
             yielded with ``error`` and ``raw`` set and
             its row number, and reading goes on. Errors that end the file's reading (bad UTF-8, a quote that never
-            closes, a corrupt Parquet file) always raise.
+            closes, text after a quoted field's closing quote, a corrupt Parquet file) always raise.
 
     Raises:
         DataFormatError: naming the file (and the line, row and column where known) for anything that cannot be read.

@@ -52,6 +52,9 @@ def load_model_or_scorer(
         batch_size: the conditional scorer's batch size.
     """
     path = resolve_model_path(name)
+    # the scorer keeps its name (an index built from it records the name) unless a setting changed what the name
+    # loads as (max_length, pooling: reopening the index by the name would find another model)
+    source = name if max_length is None and pooling is None else None
     marker = read_marker(path) if Path(path).is_dir() else None
     if marker is None and encoder is None and Path(path).is_dir():
         encoder = undeclared_encoder(path)  # a tri-encoder's training checkpoint: its modules name the condition head
@@ -70,7 +73,7 @@ def load_model_or_scorer(
     elif pooling is not None and marker is None and encoder == "bi":  # a plain model scored as a bi-encoder
         check_declared_encoder(Path(path), None, "bi")
         plain = load_sentence_model(path, device=device, max_length=max_length, pooling=pooling)
-        return ConditionalScorer(plain, encoder="bi", batch_size=batch_size, name=name)
+        return ConditionalScorer(plain, encoder="bi", batch_size=batch_size, name=source)
     elif pooling is not None and marker is None:
         raise ValueError(f"{name}: pooling replaces a plain sentence model's pooling; a {encoder} model has none")
     elif pooling is not None:
@@ -78,7 +81,7 @@ def load_model_or_scorer(
     model = load_model_object(path, encoder=encoder, device=device)
     if max_length is not None:
         model.max_seq_length = max_length
-    return ConditionalScorer(model, encoder=encoder, batch_size=batch_size, name=name)
+    return ConditionalScorer(model, encoder=encoder, batch_size=batch_size, name=source)
 
 
 def load_scorer(
@@ -108,4 +111,5 @@ def load_scorer(
     )
     if hasattr(scorer, "score"):
         return scorer
-    return ConditionalScorer(scorer, encoder="bi", batch_size=batch_size, name=name)
+    source = name if max_length is None and pooling is None else None  # as in load_model_or_scorer
+    return ConditionalScorer(scorer, encoder="bi", batch_size=batch_size, name=source)

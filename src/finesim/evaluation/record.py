@@ -27,7 +27,7 @@ from finesim.evaluation.harness import (
 from finesim.evaluation.loading import load_model_or_scorer
 from finesim.evaluation.scoring import Similarity
 from finesim.evaluation.tasks import Registry, default_registry, load_registry
-from finesim.models.hub import resolve_model_path
+from finesim.models.hub import model_location, resolve_model_path
 from finesim.paths import data_root
 from finesim.results import code_record, environment_record, path_roots, portable, portable_path
 
@@ -142,7 +142,7 @@ def run_evaluation(
     record.update(
         {
             "model": model,
-            "model_resolved": str(Path(resolved).resolve()) if Path(resolved).is_dir() else resolved,  # or a Hub id
+            "model_resolved": model_location(resolved),  # the absolute folder, or a Hub id
             "settings": {
                 "tasks": [t.name for t in selected],
                 "encoder": getattr(scorer, "encoder", None),  # as scored; None: a plain model scored per task
@@ -189,11 +189,11 @@ evaluate_model.__doc__ = f"{evaluate_model.__doc__}\n\n{_ARGS}"
 
 
 def _is_finesim_folder(model: str) -> bool:
-    """Whether ``model`` resolves to a folder finesim saved (its marker), which scores its own way."""
-    from finesim.models.io import read_marker
+    """Whether ``model`` resolves to a folder finesim saved (its marker, or a tri-encoder checkpoint's modules), which
+    scores its own way."""
+    from finesim.models.io import saved_encoder
 
-    path = resolve_model_path(model)
-    return Path(path).is_dir() and read_marker(path) is not None
+    return saved_encoder(resolve_model_path(model)) is not None
 
 
 def _device_of(scorer: Any, asked: str | None) -> str | None:

@@ -123,8 +123,9 @@ class ConditionalScorer(ScorerBase):
         batch_size: inference batch size.
         show_progress: progress bars while encoding.
         device: torch device when ``model`` is a name.
-        name: where a loaded ``model`` came from (its folder, Hub id or alias), kept as :attr:`name`; a name given
-            as ``model`` is kept by itself.
+        name: where a loaded ``model`` came from (its folder, Hub id or alias), kept as :attr:`name` with
+            :attr:`location` (the absolute folder or Hub id it resolved to as the scorer was made); a name given as
+            ``model`` is kept by itself. An index built from the scorer records both.
     """
 
     def __init__(
@@ -141,6 +142,14 @@ class ConditionalScorer(ScorerBase):
             name = model
             model = load_model_object(str(model), encoder=encoder, device=device)
         self.name = None if name is None else str(name)  # recorded by an index built from this scorer
+        self.location: str | None = None
+        if name is not None:
+            from finesim.models.hub import model_location
+
+            try:
+                self.location = model_location(name)
+            except OSError:  # a name that no longer resolves (a folder moved since it was loaded): none recorded
+                self.location = None
         self.model = model
         self.encoder = scorer_encoder(model, encoder)
         self.batch_size = batch_size

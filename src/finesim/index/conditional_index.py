@@ -988,6 +988,11 @@ class ConditionalIndex:
         found = _keep(ann.search(normalized(tri_query.candidate_vector()), max(wanted, k)), mask)
         return best_rows(tri_query.scores(self._gather(found, key)).numpy(), found, k)
 
+    def count_where(self, where: Mapping[str, Any] | None) -> int:
+        """How many rows the filter ``where`` keeps (as :meth:`search` reads it; every row for None or ``{}``)."""
+        mask = self._where_mask(where)
+        return len(self) if mask is None else int(mask.sum())
+
     def _where_mask(self, where: Mapping[str, Any] | None) -> np.ndarray | None:
         """The rows ``where`` keeps (a bool per row), or None for no filter; cached per filter."""
         if where is None or (isinstance(where, Mapping) and not where):

@@ -315,14 +315,16 @@ def add_index_ray(
     batch_size: int = 64,
     device: str | None = None,
     num_cpus: int | None = None,
+    model: str | None = None,
 ) -> int:
     """``ConditionalIndex.add`` with the corpus read and embedded on Ray Data (stored conditions included, written
     before the manifest commit like every add; a file or rows already in the index add nothing); returns the row
-    count. An index with IDs / metadata is refused (the Ray path reads the text column only)."""
+    count. An index with IDs / metadata is refused (the Ray path reads the text column only). ``model``: what the
+    workers load (the index was opened with it), instead of the model the index records (a folder since moved)."""
     fields = index.store.fields
     if fields["id"] or fields["metadata"]:
         raise ValueError(f"{index.store.root}: this index has IDs / metadata, which the Ray path does not read yet")
-    name = index.store.manifest["model"].get("resolved") or index.store.manifest["model"].get("name")
+    name = model or index.store.manifest["model"].get("resolved") or index.store.manifest["model"].get("name")
     if not name:
         raise ValueError("the index records no model name, which Ray workers need to load the model")
     conditions = index.conditions

@@ -184,14 +184,6 @@ class LoadedModel(NamedTuple):
     resolved: str | None
 
 
-def _named(name: str) -> tuple[str, str]:
-    """A model's name and where it resolves: an absolute folder, or the Hub id."""
-    from finesim.models.hub import resolve_model_path
-
-    path = resolve_model_path(name)
-    return name, str(Path(path).resolve()) if Path(path).is_dir() else str(path)
-
-
 def load_index_model(model: Any, encoder: str | None = None, device: str | None = None) -> LoadedModel:
     """Load ``model`` for an index: a loaded model is used as it is, a name (a folder, Hub id or alias) is loaded
     like :class:`~finesim.evaluation.scoring.ConditionalScorer` loads it; a :class:`LoadedModel` passes through."""
@@ -209,10 +201,11 @@ def load_index_model(model: Any, encoder: str | None = None, device: str | None 
     if isinstance(model, ConditionalScorer):  # what load_scorer returns: the model it wraps, as its type
         if encoder is not None and encoder != model.encoder:
             raise ValueError(f"encoder {encoder!r} given for a {model.encoder} scorer; leave encoder out")
-        if model.name is not None:  # the scorer knows where its model came from: the index records it
-            name, resolved = _named(model.name)
+        name, resolved = model.name, model.location  # where its model came from, as it was loaded: recorded
         encoder, model = model.encoder, model.model
     if isinstance(model, (str, Path)):
-        name, resolved = _named(str(model))
+        from finesim.models.hub import model_location
+
+        name, resolved = str(model), model_location(model)
         model = load_model_object(name, encoder=encoder, device=device)
     return LoadedModel(model, check_indexable(scorer_encoder(model, encoder)), name, resolved)

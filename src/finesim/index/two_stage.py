@@ -167,18 +167,18 @@ class FirstStageSpec:
 
 
 def is_tri_encoder(model: Any) -> bool:
-    """Whether ``model`` is a finesim tri-encoder: a folder whose marker says so (read without loading the model),
-    or a loaded model with a ``ConditionHead``."""
+    """Whether ``model`` is a finesim tri-encoder: a folder whose marker says so, or a tri-encoder's checkpoint
+    whose modules name the condition head (read without loading the model), or a loaded model with a
+    ``ConditionHead``."""
     if isinstance(model, (str, Path)):
         from finesim.models.hub import ModelResolutionError, resolve_model_path
-        from finesim.models.io import read_marker
+        from finesim.models.io import saved_encoder
 
         try:
             path = resolve_model_path(str(model))
         except ModelResolutionError:
             return False  # loading it says why it cannot be found
-        marker = read_marker(path) if Path(path).is_dir() else None
-        return marker is not None and marker["encoder"] == TRI
+        return saved_encoder(path) == TRI
     from finesim.models.condition_head import find_condition_head
 
     return find_condition_head(model) is not None

@@ -110,6 +110,13 @@ def check_model_folder(folder: Path) -> None:
     )
 
 
+def model_location(name: str | Path) -> str:
+    """Where ``name`` resolves now, as results files and indexes record it: the absolute folder, or the Hub id
+    (:func:`resolve_model_path`, whose errors it raises)."""
+    path = resolve_model_path(name)
+    return str(Path(path).resolve()) if Path(path).is_dir() else path
+
+
 def resolve_model_path(name: str | Path) -> str:
     """Turn ``name`` (a folder, a Hub id or an alias) into a local folder or a Hub id that can be loaded now.
 

@@ -364,6 +364,16 @@ def undeclared_encoder(folder: str | Path) -> str | None:
     return "tri" if any(t.rsplit(".", 1)[-1] == "ConditionHead" for t in types) else None
 
 
+def saved_encoder(path: str | Path) -> str | None:
+    """The encoder type a model folder shows without loading it: its finesim marker's, else ``tri`` for a
+    tri-encoder's checkpoint (:func:`undeclared_encoder`); None for a plain model or a path that is no folder."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return None
+    marker = read_marker(folder)
+    return str(marker["encoder"]) if marker is not None else undeclared_encoder(folder)
+
+
 def plain_encoder(path: str | Path) -> str:
     """The type to load a model without finesim's marker as when none is given: ``tri`` for a tri-encoder's
     checkpoint (:func:`undeclared_encoder`), else ``bi``."""

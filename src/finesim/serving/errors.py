@@ -167,7 +167,8 @@ def install_error_handlers(
         fields = known.get(request.url.path)
         message = validation_message(exc.errors(), fields, hints.get(request.url.path))
         kind = request.headers.get("content-type", "")
-        if request.method == "POST" and "json" not in kind.lower():  # a body not sent as JSON is read as no object
+        whole_body = any(tuple(e.get("loc", ())) == ("body",) for e in exc.errors())  # no JSON object was read
+        if whole_body and "json" not in kind.lower():  # e.g. curl -d without -H: a form body
             message += (
                 f" (the request's Content-Type is {kind or 'missing'!r}: send the body as JSON, with "
                 "'Content-Type: application/json', e.g. curl -H 'Content-Type: application/json' -d '{...}')"
