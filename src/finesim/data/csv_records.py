@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -18,17 +17,14 @@ from finesim.data._io import header_index
 from finesim.data.errors import DataFormatError, LoadReport
 
 
-def unclosed_quote(text: str, delimiter: str = ",") -> tuple[int, int] | None:
-    """Where a quoted field opens that is never closed, as ``(line, field index)``; None if every quote closes.
-
-    Follows the rules of Python's default (non-strict) CSV dialect: a ``"`` at the start of a field opens a quoted
-    field, ``""`` inside it is a literal quote, and any other ``"`` inside it closes it. Python's reader does not
-    complain about an unclosed quote: it silently reads the rest of the file into one field. ``delimiter`` separates
-    fields (``"\\t"`` for TSV).
-    """
+def _scan_quotes(text: str, delimiter: str) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+    """One pass over ``text`` by the default CSV dialect's quoting rules (see :func:`unclosed_quote`): where the first
+    quoted field with text after its closing quote is, and where a quoted field opens that never closes, each as
+    ``(line, field index)`` or None."""
     quoted = after_quote = False
     field_start, field, line = True, 0, 1
     opened: tuple[int, int] = (0, 0)
+    text_after: tuple[int, int] | None = None
     previous = ""
     for ch in text:
         # lines end at \n, \r\n or a bare \r, as the reader counts them (``line_num``)
@@ -40,6 +36,8 @@ def unclosed_quote(text: str, delimiter: str = ",") -> tuple[int, int] | None:
                 if ch == '"':  # a doubled quote: literal, the field stays quoted
                     continue
                 quoted = False  # the previous quote closed the field; ``ch`` is read outside quotes below
+                if text_after is None and ch not in (delimiter, "\r", "\n"):
+                    text_after = (line, field)
             else:
                 after_quote = ch == '"'
                 line += new_line
@@ -53,48 +51,31 @@ def unclosed_quote(text: str, delimiter: str = ",") -> tuple[int, int] | None:
             line += new_line
         else:
             field_start = False
-    return opened if quoted and not after_quote else None
+    return (opened if quoted and not after_quote else None), text_after
+
+
+def unclosed_quote(text: str, delimiter: str = ",") -> tuple[int, int] | None:
+    """Where a quoted field opens that is never closed, as ``(line, field index)``; None if every quote closes.
+
+    Follows the rules of Python's default (non-strict) CSV dialect: a ``"`` at the start of a field opens a quoted
+    field, ``""`` inside it is a literal quote, and any other ``"`` inside it closes it. Python's reader does not
+    complain about an unclosed quote: it silently reads the rest of the file into one field. ``delimiter`` separates
+    fields (``"\\t"`` for TSV).
+    """
+    return _scan_quotes(text, delimiter)[0]
 
 
 def text_after_quote(text: str, delimiter: str = ",") -> tuple[int, int] | None:
     """Where a quoted field's closing quote is followed by more text (``"A big" dog``), as ``(line, field index)``
     of the field; None if there is no such field. The reader in strict mode refuses such a field (the default
-    dialect glues the text on and drops the quotes); this says where it is. Same quoting rules as
-    :func:`unclosed_quote`."""
-    quoted = after_quote = False
-    field_start, field, line = True, 0, 1
-    previous = ""
-    for ch in text:
-        new_line = ch == "\r" or (ch == "\n" and previous != "\r")
-        previous = ch
-        if quoted:
-            if after_quote:
-                after_quote = False
-                if ch == '"':
-                    continue
-                quoted = False
-                if ch not in (delimiter, "\r", "\n"):
-                    return line, field
-            else:
-                after_quote = ch == '"'
-                line += new_line
-                continue
-        if ch == '"' and field_start:
-            quoted, field_start = True, False
-        elif ch == delimiter:
-            field_start, field = True, field + 1
-        elif ch in "\r\n":
-            field_start, field = True, 0
-            line += new_line
-        else:
-            field_start = False
-    return None
+    dialect glues the text on and drops the quotes); this says where it is. Same rules as :func:`unclosed_quote`."""
+    return _scan_quotes(text, delimiter)[1]
 
 
 def physical_lines(text: str) -> list[str]:
-    """``text``'s lines with their ends, split at ``\n``, ``\r\n`` and a bare ``\r`` only, as the csv reader counts
-    them (``str.splitlines`` splits at more characters)."""
-    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)
+    """``text``'s lines with their ends, split at ``\\n``, ``\\r\\n`` and a bare ``\\r`` only, as the csv reader counts
+    them."""
+    return io.StringIO(text, newline="").readlines()
 
 
 TEXT_AFTER_QUOTE = (
