@@ -86,3 +86,29 @@ def test_saved_ensemble_loads_everywhere(members: list[Path], tmp_path: Path, ca
     with pytest.raises(SystemExit) as info:
         main(["ensemble", "--model", str(members[0]), "--weight", "1", "--weight", "2", "--output-dir", str(folder)])
     assert info.value.code == 2
+
+
+def test_an_ensemble_never_replaces_a_model_or_nests(members: list[Path], tmp_path: Path, capsys) -> None:
+    """`finesim ensemble --output-dir` a member's folder replaced that model's marker with the ensemble's: the model
+    was lost. A nested ensemble was saved and failed at use; members of two label scales were averaged."""
+    from finesim.evaluation.ensemble import save_ensemble
+    from finesim.models.hub import MARKER_FILE
+
+    before = (members[0] / MARKER_FILE).read_text(encoding="utf-8")
+    argv = ["ensemble", "--model", str(members[0]), "--model", str(members[1]), "--output-dir", str(members[0])]
+    assert main(argv) == 1
+    assert "holds other files (a model?): an ensemble is written to a new or empty folder" in capsys.readouterr().err
+    assert (members[0] / MARKER_FILE).read_text(encoding="utf-8") == before
+    ens = save_ensemble(tmp_path / "ens", members)
+    assert save_ensemble(tmp_path / "ens", members, weights=[3, 1]) == ens  # an ensemble's own folder: replaced
+    with pytest.raises(ValueError, match="is an ensemble: list its members instead"):
+        save_ensemble(tmp_path / "nested", [ens, members[0]])
+    marker = json.loads((members[1] / MARKER_FILE).read_text(encoding="utf-8"))
+    marker.setdefault("card", {})["recipe"] = {"labels": {"scale": "none"}}
+    (members[1] / MARKER_FILE).write_text(json.dumps(marker), encoding="utf-8")
+    marker = json.loads((members[0] / MARKER_FILE).read_text(encoding="utf-8"))
+    marker.setdefault("card", {})["recipe"] = {"labels": {"scale": "minmax"}}
+    (members[0] / MARKER_FILE).write_text(json.dumps(marker), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"trained to different label scales \(.*: minmax, .*: none\)"):
+        save_ensemble(tmp_path / "mixed", members)
+    assert not (tmp_path / "nested").exists() and not (tmp_path / "mixed").exists()
