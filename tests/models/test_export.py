@@ -249,6 +249,10 @@ def test_export_refuses_unsupported_models_and_options(bi_dir: Path, tmp_path: P
     assert (tmp_path / "full" / "keep.txt").is_file()
     with pytest.raises(ValueError, match="source model's folder"):
         export_model(str(bi_dir), bi_dir, quantize="none", overwrite=True)
+    # --to the folder above the source with --overwrite deleted the source with it
+    with pytest.raises(ValueError, match=r"holds the source model \(.*\); export into a folder outside it"):
+        export_model(str(bi_dir), bi_dir.parent, quantize="none", overwrite=True)
+    assert (bi_dir / "finesim_model.json").is_file()
     assert not list(tmp_path.glob(".*.export"))  # no half-written folder left behind
 
 

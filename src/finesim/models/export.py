@@ -184,6 +184,8 @@ def _check_target(target: Path, source: Path, overwrite: bool) -> None:
         raise ValueError(f"--to {target}: is a file; it takes a folder")
     if target.resolve() == source.resolve():
         raise ValueError(f"--to {target}: is the source model's folder; export into a new folder")
+    if target.resolve() in source.resolve().parents:  # --overwrite would delete the source with the folder
+        raise ValueError(f"--to {target}: holds the source model ({source}); export into a folder outside it")
     if target.is_dir() and any(target.iterdir()) and not overwrite:
         raise ValueError(f"--to {target}: the folder exists and is not empty; pass --overwrite to replace it")
 
