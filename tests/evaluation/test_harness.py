@@ -492,6 +492,9 @@ def test_a_similarity_the_model_does_not_use_is_refused(tiny_bert_dir: Path, toy
         ValueError, match=r"similarity 'manhattan' applies to a plain embedding model; .* scores its own"
     ):
         run_evaluation(str(folder), similarity="manhattan", **common)
+    # pooling was ignored for a finesim model (a warning) while the record said it was applied
+    with pytest.raises(ValueError, match=r"pooling 'cls' replaces a plain sentence model's pooling; .* keeps its"):
+        run_evaluation(str(folder), pooling="cls", **common)
     _, record = run_evaluation(tiny_bert_dir, similarity="manhattan", **common)  # a plain model takes it; a Path too
     assert record["settings"]["similarity"] == "manhattan" and record["model"] == str(tiny_bert_dir)
     json.dumps(record)  # the record is JSON (a Path in it was not)

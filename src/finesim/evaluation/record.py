@@ -89,6 +89,11 @@ def run_evaluation(
             f"similarity {similarity!r} applies to a plain embedding model; {model} scores its own way (a finesim "
             "model: cosine for bi- and tri-encoders and CASE, the regression output for a cross-encoder)"
         )
+    if pooling is not None and _is_finesim_folder(model):  # it would be ignored, and the record would claim it
+        raise ValueError(
+            f"pooling {pooling!r} replaces a plain sentence model's pooling; {model} is a finesim model and keeps its "
+            "trained pooling"
+        )
     if registry is None:
         registry = load_registry(task_file) if task_file else default_registry()
     root = data_root(data)
