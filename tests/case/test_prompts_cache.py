@@ -133,3 +133,33 @@ def test_cache_put_checks_shape(tmp_path):
     cache = EmbeddingCache(tmp_path, {"model": "fake"})
     with pytest.raises(ValueError, match=r"expected a \(2, d\) matrix"):
         cache.put(["a", "b"], np.ones((3, 4)))
+
+
+def test_a_model_replaced_under_its_name_gets_its_own_cache_and_is_refused_by_a_saved_projection(
+    tiny_bert_dir, tmp_path
+) -> None:
+    """The cache was keyed by the model's name: a folder whose model was replaced served the old model's vectors as
+    the new one's ("0 texts encoded"), and a saved CASE model loaded another encoder by a relative name silently."""
+    import shutil
+
+    import torch
+
+    from finesim.case.model import CaseModel
+    from finesim.models.io import load_sentence_model
+
+    folder = tmp_path / "encoder"
+    shutil.copytree(tiny_bert_dir, folder)
+    first = load_sentence_model(str(folder))
+    a = ConditionAwareEncoder(first, PromptFormat("mlm", "conc_cs"), cache_dir=tmp_path / "c", model_name=str(folder))
+    a.embed(["A dog runs."], ["animal"])
+    CaseModel(a, None).save(tmp_path / "case")
+    other = load_sentence_model(str(folder))
+    with torch.no_grad():
+        next(other.parameters()).add_(0.5)
+    other.save(str(folder))  # another model under the same name
+    b = ConditionAwareEncoder(other, PromptFormat("mlm", "conc_cs"), cache_dir=tmp_path / "c", model_name=str(folder))
+    assert b.cache.folder != a.cache.folder
+    b.embed(["A dog runs."], ["animal"])
+    assert b.encoded == 2  # encoded again, not served from the first model's vectors
+    with pytest.raises(ValueError, match=r"the projection was trained on the encoder .* with weights sha256"):
+        CaseModel.load(tmp_path / "case", cache_dir=tmp_path / "c")

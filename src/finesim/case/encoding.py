@@ -33,6 +33,7 @@ from finesim.case.cache import EmbeddingCache
 from finesim.case.prompts import PromptFormat
 from finesim.models.encode import encode_distinct, rows
 from finesim.models.pooling import model_pooling
+from finesim.models.weights import weights_sha256
 
 logger = logging.getLogger("finesim.case")
 
@@ -123,6 +124,10 @@ class ConditionAwareEncoder:
         self.pipeline, dropped = without_final_normalize(model)
         self.description = describe_model(self.pipeline, model_name)
         self.description["final_normalize_skipped"] = dropped
+        # the weights themselves: a folder whose model was replaced under the same name gets another cache namespace
+        # (its cached vectors were served as the new model's), and a saved CASE model checks its encoder by them
+        stateful = hasattr(self.pipeline, "state_dict")  # a torch model (a test's stand-in has no weights)
+        self.description["weights_sha256"] = weights_sha256(self.pipeline) if stateful else None
         self.cache = EmbeddingCache(cache_dir, self.description) if cache_dir is not None else None
         self._memory: dict[str, np.ndarray] = {}
         self.encoded = 0

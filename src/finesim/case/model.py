@@ -213,6 +213,14 @@ class CaseModel(ScorerBase):
             model_name=described["model"],
             batch_size=batch_size,
         )
+        trained_with, now = described.get("weights_sha256"), encoder.description["weights_sha256"]
+        # another model under the recorded name (or the folder's model replaced): the projection would be misapplied
+        if trained_with is not None and now is not None and trained_with != now:
+            raise ValueError(
+                f"{config_file}: the projection was trained on the encoder {described['model']!r} with weights sha256 "
+                f"{trained_with[:16]}, but the encoder loaded{'' if model is None else ' (given)'} has {now[:16]}: "
+                "load the encoder it was trained with (model=...)"
+            )
         projection = None
         if config.get("projection") is not None:
             projection = CaseProjection.from_config(config["projection"])

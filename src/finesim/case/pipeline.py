@@ -40,10 +40,14 @@ class Splits(NamedTuple):
 
 
 def _with_model_resolved(options: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``options`` whose ``model`` alias (``minilm``) is the real name: one cache namespace per model."""
+    """A copy of ``options`` whose ``model`` is the real name: an alias (``minilm``) its Hub id, a local folder its
+    absolute path (a relative one named another model from another working folder, which a saved CASE model then
+    loaded as its encoder)."""
     from finesim.models.hub import ALIASES
 
-    return {**options, "model": ALIASES.get(options["model"], options["model"])}
+    name = ALIASES.get(options["model"], options["model"])
+    local = Path(name).expanduser()
+    return {**options, "model": str(local.resolve()) if local.is_dir() else name}
 
 
 def build_encoder(options: dict[str, Any], show_progress: bool = True) -> ConditionAwareEncoder:

@@ -16,18 +16,7 @@ import hashlib
 import json
 from typing import Any
 
-
-def _update_with_state(digest: Any, module: Any, prefix: str, skip: tuple[str, ...] = ()) -> None:
-    """Feed a ``torch.nn.Module``'s state (names, dtypes, shapes, bytes) into ``digest``, less names under ``skip``."""
-    import torch
-
-    for name, tensor in module.state_dict().items():
-        if name.startswith(skip):
-            continue
-        t = tensor.detach().cpu().contiguous()
-        digest.update(f"{prefix}{name}|{t.dtype}|{tuple(t.shape)}\n".encode())
-        if t.numel():
-            digest.update(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
+from finesim.models.weights import update_with_state
 
 
 def _settings(model: Any) -> dict[str, Any]:
@@ -58,10 +47,10 @@ def model_fingerprint(model: Any) -> str:
         config = {k: v for k, v in encoder.config().items() if k != "encoder"}
         settings = {"case": config, "encoder": _settings(encoder.model)}
         digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
-        _update_with_state(digest, encoder.model, "encoder.")
+        update_with_state(digest, encoder.model, "encoder.")
         if model.projection is not None:
             digest.update(json.dumps(model.projection.config(), sort_keys=True, default=str).encode())
-            _update_with_state(digest, model.projection, "projection.")
+            update_with_state(digest, model.projection, "projection.")
         return digest.hexdigest()
     digest.update(json.dumps(_settings(model), sort_keys=True, default=str).encode())
     skip: tuple[str, ...] = ()
@@ -71,7 +60,7 @@ def model_fingerprint(model: Any) -> str:
 
         digest.update(json.dumps({"runtime": runtime}, sort_keys=True, default=str).encode())
         skip = tuple(f"{name}." for name, m in model.named_modules() if isinstance(m, ExportedTransformer))
-    _update_with_state(digest, model, "", skip)
+    update_with_state(digest, model, "", skip)
     return digest.hexdigest()
 
 
