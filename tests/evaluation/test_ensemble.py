@@ -109,6 +109,6 @@ def test_an_ensemble_never_replaces_a_model_or_nests(members: list[Path], tmp_pa
     marker = json.loads((members[0] / MARKER_FILE).read_text(encoding="utf-8"))
     marker.setdefault("card", {})["recipe"] = {"labels": {"scale": "minmax"}}
     (members[0] / MARKER_FILE).write_text(json.dumps(marker), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"trained to different label scales \(.*: minmax, .*: none\)"):
+    with pytest.raises(ValueError, match=r"different label scales \(.*: minmax, .*: none\): the mean of their scores"):
         save_ensemble(tmp_path / "mixed", members)
     assert not (tmp_path / "nested").exists() and not (tmp_path / "mixed").exists()

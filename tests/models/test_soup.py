@@ -181,3 +181,15 @@ def test_dropout_may_differ_but_modules_may_not(tiny_bert_dir: Path, tmp_path: P
     with pytest.raises(SystemExit) as exit_:
         main(["soup", "--model", str(a), "--model", str(b), "--output-dir", str(tmp_path / "soup")])
     assert exit_.value.code == 2 and f"{b} has other modules than {a}" in capsys.readouterr().err
+
+
+def test_members_of_different_label_scales_are_refused(tiny_model, tmp_path: Path) -> None:
+    """A soup of a model trained to min-max scaled labels and one trained to raw 1-5 labels was made, its card
+    keeping member 0's scale."""
+    a, b = (_member(tiny_model, tmp_path / name, 0.0) for name in "ab")
+    for folder, scale in ((a, "minmax"), (b, "none")):
+        marker = json.loads((folder / "finesim_model.json").read_text(encoding="utf-8"))
+        marker.setdefault("card", {})["recipe"] = {"labels": {"scale": scale}}
+        (folder / "finesim_model.json").write_text(json.dumps(marker), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"label scales \(.*a: minmax, .*b: none\): the mean of their weights"):
+        member_markers([a, b])

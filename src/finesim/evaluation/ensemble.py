@@ -99,27 +99,22 @@ def save_ensemble(folder: str | Path, members: Sequence[str | Path], weights: Se
     members trained to different label scales (their recipes' ``labels``: the mean would mix scales), are refused.
     """
     from finesim.models.hub import MARKER_FILE, resolve_model_path
-    from finesim.models.io import read_marker, write_marker
+    from finesim.models.io import check_one_label_scale, read_marker, write_marker
 
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(p.name != MARKER_FILE for p in folder.iterdir())):
         raise FileExistsError(f"{folder} holds other files (a model?): an ensemble is written to a new or empty folder")
     if (folder / MARKER_FILE).exists() and (read_marker(folder) or {}).get("encoder") != ENSEMBLE:
         raise FileExistsError(f"{folder} holds a model ({MARKER_FILE}): write the ensemble to another folder")
-    stored, scales = [], {}  # every member and the weights checked before the folder is made: a failure leaves nothing
+    stored, markers = [], {}  # every member and the weights checked before the folder is made: a failure leaves nothing
     for member in members:
         path = Path(resolve_model_path(str(member)))
         marker = read_marker(path) if path.is_dir() else None
         if marker is not None and marker.get("encoder") == ENSEMBLE:
             raise ValueError(f"{member} is an ensemble: list its members instead (ensembles are not nested)")
-        recipe = ((marker or {}).get("card") or {}).get("recipe")
-        labels = recipe.get("labels") if isinstance(recipe, dict) else None
-        scales[str(member)] = labels.get("scale") if isinstance(labels, dict) else None
+        markers[str(member)] = marker
         stored.append(os.path.relpath(path.resolve(), folder.resolve()) if path.is_dir() else str(member))
-    known = {name: scale for name, scale in scales.items() if scale is not None}
-    if len(set(known.values())) > 1:
-        shown = ", ".join(f"{name}: {scale}" for name, scale in known.items())
-        raise ValueError(f"the members were trained to different label scales ({shown}): their mean mixes scales")
+    check_one_label_scale(markers, "the mean of their scores would mix scales")
     normalized = normalized_weights(weights, len(stored))
     folder.mkdir(parents=True, exist_ok=True)
     write_marker(folder, ENSEMBLE, members=stored, weights=normalized)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -362,6 +363,24 @@ def undeclared_encoder(folder: str | Path) -> str | None:
         return None
     types = [str(m.get("type", "")) for m in modules if isinstance(m, dict)] if isinstance(modules, list) else []
     return "tri" if any(t.rsplit(".", 1)[-1] == "ConditionHead" for t in types) else None
+
+
+def label_scale(marker: dict[str, Any] | None) -> str | None:
+    """The label scale a finesim model was trained to (its card's recipe ``labels.scale``: ``minmax``, ``none``,
+    ...), or None where the card does not record it."""
+    recipe = ((marker or {}).get("card") or {}).get("recipe")
+    labels = recipe.get("labels") if isinstance(recipe, dict) else None
+    scale = labels.get("scale") if isinstance(labels, dict) else None
+    return str(scale) if scale is not None else None
+
+
+def check_one_label_scale(markers: Mapping[str, dict[str, Any] | None], what: str) -> None:
+    """Refuse models trained to different label scales (where their cards record one): ``what`` they would be
+    combined into says why it matters."""
+    known = {name: scale for name, m in markers.items() if (scale := label_scale(m)) is not None}
+    if len(set(known.values())) > 1:
+        shown = ", ".join(f"{name}: {scale}" for name, scale in known.items())
+        raise ValueError(f"the models were trained to different label scales ({shown}): {what}")
 
 
 def saved_encoder(path: str | Path) -> str | None:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from finesim.models.io import ENCODER_TYPES, load_conditional_model, read_marker, save_model
+from finesim.models.io import ENCODER_TYPES, check_one_label_scale, load_conditional_model, read_marker, save_model
 from finesim.models.runtime import RUNTIME_KEY
 
 SOUP_DETAIL = "model soup"  # the card's details key naming the members
@@ -102,6 +102,9 @@ def member_markers(folders: Sequence[str | Path]) -> list[dict[str, Any]]:
     for folder, marker in zip(folders[1:], markers[1:]):
         if marker["encoder"] != encoders[0]:
             raise ValueError(f"{folders[0]} is a {encoders[0]}-encoder but {folder} a {marker['encoder']}-encoder")
+    check_one_label_scale(
+        {str(f): m for f, m in zip(folders, markers)}, "the mean of their weights would mix what they predict"
+    )
     known = [(folder, base) for folder, m in zip(folders, markers) if (base := _base(m))]
     for folder, base in known[1:]:
         if base != known[0][1]:
