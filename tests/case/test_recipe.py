@@ -386,3 +386,19 @@ def test_projection_options_that_do_not_fit_the_kind_fail_before_any_encoding(
     _, recipe = _tiny_case(tmp_path, tiny_bert_dir)
     with pytest.raises(RecipeError, match=message):
         check_case(load_recipe(recipe, overrides), output_dir=tmp_path / "out", data=tmp_path / "data")
+
+
+def test_eval_files_of_one_name_are_refused(tmp_path: Path) -> None:
+    """Results are named by each eval file's stem: a second validation.csv from another folder silently replaced
+    the first one's row (case sweep showed one 'validation' column)."""
+    from finesim.case.pipeline import carve_splits
+
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        _write_csts(tmp_path / folder / "validation.csv", 12, 1)
+    _write_csts(tmp_path / "train.csv", 40, 0)
+    options = {"train": str(tmp_path / "train.csv"), "dev": None, "dev_fraction": 0.25, "seed": 1}
+    evals = [str(tmp_path / "a" / "validation.csv"), str(tmp_path / "b" / "validation.csv")]
+    with pytest.raises(ValueError, match=r"eval files .*a/validation.csv and .*b/validation.csv share the name"):
+        carve_splits({**options, "eval": evals})
+    assert set(carve_splits({**options, "eval": evals[:1]}).evals) == {"validation"}

@@ -344,7 +344,15 @@ def carve_splits(options: dict[str, Any]) -> Splits:
     else:
         train, dev = split_by_pair(train, float(options["dev_fraction"]), int(options["seed"]))
         dev_source = f"{train_file} (carved: {options['dev_fraction']} of sentence pairs, seed {options['seed']})"
-    evals = {Path(path).stem: read_csts(path)[0] for path in options["eval"] or []}
+    named: dict[str, str] = {}
+    for path in options["eval"] or []:  # a file's results are named by its stem: two of one name would be one row
+        earlier = named.setdefault(Path(path).stem, str(path))
+        if earlier != str(path):
+            raise ValueError(
+                f"eval files {earlier} and {path} share the name {Path(path).stem!r}, which names their results: "
+                "give them different file names"
+            )
+    evals = {name: read_csts(path)[0] for name, path in named.items()}
     description = {
         "train": split_summary("train", train, str(train_file)),
         "dev": split_summary("dev", dev, dev_source),
