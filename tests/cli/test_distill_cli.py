@@ -143,7 +143,7 @@ def test_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     err = capsys.readouterr().err
     message = (
         "size 500 needs 392 triples of training pairs under other conditions, but the 4 pairs and 6 conditions give "
-        "only 16; size can be at most 124 at new_pair_fraction 0.2"
+        "only 16; size can be at most 30 at new_pair_fraction 0.2"
     )
     assert message in err, err
 

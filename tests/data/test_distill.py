@@ -154,3 +154,15 @@ def test_bad_arguments() -> None:
     no_condition = _table(SMALL).remove_columns("condition")
     with pytest.raises(ValueError, match=r"have no \['condition'\] column"):
         build_distillation_triples(no_condition, size=5, dev_fraction=None)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.2, 0.35, 0.5, 0.9])
+def test_the_largest_size_said_is_the_largest_that_fits(fraction: float) -> None:
+    """The error said 'at most len(own) + capacity + n_new' with n_new of the size asked for: asked 200000 it said
+    51790, asked 51790 it said 22148, and the real largest was 14738."""
+    from finesim.data.distill import _largest_size
+
+    for limit in (0, 1, 7, 11612, 11702):
+        most = _largest_size(limit, fraction)
+        fits = [size for size in range(0, 40 * limit + 10) if size - round(fraction * size) <= limit]
+        assert most == max(fits)

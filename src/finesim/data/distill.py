@@ -66,6 +66,15 @@ def _pair_key(s1: str, s2: str) -> tuple[str, str]:
     return (s1, s2) if s1 <= s2 else (s2, s1)
 
 
+def _largest_size(limit: int, new_pair_fraction: float) -> int:
+    """The largest size whose triples of training pairs (all but ``round(new_pair_fraction * size)``, the new pairs)
+    fit in ``limit`` (the training rows plus the pairs' other conditions): the new pairs grow with the size."""
+    most = int((limit + 1) / max(1.0 - new_pair_fraction, 1e-9)) + 2  # beyond it, no size fits (rounding aside)
+    while most > 0 and most - round(new_pair_fraction * most) > limit:
+        most -= 1
+    return most
+
+
 def build_distillation_triples(
     train: Dataset,
     *,
@@ -173,7 +182,7 @@ def build_distillation_triples(
     # other conditions: quotas spread evenly over the pairs (seeded order), capped by what each pair has left
     capacity = np.array([len(conditions) - len(pairs[k][2]) for k in pair_keys], dtype=np.int64)
     if n_other > capacity.sum():
-        most = len(own) + int(capacity.sum()) + n_new
+        most = _largest_size(report["own_available"] + int(capacity.sum()), new_pair_fraction)
         raise ValueError(
             f"size {size} needs {n_other} triples of training pairs under other conditions, but the "
             f"{len(pair_keys)} pairs and {len(conditions)} conditions give only {int(capacity.sum())}; size can be at "
