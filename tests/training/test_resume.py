@@ -262,3 +262,13 @@ def test_no_complete_checkpoint_starts_from_the_first_step(
         again = preflight(recipe, output_dir=out)
     assert again.action == "resume" and again.checkpoint is None
     assert "no complete checkpoint" in caplog.text and "checkpoint-3 incomplete" in caplog.text
+
+
+def test_a_dry_run_with_a_cuda_device_says_the_gpu_was_not_checked(tiny_bert_dir, data_root, tmp_path, capsys):
+    """`--dry-run --device cuda` on a machine without a GPU said "every check passed" and the run then failed at
+    once (a dry run checks the device's spelling only, by design: it may run on a login node)."""
+    recipe = _write(tmp_path / "r.json", tiny_recipe(tiny_bert_dir, data_root))
+    assert main(["train", str(recipe), "-o", str(tmp_path / "out"), "--dry-run", "--device", "cuda"]) == 0
+    assert "--device cuda: its spelling is checked, not that torch sees the GPU" in capsys.readouterr().err
+    assert main(["train", str(recipe), "-o", str(tmp_path / "out"), "--dry-run"]) == 0
+    assert "its spelling is checked" not in capsys.readouterr().err

@@ -115,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
         tell(line)
     if args.dry_run:
         print(json.dumps(recipe.to_dict(), indent=2))
+        if args.device and args.device.startswith("cuda"):  # a dry run may run where the GPU is not (a login node)
+            tell(f"--device {args.device}: its spelling is checked, not that torch sees the GPU (the run checks that)")
         tell("dry run: every check passed; nothing was trained")
         return 0
     result = train(recipe, checked=checked)
