@@ -12,6 +12,7 @@ import pytest
 
 from finesim.case import CaseModel, CaseProjection, ConditionAwareEncoder, PromptFormat
 from finesim.evaluation.scoring import PairScorer
+from finesim.results import file_sha256
 
 S1 = ["a man plays the guitar", "a woman eats food", "a dog runs in the park", "the boy walks"]
 S2 = ["a man plays the piano", "a girl is eating", "a cat sits in the house", "the girl is walking"]
@@ -235,8 +236,12 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     reseeded = tmp_path / "iso-seed3"  # --seed draws other random directions: the same embeddings, another estimate
     argv = ["case", "isotropy", *common, str(held), "--output-dir", str(reseeded), "--num-directions", "50"]
     assert main([*argv, "--seed", "3"]) == 0
-    other = json.loads((reseeded / "isotropy.json").read_text())["results"]
+    reseeded_record = json.loads((reseeded / "isotropy.json").read_text())
+    other = reseeded_record["results"]
     assert other["conc_sc"]["i_iso"] != result["conc_sc"]["i_iso"]
+    # the file says which seed drew its directions (it did not: two files of one data differed without a reason)
+    assert reseeded_record["seed"] == 3 and json.loads((iso / "isotropy.json").read_text())["seed"] == 42
+    assert set(reseeded_record["files_sha256"].values()) == {file_sha256(held)}
     assert other["conc_sc"]["cosine_to_mean_mean"] == pytest.approx(result["conc_sc"]["cosine_to_mean_mean"])
     embed_out = tmp_path / "embed.json"
     assert main(["case", "embed", *common, str(held), "--output", str(embed_out)]) == 0

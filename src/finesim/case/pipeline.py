@@ -25,7 +25,7 @@ from finesim.case.prompts import PromptFormat
 from finesim.case.training import TrainConfig, evaluate_pairs, sweep_dimensions, train_projection
 from finesim.data import read_csts
 from finesim.options import RecipeError
-from finesim.results import environment_record, write_json_atomic
+from finesim.results import environment_record, file_sha256, write_json_atomic
 from finesim.training import preflight
 from finesim.training.recipe import CaseRecipe, recipe_source
 
@@ -504,7 +504,10 @@ def measure_isotropy(
     payload = {
         "command": "finesim case isotropy",
         **encoder.config(),
+        "seed": int(options["seed"]),  # draws the random directions of I_iso (its value moves with it)
+        "num_directions": int(options["num_directions"]),
         "files": list(data_files),
+        "files_sha256": {str(path): file_sha256(path) for path in data_files},
         "results": summary,
         "histogram": str(png),
         "mean_norm": float(np.linalg.norm(conditional, axis=1).mean()),
