@@ -402,3 +402,8 @@ def test_eval_files_of_one_name_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"eval files .*a/validation.csv and .*b/validation.csv share the name"):
         carve_splits({**options, "eval": evals})
     assert set(carve_splits({**options, "eval": evals[:1]}).evals) == {"validation"}
+    same = [evals[0], str(tmp_path / "a" / "." / "validation.csv")]  # one file, spelt twice: one row
+    assert set(carve_splits({**options, "eval": same}).evals) == {"validation"}
+    _write_csts(tmp_path / "dev.csv", 12, 2)
+    with pytest.raises(ValueError, match=r"its name 'dev' names the dev split's results"):
+        carve_splits({**options, "eval": [str(tmp_path / "dev.csv")]})

@@ -214,13 +214,14 @@ class CaseModel(ScorerBase):
             batch_size=batch_size,
         )
         trained_with, now = described.get("weights_sha256"), encoder.description["weights_sha256"]
-        # another model under the recorded name (or the folder's model replaced): the projection would be misapplied
+        # another model under the recorded name (or the folder's model replaced, or the same weights in another dtype
+        # or saved by another library version): told, since the projection may then be misapplied
         if trained_with is not None and now is not None and trained_with != now:
-            raise ValueError(
-                f"{config_file}: the projection was trained on the encoder {described['model']!r} with weights sha256 "
-                f"{trained_with[:16]}, but the encoder loaded{'' if model is None else ' (given)'} has {now[:16]}: "
-                "load the encoder it was trained with (model=...)"
-            )
+            logger.warning(
+                "%s: the projection was trained on the encoder %r with weights sha256 %s, but the encoder loaded%s has "
+                "%s: if it is another model, its scores are wrong (load the encoder it was trained with: model=...)",
+                config_file, described["model"], trained_with[:16], "" if model is None else " (given)", now[:16],
+            )  # fmt: skip
         projection = None
         if config.get("projection") is not None:
             projection = CaseProjection.from_config(config["projection"])

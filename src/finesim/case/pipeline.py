@@ -40,14 +40,12 @@ class Splits(NamedTuple):
 
 
 def _with_model_resolved(options: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``options`` whose ``model`` is the real name: an alias (``minilm``) its Hub id, a local folder its
-    absolute path (a relative one named another model from another working folder, which a saved CASE model then
-    loaded as its encoder)."""
+    """A copy of ``options`` whose ``model`` alias (``minilm``) is the real name: one cache namespace per model (a
+    folder keeps its name as given, so a moved project still loads it; the weights hash in the encoder's description
+    tells another model under that name)."""
     from finesim.models.hub import ALIASES
 
-    name = ALIASES.get(options["model"], options["model"])
-    local = Path(name).expanduser()
-    return {**options, "model": str(local.resolve()) if local.is_dir() else name}
+    return {**options, "model": ALIASES.get(options["model"], options["model"])}
 
 
 def build_encoder(options: dict[str, Any], show_progress: bool = True) -> ConditionAwareEncoder:
@@ -346,11 +344,14 @@ def carve_splits(options: dict[str, Any]) -> Splits:
         dev_source = f"{train_file} (carved: {options['dev_fraction']} of sentence pairs, seed {options['seed']})"
     named: dict[str, str] = {}
     for path in options["eval"] or []:  # a file's results are named by its stem: two of one name would be one row
-        earlier = named.setdefault(Path(path).stem, str(path))
-        if earlier != str(path):
+        stem = Path(path).stem
+        if stem in ("train", "dev"):
+            raise ValueError(f"eval file {path}: its name {stem!r} names the {stem} split's results; rename the file")
+        earlier = named.setdefault(stem, str(path))
+        if Path(earlier).resolve() != Path(path).resolve():
             raise ValueError(
-                f"eval files {earlier} and {path} share the name {Path(path).stem!r}, which names their results: "
-                "give them different file names"
+                f"eval files {earlier} and {path} share the name {stem!r}, which names their results: give them "
+                "different file names"
             )
     evals = {name: read_csts(path)[0] for name, path in named.items()}
     description = {

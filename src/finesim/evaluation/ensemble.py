@@ -95,8 +95,8 @@ def save_ensemble(folder: str | Path, members: Sequence[str | Path], weights: Se
     """Write an ensemble folder (see the module docstring); member paths are stored relative to it.
 
     The folder must be new, empty or an earlier ensemble's (its marker alone): a model's folder, a member's or one
-    holding other files is refused (the marker would replace a model's). A member that is itself an ensemble, or
-    members trained to different label scales (their recipes' ``labels``: the mean would mix scales), are refused.
+    holding other files is refused (the marker would replace a model's). A member that is itself an ensemble is
+    refused; members trained to different label scales (their recipes' ``labels``) are warned of.
     """
     from finesim.models.hub import MARKER_FILE, resolve_model_path
     from finesim.models.io import check_one_label_scale, read_marker, write_marker
@@ -114,7 +114,7 @@ def save_ensemble(folder: str | Path, members: Sequence[str | Path], weights: Se
             raise ValueError(f"{member} is an ensemble: list its members instead (ensembles are not nested)")
         markers[str(member)] = marker
         stored.append(os.path.relpath(path.resolve(), folder.resolve()) if path.is_dir() else str(member))
-    check_one_label_scale(markers, "the mean of their scores would mix scales")
+    check_one_label_scale(markers, "the mean of their scores may mix scales (a contrastive member's none is no scale)")
     normalized = normalized_weights(weights, len(stored))
     folder.mkdir(parents=True, exist_ok=True)
     write_marker(folder, ENSEMBLE, members=stored, weights=normalized)

@@ -375,12 +375,13 @@ def label_scale(marker: dict[str, Any] | None) -> str | None:
 
 
 def check_one_label_scale(markers: Mapping[str, dict[str, Any] | None], what: str) -> None:
-    """Refuse models trained to different label scales (where their cards record one): ``what`` they would be
-    combined into says why it matters."""
+    """Warn when models were trained to different label scales (where their cards record one): ``what`` they are
+    combined into says why it matters. A warning, not a refusal: a recipe whose objective reads no scaled labels (a
+    contrastive one records ``none``) differs from a regression's without mixing anything."""
     known = {name: scale for name, m in markers.items() if (scale := label_scale(m)) is not None}
     if len(set(known.values())) > 1:
         shown = ", ".join(f"{name}: {scale}" for name, scale in known.items())
-        raise ValueError(f"the models were trained to different label scales ({shown}): {what}")
+        logger.warning("the models were trained to different label scales (%s): %s", shown, what)
 
 
 def saved_encoder(path: str | Path) -> str | None:

@@ -103,7 +103,7 @@ def member_markers(folders: Sequence[str | Path]) -> list[dict[str, Any]]:
         if marker["encoder"] != encoders[0]:
             raise ValueError(f"{folders[0]} is a {encoders[0]}-encoder but {folder} a {marker['encoder']}-encoder")
     check_one_label_scale(
-        {str(f): m for f, m in zip(folders, markers)}, "the mean of their weights would mix what they predict"
+        {str(f): m for f, m in zip(folders, markers)}, "the mean of their weights may mix what they predict"
     )
     known = [(folder, base) for folder, m in zip(folders, markers) if (base := _base(m))]
     for folder, base in known[1:]:
