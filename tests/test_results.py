@@ -209,3 +209,15 @@ def test_results_files_name_the_code_that_made_them(monkeypatch: pytest.MonkeyPa
         assert results.code_record() == {"git_commit": None, "uncommitted_changes": None}
     finally:
         results.code_record.cache_clear()
+
+
+def test_an_unwritable_target_is_named_not_its_temporary_file(tmp_path: Path) -> None:
+    """An output that cannot be written was reported by the temporary file beside it ('/proc/.t.parquet.19986-...
+    .tmp'), which the user never named."""
+    from finesim.results import write_json_atomic
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    with pytest.raises(OSError, match=rf"cannot write {re.escape(str(blocker / 'out.json'))}: ") as err:
+        write_json_atomic(blocker / "out.json", {})  # its folder is a file
+    assert ".tmp" not in str(err.value)

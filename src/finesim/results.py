@@ -251,13 +251,18 @@ def atomic_temp_file(path: str | Path) -> Path:
     Its name, ``.<name>.<pid>-<random>.tmp``, carries this process's id, so that a later writer of the same target
     can tell a leftover of a killed run from a file being written (:func:`remove_dead_temp_files`)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a file where a folder is needed, no permission: named by the file asked for
+        raise OSError(err.errno, f"cannot write {target}: {err.strerror}") from None
     while True:
         tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:  # pragma: no cover - 32 random bits
             continue
+        except OSError as err:  # named by the file asked for, not the temporary file beside it
+            raise OSError(err.errno, f"cannot write {target}: {err.strerror}") from None
         os.close(fd)
         return tmp
 

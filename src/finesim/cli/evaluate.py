@@ -71,7 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="LOW,HIGH",
         help="range of the model's scores that corresponds to C-STS labels on [0, 1], for the over-estimation "
-        "count (default: what the model declares; cosine scorers: 0,1; e.g. 1,5 for a regressor on raw labels)",
+        "count (default: what the model declares; cosine scorers: 0,1; e.g. 1,5 for a regressor on raw labels; a "
+        "negative LOW is written with '=': --prediction-range=-1,1)",
     )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--list", action="store_true", help="list tasks and groups, then exit")
