@@ -372,3 +372,21 @@ def test_score_and_serve_load_an_exported_model(onnx_fp32: Path, torch_scores: n
     assert answer.status_code == 200, answer.text
     np.testing.assert_allclose(answer.json()["scores"], torch_scores, atol=FP32_ATOL)
     assert info["encoder"] == "bi" and info["model"] == str(onnx_fp32)
+
+
+def test_a_killed_exports_unfinished_folder_is_removed_by_the_next(bi_dir: Path, tmp_path: Path) -> None:
+    """A killed export left `.NAME.xxxx.export/` beside its target, and a rerun did not remove it. The folder's name
+    carries the exporting process's id now: one whose process is gone is removed, a running one's is kept."""
+    import os
+    import subprocess
+
+    done = subprocess.Popen(["true"])
+    done.wait()  # a process id no longer running
+    dead = tmp_path / f".out.{done.pid}-abc123.export"
+    alive = tmp_path / f".out.{os.getpid()}-def456.export"
+    for folder in (dead, alive):
+        folder.mkdir()
+        (folder / "model.onnx").write_bytes(b"half")
+    export_model(str(bi_dir), tmp_path / "out", quantize="none")
+    assert not dead.exists() and alive.is_dir()
+    assert not [p for p in tmp_path.glob(".out.*.export") if p != alive]  # the export's own folder became out/
