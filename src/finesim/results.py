@@ -10,6 +10,7 @@ import os
 import platform
 import re
 import secrets
+import shutil
 import sys
 import tempfile
 import time
@@ -236,7 +237,12 @@ def current_umask() -> int:
     return mask
 
 
-TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")
+def _temp_name(suffix: str) -> re.Pattern[str]:
+    """``.<target name>.<pid>-<random><suffix>``: a temporary file or folder of this finesim."""
+    return re.compile(rf"^\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{{8}}{re.escape(suffix)}$")
+
+
+TEMP_NAME = _temp_name(".tmp")
 """A temporary file of :func:`atomic_temp_file`: ``.<target name>.<pid>-<random>.tmp``."""
 OLD_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp$")
 """A temporary file of an older finesim (``tempfile.mkstemp``'s ``.<target name>.<random>.tmp``, no pid)."""
@@ -280,26 +286,45 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_dead_temp_files(path: str | Path) -> list[Path]:
-    """Delete the temporary files of ``path`` (:func:`atomic_temp_file`) that a killed or crashed run left beside it:
-    those whose pid is no longer running on this machine, and those of an older finesim (no pid in the name) once
-    they are a day old. A file of a running process (another run writing the same target) is kept. Returns the
-    files removed."""
+def atomic_temp_dir(path: str | Path, suffix: str) -> Path:
+    """A new, private temporary folder beside ``path``, named as :func:`atomic_temp_file` names its files but ending
+    in ``suffix`` (``.<name>.<pid>-<random><suffix>``), to be filled and then renamed to ``path``; a killed run's is
+    removed by :func:`remove_dead_temp_files` with that suffix."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        folder = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}{suffix}")
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:  # pragma: no cover - 32 random bits
+            continue
+        return folder
+
+
+def remove_dead_temp_files(path: str | Path, suffix: str = ".tmp") -> list[Path]:
+    """Delete the temporary files of ``path`` (:func:`atomic_temp_file`; folders of :func:`atomic_temp_dir` for
+    another ``suffix``) that a killed or crashed run left beside it: those whose pid is no longer running on this
+    machine, and those of an older finesim (no pid in the name: ``.tmp`` files) once they are a day old. One of a
+    running process (another run writing the same target) is kept. Returns what was removed."""
     target = Path(path)
     if not target.parent.is_dir():
         return []
     stale = time.time() - STALE_TEMP_SECONDS
+    named = _temp_name(suffix)
     removed = []
-    for tmp in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
-        found = TEMP_NAME.match(tmp.name)
+    for tmp in target.parent.glob(f".{glob.escape(target.name)}.*{glob.escape(suffix)}"):
+        found = named.match(tmp.name)
         try:
             if found is not None and found["name"] == target.name:
                 dead = not pid_alive(int(found["pid"]))
             else:
-                old = OLD_TEMP_NAME.match(tmp.name)
+                old = OLD_TEMP_NAME.match(tmp.name) if suffix == ".tmp" else None
                 dead = old is not None and old["name"] == target.name and tmp.stat().st_mtime < stale
             if dead and tmp.is_file():
                 tmp.unlink()
+                removed.append(tmp)
+            elif dead and tmp.is_dir():
+                shutil.rmtree(tmp)
                 removed.append(tmp)
         except OSError:  # gone meanwhile, or not ours to delete
             continue

@@ -382,8 +382,8 @@ def test_a_killed_exports_unfinished_folder_is_removed_by_the_next(bi_dir: Path,
 
     done = subprocess.Popen(["true"])
     done.wait()  # a process id no longer running
-    dead = tmp_path / f".out.{done.pid}-abc123.export"
-    alive = tmp_path / f".out.{os.getpid()}-def456.export"
+    dead = tmp_path / f".out.{done.pid}-abc12345.export"
+    alive = tmp_path / f".out.{os.getpid()}-def45678.export"
     for folder in (dead, alive):
         folder.mkdir()
         (folder / "model.onnx").write_bytes(b"half")

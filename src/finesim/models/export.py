@@ -25,12 +25,8 @@ error, any export records the agreement in the marker.
 
 from __future__ import annotations
 
-import glob
 import logging
-import os
-import re
 import shutil
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -47,7 +43,7 @@ from finesim.models.runtime import (
     output_key,
     transformer_module,
 )
-from finesim.results import current_umask, pid_alive
+from finesim.results import atomic_temp_dir, current_umask, remove_dead_temp_files
 
 logger = logging.getLogger("finesim.models")
 
@@ -139,9 +135,9 @@ def export_model(
     encoder_type = encoder or (str(marker["encoder"]) if marker is not None else encoder_type_of(torch_model))
     transformer = transformer_module(torch_model)
     target.parent.mkdir(parents=True, exist_ok=True)
-    for left in remove_dead_exports(target):
+    for left in remove_dead_temp_files(target, suffix=".export"):
         say(f"removed {left}: a killed export's unfinished folder")
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}-", suffix=".export", dir=target.parent))
+    work = atomic_temp_dir(target, ".export")
     try:
         say(f"saving the sentence-transformers files to {target}")
         _save_torch_files(torch_model, work, weights=fmt == "torch")
@@ -158,7 +154,7 @@ def export_model(
         _judge(spec)
         _write_marker(work, marker, encoder_type, spec)
         _write_card(work, marker, encoder_type, spec, torch_model, target, Path(source))
-        work.chmod(0o777 & ~current_umask())  # mkdtemp's folder is private; the export gets a plain folder's mode
+        work.chmod(0o777 & ~current_umask())  # the temporary folder is private; the export gets a plain folder's mode
         if target.exists():
             shutil.rmtree(target)
         work.rename(target)
@@ -182,22 +178,6 @@ def _check_source(name: str, marker: dict[str, Any] | None, encoder: str | None)
         )
     if encoder is not None and encoder not in ("bi", "tri", "cross"):
         raise ValueError(f"unknown encoder {encoder!r}: {supported}")
-
-
-DEAD_EXPORT = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)-[^.]+\.export$")
-
-
-def remove_dead_exports(target: Path) -> list[Path]:
-    """Delete the unfinished folders (``.NAME.<pid>-<random>.export``) that killed exports to ``target`` left beside
-    it: those whose process is no longer running here (a running export's folder is kept). Returns them."""
-    removed = []
-    for folder in target.parent.glob(f".{glob.escape(target.name)}.*.export"):
-        found = DEAD_EXPORT.match(folder.name)
-        if found is None or found["name"] != target.name or pid_alive(int(found["pid"])) or not folder.is_dir():
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(folder)
-    return removed
 
 
 def _check_target(target: Path, source: Path, overwrite: bool) -> None:
