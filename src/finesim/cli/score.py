@@ -272,8 +272,9 @@ def run(args: argparse.Namespace) -> int:
         tell(f"scoring with {shown} ({scored_as['scorer']})")
         conditions_note(scorer)
         report = score_file(scorer, args.input, args.output, **options)
-    report = {"command": "finesim score", "model": {"name": args.model, "resolved": resolved, **scored_as}, **report}
-    report = {**report, "argv": sys.argv[1:], "environment": environment_record()}
+    model = {"name": args.model, "resolved": resolved, **scored_as}
+    env = environment_record()
+    report = {"command": "finesim score", "model": model, **report, "argv": sys.argv[1:], "environment": env}
     if args.report:
         write_json_atomic(args.report, portable(report, path_roots()))
     if args.json:

@@ -31,6 +31,12 @@ from finesim.models.io import check_declared_encoder, load_sentence_model, read_
 logger = logging.getLogger("finesim.evaluation")
 
 
+def _kept_name(name: str | Path, max_length: int | None, pooling: str | None) -> str | Path | None:
+    """The name a scorer keeps (an index built from it records it): None when a setting changed what the name loads
+    (``max_length``, ``pooling``: reopening the index by the name would find another model)."""
+    return name if max_length is None and pooling is None else None
+
+
 def load_model_or_scorer(
     name: str | Path,
     *,
@@ -52,9 +58,7 @@ def load_model_or_scorer(
         batch_size: the conditional scorer's batch size.
     """
     path = resolve_model_path(name)
-    # the scorer keeps its name (an index built from it records the name) unless a setting changed what the name
-    # loads as (max_length, pooling: reopening the index by the name would find another model)
-    source = name if max_length is None and pooling is None else None
+    source = _kept_name(name, max_length, pooling)
     marker = read_marker(path) if Path(path).is_dir() else None
     if marker is None and encoder is None and Path(path).is_dir():
         encoder = undeclared_encoder(path)  # a tri-encoder's training checkpoint: its modules name the condition head
@@ -111,5 +115,4 @@ def load_scorer(
     )
     if hasattr(scorer, "score"):
         return scorer
-    source = name if max_length is None and pooling is None else None  # as in load_model_or_scorer
-    return ConditionalScorer(scorer, encoder="bi", batch_size=batch_size, name=source)
+    return ConditionalScorer(scorer, encoder="bi", batch_size=batch_size, name=_kept_name(name, max_length, pooling))

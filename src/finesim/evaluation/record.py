@@ -84,12 +84,13 @@ def run_evaluation(
             f"similarity {similarity!r} applies to a plain embedding model scored as such; encoder={encoder!r} scores "
             "as a finesim model of that type (cosine, or a cross-encoder's regression output)"
         )
-    if similarity != "cosine" and _is_finesim_folder(model):  # told before the data is read and the model loaded
+    own_way = (similarity != "cosine" or pooling is not None) and _is_finesim_folder(model)  # resolved once
+    if similarity != "cosine" and own_way:  # told before the data is read and the model loaded
         raise ValueError(
             f"similarity {similarity!r} applies to a plain embedding model; {model} scores its own way (a finesim "
             "model: cosine for bi- and tri-encoders and CASE, the regression output for a cross-encoder)"
         )
-    if pooling is not None and _is_finesim_folder(model):  # it would be ignored, and the record would claim it
+    if pooling is not None and own_way:  # it would be ignored, and the record would claim it
         raise ValueError(
             f"pooling {pooling!r} replaces a plain sentence model's pooling; {model} is a finesim model and keeps its "
             "trained pooling"

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from finesim.evaluation.ensemble import ENSEMBLE
@@ -76,11 +75,10 @@ def _as_encoder(model: str, encoder: str) -> str:
     """`` (or this model with --encoder E)`` when ``model`` has no finesim marker (its type is then the flag's), else
     nothing: a finesim model is loaded as the type it was saved as."""
     from finesim.models.hub import resolve_model_path
-    from finesim.models.io import read_marker
+    from finesim.models.io import saved_encoder
 
     try:
-        path = resolve_model_path(model)
-        marked = Path(path).is_dir() and read_marker(path) is not None
+        marked = saved_encoder(resolve_model_path(model)) is not None
     except (OSError, ValueError):  # unresolvable here, or a damaged marker: say nothing of --encoder
         return ""
     return "" if marked else f" (or this model with --encoder {encoder})"
