@@ -130,6 +130,17 @@ def _score(folder: Path, name: str, text: str) -> list[str]:
     return ["score", "--model", str(_tiny_model_dir()), "--input", str(path), "--output", str(folder / "out.csv")]
 
 
+def _truncated_model(folder: Path) -> str:
+    """A copy of the tiny model whose ``model.safetensors`` was cut in half (an interrupted download or copy)."""
+    import shutil
+
+    model = folder / "cut-model"
+    shutil.copytree(_tiny_model_dir(), model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return str(model)
+
+
 def _prompt_eval_hf(folder: Path, model: str) -> list[str]:
     data = _data(folder) / "csts"
     files = ["--eval-file", str(data / "validation.csv"), "--train-file", str(data / "train.csv")]
@@ -632,6 +643,18 @@ CASES: list[Case] = [
         ("gold.txt, row 3", "not a number: 'three'"),
     ),
     Case(
+        "score-truncated-weights",
+        lambda d: ["score", "--model", _truncated_model(d), "--input", str(_pairs(d)), "--output", str(d / "o.csv")],
+        1,
+        ("finesim score: error: {dir}/cut-model/model.safetensors: the model's weights cannot be read", "again"),
+    ),
+    Case(
+        "export-truncated-weights",
+        lambda d: ["export", _truncated_model(d), "--encoder", "bi", "--to", str(d / "exported")],
+        1,
+        ("finesim export: error: {dir}/cut-model/model.safetensors: the model's weights cannot be read",),
+    ),
+    Case(
         "case-score-not-a-case-folder",
         lambda d: ["case", "score", str(d), str(_data(d) / "csts" / "validation.csv")],
         1,
@@ -684,6 +707,26 @@ def test_unknown_errors_are_one_line_too(monkeypatch: pytest.MonkeyPatch, capsys
     assert "internal error: ZeroDivisionError: a bug (run with -v" in err and "Traceback" not in err
     assert main(["bound", "--n", "3", "-v"]) == 1  # -v after the command: the traceback too
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_unreadable_weights_read_elsewhere_are_a_user_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    """safetensors' own error (not an OSError or ValueError), raised outside finesim's loaders, is still no bug."""
+    import finesim.cli.bound as bound
+
+    cut = _write(tmp_path / "w.safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{}")
+
+    def read(args: object) -> int:
+        from safetensors import safe_open
+
+        safe_open(str(cut), framework="pt")
+        return 0
+
+    monkeypatch.setattr(bound, "run", read)
+    assert main(["bound", "--n", "3"]) == 1
+    err = capsys.readouterr().err
+    assert "finesim bound: error: a model's weights cannot be read (" in err and "internal error" not in err
 
 
 @pytest.mark.parametrize("error", [KeyError("x"), IndexError("list index out of range"), AttributeError("y")])

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from finesim.models.weights import is_unreadable_weights_error
+
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 LIBRARY_LOGGERS = ("transformers", "sentence_transformers", "datasets", "huggingface_hub", "accelerate")
 
@@ -402,6 +404,15 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as err:  # a bug: still one line, the traceback with -v
+        if is_unreadable_weights_error(err):  # a weights file read outside finesim's loaders (which name it)
+            if verbose:
+                traceback.print_exc()
+            print(
+                f"{prog}: error: a model's weights cannot be read ({_one_line(err)}): a damaged or incomplete "
+                "weights file; copy or download the model again",
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
         return _internal_error(prog, err, verbose)
 
 

@@ -25,6 +25,7 @@ from finesim.models.condition_head import ConditionHead
 from finesim.models.hub import resolve_model_path
 from finesim.models.io import check_max_length, load_sentence_model, load_with_finesim_modules, pooling_mode
 from finesim.models.prompt_transformer import PromptTransformer, find_prompt_transformer, has_lora, resolve_template
+from finesim.models.weights import readable_weights
 
 # cross-encoder heads: "linear" = the C-STS reference's (no pretrained pooler), "sequence-classification" =
 # transformers' AutoModelForSequenceClassification head (BERT keeps its pretrained pooler Linear + Tanh)
@@ -129,7 +130,8 @@ def build_cross_encoder(
                 "(transformers' classification head is fixed by the architecture); use head 'linear'"
             )
         path = resolve_model_path(backbone)
-        model = CrossEncoder(path, num_labels=1, max_length=max_length, activation_fn=torch.nn.Identity())
+        with readable_weights(path):
+            model = CrossEncoder(path, num_labels=1, max_length=max_length, activation_fn=torch.nn.Identity())
         if max_length is not None:
             check_max_length(max_length, getattr(model, "config", None), backbone)
         return model

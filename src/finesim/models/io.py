@@ -30,6 +30,7 @@ from finesim.models.condition_head import find_condition_head
 from finesim.models.hub import MARKER_FILE, resolve_model_path
 from finesim.models.portable import make_portable, module_classes, read_modules
 from finesim.models.runtime import RUNTIME_KEY, has_torch_weights
+from finesim.models.weights import readable_weights
 from finesim.results import write_json_atomic
 
 if TYPE_CHECKING:
@@ -162,12 +163,24 @@ def load_sentence_model(
 
     A folder without ``modules.json`` (a plain transformers checkpoint) gets a Transformer + Pooling stack; the
     pooling mode is ``pooling`` (default ``mean``). ``pooling`` on a sentence-transformers folder replaces its
-    pooling mode; ``last-token`` is accepted for ``lasttoken`` (:func:`pooling_mode`).
+    pooling mode; ``last-token`` is accepted for ``lasttoken`` (:func:`pooling_mode`). A weights file that cannot
+    be read is named in the error (:func:`finesim.models.weights.readable_weights`).
     """
+    path = resolve_model_path(name)
+    with readable_weights(path):
+        model = _load_sentence_model(path, device=device, pooling=pooling, max_length=max_length, **kwargs)
+    if max_length is not None:
+        check_max_length(max_length, getattr(getattr(model[0], "auto_model", None), "config", None), name)
+        model.max_seq_length = max_length
+    return model
+
+
+def _load_sentence_model(
+    path: str, *, device: str | None, pooling: str | None, max_length: int | None, **kwargs: Any
+) -> Any:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
-    path = resolve_model_path(name)
     is_st = (Path(path) / "modules.json").is_file() if Path(path).is_dir() else None
     if is_st is False:
         transformer = Transformer(path, max_seq_length=max_length)
@@ -186,9 +199,6 @@ def load_sentence_model(
             model = SentenceTransformer(path, device=device, **kwargs)
         if pooling is not None:
             set_pooling(model, pooling)
-    if max_length is not None:
-        check_max_length(max_length, getattr(getattr(model[0], "auto_model", None), "config", None), name)
-        model.max_seq_length = max_length
     return model
 
 
@@ -293,23 +303,27 @@ def load_conditional_model(
             classes = weightless_module_classes(folder)
     else:
         check_torch_weights(folder, marker)
-    if encoder == "cross":
-        import torch
-        from sentence_transformers import CrossEncoder
-
-        # classes: the exported runtime's transformer; none loads exactly as CrossEncoder(folder, ...)
-        model = CrossEncoder._load_with_module_classes(
-            str(folder), classes, device=device, activation_fn=torch.nn.Identity()
-        )
-    else:
-        model = load_with_finesim_modules(str(folder), classes=classes, device=device)
-        if encoder == "tri" and find_condition_head(model) is None:
-            raise ValueError(f"{folder} was declared a tri-encoder but has no ConditionHead module")
+    with readable_weights(folder):
+        model = _load_encoder(folder, str(encoder), classes, device)
+    if encoder == "tri" and find_condition_head(model) is None:
+        raise ValueError(f"{folder} was declared a tri-encoder but has no ConditionHead module")
     if spec is not None:
         from finesim.models.runtime import apply_runtime
 
         apply_runtime(model, folder, spec)
     return model
+
+
+def _load_encoder(folder: Path, encoder: str, classes: dict[str, type], device: str | None) -> Any:
+    if encoder == "cross":
+        import torch
+        from sentence_transformers import CrossEncoder
+
+        # classes: the exported runtime's transformer; none loads exactly as CrossEncoder(folder, ...)
+        return CrossEncoder._load_with_module_classes(
+            str(folder), classes, device=device, activation_fn=torch.nn.Identity()
+        )
+    return load_with_finesim_modules(str(folder), classes=classes, device=device)
 
 
 def check_declared_encoder(folder: Path, marker: dict[str, Any] | None, encoder: str) -> None:

@@ -5,6 +5,10 @@ hash (:func:`weights_sha256`) so a cache or a saved projection is never used wit
 from __future__ import annotations
 
 import hashlib
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 
@@ -26,3 +30,47 @@ def weights_sha256(module: Any) -> str:
     digest = hashlib.sha256()
     update_with_state(digest, module, "")
     return digest.hexdigest()
+
+
+def is_unreadable_weights_error(err: BaseException) -> bool:
+    """Whether ``err`` is a weights file that cannot be read: safetensors' ``SafetensorError`` (a truncated or
+    corrupt header) or torch's zip reader failing on a ``pytorch_model.bin``."""
+    if type(err).__name__ == "SafetensorError":
+        return True
+    return isinstance(err, RuntimeError) and "PytorchStreamReader" in str(err)
+
+
+def damaged_weights_files(folder: str | Path) -> list[Path]:
+    """The weights files under ``folder`` (sub-folders of a module included) whose header cannot be read: a
+    ``*.safetensors`` that safetensors cannot open, a ``*.bin`` that is not a whole zip archive."""
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    damaged = []
+    for file in sorted(root.rglob("*.safetensors")):
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(file), framework="pt"):
+                pass
+        except Exception:  # SafetensorError is not importable by name in every safetensors version
+            damaged.append(file)
+    damaged += [file for file in sorted(root.rglob("*.bin")) if not zipfile.is_zipfile(file)]
+    return damaged
+
+
+@contextmanager
+def readable_weights(folder: str | Path) -> Iterator[None]:
+    """Load a model from ``folder`` inside this block: a weights file that cannot be read (an interrupted download
+    or copy) becomes a ``ValueError`` naming the file, instead of the reader's error that names none."""
+    try:
+        yield
+    except Exception as err:
+        if not is_unreadable_weights_error(err):
+            raise
+        damaged = damaged_weights_files(folder)
+        where = ", ".join(str(f) for f in damaged) or str(folder)
+        raise ValueError(
+            f"{where}: the model's weights cannot be read ({' '.join(str(err).split())}); the file is damaged or "
+            "incomplete (an interrupted download or copy?): copy or download the model again"
+        ) from err
