@@ -109,7 +109,7 @@ def test_export_help_says_its_device_is_the_cpu() -> None:
 def test_help_shows_defaults() -> None:
     text = build_parser()._subparsers._group_actions[0].choices["evaluate"].format_help()
     assert "(default: 64)" in text and "(default: cosine)" in text
-    assert "(0 = off) (default: 0)" in " ".join(text.split())  # a default of 0 is shown, not taken for "none"
+    assert "others rows (default: 0)" in " ".join(text.split())  # a default of 0 is shown, not taken for "none"
     # a store_false flag's True is what the flag turns off, never shown as its default
     flags = [a for path, p in _parsers(build_parser()) for a in p._actions if isinstance(a, argparse._StoreFalseAction)]
     assert flags and all("(default" not in HelpFormatter(prog="x")._get_help_string(a) for a in flags), (

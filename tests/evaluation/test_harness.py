@@ -162,7 +162,7 @@ def test_cli_evaluate_writes_self_describing_json(tiny_bert_dir: Path, toy_root:
             "--output",
             str(out),
             "--bootstrap",
-            "20",
+            "100",
             "--no-progress",
         ]
     )
@@ -184,7 +184,11 @@ def test_cli_evaluate_writes_self_describing_json(tiny_bert_dir: Path, toy_root:
     sts = payload["results"]["toy-sts"]
     assert sts["pairs"] == 4 and len(sts["files"]) == 4 and all(len(h) == 64 for h in sts["files"].values())
     assert sts["encodes_per_second"] > 0 and sts["data_seconds"] >= 0
-    assert set(sts["intervals"]) == {"spearman", "pearson"}
+    assert set(sts["intervals"]) == {"spearman", "pearson"} and sts["intervals"]["spearman"]["unit"] == "row"
+    # C-STS resamples sentence pairs (its two rows together); the table prints the intervals
+    assert payload["results"]["toy-csts"]["intervals"]["pearson"]["unit"] == "sentence pair"
+    assert "toy-sts: 95% bootstrap intervals, spearman [" in table and "(100 resamples of its rows)" in table
+    assert "(100 resamples of its sentence pairs)" in table
     # one task of each score group: no overall average, one per group
     assert payload["average_main_score"] is None
     by_group = payload["average_main_score_by_group"]

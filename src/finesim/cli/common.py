@@ -19,8 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from finesim.models.weights import is_unreadable_weights_error
-
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 LIBRARY_LOGGERS = ("transformers", "sentence_transformers", "datasets", "huggingface_hub", "accelerate")
 
@@ -404,6 +402,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as err:  # a bug: still one line, the traceback with -v
+        from finesim.models.weights import is_unreadable_weights_error  # here: `--help` imports no torch
+
         if is_unreadable_weights_error(err):  # a weights file read outside finesim's loaders (which name it)
             if verbose:
                 traceback.print_exc()

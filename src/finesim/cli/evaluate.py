@@ -32,6 +32,16 @@ def parse_range(text: str) -> tuple[float, float]:
     return low, high
 
 
+def _resamples(text: str) -> int:
+    """``--bootstrap``: 0 or at least :data:`finesim.evaluation.metrics.MIN_RESAMPLES`."""
+    from finesim.evaluation.metrics import check_resamples
+
+    try:
+        return check_resamples(non_negative_int(text), "the count")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``evaluate`` sub-command."""
     p = command_parser(
@@ -64,7 +74,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--similarity", default="cosine", choices=["cosine", "dot", "euclidean", "manhattan"], help="similarity"
     )
-    p.add_argument("--bootstrap", type=non_negative_int, default=0, help="bootstrap resamples for 95%% CIs (0 = off)")
+    p.add_argument(
+        "--bootstrap",
+        type=_resamples,
+        default=0,
+        help="bootstrap resamples for 95%% CIs: 0 = off, else at least 100 (1000 is usual); C-STS tasks resample "
+        "sentence pairs (both conditions' rows together), others rows",
+    )
     p.add_argument(
         "--prediction-range",
         type=parse_range,

@@ -103,7 +103,7 @@ class TaskResult:
     group: str = "sts"
     subsets: dict[str, dict[str, float]] = field(default_factory=dict)
     mean_over_subsets: dict[str, float] | None = None
-    intervals: dict[str, dict[str, float | int]] = field(default_factory=dict)
+    intervals: dict[str, dict[str, float | int | str]] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     texts_encoded: int | None = None
     encode_seconds: float = 0.0
@@ -216,7 +216,8 @@ def evaluate_task(
         data_root: the data folder.
         similarity: similarity function for embedding models.
         batch_size: encoding batch size.
-        bootstrap: number of bootstrap resamples for 95% confidence intervals (0 = none).
+        bootstrap: number of bootstrap resamples for 95% confidence intervals (0 = none, else at least 100); a
+            conditional task resamples its sentence pairs (both conditions' rows together), others their rows.
         seed: bootstrap seed.
         show_progress: progress bars while encoding.
         hash_files: record SHA-256 of the data files (when ``data`` is not given).
@@ -275,9 +276,12 @@ def evaluate_task(
         if task.aggregation == "mean":
             result.main_score = result.mean_over_subsets["spearman"]
     if bootstrap:
+        # a C-STS sentence pair's rows (one per condition) are resampled together: they are not independent draws
+        groups = list(zip(dataset["sentence1"], dataset["sentence2"], strict=True)) if task.conditional else None
+        unit = "sentence pair" if groups is not None else "row"
         for metric in ("spearman", "pearson"):
             result.intervals[metric] = bootstrap_interval(
-                metric, predictions, gold, resamples=bootstrap, seed=seed
+                metric, predictions, gold, resamples=bootstrap, seed=seed, groups=groups, unit=unit
             ).as_dict()
     if task.conditional:
         source = "option" if prediction_range is not None else "scorer"
@@ -349,6 +353,14 @@ def format_table(results: Sequence[TaskResult]) -> str:
     for group, avg in averages.items():
         if sum(r.group == group for r in results) > 1:
             lines.append(f"{f'average {group} (main)':<32}{'':>7}{avg:>8.2f}")
+    for r in results:
+        if r.intervals:
+            ends = "; ".join(f"{m} [{i['low']:.2f}, {i['high']:.2f}]" for m, i in r.intervals.items())
+            first = next(iter(r.intervals.values()))
+            lines.append(
+                f"{r.task}: {float(first['level']):.0%} bootstrap intervals, {ends} ({first['resamples']} resamples "
+                f"of its {first.get('unit', 'row')}s)"
+            )
     for r in results:
         over = r.analyses.get("overestimation", {})
         if "overestimated" in over:

@@ -25,6 +25,7 @@ from finesim.evaluation.harness import (
     unsupported_reason,
 )
 from finesim.evaluation.loading import load_model_or_scorer
+from finesim.evaluation.metrics import check_resamples
 from finesim.evaluation.scoring import Similarity
 from finesim.evaluation.tasks import Registry, default_registry, load_registry
 from finesim.models.hub import model_location, resolve_model_path
@@ -66,7 +67,8 @@ def run_evaluation(
             such as a sentence-transformers CrossEncoder folder (``cross``); None decides by the folder's marker (a
             plain model is then scored per task, its condition paired or ignored as the task says).
         batch_size, max_length, pooling, similarity, device: how the model is loaded and scores.
-        bootstrap: bootstrap resamples for 95% confidence intervals (0 = none).
+        bootstrap: bootstrap resamples for 95% confidence intervals (0 = none, else at least 100; a conditional
+            task resamples its sentence pairs, both conditions' rows together).
         prediction_range: the range of the model's scores that maps onto C-STS labels on [0, 1] (over-estimation
             count); None takes what the model declares.
         seed: bootstrap seed.
@@ -76,6 +78,7 @@ def run_evaluation(
     """
     say = progress or (lambda message: None)
     code_record()  # the code as the evaluation starts (the record names it)
+    check_resamples(bootstrap, "bootstrap (--bootstrap)")
     if similarity not in get_args(Similarity):
         raise ValueError(f"similarity must be one of {list(get_args(Similarity))}, got {similarity!r}")
     model = str(model)  # a Path as the record's text
