@@ -617,6 +617,18 @@ CASES: list[Case] = [
         ("cannot load 'someone/not-a-model-xyz'", "Hub is unreachable"),
     ),
     Case(
+        "prompt-eval-other-backends-options",
+        lambda d: ["prompt-eval", "--backend", "openai", "--model", "m", "--dtype", "bf16", "--batch-size", "4"],
+        2,
+        ("--dtype, --batch-size apply to --backend hf, not --backend openai: drop them",),
+    ),
+    Case(
+        "prompt-eval-other-backends-option",
+        lambda d: ["prompt-eval", "--backend", "hf", "--model", "m", "--concurrency", "8"],
+        2,
+        ("--concurrency applies to --backend openai, not --backend hf: drop it",),
+    ),
+    Case(
         "prompt-eval-k-shot-not-a-number",
         lambda d: ["prompt-eval", "--k-shot", "x"],
         2,

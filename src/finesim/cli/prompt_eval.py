@@ -16,9 +16,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-from finesim.cli.common import check_output_file, command_parser, non_negative_int, positive_float, positive_int
+from finesim.cli.common import (
+    UsageError,
+    check_output_file,
+    command_parser,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 
 logger = logging.getLogger("finesim.prompting")
+
+# each backend's own options: (dest, flag, default), filled as the parser is built
+BACKEND_OPTIONS: dict[str, list[tuple[str, str, Any]]] = {}
 
 
 def register(subparsers: Any) -> None:
@@ -89,7 +99,21 @@ def register(subparsers: Any) -> None:
         help="a request that fails after its retries stops the run (fail) or is scored as an invalid reply",
     )
     api.add_argument("--system-prompt", help="optional system message (chat api)")
+    for backend, group in (("hf", hf), ("openai", api)):
+        BACKEND_OPTIONS[backend] = [(a.dest, a.option_strings[0], a.default) for a in group._group_actions]
     p.set_defaults(func=run)
+
+
+def check_backend_options(args: argparse.Namespace) -> None:
+    """Refuse the other backend's options (``--dtype`` with ``--backend openai``, ``--concurrency`` with ``hf``):
+    they would be ignored without a word."""
+    other = "openai" if args.backend == "hf" else "hf"
+    given = [flag for dest, flag, default in BACKEND_OPTIONS.get(other, []) if getattr(args, dest, default) != default]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --backend {other}, not "
+            f"--backend {args.backend}: drop {'it' if len(given) == 1 else 'them'} (see finesim prompt-eval --help)"
+        )
 
 
 def _load(task: str, path: Path) -> tuple[Any, dict[str, Any]]:
@@ -162,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
     from finesim.prompting.runner import evaluate_prompting
     from finesim.results import environment_record, file_sha256, write_json_atomic
 
+    check_backend_options(args)
     check_output_file(args.output)
     if args.backend == "hf":  # a missing folder or an unreachable Hub id fails now, before the data is read
         from finesim.models.hub import resolve_model_path
