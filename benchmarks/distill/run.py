@@ -214,7 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     from finesim.models.teacher import check_teacher_dev_split
 
     checked = check_teacher_dev_split(  # the teacher never saw the dev rows: refused now, before any work
-        teacher, dev_fraction=args.dev_fraction, dev_seed=args.dev_seed, allow_unchecked=args.allow_unchecked_teacher
+        teacher,
+        dev_fraction=args.dev_fraction,
+        dev_seed=args.dev_seed,
+        allow_unchecked=args.allow_unchecked_teacher,
+        train=root / args.train,
     )
     work = Path(args.work or Path("runs/distill") / slug(teacher) / f"seed{args.seed}{'-smoke' if smoke else ''}")
     work.mkdir(parents=True, exist_ok=True)

@@ -207,6 +207,47 @@ def test_the_teacher_must_not_have_trained_on_the_dev_split(tmp_path: Path, caps
     assert build("--allow-unchecked-teacher") == 0 and out.is_file()
 
 
+def test_the_teacher_must_have_trained_on_the_same_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same dev fraction and seed carve other rows from another file: a teacher whose recorded training file's
+    SHA-256 (its card's train entry, or the run.json beside it) is not --train's is refused; one that records none is
+    warned of."""
+    from finesim.results import file_sha256
+
+    train = write_csts(tmp_path / "train.csv", pairs=30)
+    other_file = write_csts(tmp_path / "other.csv", pairs=31)
+    out, dev = tmp_path / "triples.csv", tmp_path / "dev.csv"
+    base = ("--train", str(train), "--out", str(out), "--size", "100", "--dev-fraction", "0.2", "--dev-out", str(dev))
+    split = {"dev_fraction": 0.2, "dev_seed": 42}
+
+    def teacher(name: str, trained_on: Path) -> Path:
+        folder = _teacher_folder(tmp_path / name, split)
+        marker = json.loads((folder / "finesim_model.json").read_text(encoding="utf-8"))
+        marker["card"]["data"] = [{"split": "train", "file": "x.csv", "sha256": file_sha256(trained_on)}]
+        (folder / "finesim_model.json").write_text(json.dumps(marker), encoding="utf-8")
+        return folder
+
+    assert _distill(*base, "--teacher", str(teacher("same", train)), unchecked=False) == 0
+    out.unlink()
+    assert _distill(*base, "--teacher", str(teacher("other", other_file)), unchecked=False) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'other'} was trained on another file than {train} (its training file's SHA-256 " in err
+    assert "the teacher may have trained on these dev rows" in err and not out.exists()
+    # a finesim run folder whose card has no hash: the run.json beside model/ records it
+    run = _teacher_folder(tmp_path / "run", None, run_config={"data": split})
+    (tmp_path / "run" / "run.json").write_text(
+        json.dumps({"fingerprint": {"data": {"train": file_sha256(other_file)}}}), encoding="utf-8"
+    )
+    assert _distill(*base, "--teacher", str(run), unchecked=False) == 1
+    assert "was trained on another file than" in capsys.readouterr().err
+    # no hash anywhere (an older finesim): checked by fraction and seed, and said so
+    old = _teacher_folder(tmp_path / "old", split)
+    with caplog.at_level("WARNING", logger="finesim.models.teacher"):
+        assert _distill(*base, "--teacher", str(old), unchecked=False) == 0
+    assert "records no SHA-256 of its training file" in caplog.text
+
+
 def test_the_teacher_check_from_python(tmp_path: Path) -> None:
     from finesim.models.teacher import TeacherCheckError, check_teacher_dev_split, recorded_dev_split
 

@@ -118,6 +118,10 @@ def test_trained_model_card_says_what_the_model_is(trained: Path, tiny_bert_dir:
     # the card's facts are kept in the marker (an export writes its card from them)
     card = read_marker(trained)["card"]
     assert card["base_model"] == str(tiny_bert_dir) and card["data"][0]["rows_used"] == 18
+    # each data file's SHA-256, as the run's fingerprint has it (distill-data --teacher compares the train file's)
+    fingerprint = json.loads((trained.parent / "run.json").read_text())["fingerprint"]["data"]
+    assert [d["sha256"] for d in card["data"]] == [fingerprint["train"], fingerprint["validation"]]
+    assert len(fingerprint["train"]) == 64
     assert [c["name"] for c in card["citations"]] == ["C-STS"] and card["citations"][0]["bibtex"] in text
 
 

@@ -21,7 +21,8 @@ C-STS CSV (--dev-out), for the student's checkpoint selection. No triple holds a
 share a sentence with a dev pair are dropped, and the report counts them. The teacher must not have trained on
 those rows: --teacher MODEL reads its recorded recipe (the card in its finesim_model.json, or the config.json of the
 finesim run beside it) and refuses a teacher whose data.dev_fraction / data.dev_seed differ from --dev-fraction /
---dev-seed, or that records none. A teacher finesim did not train (a Hub model) records nothing: say
+--dev-seed, that records none, or whose recorded training file is not --train (by SHA-256: the same values carve
+other rows from another file). A teacher finesim did not train (a Hub model) records nothing: say
 --allow-unchecked-teacher instead of --teacher when you know it never saw these rows. One of the two is required
 with a dev split.
 
@@ -148,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         if args.teacher:
             from finesim.models.teacher import check_teacher_dev_split
 
-            check_teacher_dev_split(args.teacher, dev_fraction=args.dev_fraction, dev_seed=args.dev_seed)
+            check_teacher_dev_split(args.teacher, dev_fraction=args.dev_fraction, dev_seed=args.dev_seed, train=train)
         elif not args.allow_unchecked_teacher:
             raise UsageError(
                 "--teacher MODEL is required with a dev split (its recorded data.dev_fraction / data.dev_seed must "

@@ -115,7 +115,8 @@ class CardInfo:
         recipe_name: the recipe's name.
         recipe: the recipe actually used (defaults filled in), written as YAML.
         data: one entry per data file: ``split``, ``file`` (as the recipe names it), ``format``, ``rows`` (read),
-            ``rows_used`` (rows in the training examples), ``skipped`` (rows the reader left out).
+            ``rows_used`` (rows in the training examples), ``skipped`` (rows the reader left out), ``sha256`` (the
+            file's, when recorded).
         metrics: named metric groups, e.g. ``{"validation": {"spearman": 68.4, "pearson": 68.9}}`` (x100).
         conditional: whether the model compares sentences under a condition.
         language, license: the card's metadata (None: taken from the base model's card when it is local).

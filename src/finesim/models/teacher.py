@@ -9,18 +9,27 @@ order: the card of the folder's marker (``finesim_model.json``, its ``card.recip
 options instead: ``dev_fraction`` and the run's ``seed``, carved by the same function). A model without either
 record (a Hub model, a folder saved by hand) cannot be checked: it is refused unless the caller says it knows
 (``allow_unchecked``).
+
+The same fraction and seed carve other rows from another file: given the triples' training file (``train``), its
+SHA-256 must equal the one the teacher's run recorded for its ``data.train`` (the card's data entry, or the run's
+``run.json`` beside ``model/``). A teacher that records no hash (trained before finesim recorded it) is warned of.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from finesim.models.card import CARD_KEY
 from finesim.models.hub import MARKER_FILE, resolve_model_path
 
 RUN_CONFIG_FILE = "config.json"  # what ``finesim train`` writes beside ``model/``: the resolved recipe
+RUN_RECORD_FILE = "run.json"  # the run's fingerprint, beside ``model/``: its data files' SHA-256
+
+logger = logging.getLogger(__name__)
 
 
 class TeacherCheckError(ValueError):
@@ -35,6 +44,7 @@ class RecordedDevSplit:
     seed: int | None
     source: str  # the file it was read from
     keys: tuple[str, str] = ("data.dev_fraction", "data.dev_seed")  # the recipe keys that set them
+    train_sha256: str | None = None  # the SHA-256 of the file the split was carved from, when recorded
 
 
 def recorded_dev_split(model: str | Path) -> RecordedDevSplit | None:
@@ -63,9 +73,27 @@ def recorded_dev_split(model: str | Path) -> RecordedDevSplit | None:
         if isinstance(data, dict) and "dev_fraction" in data:
             fraction, seed = data.get("dev_fraction"), data.get("dev_seed")
             return RecordedDevSplit(
-                None if fraction is None else float(fraction), None if seed is None else int(seed), str(path)
+                None if fraction is None else float(fraction),
+                None if seed is None else int(seed),
+                str(path),
+                train_sha256=_recorded_train_sha256(folder, doc),
             )
     return None
+
+
+def _recorded_train_sha256(folder: Path, doc: dict[str, Any]) -> str | None:
+    """The teacher's training file's SHA-256: its card's ``train`` data entry, else the fingerprint of the finesim
+    run beside it (``run.json``); None when neither records it."""
+    card = doc.get(CARD_KEY) if isinstance(doc.get(CARD_KEY), dict) else {}
+    for entry in card.get("data") or []:
+        if isinstance(entry, dict) and entry.get("split") == "train" and isinstance(entry.get("sha256"), str):
+            return str(entry["sha256"])
+    run = folder.parent / RUN_RECORD_FILE
+    try:
+        digest = json.loads(run.read_text(encoding="utf-8"))["fingerprint"]["data"]["train"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return digest if isinstance(digest, str) else None
 
 
 def _case_dev_split(options: dict, source: str) -> RecordedDevSplit | None:
@@ -82,15 +110,21 @@ def _case_dev_split(options: dict, source: str) -> RecordedDevSplit | None:
 
 
 def check_teacher_dev_split(
-    teacher: str | Path, *, dev_fraction: float, dev_seed: int, allow_unchecked: bool = False
+    teacher: str | Path,
+    *,
+    dev_fraction: float,
+    dev_seed: int,
+    allow_unchecked: bool = False,
+    train: str | Path | None = None,
 ) -> RecordedDevSplit | None:
     """Refuse a teacher that may have trained on the dev split ``dev_fraction`` / ``dev_seed``: its recorded
-    ``data.dev_fraction`` and ``data.dev_seed`` must equal them. Returns the record (None when there is none and
+    ``data.dev_fraction`` and ``data.dev_seed`` must equal them, and (given ``train``, the file the split is carved
+    from) its recorded training file's SHA-256 must be ``train``'s. Returns the record (None when there is none and
     ``allow_unchecked`` is set).
 
     Raises:
-        TeacherCheckError: no record (without ``allow_unchecked``), or a record of another split (always: a
-            recorded mismatch is a known leak, which ``allow_unchecked`` does not excuse).
+        TeacherCheckError: no record (without ``allow_unchecked``), or a record of another split or another
+            training file (always: a recorded mismatch is a known leak, which ``allow_unchecked`` does not excuse).
     """
     wanted = f"data.dev_fraction {dev_fraction} and data.dev_seed {dev_seed}"
     record = recorded_dev_split(teacher)
@@ -104,6 +138,8 @@ def check_teacher_dev_split(
             "trained elsewhere (a Hub model) that you know never saw these dev rows"
         )
     if record.fraction == dev_fraction and record.seed == dev_seed:
+        if train is not None:
+            _check_train_file(teacher, record, Path(train))
         return record
     fraction_key, seed_key = record.keys
     had = (
@@ -117,3 +153,24 @@ def check_teacher_dev_split(
         f"with --set {fraction_key}={dev_fraction} --set {seed_key}={dev_seed}, or build the dev split with "
         "the teacher's values"
     )
+
+
+def _check_train_file(teacher: str | Path, record: RecordedDevSplit, train: Path) -> None:
+    from finesim.results import path_sha256
+
+    if record.train_sha256 is None:
+        logger.warning(
+            "%s records no SHA-256 of its training file (trained by an older finesim): the dev split was checked by "
+            "its fraction and seed only; from another file than %s they carve other rows",
+            teacher,
+            train,
+        )
+        return
+    digest = path_sha256(train)
+    if digest != record.train_sha256:
+        raise TeacherCheckError(
+            f"{teacher} was trained on another file than {train} (its training file's SHA-256 "
+            f"{record.train_sha256[:12]}..., {train}'s {digest[:12]}...): the same dev fraction and seed carve other "
+            "rows from another file, so the teacher may have trained on these dev rows; build the triples from the "
+            "teacher's training file, or train the teacher on this one"
+        )

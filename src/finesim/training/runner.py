@@ -281,7 +281,9 @@ def train(
             metrics["dev"], metrics["validation"] = metrics["validation"], report or {}
         metrics["fingerprint_sha256"] = pre.digest
         conditional = "condition" in pre.train.dataset.column_names  # the training data pairs with conditions
-        card = card_info(recipe, encoder, options, data, metrics, conditional=conditional)
+        card = card_info(
+            recipe, encoder, options, data, metrics, conditional=conditional, files_sha256=pre.fingerprint["data"]
+        )
         save_model(model, out / "model", encoder=encoder.encoder, card=card)
         write_json_atomic(out / "config.json", _resolved_config(recipe, out, options, data))
         write_json_atomic(out / "metrics.json", metrics)
@@ -364,10 +366,12 @@ def card_info(
     metrics: dict[str, Any],
     *,
     conditional: bool = True,
+    files_sha256: dict[str, Any] | None = None,
 ) -> Any:
     """The model card's facts for a trained model (:class:`finesim.models.card.CardInfo`): the backbone as the
-    recipe gives it, the recipe with the objective options resolved, the data files with row counts, validation,
-    the papers to cite (:func:`~finesim.training.objectives.card_citations`)."""
+    recipe gives it, the recipe with the objective options resolved, the data files with row counts (and SHA-256,
+    from ``files_sha256``: the run fingerprint's ``train``, ``validation``, ``auxiliary``), validation, the papers to
+    cite (:func:`~finesim.training.objectives.card_citations`)."""
     from finesim.models.card import CardInfo
     from finesim.training.objectives import card_citations
 
@@ -376,12 +380,17 @@ def card_info(
     d = recipe.data
     auxiliary = data.auxiliary()
     main_used = data.train_rows_used - sum(int(a["rows"]) for a in auxiliary)  # every auxiliary row trains (rows)
-    rows = [_data_row("train", d.train, d.format, data.train_report, data.train_rows, main_used)]
-    for spec, aux in zip(d.auxiliary, auxiliary):
-        rows.append(_data_row("auxiliary", spec.train, spec.format, aux.get("report"), aux["rows"], aux["rows"]))
+    hashes = files_sha256 or {}
+    rows = [_data_row("train", d.train, d.format, data.train_report, data.train_rows, main_used, hashes.get("train"))]
+    for i, (spec, aux) in enumerate(zip(d.auxiliary, auxiliary)):
+        digest = (hashes.get("auxiliary") or [None] * (i + 1))[i]
+        rows.append(
+            _data_row("auxiliary", spec.train, spec.format, aux.get("report"), aux["rows"], aux["rows"], digest)
+        )
     if data.validation_path is not None:
         fmt, count = d.validation_format or d.format, data.validation_rows
-        rows.append(_data_row("validation", d.validation, fmt, data.validation_report, count, count))
+        digest = hashes.get("validation")
+        rows.append(_data_row("validation", d.validation, fmt, data.validation_report, count, count, digest))
     details = {
         "Training": f"{metrics.get('global_steps')} steps, {metrics.get('epochs', 0):.2f} epochs, "
         f"{metrics.get('train_rows_seen', 0):,} training rows seen (seed {recipe.seed})"
@@ -409,11 +418,14 @@ def card_info(
     )
 
 
-def _data_row(split: str, file: Any, fmt: str, report: Any, rows: int | None, rows_used: int | None) -> dict[str, Any]:
-    """One data file of the model card: rows read (the report's, else ``rows``), used and skipped."""
+def _data_row(
+    split: str, file: Any, fmt: str, report: Any, rows: int | None, rows_used: int | None, sha256: str | None = None
+) -> dict[str, Any]:
+    """One data file of the model card: rows read (the report's, else ``rows``), used and skipped, and the file's
+    SHA-256 (what ``finesim distill-data --teacher`` compares the triples' training file with)."""
     report = report if isinstance(report, dict) else {}
     read, skipped = report.get("rows_read"), report.get("skipped")
-    return {
+    row = {
         "split": split,
         "file": file,
         "format": fmt,
@@ -421,6 +433,9 @@ def _data_row(split: str, file: Any, fmt: str, report: Any, rows: int | None, ro
         "rows_used": rows_used,
         "skipped": sum(int(v) for v in skipped.values()) if isinstance(skipped, dict) else None,
     }
+    if sha256:
+        row["sha256"] = sha256
+    return row
 
 
 def _resolved_config(recipe: Recipe, out: Path, options: dict[str, Any], data: PreparedData) -> dict[str, Any]:
