@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from finesim.data.errors import DataFormatError
-from finesim.index.distributed import table_format
+from finesim.index.distributed import strict_record_count, table_format
 
 
 def test_the_format_comes_from_the_shared_detector(tmp_path) -> None:
@@ -20,3 +20,18 @@ def test_the_format_comes_from_the_shared_detector(tmp_path) -> None:
     (tmp_path / "c.xlsx").write_text("x")
     with pytest.raises(DataFormatError, match=r"cannot tell the table format from the extension '\.xlsx'"):
         table_format(tmp_path / "c.xlsx")
+
+
+def test_the_strict_pass_reads_as_the_local_build(tmp_path) -> None:
+    """pyarrow's CSV parser (Ray Data's) read `"A big" dog runs.` as `A big dog runs.` and skipped blank lines
+    without a word; the strict pass before it refuses the first and counts the second, as the local build does."""
+    good = tmp_path / "good.csv"
+    good.write_text('text\n"a, quoted text"\n\nsecond one\n\n', encoding="utf-8")
+    assert strict_record_count(good, "csv") == (2, 2)
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_text('{"text": "a"}\n\n{"text": "b"}\n', encoding="utf-8")
+    assert strict_record_count(jsonl, "jsonl") == (2, 1)
+    bad = tmp_path / "bad.csv"
+    bad.write_text('text\n"A big" dog runs.\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"bad\.csv, row 1 \(line 2\).*text after"):
+        strict_record_count(bad, "csv")

@@ -80,13 +80,33 @@ def test_ray_errors_name_the_file_row_and_column(ray_local, model_dirs, tmp_path
     from finesim.index.distributed import build_index_ray
 
     model = str(model_dirs["bi"])
-    table = _write_csv(tmp_path / "c.csv", ["text"], [["a dog"], [""]])
+    table = _write_csv(tmp_path / "c.csv", ["id", "text"], [["1", "a dog"], ["2", ""]])
     with pytest.raises(DataFormatError, match=r"c\.csv, row 2, column 'text': text is empty"):
         build_index_ray(model, table, tmp_path / "index", workers=1)
-    with pytest.raises(DataFormatError, match=r"no column 'sentence'; the columns are: 'text'"):
+    with pytest.raises(DataFormatError, match=r"no column 'sentence'; the columns are: 'id', 'text'"):
         build_index_ray(model, table, tmp_path / "index2", text_column="sentence", workers=1)
     assert not (tmp_path / "index" / "manifest.json").exists()
     assert not (tmp_path / "index2" / "manifest.json").exists()
+    # pyarrow read this as `A big dog runs.`: refused as the local build refuses it
+    quoted = tmp_path / "q.csv"
+    quoted.write_text('text\n"A big" dog runs.\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"q\.csv, row 1 \(line 2\)"):
+        build_index_ray(model, quoted, tmp_path / "index3", workers=1)
+    # a one-column record holding only "" is a blank line to finesim's reader and a row to pyarrow's: told
+    empty = _write_csv(tmp_path / "e.csv", ["text"], [["a dog"], [""]])
+    with pytest.raises(DataFormatError, match=r"e\.csv: Ray Data reads 2 rows where finesim's reader reads 1 records"):
+        build_index_ray(model, empty, tmp_path / "index4", workers=1)
+
+
+def test_ray_build_records_blank_lines(ray_local, model_dirs, tmp_path, caplog):
+    from finesim.index.distributed import build_index_ray
+
+    corpus = tmp_path / "c.csv"
+    corpus.write_text("text\na dog\n\na cat\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="finesim.index.corpus"):
+        index = build_index_ray(str(model_dirs["bi"]), corpus, tmp_path / "index", workers=1)
+    assert len(index) == 2 and index.store.manifest["corpus"][0]["blank_lines_skipped"] == 1
+    assert "c.csv: 1 blank line skipped (no record; result rows count the 2 records" in caplog.text
 
 
 def test_cli_build_with_ray(ray_local, model_dirs, tmp_path, capsys):

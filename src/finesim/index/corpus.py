@@ -212,11 +212,16 @@ def read_corpus(
         path, len(texts), text_column, reader.format, id_column=id_column, metadata_columns=metadata_columns,
         split=split,
     )  # fmt: skip
-    blank = report.skipped.get("blank lines", 0)
-    if blank:  # not texts: rows count records, so a result's row is the record's place, not the line's
+    note_blank_lines(description, report.skipped.get("blank lines", 0))
+    return Corpus(texts, description, ids, metadata)
+
+
+def note_blank_lines(description: dict[str, Any], blank: int) -> None:
+    """Record (``blank_lines_skipped``) and warn of a corpus file's skipped blank lines: not texts, so a result's
+    row is the record's place in the file, not its line."""
+    if blank:
         description["blank_lines_skipped"] = blank
         logger.warning(
             "%s: %d blank line%s skipped (no record; result rows count the %d records, not the file's lines)",
-            path, blank, "" if blank == 1 else "s", len(texts),
+            description["path"], blank, "" if blank == 1 else "s", description["rows"],
         )  # fmt: skip
-    return Corpus(texts, description, ids, metadata)

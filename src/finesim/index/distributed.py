@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from finesim.data.errors import DataFormatError
+from finesim.data.errors import DataFormatError, LoadReport
 from finesim.data.table import detect_format
 from finesim.evaluation.fingerprint import model_fingerprint
 from finesim.evaluation.ray_scoring import (
@@ -49,7 +49,7 @@ from finesim.index.conditional_index import (
     load_index_model,
     prepare_new_folder,
 )
-from finesim.index.corpus import file_record, missing_column
+from finesim.index.corpus import file_record, missing_column, note_blank_lines
 from finesim.index.encoders import IndexEncoder
 from finesim.index.store import SENTENCES
 from finesim.index.two_stage import FIRST_STAGE, SELF, resolve_first_stage
@@ -69,12 +69,26 @@ def table_format(path: str | Path, format: str | None = None) -> str:
     return name
 
 
-def read_table(path: str | Path, columns: Sequence[str], format: str | None = None) -> tuple[Any, int]:
-    """The ``columns`` of a table file as a materialised Ray dataset, and its row count.
+def strict_record_count(path: Path, fmt: str) -> tuple[int, int]:
+    """The records of a CSV, TSV or JSONL file as finesim's own reader reads them, and its blank lines: one pass
+    that raises what the local build raises. pyarrow's CSV parser, which Ray Data uses, is lenient where finesim is
+    strict: it reads ``"A big" dog runs.`` as ``A big dog runs.`` (the text changed) and skips blank lines."""
+    from finesim.data.table import open_table
+
+    report = LoadReport(path=str(path))
+    records = sum(1 for _ in open_table(path, format=fmt, report=report))
+    return records, report.skipped.get("blank lines", 0)
+
+
+def read_table(path: str | Path, columns: Sequence[str], format: str | None = None) -> tuple[Any, int, int]:
+    """The ``columns`` of a table file as a materialised Ray dataset, its row count and its blank lines skipped.
+
+    A CSV, TSV or JSONL file is read once by finesim's own strict reader first (:func:`strict_record_count`), so a
+    file the local build refuses is refused here too, and Ray Data must find the same number of records.
 
     Raises:
-        DataFormatError: the file is missing, a column is missing (the message lists those there are) or the file
-            has no rows.
+        DataFormatError: the file is missing or malformed, a column is missing (the message lists those there are),
+            the file has no rows, or Ray Data reads another number of rows than finesim's reader.
     """
     import pyarrow as pa
     import ray.data
@@ -83,6 +97,7 @@ def read_table(path: str | Path, columns: Sequence[str], format: str | None = No
     if not source.exists():
         raise DataFormatError("file not found", path=path)
     fmt = table_format(path, format)
+    records, blank = strict_record_count(source, fmt) if fmt != "parquet" else (None, 0)
     strings = {c: pa.string() for c in columns}
     if fmt in ("csv", "tsv"):
         from pyarrow import csv
@@ -109,7 +124,21 @@ def read_table(path: str | Path, columns: Sequence[str], format: str | None = No
     count = ds.count()
     if count == 0:
         raise DataFormatError("no rows: the table is empty", path=path)
-    return ds, count
+    if records is not None and count != records:
+        raise DataFormatError(
+            f"Ray Data reads {count} rows where finesim's reader reads {records} records ({blank} blank lines "
+            'skipped, among them records whose fields are all empty, such as a line holding only ""): build '
+            "without --ray (the local reader), or rewrite the file as Parquet",
+            path=path,
+        )
+    return ds, count, blank
+
+
+def _corpus_record(path: str | Path, count: int, column: str, format: str | None, blank: int) -> dict[str, Any]:
+    """The manifest's corpus entry, its blank lines recorded and warned of as the local build does."""
+    description = file_record(path, count, column, format)
+    note_blank_lines(description, blank)
+    return description
 
 
 def _texts(batch: dict[str, np.ndarray], column: str) -> tuple[list[str], np.ndarray]:
@@ -275,7 +304,7 @@ def build_index_ray(
     conditions = [_check_text(c, "condition") for c in _text_list(conditions, "conditions")]
     prepare_new_folder(Path(path), make=False)  # refuse a used folder before any work (made once the model loads)
     with ray_session(address, num_cpus=num_cpus) as ray, _ordered(show_progress):
-        ds, count = read_table(corpus, [text_column], format)
+        ds, count, blank = read_table(corpus, [text_column], format)
         loaded = load_index_model(str(model), encoder, device)
         fingerprint = model_fingerprint(loaded.model)
         keys = {condition_key(fingerprint, loaded.encoder, c): c for c in conditions} if loaded.encoder != "tri" else {}
@@ -295,7 +324,7 @@ def build_index_ray(
             conditions=list(conditions),
             dtype=dtype,
             approximate=approximate,
-            corpus=[file_record(corpus, count, text_column, format)],
+            corpus=[_corpus_record(corpus, count, text_column, format, blank)],
             first_stage=first_stage,
             first_stage_query=first_stage_query,
             batch_size=batch_size,
@@ -333,7 +362,7 @@ def add_index_ray(
     if spec is not None and spec.model != SELF:
         raise ValueError(f"--ray adds to indexes whose first stage is the model itself, not {spec.model}")
     with ray_session(address, num_cpus=num_cpus) as ray, _ordered(index.show_progress):
-        ds, count = read_table(corpus, [text_column], format)
+        ds, count, blank = read_table(corpus, [text_column], format)
         mapped = _map_encoder(
             ds, ray, workers, model=str(name), encoder=index.encoder,
             fingerprint=index.store.manifest["model"]["sha256"], dim=index.store.dim, keys=keys, column=text_column,
@@ -342,7 +371,7 @@ def add_index_ray(
         return index._append(
             count,
             _index_batches(mapped, keys, str(corpus), text_column),
-            corpus=[file_record(corpus, count, text_column, format)],
+            corpus=[_corpus_record(corpus, count, text_column, format, blank)],
             conditions=conditions,
             update_conditions=False,
         )
