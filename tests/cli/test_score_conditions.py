@@ -116,7 +116,7 @@ def test_the_command_says_which_model_and_runtime_score(bi_folder, tmp_path, cap
 
 
 def test_describe_scorer_names_an_exported_runtime() -> None:
-    from finesim.cli.score import describe_scorer
+    from finesim.evaluation.loading import describe_scorer
 
     onnx = SimpleNamespace(encoder="tri", model=SimpleNamespace(finesim_runtime={"format": "onnx", "quantize": "int8"}))
     assert describe_scorer(onnx) == "tri-encoder, onnx int8"

@@ -175,6 +175,16 @@ def test_cli_evaluate_writes_self_describing_json(tiny_bert_dir: Path, toy_root:
     assert payload["settings"]["device"] == "cpu"
     assert payload["environment"]["versions"]["torch"]
     assert payload["model"] == str(tiny_bert_dir) and payload["model_resolved"] == str(tiny_bert_dir.resolve())
+    # what scored and which weights: a plain model, its fingerprint as an index computes it; the task file's hash
+    from finesim.evaluation.fingerprint import model_fingerprint
+    from finesim.models.io import load_sentence_model
+    from finesim.results import file_sha256
+
+    scored = payload["model_scored"]
+    assert scored["scorer"] == "plain sentence-embedding model, torch on cpu"
+    assert scored["fingerprint_sha256"] == model_fingerprint(load_sentence_model(str(tiny_bert_dir)))
+    assert payload["task_file"]["sha256"] == file_sha256(toy_root / "tasks.yaml")
+    assert payload["task_file"]["path"].endswith("tasks.yaml")
     timing = payload["timing"]
     assert timing["texts_encoded"] == sum(r["texts_encoded"] for r in payload["results"].values()) > 0
     assert timing["encode_seconds"] == pytest.approx(sum(r["encode_seconds"] for r in payload["results"].values()))
@@ -522,6 +532,9 @@ def test_a_plain_cross_encoder_is_evaluated_as_one_when_asked(tiny_bert_dir: Pat
         run_evaluation(folder, **common)
     results, record = run_evaluation(folder, encoder="cross", **common)
     assert record["settings"]["encoder"] == "cross" and results[0].pairs > 0
+    scored = record["model_scored"]
+    assert scored["scorer"] == "cross-encoder, torch on cpu" and len(scored["fingerprint_sha256"]) == 64
+    assert record["task_file"] is None  # a registry object: no file to record
     _, plain = run_evaluation(tiny_bert_dir, **common)
     assert plain["settings"]["encoder"] is None  # a plain model, scored per task
     with pytest.raises(ValueError, match="similarity 'dot' applies to a plain embedding model scored as such"):

@@ -123,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         tasks=args.tasks,
         data=args.data,
         registry=registry,
+        task_file=args.task_file,  # recorded (path and SHA-256); the registry is the one read above
         encoder=args.encoder,
         batch_size=args.batch_size,
         max_length=args.max_length,

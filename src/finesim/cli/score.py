@@ -134,28 +134,6 @@ def _condition_options(args: argparse.Namespace) -> tuple[str | None, bool]:
     return args.condition_column or "condition", args.condition_column is not None
 
 
-def describe_scorer(scorer: Any) -> str:
-    """What scores, in a few words: the model type and the runtime (``bi-encoder, torch on cpu``, ``tri-encoder,
-    onnx int8 on cpu``, ``ensemble of 2 models``)."""
-    from finesim.models.card import ENCODER_NAMES
-
-    encoder = getattr(scorer, "encoder", None)
-    members = getattr(scorer, "members", None)
-    if members is not None:
-        return f"ensemble of {len(members)} models"
-    kind = ENCODER_NAMES.get(str(encoder), str(encoder or type(scorer).__name__))
-    model = getattr(scorer, "model", None)
-    runtime = getattr(model, "finesim_runtime", None) or {"format": "torch", "quantize": "none"}
-    quantize = runtime.get("quantize", "none")
-    where = runtime.get("format", "torch") + ("" if quantize in (None, "none") else f" {quantize}")
-    device = getattr(model, "device", None)
-    if device is None and encoder == "case":  # a CASE model's encoder runs its sentence-transformers pipeline
-        device = getattr(getattr(getattr(model, "encoder", None), "pipeline", None), "device", None)
-    if device is not None:
-        where += f" on {device}"
-    return f"{kind}, {where}"
-
-
 def _needs_condition(model: str, encoder: str | None) -> bool:
     """Whether ``model`` scores only under a condition (a tri-encoder or CASE model), told from ``--encoder`` or the
     folder (its marker, or a tri-encoder checkpoint's modules) without loading it; False when neither tells (the
@@ -265,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
             **options,
         )
     else:
-        from finesim.evaluation.loading import load_scorer
+        from finesim.evaluation.loading import describe_scorer, load_scorer
 
         scorer = load_scorer(args.model, encoder=args.encoder, batch_size=args.batch_size, device=args.device)
         scored_as["encoder"], scored_as["scorer"] = getattr(scorer, "encoder", None), describe_scorer(scorer)

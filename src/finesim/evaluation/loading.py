@@ -116,3 +116,25 @@ def load_scorer(
     if hasattr(scorer, "score"):
         return scorer
     return ConditionalScorer(scorer, encoder="bi", batch_size=batch_size, name=_kept_name(name, max_length, pooling))
+
+
+def describe_scorer(scorer: Any) -> str:
+    """What scores, in a few words: the model type and the runtime (``bi-encoder, torch on cpu``, ``tri-encoder,
+    onnx int8 on cpu``, ``ensemble of 2 models``)."""
+    from finesim.models.card import ENCODER_NAMES
+
+    encoder = getattr(scorer, "encoder", None)
+    members = getattr(scorer, "members", None)
+    if members is not None:
+        return f"ensemble of {len(members)} models"
+    kind = ENCODER_NAMES.get(str(encoder), str(encoder or type(scorer).__name__))
+    model = getattr(scorer, "model", None)
+    runtime = getattr(model, "finesim_runtime", None) or {"format": "torch", "quantize": "none"}
+    quantize = runtime.get("quantize", "none")
+    where = runtime.get("format", "torch") + ("" if quantize in (None, "none") else f" {quantize}")
+    device = getattr(model, "device", None)
+    if device is None and encoder == "case":  # a CASE model's encoder runs its sentence-transformers pipeline
+        device = getattr(getattr(getattr(model, "encoder", None), "pipeline", None), "device", None)
+    if device is not None:
+        where += f" on {device}"
+    return f"{kind}, {where}"

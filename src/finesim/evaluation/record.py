@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, get_args
 
+from finesim.evaluation.fingerprint import scorer_fingerprint
 from finesim.evaluation.harness import (
     TaskResult,
     average_main_scores,
@@ -24,7 +25,7 @@ from finesim.evaluation.harness import (
     load_task_data,
     unsupported_reason,
 )
-from finesim.evaluation.loading import load_model_or_scorer
+from finesim.evaluation.loading import describe_scorer, load_model_or_scorer
 from finesim.evaluation.metrics import check_resamples
 from finesim.evaluation.scoring import Similarity
 from finesim.evaluation.tasks import Registry, default_registry, load_registry
@@ -61,8 +62,9 @@ def run_evaluation(
         model: Hub id, alias, sentence-transformers folder, transformers checkpoint or a folder saved by finesim.
         tasks: a group (``sts``, ``csts``, ``all``), comma-separated task names, or a list of them.
         data: the data root (default: ``$FINESIM_DATA`` or ``../shared/data``).
-        task_file: a task registry YAML replacing the packaged one (or pass ``registry``).
-        registry: the task registry itself (:func:`finesim.evaluation.tasks.load_registry`), instead of ``task_file``.
+        task_file: a task registry YAML replacing the packaged one (or pass ``registry``); recorded (path, SHA-256).
+        registry: the task registry itself (:func:`finesim.evaluation.tasks.load_registry`), instead of ``task_file``
+            (given both, ``registry`` is used and ``task_file`` recorded as its source).
         encoder: score the model as this type (``bi``, ``cross``, ``tri``, ``case``): for a model finesim did not save,
             such as a sentence-transformers CrossEncoder folder (``cross``); None decides by the folder's marker (a
             plain model is then scored per task, its condition paired or ignored as the task says).
@@ -152,6 +154,7 @@ def run_evaluation(
         {
             "model": model,
             "model_resolved": model_location(resolved),  # the absolute folder, or a Hub id
+            "model_scored": _scored(scorer),
             "settings": {
                 "tasks": [t.name for t in selected],
                 "encoder": getattr(scorer, "encoder", None),  # as scored; None: a plain model scored per task
@@ -165,6 +168,7 @@ def run_evaluation(
                 "device": _device_of(scorer, device),
             },
             "data_root": portable_path(root, roots),
+            "task_file": _task_file_record(task_file, roots),
             "environment": environment_record(),
             "timing": {
                 "model_load_seconds": round(load_seconds, 3),
@@ -203,6 +207,34 @@ def _is_finesim_folder(model: str) -> bool:
     from finesim.models.io import saved_encoder
 
     return saved_encoder(resolve_model_path(model)) is not None
+
+
+def _scored(scorer: Any) -> dict[str, Any]:
+    """What scored: the model type and runtime in words (``tri-encoder, onnx int8 on cpu``), the hash of its weights
+    and settings as an index checks its model (:func:`~finesim.evaluation.fingerprint.scorer_fingerprint`: an
+    ensemble's over its members'; None for a model it cannot hash), and an ensemble's members and weights."""
+    from sentence_transformers import SentenceTransformer
+
+    if isinstance(scorer, SentenceTransformer):  # a plain model, scored per task as each says
+        from finesim.evaluation.fingerprint import model_fingerprint
+
+        return {
+            "scorer": f"plain sentence-embedding model, torch on {scorer.device}",
+            "fingerprint_sha256": model_fingerprint(scorer),
+        }
+    scored: dict[str, Any] = {"scorer": describe_scorer(scorer), "fingerprint_sha256": scorer_fingerprint(scorer)}
+    if getattr(scorer, "members", None) is not None and callable(getattr(scorer, "describe", None)):
+        scored["ensemble"] = scorer.describe()
+    return scored
+
+
+def _task_file_record(task_file: str | Path | None, roots: Any) -> dict[str, Any] | None:
+    """The task registry file read instead of the packaged one (path and SHA-256); None for the packaged one."""
+    if task_file is None:
+        return None
+    from finesim.results import file_sha256
+
+    return {"path": portable_path(Path(task_file).resolve(), roots), "sha256": file_sha256(Path(task_file))}
 
 
 def _device_of(scorer: Any, asked: str | None) -> str | None:

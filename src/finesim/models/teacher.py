@@ -84,8 +84,8 @@ def recorded_dev_split(model: str | Path) -> RecordedDevSplit | None:
 def _recorded_train_sha256(folder: Path, doc: dict[str, Any]) -> str | None:
     """The teacher's training file's SHA-256: its card's ``train`` data entry, else the fingerprint of the finesim
     run beside it (``run.json``); None when neither records it."""
-    card = doc.get(CARD_KEY) if isinstance(doc.get(CARD_KEY), dict) else {}
-    for entry in card.get("data") or []:
+    card = doc.get(CARD_KEY)
+    for entry in (card.get("data") if isinstance(card, dict) else None) or []:
         if isinstance(entry, dict) and entry.get("split") == "train" and isinstance(entry.get("sha256"), str):
             return str(entry["sha256"])
     run = folder.parent / RUN_RECORD_FILE
