@@ -77,8 +77,10 @@ def test_files_and_report(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
     assert len(dev_rows) == 12 and list(dev_rows[0]) == ["sentence1", "sentence2", "condition", "label"]
     dev_sentences = {r[c] for r in dev_rows for c in ("sentence1", "sentence2")}
     assert not dev_sentences & {r[c] for r in rows for c in ("sentence1", "sentence2")}
-    # the report names no folder of this machine
+    # the report names no folder of this machine, and says what made the files
     assert str(tmp_path) not in report.read_text()
+    assert saved["teacher"] is None  # --allow-unchecked-teacher
+    assert saved["environment"]["versions"]["finesim"] and isinstance(saved["argv"], list)
 
 
 def test_the_dev_split_is_the_one_a_recipe_carves(tmp_path: Path) -> None:
@@ -228,7 +230,11 @@ def test_the_teacher_must_have_trained_on_the_same_file(
         (folder / "finesim_model.json").write_text(json.dumps(marker), encoding="utf-8")
         return folder
 
-    assert _distill(*base, "--teacher", str(teacher("same", train)), unchecked=False) == 0
+    report = tmp_path / "report.json"
+    same = teacher("same", train)
+    assert _distill(*base, "--teacher", str(same), "--report", str(report), unchecked=False) == 0
+    recorded = json.loads(report.read_text())["teacher"]
+    assert recorded["train_sha256_checked"] is True and recorded["record"].endswith("finesim_model.json")
     out.unlink()
     assert _distill(*base, "--teacher", str(teacher("other", other_file)), unchecked=False) == 1
     err = capsys.readouterr().err

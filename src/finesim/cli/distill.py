@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -145,11 +146,19 @@ def run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"--train {args.train}: no such file (looked here and under the data root)")
     if args.teacher and args.allow_unchecked_teacher:
         raise UsageError("--teacher checks the teacher, --allow-unchecked-teacher skips the check: give one of them")
+    teacher: dict[str, Any] | None = None
     if not args.no_dev:
         if args.teacher:
             from finesim.models.teacher import check_teacher_dev_split
 
-            check_teacher_dev_split(args.teacher, dev_fraction=args.dev_fraction, dev_seed=args.dev_seed, train=train)
+            checked = check_teacher_dev_split(
+                args.teacher, dev_fraction=args.dev_fraction, dev_seed=args.dev_seed, train=train
+            )
+            teacher = {
+                "model": args.teacher,
+                "record": None if checked is None else checked.source,
+                "train_sha256_checked": checked is not None and checked.train_sha256 is not None,
+            }
         elif not args.allow_unchecked_teacher:
             raise UsageError(
                 "--teacher MODEL is required with a dev split (its recorded data.dev_fraction / data.dev_seed must "
@@ -158,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
             )
 
     from finesim.data.distill import write_distillation_files
-    from finesim.results import portable, write_json_atomic
+    from finesim.results import environment_record, path_roots, portable, write_json_atomic
 
     tell = say(args)
     tell(f"building {args.size:,} triples from {train}")
@@ -173,7 +182,9 @@ def run(args: argparse.Namespace) -> int:
         dev_seed=args.dev_seed,
         show_progress=not args.no_progress,  # -q sets no_progress too
     )
-    report = portable(report)
+    # what made the files: the teacher checked (None: unchecked or no dev split), the command and the environment
+    report = {**report, "teacher": teacher, "argv": sys.argv[1:], "environment": environment_record()}
+    report = portable(report, path_roots())
     if args.report:
         write_json_atomic(args.report, report)
     if args.json:
