@@ -220,6 +220,20 @@ def test_missing_mapped_column_names_the_mapping(tmp_path: Path) -> None:
     )
 
 
+def test_one_column_in_two_roles_is_refused(tmp_path: Path) -> None:
+    """Both sentences from one column trained on (s1, s1): every score about 1.0, a noise Spearman chose checkpoints."""
+    path = write(tmp_path, "text_a,text_b,aspect,score\nx,y,z,1\n")
+    err = error_of(path, columns={"sentence1": "text_a", "sentence2": "text_a", "label": "score"})
+    assert str(err) == (
+        f"{path}, line 1, column 'text_a': columns map both sentence1 and sentence2 to the column 'text_a': each role "
+        "needs its own column (the file has ['text_a', 'text_b', 'aspect', 'score'])"
+    )
+    err = error_of(
+        path, columns={"sentence1": "text_a", "sentence2": "text_b", "condition": "text_b", "label": "score"}
+    )
+    assert "columns map both sentence2 and condition to the column 'text_b'" in str(err)
+
+
 def test_missing_column_without_a_close_name(tmp_path: Path) -> None:
     path = write(tmp_path, "a,b\nx,y\n")
     err = error_of(path, require_label=False)

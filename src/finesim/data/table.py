@@ -853,6 +853,17 @@ def _resolve_columns(
             wanted[name] = column
         elif name in required or column != name:  # a column the user renamed must exist
             raise _missing_column(reader, name, column, needed)
+    roles: dict[str, str] = {}
+    for name, column in wanted.items():  # the same column as both sentences scores every pair against itself
+        if column in roles:
+            raise DataFormatError(
+                f"columns map both {roles[column]} and {name} to the column {column!r}: each role needs its own "
+                f"column (the file has {reader.columns})",
+                path=reader.path,
+                line=reader.header_line,
+                column=column,
+            )
+        roles[column] = name
     return wanted
 
 
