@@ -135,6 +135,17 @@ def test_pairing_orders_high_then_low_and_reports_misfits(tmp_path: Path) -> Non
         pair_conditions(ds, equal_labels="error")
 
 
+def test_a_pair_under_one_condition_twice_is_counted_and_told(tmp_path: Path, caplog) -> None:
+    """A duplicated row (the same condition twice) made a high/low pair no ordering can be right, without a word."""
+    body = "s1,s2,the color,4\ns1,s2,the color ,1\nt1,t2,a,5\nt1,t2,b,1\n"
+    ds, _ = read_csts(write(tmp_path, body))
+    with caplog.at_level("WARNING", logger="finesim.data"):
+        pairs, report = pair_conditions(ds)
+    assert report.pairs == len(pairs) == 2  # kept, as the reference keeps them
+    assert report.same_condition_pairs == 1 and report.as_dict()["same_condition_examples"][0]["rows"] == [1, 2]
+    assert "1 sentence pairs have the same condition twice (first: rows 1 and 2, 'the color')" in caplog.text
+
+
 def test_real_csts_counts(shared_data: Path) -> None:
     train, report = read_csts(shared_data / "csts" / "train.csv")
     assert len(train) == 11342 and report.rows_skipped == 0
@@ -142,6 +153,7 @@ def test_real_csts_counts(shared_data: Path) -> None:
     assert len(validation) == 1824 and report.skipped == {"unlabeled (-1) rows": 160}
     _, pairing = pair_conditions(train)
     assert pairing.pairs == 5671 and not pairing.bad_groups
+    assert pairing.same_condition_pairs == 53  # annotated twice under one condition, 26 of them with two labels
 
 
 def test_unclosed_quote_with_bare_cr_line_ends_and_a_huge_field(tmp_path: Path) -> None:

@@ -36,6 +36,10 @@ class PairingReport:
     rows_in_bad_groups: int = 0
     equal_label_pairs: int = 0
     equal_label_pairs_dropped: int = 0
+    # pairs annotated twice under one condition (C-STS train has 53, 26 with two labels): kept, as the reference
+    # keeps them, though no ordering of one condition against itself is right
+    same_condition_pairs: int = 0
+    same_condition_examples: list[dict[str, object]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -45,6 +49,8 @@ class PairingReport:
             "bad_group_examples": self.bad_groups[:10],
             "equal_label_pairs": self.equal_label_pairs,
             "equal_label_pairs_dropped": self.equal_label_pairs_dropped,
+            "same_condition_pairs": self.same_condition_pairs,
+            "same_condition_examples": self.same_condition_examples[:10],
         }
 
 
@@ -79,6 +85,9 @@ def pair_conditions(dataset: Dataset, *, equal_labels: EqualLabels = "keep") -> 
             report.bad_groups.append({"sentence1": s1, "sentence2": s2, "rows": [rows[i] for i in members]})
             continue
         a, b = members
+        if str(conditions[a]).strip() == str(conditions[b]).strip():
+            report.same_condition_pairs += 1
+            report.same_condition_examples.append({"condition": conditions[a], "rows": [rows[a], rows[b]]})
         if labels[a] == labels[b]:
             report.equal_label_pairs += 1
             if equal_labels == "error":
@@ -99,5 +108,14 @@ def pair_conditions(dataset: Dataset, *, equal_labels: EqualLabels = "keep") -> 
             "pairing: %d sentence pairs (%d rows) do not have exactly two conditions and were left out",
             len(report.bad_groups),
             report.rows_in_bad_groups,
+        )
+    if report.same_condition_pairs:
+        first = report.same_condition_examples[0]
+        logging.getLogger("finesim.data").warning(
+            "pairing: %d sentence pairs have the same condition twice (first: rows %s, %r); kept as high/low pairs, "
+            "as the C-STS reference keeps them",
+            report.same_condition_pairs,
+            " and ".join(str(r) for r in first["rows"]),  # type: ignore[attr-defined]
+            first["condition"],
         )
     return Dataset.from_dict(out), report
