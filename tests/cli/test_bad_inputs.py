@@ -154,8 +154,47 @@ def _table_recipe(folder: Path, name: str, text: str, columns: str = "{}") -> li
     return ["train", _recipe(folder, body), "--dry-run", "-o", str(folder / "out")]
 
 
+CONSTANT_CSTS = GOOD_CSTS.replace(",2\n", ",3\n").replace(",4\n", ",3\n").replace(",1\n", ",3\n")
+ONE_CONDITION_EACH = "sentence1,sentence2,condition,label\na b,c d,the x,2\ne f,g h,the y,4\n"
+TABLE_WITH_CONDITIONS = "sentence1,sentence2,condition,label\na,b,c,1\nd,e,f,3\ng,h,i,5\nj,k,l,2\n"
+TABLE_PLAIN = "sentence1,sentence2,label\na,b,1\nd,e,3\ng,h,5\nj,k,2\n"
+
+
+def _table_pair(folder: Path, train: str, validation: str | None, *extra: str) -> list[str]:
+    """``finesim train --dry-run`` on a table file (and a validation table, or none)."""
+    files = {"train": str(_write(folder / "t.csv", train))}
+    files["validation"] = str(_write(folder / "v.csv", validation)) if validation is not None else "null"
+    body = f"model: {{backbone: {_tiny_model_dir()}}}\nlabels: {{low: 1, high: 5}}\n"
+    body += f"data: {{format: table, train: {files['train']}, validation: {files['validation']}}}\n"
+    return ["train", _recipe(folder, body), "--dry-run", "-o", str(folder / "out"), *extra]
+
+
 CASES: list[Case] = [
     # ---------------------------------------------------------------- training recipes
+    Case(
+        "train-validation-labels-all-one-value",
+        lambda d: _dry(d, BASE, "--set", f"data.validation={_write(d / 'v.csv', CONSTANT_CSTS)}"),
+        1,
+        ("every label of {dir}/v.csv (data.validation) is 0.5: a correlation with constant labels is 0.0",),
+    ),
+    Case(
+        "train-dev-split-of-one-row",
+        lambda d: _table_pair(d, TABLE_PLAIN, None, "--set", "data.dev_fraction=0.01"),
+        1,
+        ("the dev split carved from {dir}/t.csv (data.dev_fraction 0.01) has 1 labelled row; choosing",),
+    ),
+    Case(
+        "train-conditional-validated-on-plain-pairs",
+        lambda d: _table_pair(d, TABLE_WITH_CONDITIONS, TABLE_PLAIN),
+        1,
+        ("the training data gives a condition per pair, but {dir}/v.csv (data.validation) has none",),
+    ),
+    Case(
+        "train-quad-without-any-condition-pair",
+        lambda d: _dry(d, BASE + "objective: {name: quad}\n", train=ONE_CONDITION_EACH),
+        1,
+        ("objective 'quad' trains on sentence pairs labelled under two conditions, and none of the 2 rows forms one",),
+    ),
     Case("recipe-empty", lambda d: _dry(d, ""), 1, ("r.yaml: the recipe file is empty",)),
     Case("recipe-duplicate-key", lambda d: _dry(d, BASE + "seed: 1\nseed: 2\n"), 1, ("r.yaml", "'seed' appears twice")),
     Case(

@@ -159,6 +159,7 @@ def preflight(
     train, dev, auxiliary = read_training_data(recipe, root)
     validation = load_data(recipe, "validation", root) if recipe.data.validation else None
     pairs = check_layout(recipe, train.dataset, train.path)
+    check_selection_data(recipe, train, dev, validation)
     if recipe.train.trainer_args:  # the trainer checks their values itself: now, not after the model is built
         _check_trainer_args(recipe, out, has_eval=dev is not None or validation is not None)
     check_writable(out, source)
@@ -465,9 +466,17 @@ def check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> tuple[Datas
         from finesim.data.pairing import PairingError, pair_conditions
 
         try:
-            return pair_conditions(rows, equal_labels=recipe.data.equal_labels)
+            pairs = pair_conditions(rows, equal_labels=recipe.data.equal_labels)
         except PairingError as err:
             raise RecipeError(f"{train_path}: {err} (data.equal_labels in {source})") from None
+        if len(pairs[0]) == 0:
+            dropped = ", the rest with equal labels dropped" if pairs[1].equal_label_pairs_dropped else ""
+            raise RecipeError(
+                f"{train_path}: objective {objective.name!r} trains on sentence pairs labelled under two conditions, "
+                f"and none of the {len(rows)} rows forms one ({len(pairs[1].bad_groups)} sentence pairs without "
+                f"exactly two conditions{dropped}) ({source})"
+            )
+        return pairs
     if objective.layout == "triplets":
         missing = sorted(set(TRIPLET_COLUMNS) - set(rows.column_names))
         if missing:
@@ -478,6 +487,51 @@ def check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> tuple[Datas
     elif encoder.name == "tri" and "condition" not in rows.column_names:
         raise RecipeError(f"{source}: a tri-encoder needs a condition column in the training data")
     return None
+
+
+def check_selection_data(
+    recipe: Recipe, train: LoadedData, dev: LoadedData | None, validation: LoadedData | None
+) -> None:
+    """The split checkpoints are chosen on (dev when carved, else validation) can choose: at least two labelled rows
+    and labels that are not all one value (a constant side makes Spearman 0.0 at every evaluation, and the first
+    checkpoint would be kept as "best"). A validation file must give conditions as the training data does: a
+    conditional model chosen on plain pairs is refused; reported on them (a dev split chooses), or a plain model on
+    conditional pairs, is warned of."""
+    source = recipe_source(recipe)
+    conditional = "condition" in train.dataset.column_names
+    if validation is not None and conditional != ("condition" in validation.dataset.column_names):
+        where = f"{validation.path} (data.validation)"
+        if conditional and dev is None:
+            raise RecipeError(
+                f"{source}: the training data gives a condition per pair, but {where} has none: the conditional "
+                "model would be validated, and its checkpoints chosen, on plain pairs; give a validation file with "
+                "conditions (map its column with data.columns.condition), carve a dev split (data.dev_fraction), or "
+                "set data.validation: null"
+            )
+        logger.warning(
+            "%s %s, but the training data %s: the model is validated on inputs unlike those it trains on",
+            where,
+            "has no condition column" if conditional else "gives a condition per pair",
+            "gives a condition per pair" if conditional else "has none",
+        )
+    selection = dev if dev is not None else validation
+    if selection is None or "label" not in selection.dataset.column_names:
+        return
+    if selection.role == "dev":
+        where = f"the dev split carved from {selection.path} (data.dev_fraction {recipe.data.dev_fraction})"
+    else:
+        where = f"{selection.path} (data.validation)"
+    labels = list(selection.dataset["label"])
+    if len(labels) < 2:
+        raise RecipeError(
+            f"{source}: {where} has {len(labels)} labelled row{'' if len(labels) == 1 else 's'}; choosing checkpoints "
+            "needs at least 2 (a correlation over fewer is undefined): use a larger split"
+        )
+    if len(set(labels)) == 1:
+        raise RecipeError(
+            f"{source}: every label of {where} is {labels[0]:g}: a correlation with constant labels is 0.0 at every "
+            "evaluation, so no checkpoint could be chosen on it; use a split with varied labels"
+        )
 
 
 def _check_trainer_args(recipe: Recipe, out: Path, *, has_eval: bool) -> None:
