@@ -272,3 +272,30 @@ def test_a_dry_run_with_a_cuda_device_says_the_gpu_was_not_checked(tiny_bert_dir
     assert "--device cuda: its spelling is checked, not that torch sees the GPU" in capsys.readouterr().err
     assert main(["train", str(recipe), "-o", str(tmp_path / "out"), "--dry-run"]) == 0
     assert "its spelling is checked" not in capsys.readouterr().err
+
+
+def test_a_rerun_of_a_finished_run_trains_nothing_and_keeps_its_files(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rerunning a finished run 'resumed' for 0 steps and rewrote metrics.json (train_loss 0.27 -> 0.0, the run's
+    speed -> None) and the model; now it is told and left as it is."""
+    from finesim.training import train
+
+    recipe = recipe_from_dict(tiny_recipe(tiny_bert_dir, data_root))
+    out = tmp_path / "out"
+    first = train(recipe, output_dir=out)
+    metrics = (out / "metrics.json").read_bytes()
+    weights = (out / "model" / "model.safetensors").stat().st_mtime_ns
+    assert preflight(recipe, output_dir=out).action == "done"
+    with caplog.at_level("WARNING", logger="finesim.training.runner"):
+        again = train(recipe, output_dir=out)
+    assert "holds this run finished already (same recipe and data): nothing trained" in caplog.text
+    assert (out / "metrics.json").read_bytes() == metrics
+    assert (out / "model" / "model.safetensors").stat().st_mtime_ns == weights
+    assert again.metrics == first.metrics == json.loads(metrics) and again.model is not None
+    line = next(x for x in preflight(recipe, output_dir=out).summary() if x.startswith("output folder"))
+    assert line.endswith(
+        "this run finished there already (its model and metrics.json are kept; nothing is "
+        "trained; --no-resume trains it again)"
+    )
+    assert preflight(recipe, output_dir=out, resume=False).action == "restart"

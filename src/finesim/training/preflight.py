@@ -32,6 +32,7 @@ from typing import Any
 
 from datasets import Dataset
 
+from finesim.models.hub import MARKER_FILE
 from finesim.results import path_sha256
 from finesim.training.recipe import CaseRecipe, Recipe, RecipeError, check_recipe, recipe_source
 
@@ -72,8 +73,9 @@ class LoadedData:
 class Preflight:
     """The outcome of :func:`preflight`: what a run will read and do.
 
-    ``action``: ``start`` (a new run), ``resume`` (the same run, from ``checkpoint``) or ``restart`` (an earlier
-    run in the folder is deleted first).
+    ``action``: ``start`` (a new run), ``resume`` (the same run, from ``checkpoint``), ``restart`` (an earlier
+    run in the folder is deleted first) or ``done`` (the same run finished there: its model and ``metrics.json``
+    are kept as they are, nothing is trained).
     """
 
     recipe: Recipe
@@ -118,6 +120,8 @@ class Preflight:
                 "start": f"output folder {self.output_dir}: a new run",
                 "resume": f"output folder {self.output_dir}: the same recipe and data; {resume}",
                 "restart": f"output folder {self.output_dir}: the earlier run there is deleted first (--no-resume)",
+                "done": f"output folder {self.output_dir}: this run finished there already (its model and "
+                "metrics.json are kept; nothing is trained; --no-resume trains it again)",
             }[self.action]
         )
         return lines + self.notes
@@ -713,6 +717,8 @@ def _decide(out: Path, fingerprint: dict[str, Any], resume: bool, source: str) -
             "train with its old settings. Rerun with --no-resume (resume=False in Python) to start over there, or "
             "choose another output folder"
         )
+    if (out / "metrics.json").is_file() and (out / "model" / MARKER_FILE).is_file():  # written last, in this order
+        return "done", None
     return "resume", _last_checkpoint(out / "checkpoints")
 
 

@@ -22,6 +22,7 @@ the backend is gloo); only process 0 writes ``model/``, ``config.json``, ``metri
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -216,6 +217,8 @@ def train(
     pre = checked or preflight(recipe, output_dir=output_dir, data_root=data_root, resume=resume)
     out = pre.output_dir
     first = int(os.environ.get("RANK", "0")) == 0  # process 0 of a torchrun / accelerate launch (no process group yet)
+    if pre.action == "done":  # rerun of a finished run: its files stay as they are (a 0-step "resume" rewrote them)
+        return _finished(out)
     if first and pre.action == "restart":
         logger.warning("starting over in %s: deleted %s", out, ", ".join(start_over(out)))
     import torch
@@ -356,6 +359,20 @@ def _trainer(cross: bool) -> Any:
     from sentence_transformers import SentenceTransformerTrainer
 
     return SentenceTransformerTrainer
+
+
+def _finished(out: Path) -> TrainResult:
+    """The result of a run that finished in ``out`` already: its saved model and ``metrics.json``, untouched."""
+    from finesim.models.io import load_conditional_model
+
+    logger.warning(
+        "%s holds this run finished already (same recipe and data): nothing trained, its model and metrics.json kept "
+        "(--no-resume, resume=False in Python, trains it again)",
+        out,
+    )
+    metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    model = load_conditional_model(out / "model")
+    return TrainResult(output_dir=out, model_dir=out / "model", metrics=metrics, model=model)
 
 
 def card_info(
