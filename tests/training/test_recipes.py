@@ -267,3 +267,22 @@ def _loaded(root: Path) -> tuple[Any, Any]:
 
     recipe = _bi()
     return load_data(recipe, "train", str(root)), None
+
+
+def test_an_empty_override_value_or_an_emptied_section_is_refused(tmp_path: Path) -> None:
+    """``--set data.validation=`` (an unset shell variable) meant null, and ``--set data=`` put the data section back
+    to C-STS, both without a word."""
+    path = tmp_path / "r.yaml"
+    path.write_text("model: {backbone: m}\ndata: {format: table, train: p.csv, validation: v.csv}\n", encoding="utf-8")
+    with pytest.raises(
+        RecipeError,
+        match=r"^override 'data\.validation=' has no value \(an unset shell variable\?\): "
+        r"write data\.validation=null for null",
+    ):
+        load_recipe(path, ["data.validation="])
+    for item in ("data=", "data=null", "data={}", "train= "):
+        with pytest.raises(RecipeError, match=r"empties the whole (data|train) section|has no value"):
+            load_recipe(path, [item])
+    with pytest.raises(RecipeError, match=r"^override 'data=\{\}' empties the whole data section"):
+        load_recipe(path, ["data={}"])
+    assert load_recipe(path, ["data.validation=null"]).data.validation is None

@@ -607,12 +607,28 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
-    """Apply ``key.sub=value`` overrides (values parsed as YAML) to a recipe dict, in place; returns it."""
+    """Apply ``key.sub=value`` overrides (values parsed as YAML) to a recipe dict, in place; returns it.
+
+    An empty value (``data.validation=``, often a shell variable that was not set) is refused: ``null`` says null.
+    So is a whole section set to null or ``{}`` (``data=``), which put every key of it back to its default (for
+    ``data``, C-STS) without a word."""
     for item in overrides or []:
         if "=" not in item:
             raise RecipeError(f"override {item!r} must look like section.key=value")
         key, raw = item.split("=", 1)
-        _set_dotted(data, key.strip(), yaml.safe_load(raw))
+        key = key.strip()
+        if not raw.strip():
+            raise RecipeError(
+                f"override {item!r} has no value (an unset shell variable?): write {key}=null for null, or give "
+                "the value"
+            )
+        value = yaml.safe_load(raw)
+        if key in SECTIONS and (value is None or value == {}):
+            raise RecipeError(
+                f"override {item!r} empties the whole {key} section, which puts each of its keys back to its default; "
+                f"set its keys instead ({key}.KEY=VALUE)"
+            )
+        _set_dotted(data, key, value)
     return data
 
 
