@@ -42,5 +42,5 @@ def test_missing_root_names_its_source(three_roots, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("FINESIM_DATA", str(three_roots["env"] / "absent"))
     with pytest.raises(DataRootNotFound, match=r"absent'.*\$FINESIM_DATA.*Pass the data root \(--data PATH; data="):
         data_root()
-    with pytest.raises(DataRootNotFound, match="from the data root given: --data, or data= in Python"):
+    with pytest.raises(DataRootNotFound, match=r"from the data root given: --data or a recipe's data\.root, or data="):
         data_root(three_roots["arg"] / "absent")

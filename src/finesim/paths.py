@@ -26,18 +26,23 @@ def data_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     Raises:
         DataRootNotFound: with a message that says how to point finesim at the data.
     """
-    if explicit is not None:
-        root = Path(explicit).expanduser()
-        source = "the data root given: --data, or data= in Python"
-    elif os.environ.get(DATA_ENV_VAR):
-        root = Path(os.environ[DATA_ENV_VAR]).expanduser()
-        source = f"${DATA_ENV_VAR}"
-    else:
-        root = DEFAULT_DATA_ROOT
-        source = "the default location"
+    root, source = _root_and_source(explicit)
     if not root.is_dir():
         raise DataRootNotFound(
             f"Data folder {str(root)!r} (from {source}) does not exist. Pass the data root (--data PATH; data= in "
             f"Python) or set {DATA_ENV_VAR} to the folder that holds csts/, sts/ and nli/ (see README, 'Data layout')."
         )
     return root.resolve()
+
+
+def data_root_source(explicit: str | os.PathLike[str] | None = None) -> str:
+    """Where :func:`data_root` takes the root from, in words (``$FINESIM_DATA``, ``the default location``, ...)."""
+    return _root_and_source(explicit)[1]
+
+
+def _root_and_source(explicit: str | os.PathLike[str] | None) -> tuple[Path, str]:
+    if explicit is not None:
+        return Path(explicit).expanduser(), "the data root given: --data or a recipe's data.root, or data= in Python"
+    if os.environ.get(DATA_ENV_VAR):
+        return Path(os.environ[DATA_ENV_VAR]).expanduser(), f"${DATA_ENV_VAR}"
+    return DEFAULT_DATA_ROOT, "the default location"

@@ -780,6 +780,24 @@ def test_unreadable_weights_read_elsewhere_are_a_user_error(
     assert "finesim bound: error: a model's weights cannot be read (" in err and "internal error" not in err
 
 
+def test_a_relative_data_path_says_where_it_was_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """A relative data.train is read under the data root, not the working folder: the error says so, and names the
+    file of that name in the working folder (it was read as a Hub dataset id: 'no local file or folder by this
+    name')."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FINESIM_DATA", str(_data(tmp_path / "root")))
+    argv = _table_pair(tmp_path, TABLE_PLAIN, None, "--set", "data.train=t.csv")
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"data.train not found (from {tmp_path}/r.yaml): a relative path is read under "
+        f"the data root {tmp_path}/root/data (from $FINESIM_DATA); t.csv exists in the working folder: give its "
+        f"absolute path ({tmp_path}/t.csv)"
+    ) in err, err
+
+
 @pytest.mark.parametrize("error", [KeyError("x"), IndexError("list index out of range"), AttributeError("y")])
 def test_key_and_index_errors_are_bugs_not_user_errors(
     error: Exception, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture

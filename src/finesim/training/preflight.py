@@ -248,11 +248,20 @@ def read_data_file(
 
     source = recipe_source(recipe)
     path = resolve_data_path(spec, root)
-    hub = data_format == "table" and not path.exists() and _is_hub_id(spec)
+    here = Path(spec).expanduser()
+    beside = not here.is_absolute() and not path.exists() and here.exists()  # a file in the working folder
+    hub = data_format == "table" and not path.exists() and not beside and _is_hub_id(spec)
     if hub:
         path = Path(spec)  # a Hub dataset id, read by the table reader
     elif not path.exists():
-        raise DataFormatError(f"{key} not found (from {source})", path=path)
+        where = ""
+        if not here.is_absolute():
+            from finesim.paths import data_root, data_root_source
+
+            where = f": a relative path is read under the data root {data_root(root)} (from {data_root_source(root)})"
+            if beside:
+                where += f"; {spec} exists in the working folder: give its absolute path ({here.resolve()})"
+        raise DataFormatError(f"{key} not found (from {source}){where}", path=path)
     try:
         # a Hub id goes to the table reader as the string it is (read_table takes str | Path; DataLoader types a Path)
         dataset, report = get_data_format(data_format)(spec if hub else path, options)  # type: ignore[arg-type]
