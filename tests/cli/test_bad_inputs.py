@@ -172,6 +172,27 @@ def _table_pair(folder: Path, train: str, validation: str | None, *extra: str) -
 CASES: list[Case] = [
     # ---------------------------------------------------------------- training recipes
     Case(
+        "train-cosine-on-raw-labels",
+        lambda d: _dry(d, BASE + "labels: {scale: none, low: 1, high: 5}\n"),
+        1,
+        ("objective 'mse' regresses a cosine, within [-1, 1], on the labels, but", "labels from 1 to 4"),
+    ),
+    Case(
+        "train-regression-head-on-minmax-labels",
+        lambda d: _dry(d, BASE + "objective: {name: smooth-k2}\n"),
+        1,
+        (
+            "labels.scale minmax maps the labels onto [0, 1], but objective 'smooth-k2' reads them on "
+            "objective.options.label_range [0, 5]",
+        ),
+    ),
+    Case(
+        "train-softmax-on-scaled-labels",
+        lambda d: _dry(d, BASE + "objective: {name: softmax}\n"),
+        1,
+        ("objective 'softmax' trains on class ids (0, 1, 2, ...), which labels.scale 'minmax' turns into fractions",),
+    ),
+    Case(
         "train-validation-labels-all-one-value",
         lambda d: _dry(d, BASE, "--set", f"data.validation={_write(d / 'v.csv', CONSTANT_CSTS)}"),
         1,

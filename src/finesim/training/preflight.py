@@ -164,6 +164,7 @@ def preflight(
     validation = load_data(recipe, "validation", root) if recipe.data.validation else None
     pairs = check_layout(recipe, train.dataset, train.path)
     check_selection_data(recipe, train, dev, validation)
+    check_label_form(recipe, train)
     if recipe.train.trainer_args:  # the trainer checks their values itself: now, not after the model is built
         _check_trainer_args(recipe, out, has_eval=dev is not None or validation is not None)
     check_writable(out, source)
@@ -500,6 +501,25 @@ def check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> tuple[Datas
     elif encoder.name == "tri" and "condition" not in rows.column_names:
         raise RecipeError(f"{source}: a tri-encoder needs a condition column in the training data")
     return None
+
+
+def check_label_form(recipe: Recipe, train: LoadedData) -> None:
+    """An objective that regresses a cosine (labels form ``unit``) on labels kept as they are (``labels.scale:
+    none``) needs them within the cosine's [-1, 1]: raw 0-5 or 0-10 labels trained a loss of about 20 without a
+    word."""
+    from finesim.training.objectives import get_objective
+
+    objective = get_objective(recipe.objective.name)
+    if objective.labels != "unit" or recipe.labels.scale != "none" or "label" not in train.dataset.column_names:
+        return
+    labels = [float(x) for x in train.dataset["label"]]
+    low, high = min(labels, default=0.0), max(labels, default=0.0)
+    if low < -1.0 or high > 1.0:
+        raise RecipeError(
+            f"{recipe_source(recipe)}: objective {objective.name!r} regresses a cosine, within [-1, 1], on the labels, "
+            f"but {train.path} (data.train) has labels from {low:g} to {high:g} and labels.scale is none: set "
+            "labels.scale: minmax with labels.low/high the labels' range"
+        )
 
 
 def check_selection_data(

@@ -786,6 +786,19 @@ def check_recipe(recipe: Recipe) -> None:
         raise RecipeError(
             f"{source}: objective {objective.name!r} trains on unlabelled triplets: set labels.scale: none"
         )
+    if objective.labels == "class" and recipe.labels.scale != "none":
+        raise RecipeError(
+            f"{source}: objective {objective.name!r} trains on class ids (0, 1, 2, ...), which labels.scale "
+            f"{recipe.labels.scale!r} turns into fractions: set labels.scale: none"
+        )
+    label_range = options.get("label_range")
+    if recipe.labels.scale == "minmax" and label_range is not None and [float(x) for x in label_range] != [0.0, 1.0]:
+        low, high = (f"{float(x):g}" for x in label_range)
+        raise RecipeError(
+            f"{source}: labels.scale minmax maps the labels onto [0, 1], but objective {objective.name!r} reads them "
+            f"on objective.options.label_range [{low}, {high}] (its head's range, and the scale of its margins): set "
+            "labels.scale: none to train on the labels as they are, or objective.options.label_range: [0, 1]"
+        )
     if d.auxiliary and objective.layout != "rows":
         raise RecipeError(
             f"{source}: data.auxiliary adds single labelled pairs; objective {objective.name!r} trains on "
