@@ -299,3 +299,27 @@ def test_a_rerun_of_a_finished_run_trains_nothing_and_keeps_its_files(
         "trained; --no-resume trains it again)"
     )
     assert preflight(recipe, output_dir=out, resume=False).action == "restart"
+
+
+def test_a_resume_under_other_code_is_told(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fingerprint holds no code: a run started at another commit resumed without a word (a `git pull` between
+    the two sittings trained it with two versions of finesim)."""
+    from finesim.results import code_record
+
+    recipe = recipe_from_dict(tiny_recipe(tiny_bert_dir, data_root))
+    out = tmp_path / "out"
+    out.mkdir()
+    record = preflight(recipe, output_dir=out).run_record()
+    assert record["code"] == code_record()
+    (out / RUN_FILE).write_text(json.dumps(record), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="finesim.training.preflight"):
+        assert preflight(recipe, output_dir=out).action == "resume"
+    assert "other code" not in caplog.text  # the same code: nothing to say
+    record["code"] = {"git_commit": "0" * 40, "uncommitted_changes": False}
+    (out / RUN_FILE).write_text(json.dumps(record), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="finesim.training.preflight"):
+        assert preflight(recipe, output_dir=out).action == "resume"
+    if code_record()["git_commit"]:  # a checkout (an installed copy knows no commit)
+        assert f"resumes under other code than it started with (commit {'0' * 40} -> " in caplog.text

@@ -129,8 +129,14 @@ class Preflight:
     def run_record(self) -> dict[str, Any]:
         """The content of ``OUT/run.json``."""
         from finesim._version import __version__
+        from finesim.results import code_record
 
-        return {"finesim": __version__, "fingerprint_sha256": self.digest, "fingerprint": self.fingerprint}
+        return {
+            "finesim": __version__,
+            "code": code_record(),  # not in the fingerprint: a resume under other code is warned of, not refused
+            "fingerprint_sha256": self.digest,
+            "fingerprint": self.fingerprint,
+        }
 
 
 def preflight(
@@ -733,7 +739,8 @@ def _decide(out: Path, fingerprint: dict[str, Any], resume: bool, source: str) -
             "Python) to start over there, or choose another output folder"
         )
     try:
-        stored = json.loads(record_file.read_text(encoding="utf-8"))["fingerprint"]
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+        stored = record["fingerprint"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise RecipeError(
             f"{source}: {record_file} is unreadable ({err}); rerun with --no-resume (resume=False in Python)"
@@ -748,7 +755,27 @@ def _decide(out: Path, fingerprint: dict[str, Any], resume: bool, source: str) -
         )
     if (out / "metrics.json").is_file() and (out / "model" / MARKER_FILE).is_file():  # written last, in this order
         return "done", None
+    _warn_other_code(out, record)
     return "resume", _last_checkpoint(out / "checkpoints")
+
+
+def _warn_other_code(out: Path, record: dict[str, Any]) -> None:
+    """The fingerprint holds no code: a resume under another finesim version or git commit than the run started
+    with is said (the run is then trained by two versions of the code)."""
+    from finesim._version import __version__
+    from finesim.results import code_record
+
+    then = (record.get("finesim"), (record.get("code") or {}).get("git_commit"))
+    now = (__version__, code_record()["git_commit"])
+    names = ("finesim", "commit")
+    changed = [f"{what} {old} -> {new}" for what, old, new in zip(names, then, now) if old and new and old != new]
+    if changed:
+        logger.warning(
+            "%s resumes under other code than it started with (%s): the run is trained by two versions of finesim "
+            "(--no-resume starts it over under this one)",
+            out,
+            "; ".join(changed),
+        )
 
 
 def start_over(out: Path, names: Sequence[str] = OWNED) -> list[str]:
