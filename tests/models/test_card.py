@@ -323,6 +323,17 @@ def test_finesim_card_without_a_model_object(tmp_path: Path) -> None:
     assert "(sentence1, sentence2 [SEP] condition)" in text and "| dev | r | 1.00 |" in text
 
 
+def test_the_title_names_c_sts_only_for_a_model_trained_on_it() -> None:
+    """A conditional model trained on the user's own table was titled 'C-STS bi-encoder'."""
+    from finesim.models.card import title
+
+    own = [{"split": "train", "file": "mine.csv", "format": "table"}, {"split": "validation", "format": "csts"}]
+    assert title(CardInfo(encoder="bi", objective="mse", data=own)) == "Conditional bi-encoder (mse)"
+    csts = [{"split": "train", "file": "csts/train.csv", "format": "csts"}]
+    assert title(CardInfo(encoder="bi", objective="mse", data=csts)) == "C-STS bi-encoder (mse)"
+    assert title(CardInfo(encoder="bi", objective="mse", data=own, conditional=False)) == "Bi-encoder (mse)"
+
+
 def test_base_model_license_comes_from_its_card(tiny_model, tmp_path: Path) -> None:
     from conftest import import_or_skip
 

@@ -377,7 +377,11 @@ def finesim_card(info: CardInfo, path: str, plain: PlainLoading | None = None) -
 def title(info: CardInfo) -> str:
     """The card's title: what the model is and what it was built from."""
     kind = ENCODER_NAMES.get(info.encoder, info.encoder)
-    what = f"C-STS {kind}" if info.conditional else kind[0].upper() + kind[1:]
+    # "C-STS" for a model trained on C-STS (or saved without a data record); "Conditional" for one trained on
+    # other conditional data, which the title called C-STS too
+    trained_on = {d.get("format") for d in info.data or [] if isinstance(d, dict) and d.get("split") == "train"}
+    task = "C-STS" if not trained_on or "csts" in trained_on else "Conditional"
+    what = f"{task} {kind}" if info.conditional else kind[0].upper() + kind[1:]
     trained = f" ({info.objective})" if info.objective else ""
     base = f" based on {info.base_model}" if info.base_model else ""
     return f"{what}{trained}{base}"
