@@ -38,3 +38,10 @@ def filter_overlap(
     removed = len(train) - len(keep)
     logger.info("overlap filter: removed %d of %d training pairs found in evaluation sets", removed, len(train))
     return train.select(keep), removed
+
+
+def count_overlap(train: Dataset, other: Dataset, *, columns: tuple[str, str] = ("sentence1", "sentence2")) -> int:
+    """How many rows of ``other`` have a sentence pair (either order) that ``train`` has too."""
+    c1, c2 = columns
+    seen = {_key(a, b) for a, b in zip(train[c1], train[c2])}
+    return sum(_key(a, b) in seen for a, b in zip(other[c1], other[c2]))

@@ -171,12 +171,13 @@ def preflight(
     pairs = check_layout(recipe, train.dataset, train.path)
     check_selection_data(recipe, train, dev, validation)
     check_label_form(recipe, train)
+    overlap = validation_overlap(recipe, train, validation)
     if recipe.train.trainer_args:  # the trainer checks their values itself: now, not after the model is built
         _check_trainer_args(recipe, out, has_eval=dev is not None or validation is not None)
     check_writable(out, source)
     fingerprint = run_fingerprint(recipe, train, validation, auxiliary)
     action, checkpoint = _decide(out, fingerprint, resume, source)
-    notes = []
+    notes = [overlap] if overlap else []
     if recipe.train.bf16 == "auto":
         from finesim.training.arguments import bf16_setting
 
@@ -507,6 +508,31 @@ def check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> tuple[Datas
     elif encoder.name == "tri" and "condition" not in rows.column_names:
         raise RecipeError(f"{source}: a tri-encoder needs a condition column in the training data")
     return None
+
+
+def validation_overlap(recipe: Recipe, train: LoadedData, validation: LoadedData | None) -> str | None:
+    """Validation that is the training file itself is refused (it chose and reported on rows it trained on); a
+    validation whose sentence pairs (either order) are partly in the training data is a note for the summary (C-STS
+    validation has 5 of its 1,824 rows' pairs in train). None when there is no overlap."""
+    if validation is None or not {"sentence1", "sentence2"} <= set(validation.dataset.column_names):
+        return None
+    if not {"sentence1", "sentence2"} <= set(train.dataset.column_names):
+        return None
+    if validation.sha256 == train.sha256:
+        raise RecipeError(
+            f"{recipe_source(recipe)}: data.validation ({validation.path}) is the training data itself: checkpoints "
+            "would be chosen, and the model reported, on rows it trains on; give a held-out file, or carve a dev "
+            "split from train (data.dev_fraction)"
+        )
+    from finesim.data.overlap import count_overlap
+
+    shared = count_overlap(train.dataset, validation.dataset)
+    if not shared:
+        return None
+    return (
+        f"{shared} of the {len(validation.dataset)} validation rows have a sentence pair (either order) that the "
+        "training data has too"
+    )
 
 
 def check_label_form(recipe: Recipe, train: LoadedData) -> None:
