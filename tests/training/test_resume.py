@@ -55,9 +55,9 @@ def test_rerun_with_other_settings_is_refused_naming_the_keys(
     write_synthetic_csts(changed, seed=5)
     code = main(["train", str(recipe), "-o", out, "--data", str(changed)])
     assert code == 1 and "the train data (its content changed)" in capsys.readouterr().err
-    # the same recipe resumes (and says so); --dry-run reports what would happen without doing it
+    # the same recipe, finished there, is left as it is (and says so); --dry-run reports it without doing anything
     assert main(["train", str(recipe), "-o", out, "--dry-run"]) == 0
-    assert "resumes from" in capsys.readouterr().err
+    assert "this run finished there already" in capsys.readouterr().err
     # --no-resume starts over with the new settings
     assert main(["train", str(recipe), "-o", out, "--set", "train.learning_rate=1e-4", "--no-resume"]) == 0
     record = json.loads((tmp_path / "out" / RUN_FILE).read_text(encoding="utf-8"))

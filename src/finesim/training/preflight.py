@@ -511,18 +511,20 @@ def check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> tuple[Datas
 
 
 def validation_overlap(recipe: Recipe, train: LoadedData, validation: LoadedData | None) -> str | None:
-    """Validation that is the training file itself is refused (it chose and reported on rows it trained on); a
-    validation whose sentence pairs (either order) are partly in the training data is a note for the summary (C-STS
-    validation has 5 of its 1,824 rows' pairs in train). None when there is no overlap."""
+    """Validation that is the training data itself (the same content) is warned of: it chooses and reports on rows
+    the model trains on (a smoke test may want that; a result may not). A validation whose sentence pairs (either
+    order) are partly in the training data is a note for the summary (C-STS validation has 5 of its 1,824 rows'
+    pairs in train). None when there is no overlap."""
     if validation is None or not {"sentence1", "sentence2"} <= set(validation.dataset.column_names):
         return None
     if not {"sentence1", "sentence2"} <= set(train.dataset.column_names):
         return None
     if validation.sha256 == train.sha256:
-        raise RecipeError(
-            f"{recipe_source(recipe)}: data.validation ({validation.path}) is the training data itself: checkpoints "
-            "would be chosen, and the model reported, on rows it trains on; give a held-out file, or carve a dev "
-            "split from train (data.dev_fraction)"
+        logger.warning(
+            "%s: data.validation (%s) is the training data itself: the model is validated (and, without a dev split, "
+            "its checkpoints chosen) on rows it trains on, an optimistic score; give a held-out file for a result",
+            recipe_source(recipe),
+            validation.path,
         )
     from finesim.data.overlap import count_overlap
 
