@@ -229,15 +229,25 @@ def with_pair_noise(welch_test: dict[str, Any], var_pair: float, expect: str) ->
 
 
 def gold_labels(stored: dict[str, Any]) -> Any:
-    """The C-STS validation labels of the stored rows, from the data root's file (None when it is missing or its
-    hash differs from the one the predictions were made on)."""
+    """The C-STS validation labels of the stored rows, from the data root's file (None when its hash differs from
+    the one the predictions were made on).
+
+    Raises:
+        FileNotFoundError: the file is not in the data root: without it the claims lose their pair-sampling variance
+            and some verdicts change, so the page is not written (it was, silently different).
+    """
     import numpy as np
 
     from finesim.data.csts import read_csts
     from finesim.results import file_sha256
 
     path = Path(os.environ.get("FINESIM_DATA", ROOT.parent / "shared" / "data")) / "csts" / "validation.csv"
-    if not path.is_file() or file_sha256(path) != stored["sha256"]:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: the C-STS validation file is not in the data root, and the claims' pair-sampling variance "
+            "(+pairs) needs its labels: without it the verdicts differ. Set FINESIM_DATA to the data root"
+        )
+    if file_sha256(path) != stored["sha256"]:
         return None
     rows, _ = read_csts(path)
     label = dict(zip(rows["row"], rows["label"]))

@@ -443,6 +443,10 @@ def test_gold_labels_follow_the_stored_row_numbers(report, tmp_path, monkeypatch
     stored = {"row": [4, 1, 3], "sha256": file_sha256(csv)}
     assert list(report.gold_labels(stored)) == [1.0, 4.0, 2.5]
     assert report.gold_labels({**stored, "sha256": "0" * 64}) is None
+    # no file at all: an error (the page was written without the pair variance, some verdicts changed, no word)
+    monkeypatch.setenv("FINESIM_DATA", str(tmp_path / "elsewhere"))
+    with pytest.raises(FileNotFoundError, match=r"the C-STS validation file is not in the data root.*FINESIM_DATA"):
+        report.gold_labels(stored)
 
 
 def test_a_claim_gets_the_pair_variance_only_when_both_sides_stored_their_pairs(report, tmp_path, monkeypatch) -> None:

@@ -323,3 +323,16 @@ def test_a_resume_under_other_code_is_told(
         assert preflight(recipe, output_dir=out).action == "resume"
     if code_record()["git_commit"]:  # a checkout (an installed copy knows no commit)
         assert f"resumes under other code than it started with (commit {'0' * 40} -> " in caplog.text
+
+
+def test_quiet_training_prints_no_log_dicts(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``-q`` is only errors (and the result): the trainer printed its log dicts ({'loss': ...}) on stdout."""
+    recipe = _write(tmp_path / "r.json", tiny_recipe(tiny_bert_dir, data_root, train={"max_steps": 2}))
+    assert main(["-q", "train", str(recipe), "-o", str(tmp_path / "q")]) == 0
+    captured = capsys.readouterr()
+    assert "{'loss'" not in captured.out + captured.err and "train_runtime" not in captured.out + captured.err
+    assert "validation spearman" in captured.out
+    assert main(["train", str(recipe), "-o", str(tmp_path / "loud")]) == 0
+    assert "'train_runtime'" in capsys.readouterr().out  # without -q the trainer's log stays

@@ -145,9 +145,9 @@ def describe_model(scorer: Any, settings: ServeSettings) -> dict[str, Any]:
     ensemble: its members and weights instead)."""
     info: dict[str, Any] = {"encoder": scorer.encoder, "resolved_model": None}
     try:
-        from finesim.models.hub import resolve_model_path
+        from finesim.models.hub import model_location
 
-        info["resolved_model"] = str(resolve_model_path(settings.model))
+        info["resolved_model"] = model_location(settings.model)  # the absolute folder, or the Hub id
     except Exception:  # a model object given by the caller has no name to resolve
         pass
     model: Any = getattr(scorer, "model", None)  # an ensemble has members instead

@@ -249,6 +249,11 @@ def train(
     trainer = _trainer(cross)(
         model=model, args=args, train_dataset=data.train, loss=loss, evaluator=data.evaluator, callbacks=callbacks
     )
+    if not logger.isEnabledFor(logging.WARNING):  # -q: only errors; the trainer printed its log dicts on stdout
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        for quiet in (PrinterCallback, ProgressCallback):
+            trainer.remove_callback(quiet)
     checkpoint = pre.checkpoint
     if checkpoint:
         logger.warning("resuming from %s (same recipe and data)", checkpoint)
