@@ -201,6 +201,10 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
         "hidden_dim": None,
     }  # --dim on the command line beat the recipe's dim
     assert record["prompt"]["formulation"] == "conc_sc" and "held" in record["eval_spearman"]
+    # each file named by its path, with its SHA-256 (an eval file was recorded by its stem alone)
+    held_record = record["data"]["eval"]["held"]
+    assert held_record["source"].endswith("held.csv") and held_record["sha256"] == file_sha256(held)
+    assert record["data"]["dev"]["sha256"] == file_sha256(dev) and len(record["data"]["train"]["sha256"]) == 64
     assert record["prompt"]["templates"]["conc_sc"] == "{sentence} | {condition}"  # from --prompts-file
     assert main(["case", "score", str(out), str(held), "--cache-dir", str(tmp_path / "cache")]) == 0
     assert "Spearman" in capsys.readouterr().out

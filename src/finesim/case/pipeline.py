@@ -354,10 +354,17 @@ def carve_splits(options: dict[str, Any]) -> Splits:
                 "different file names"
             )
     evals = {name: read_csts(path)[0] for name, path in named.items()}
+    from finesim.results import file_sha256
+
+    # each file's path and SHA-256 (an eval file was recorded by its stem alone, with no hash)
+    dev_sha = file_sha256(Path(options["dev"])) if options["dev"] else None  # carved: train's hash says it
     description = {
-        "train": split_summary("train", train, str(train_file)),
-        "dev": split_summary("dev", dev, dev_source),
-        "eval": {name: split_summary(name, ds, name) for name, ds in evals.items()},
+        "train": split_summary("train", train, str(train_file), sha256=file_sha256(Path(train_file))),
+        "dev": split_summary("dev", dev, dev_source, sha256=dev_sha),
+        "eval": {
+            name: split_summary(name, ds, named[name], sha256=file_sha256(Path(named[name])))
+            for name, ds in evals.items()
+        },
         "selection_split": "dev",
     }
     return Splits(train, dev, evals, description)
