@@ -336,3 +336,21 @@ def test_quiet_training_prints_no_log_dicts(
     assert "validation spearman" in captured.out
     assert main(["train", str(recipe), "-o", str(tmp_path / "loud")]) == 0
     assert "'train_runtime'" in capsys.readouterr().out  # without -q the trainer's log stays
+
+
+def test_a_case_dry_run_with_a_cuda_device_in_its_recipe_says_the_gpu_was_not_checked(
+    tiny_bert_dir: Path, data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The note came for --device cuda only, not for a CASE recipe's case.device: cuda."""
+    case = {
+        "method": "case",
+        "case": {
+            "model": str(tiny_bert_dir),
+            "train": str(data_root / "csts" / "train.csv"),
+            "device": "cuda",
+            "cache_dir": str(tmp_path / "cache"),
+        },
+    }
+    recipe = _write(tmp_path / "case.json", case)
+    assert main(["train", str(recipe), "-o", str(tmp_path / "out"), "--dry-run"]) == 0
+    assert "case.device cuda: its spelling is checked, not that torch sees the GPU" in capsys.readouterr().err

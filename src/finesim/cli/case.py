@@ -21,6 +21,7 @@ from finesim.cli.common import (
     check_output_dir,
     check_output_file,
     command_parser,
+    dry_run_device_note,
     positive_int,
     say,
     show_help,
@@ -225,6 +226,9 @@ def train_case(recipe: Any, args: argparse.Namespace, *, output_dir: str | None,
         tell(line)
     if dry_run:
         print(json.dumps(recipe.to_dict(), indent=2))
+        note = dry_run_device_note(options.get("device"))  # --device, else the recipe's case.device
+        if note:
+            tell(f"case.{note}" if not getattr(args, "device", None) else f"--{note}")
         tell("dry run: every check passed; nothing was trained")
         return 0
     out = str(output_dir or recipe.output_dir)

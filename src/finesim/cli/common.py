@@ -356,6 +356,14 @@ def show_help(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace],
     return run
 
 
+def dry_run_device_note(device: Any) -> str | None:
+    """What a dry run says of a CUDA device (``--device``, or a CASE recipe's ``case.device``): a dry run may run where
+    the GPU is not (a login node), so it checks the device's spelling only. None for another device."""
+    if device is None or not str(device).startswith("cuda"):
+        return None
+    return f"device {device}: its spelling is checked, not that torch sees the GPU (the run checks that)"
+
+
 def say(args: argparse.Namespace) -> Callable[[str], None]:
     """A printer of ``[finesim] ...`` progress lines on stderr (silent under ``-q``)."""
     _, quiet = verbosity(args)

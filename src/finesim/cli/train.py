@@ -13,6 +13,7 @@ from finesim.cli.common import (
     UsageError,
     add_runtime_options,
     command_parser,
+    dry_run_device_note,
     override,
     say,
 )
@@ -115,8 +116,9 @@ def run(args: argparse.Namespace) -> int:
         tell(line)
     if args.dry_run:
         print(json.dumps(recipe.to_dict(), indent=2))
-        if args.device and args.device.startswith("cuda"):  # a dry run may run where the GPU is not (a login node)
-            tell(f"--device {args.device}: its spelling is checked, not that torch sees the GPU (the run checks that)")
+        note = dry_run_device_note(args.device)
+        if note:
+            tell(f"--{note}")
         tell("dry run: every check passed; nothing was trained")
         return 0
     result = train(recipe, checked=checked)
