@@ -105,6 +105,22 @@ def test_bad_inputs() -> None:
         paper_bound(1)
 
 
+def test_closed_forms_equal_the_search_over_every_split() -> None:
+    """paper_bound and exact_bound_distinct take the optimum in closed form (a loop over k, and arrays of ranks, made
+    --n 1e8 take minutes and gigabytes): the same value and split as the search over every k, for odd and even n."""
+    from finesim.analysis.bound import exact_bound_distinct, paper_sum_d2
+
+    for n in range(2, 80):
+        searched_k = min(range(1, n), key=lambda k: (paper_sum_d2(n, k), k))
+        assert paper_bound(n).positives == searched_k
+        assert paper_bound(n).spearman == pytest.approx(1 - 6 * paper_sum_d2(n, searched_k) / (n * (n * n - 1)))
+        exact = exact_bound(np.arange(n, dtype=np.float64))
+        closed = exact_bound_distinct(n)
+        assert closed.spearman == pytest.approx(exact.spearman, abs=1e-12) and closed.positives == exact.positives
+    huge = exact_bound_distinct(10**8)
+    assert huge.spearman == pytest.approx(math.sqrt(3) / 2, abs=1e-9) and huge.positives == 5 * 10**7
+
+
 def test_cli_n(capsys) -> None:
     assert main(["bound", "--n", "1000", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
