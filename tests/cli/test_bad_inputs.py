@@ -727,6 +727,16 @@ CASES: list[Case] = [
         ("finesim export: error: {dir}/cut-model/model.safetensors: the model's weights cannot be read",),
     ),
     Case(
+        "case-train-empty-dev-file",
+        lambda d: [
+            *_case_recipe(d, "dim: 4"),
+            "--dev",
+            str(_write(d / "empty.csv", "sentence1,sentence2,condition,label\n")),
+        ],
+        1,
+        ("{dir}/empty.csv: no labelled rows (only a header, or every label -1): nothing for the dev data",),
+    ),
+    Case(
         "case-score-not-a-case-folder",
         lambda d: ["case", "score", str(d), str(_data(d) / "csts" / "validation.csv")],
         1,

@@ -11,7 +11,22 @@ from finesim.case.encoding import ConditionAwareEncoder
 from finesim.case.training import PairEmbeddings
 from finesim.data.splits import split_by_pair
 
-__all__ = ["embed_pairs", "split_by_pair", "split_summary"]
+__all__ = ["embed_pairs", "read_case_data", "split_by_pair", "split_summary"]
+
+
+def read_case_data(path: Any, role: str) -> tuple[Dataset, Any]:
+    """A C-STS file's labelled rows and its read report (:func:`finesim.data.read_csts`), refused when it has none:
+    an empty train, dev or eval file failed later with an error naming no file ("dev embeddings are 0-dimensional",
+    "need at least 2 pairs to correlate"). ``role`` says what the file is for (``train``, ``dev``, ``eval``, ...)."""
+    from finesim.data import read_csts
+    from finesim.data.errors import DataFormatError
+
+    dataset, report = read_csts(path)
+    if len(dataset) == 0:
+        raise DataFormatError(
+            f"no labelled rows (only a header, or every label -1): nothing for the {role} data", path=path
+        )
+    return dataset, report
 
 
 def embed_pairs(encoder: ConditionAwareEncoder, dataset: Dataset) -> PairEmbeddings:

@@ -17,13 +17,12 @@ from typing import Any, NamedTuple
 
 from datasets import Dataset
 
-from finesim.case.data import embed_pairs, split_by_pair, split_summary
+from finesim.case.data import embed_pairs, read_case_data, split_by_pair, split_summary
 from finesim.case.encoding import DEFAULT_FAMILY_FOR, ConditionAwareEncoder
 from finesim.case.options import DEFAULTS, default_cache_dir, parse_dims, recipe_options
 from finesim.case.projection import DEFAULT_ACTIVATION
 from finesim.case.prompts import PromptFormat
 from finesim.case.training import TrainConfig, evaluate_pairs, sweep_dimensions, train_projection
-from finesim.data import read_csts
 from finesim.options import RecipeError
 from finesim.results import environment_record, file_sha256, write_json_atomic
 from finesim.training import preflight
@@ -148,7 +147,7 @@ def check_case(
     lines = [f"CASE encoder {options['model']}: found ({found}); prompt family {family}, {options['formulation']}"]
     for role, path in (("train", options["train"]), ("dev", options["dev"]), *(("eval", p) for p in options["eval"])):
         if path:
-            lines.append(f"{role} data {path} (csts): {len(read_csts(path)[0])} rows")
+            lines.append(f"{role} data {path} (csts): {len(read_case_data(path, role)[0])} rows")
     if not options["dev"]:
         lines.append(f"dev: {options['dev_fraction']} of the training sentence pairs (seed {options['seed']})")
     if "dims" in recipe.case.model_fields_set:
@@ -335,9 +334,9 @@ def carve_splits(options: dict[str, Any]) -> Splits:
     """Read the ``train`` file, the dev file (``options["dev"]``) or a dev split carved from train by sentence pair
     (``dev_fraction``, ``seed``), and the ``eval`` files (named by their stem)."""
     train_file = options["train"]
-    train, _ = read_csts(train_file)
+    train, _ = read_case_data(train_file, "train")
     if options["dev"]:
-        dev, _ = read_csts(options["dev"])
+        dev, _ = read_case_data(options["dev"], "dev")
         dev_source = options["dev"]
     else:
         train, dev = split_by_pair(train, float(options["dev_fraction"]), int(options["seed"]))
@@ -353,7 +352,7 @@ def carve_splits(options: dict[str, Any]) -> Splits:
                 f"eval files {earlier} and {path} share the name {stem!r}, which names their results: give them "
                 "different file names"
             )
-    evals = {name: read_csts(path)[0] for name, path in named.items()}
+    evals = {name: read_case_data(path, "eval")[0] for name, path in named.items()}
     from finesim.results import file_sha256
 
     # each file's path and SHA-256 (an eval file was recorded by its stem alone, with no hash)
@@ -380,7 +379,7 @@ def embed_files(options: dict[str, Any], data_files: Sequence[str], *, show_prog
     encoder = build_encoder(options, show_progress=show_progress)
     rows = []
     for path in data_files:
-        ds, report = read_csts(path)
+        ds, report = read_case_data(path, "embedding")
         start = time.perf_counter()
         before = encoder.encoded
         data = embed_pairs(encoder, ds)
@@ -491,7 +490,7 @@ def measure_isotropy(
     encoder = build_encoder(options, show_progress=show_progress)
     sentences, conditions = [], []
     for path in data_files:
-        ds, _ = read_csts(path)
+        ds, _ = read_case_data(path, "isotropy")
         sentences += list(ds["sentence1"]) + list(ds["sentence2"])
         conditions += list(ds["condition"]) * 2
     conditional, unconditional = encoder.embed_parts(sentences, conditions)
@@ -554,7 +553,7 @@ def score_files(
     model = CaseModel.load(model_dir, cache_dir=cache_dir or str(default_cache_dir()), device=device)
     rows = []
     for path in data_files:
-        ds, _ = read_csts(path)
+        ds, _ = read_case_data(path, "scoring")
         pred = model.score(ds["sentence1"], ds["sentence2"], ds["condition"])
         rows.append(
             {
