@@ -39,6 +39,21 @@ def test_a_bin_that_is_not_a_whole_archive_is_named(tiny_bert_dir: Path, tmp_pat
     assert damaged_weights_files(folder) == [folder / "pytorch_model.bin"]
 
 
+def test_a_half_cut_pytorch_model_bin_is_named(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    """torch reads a cut pytorch_model.bin with "[Errno 22] Invalid argument", which named no file."""
+    import torch
+    from transformers import AutoModel
+
+    folder = tmp_path / "bin"
+    shutil.copytree(tiny_bert_dir, folder)
+    for weights in folder.glob("*.safetensors"):
+        weights.unlink()
+    torch.save(AutoModel.from_pretrained(str(tiny_bert_dir)).state_dict(), folder / "pytorch_model.bin")
+    _cut(folder / "pytorch_model.bin")
+    with pytest.raises(ValueError, match=r"pytorch_model\.bin: the model's weights cannot be read"):
+        load_sentence_model(str(folder))
+
+
 def test_other_load_errors_pass_through(tmp_path: Path) -> None:
     (tmp_path / "modules.json").write_text("[]")  # an empty pipeline: not a weights problem
     with pytest.raises(Exception) as caught:

@@ -66,9 +66,14 @@ def readable_weights(folder: str | Path) -> Iterator[None]:
     try:
         yield
     except Exception as err:
-        if not is_unreadable_weights_error(err):
+        known = is_unreadable_weights_error(err)
+        # torch reads a cut pytorch_model.bin with "[Errno 22] Invalid argument" (an OSError): any OSError or
+        # RuntimeError counts when a weights file of the folder is damaged
+        if not known and not isinstance(err, (OSError, RuntimeError)):
             raise
         damaged = damaged_weights_files(folder)
+        if not known and not damaged:
+            raise
         where = ", ".join(str(f) for f in damaged) or str(folder)
         raise ValueError(
             f"{where}: the model's weights cannot be read ({' '.join(str(err).split())}); the file is damaged or "
