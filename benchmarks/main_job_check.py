@@ -50,7 +50,9 @@ def main() -> None:
     commit = git_commit()
     run = Path(args.run_dir)
     started = time.perf_counter()
-    subprocess.run([*finesim, "train", RECIPE, "--output-dir", str(run), "--no-progress"], check=True)
+    # --no-resume: the check trains under this commit every time (a rerun into a finished run's folder trains nothing)
+    train = [*finesim, "train", RECIPE, "--output-dir", str(run), "--no-progress", "--no-resume"]
+    subprocess.run(train, check=True)
     train_seconds = time.perf_counter() - started
     evaluate = run / "evaluate.json"
     started = time.perf_counter()

@@ -4,8 +4,9 @@
 # Spearman on a dev split carved from train, then evaluate the kept model on C-STS validation (conditional +
 # unconditional, over-estimation count): validation chooses nothing.
 # Outputs: $FINESIM_MAIN_OUT (default runs/minilm-bi-mse-tuned): model/, config.json, metrics.json, evaluate.json.
-# Extra arguments go to `finesim train` (e.g. --set train.epochs=1, --no-resume); a rerun resumes the same run
-# (a changed recipe or data is refused, naming what changed: add --no-resume to start over).
+# Extra arguments go to `finesim train` (e.g. --set train.epochs=1, --no-resume); a rerun resumes the same run, or
+# leaves it as it is once it finished (a changed recipe or data is refused, naming what changed: add --no-resume to
+# start over).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 out="${FINESIM_MAIN_OUT:-runs/minilm-bi-mse-tuned}"

@@ -322,7 +322,7 @@ def test_a_resume_under_other_code_is_told(
     with caplog.at_level("WARNING", logger="finesim.training.preflight"):
         assert preflight(recipe, output_dir=out).action == "resume"
     if code_record()["git_commit"]:  # a checkout (an installed copy knows no commit)
-        assert f"resumes under other code than it started with (commit {'0' * 40} -> " in caplog.text
+        assert f"holds a run started under other code than this (commit {'0' * 40} -> " in caplog.text
 
 
 def test_quiet_training_prints_no_log_dicts(

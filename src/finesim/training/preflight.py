@@ -781,15 +781,15 @@ def _decide(out: Path, fingerprint: dict[str, Any], resume: bool, source: str) -
             "train with its old settings. Rerun with --no-resume (resume=False in Python) to start over there, or "
             "choose another output folder"
         )
+    _warn_other_code(out, record)
     if (out / "metrics.json").is_file() and (out / "model" / MARKER_FILE).is_file():  # written last, in this order
         return "done", None
-    _warn_other_code(out, record)
     return "resume", _last_checkpoint(out / "checkpoints")
 
 
 def _warn_other_code(out: Path, record: dict[str, Any]) -> None:
     """The fingerprint holds no code: a resume under another finesim version or git commit than the run started
-    with is said (the run is then trained by two versions of the code)."""
+    with is said (the run is then trained by two versions of the code), and so is a finished run kept as it is."""
     from finesim._version import __version__
     from finesim.results import code_record
 
@@ -799,8 +799,8 @@ def _warn_other_code(out: Path, record: dict[str, Any]) -> None:
     changed = [f"{what} {old} -> {new}" for what, old, new in zip(names, then, now) if old and new and old != new]
     if changed:
         logger.warning(
-            "%s resumes under other code than it started with (%s): the run is trained by two versions of finesim "
-            "(--no-resume starts it over under this one)",
+            "%s holds a run started under other code than this (%s): resumed, it is trained by two versions of "
+            "finesim; finished, it is kept as that code made it (--no-resume trains it over under this one)",
             out,
             "; ".join(changed),
         )
