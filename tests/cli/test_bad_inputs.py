@@ -811,6 +811,22 @@ def test_unreadable_weights_read_elsewhere_are_a_user_error(
     assert "finesim bound: error: a model's weights cannot be read (" in err and "internal error" not in err
 
 
+def test_label_checks_are_left_to_what_they_apply_to(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """After review: with train.keep last no split chooses (a constant-label validation only reports 0.0), a
+    cross-encoder's regression output is not a cosine, and quad compares labels only: none is refused."""
+    last = _dry(
+        tmp_path / "a",
+        BASE + "train: {keep: last}\n",
+        "--set",
+        f"data.validation={_write(tmp_path / 'v.csv', CONSTANT_CSTS)}",
+    )
+    assert main(last) == 0
+    raw = "labels: {scale: none, low: 1, high: 5}\n"
+    assert main(_dry(tmp_path / "b", raw + "model: {backbone: {backbone}, encoder: cross}\n")) == 0
+    assert main(_dry(tmp_path / "c", BASE + raw + "objective: {name: quad}\n")) == 0
+    capsys.readouterr()
+
+
 def test_validation_pairs_also_in_train_are_counted(tmp_path: Path, capsys: pytest.CaptureFixture, caplog) -> None:
     with caplog.at_level("WARNING", logger="finesim.training.preflight"):
         assert main(_table_pair(tmp_path / "same", TABLE_PLAIN, TABLE_PLAIN)) == 0

@@ -537,20 +537,23 @@ def validation_overlap(recipe: Recipe, train: LoadedData, validation: LoadedData
     )
 
 
-def check_label_form(recipe: Recipe, train: LoadedData) -> None:
-    """An objective that regresses a cosine (labels form ``unit``) on labels kept as they are (``labels.scale:
-    none``) needs them within the cosine's [-1, 1]: raw 0-5 or 0-10 labels trained a loss of about 20 without a
-    word."""
-    from finesim.training.objectives import get_objective
+COSINE_REGRESSION_OBJECTIVES = ("mse", "quad-mse", "ccl")  # their loss regresses cos(u, v) on the label's value
 
-    objective = get_objective(recipe.objective.name)
-    if objective.labels != "unit" or recipe.labels.scale != "none" or "label" not in train.dataset.column_names:
+
+def check_label_form(recipe: Recipe, train: LoadedData) -> None:
+    """A bi- or tri-encoder objective that regresses the cosine on the label values (``mse``, and the MSE terms of
+    ``quad-mse`` and ``ccl``) on labels kept as they are (``labels.scale: none``) needs them within the cosine's
+    [-1, 1]: raw 0-5 or 0-10 labels trained a loss of about 20 without a word. A cross-encoder's regression output is
+    not bounded, and ``quad`` compares labels only: neither is checked."""
+    objective = recipe.objective.name
+    regresses = objective in COSINE_REGRESSION_OBJECTIVES and recipe.model.encoder in ("bi", "tri")
+    if not regresses or recipe.labels.scale != "none" or "label" not in train.dataset.column_names:
         return
     labels = [float(x) for x in train.dataset["label"]]
     low, high = min(labels, default=0.0), max(labels, default=0.0)
-    if low < -1.0 or high > 1.0:
+    if low < -1.0 - 1e-6 or high > 1.0 + 1e-6:  # a teacher's cosines may pass 1 by rounding
         raise RecipeError(
-            f"{recipe_source(recipe)}: objective {objective.name!r} regresses a cosine, within [-1, 1], on the labels, "
+            f"{recipe_source(recipe)}: objective {objective!r} regresses a cosine, within [-1, 1], on the labels, "
             f"but {train.path} (data.train) has labels from {low:g} to {high:g} and labels.scale is none: set "
             "labels.scale: minmax with labels.low/high the labels' range"
         )
@@ -559,16 +562,17 @@ def check_label_form(recipe: Recipe, train: LoadedData) -> None:
 def check_selection_data(
     recipe: Recipe, train: LoadedData, dev: LoadedData | None, validation: LoadedData | None
 ) -> None:
-    """The split checkpoints are chosen on (dev when carved, else validation) can choose: at least two labelled rows
-    and labels that are not all one value (a constant side makes Spearman 0.0 at every evaluation, and the first
-    checkpoint would be kept as "best"). A validation file must give conditions as the training data does: a
-    conditional model chosen on plain pairs is refused; reported on them (a dev split chooses), or a plain model on
-    conditional pairs, is warned of."""
+    """The split checkpoints are chosen on (dev when carved, else validation; none with ``train.keep: last``) can
+    choose: at least two labelled rows and labels that are not all one value (a constant side makes Spearman 0.0 at
+    every evaluation, and the first checkpoint would be kept as "best"). A validation file must give conditions as
+    the training data does: a conditional model chosen on plain pairs is refused; reported on them (a dev split
+    chooses, or none does), or a plain model on conditional pairs, is warned of."""
     source = recipe_source(recipe)
+    chooses = recipe.train.keep != "last"  # train.keep last keeps the last checkpoint: no split chooses
     conditional = "condition" in train.dataset.column_names
     if validation is not None and conditional != ("condition" in validation.dataset.column_names):
         where = f"{validation.path} (data.validation)"
-        if conditional and dev is None:
+        if conditional and dev is None and chooses:
             raise RecipeError(
                 f"{source}: the training data gives a condition per pair, but {where} has none: the conditional "
                 "model would be validated, and its checkpoints chosen, on plain pairs; give a validation file with "
@@ -582,7 +586,7 @@ def check_selection_data(
             "gives a condition per pair" if conditional else "has none",
         )
     selection = dev if dev is not None else validation
-    if selection is None or "label" not in selection.dataset.column_names:
+    if selection is None or "label" not in selection.dataset.column_names or not chooses:
         return
     if selection.role == "dev":
         where = f"the dev split carved from {selection.path} (data.dev_fraction {recipe.data.dev_fraction})"
