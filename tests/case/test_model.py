@@ -205,6 +205,8 @@ def test_cli_train_score_sweep_isotropy_embed(tiny_bert_dir, tmp_path, capsys):
     held_record = record["data"]["eval"]["held"]
     assert held_record["source"].endswith("held.csv") and held_record["sha256"] == file_sha256(held)
     assert record["data"]["dev"]["sha256"] == file_sha256(dev) and len(record["data"]["train"]["sha256"]) == 64
+    card_rows = json.loads((out / "finesim_model.json").read_text())["card"]["data"]
+    assert {r["split"]: r.get("sha256") for r in card_rows}["train"] == record["data"]["train"]["sha256"]
     assert record["prompt"]["templates"]["conc_sc"] == "{sentence} | {condition}"  # from --prompts-file
     assert main(["case", "score", str(out), str(held), "--cache-dir", str(tmp_path / "cache")]) == 0
     assert "Spearman" in capsys.readouterr().out

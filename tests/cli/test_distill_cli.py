@@ -284,6 +284,13 @@ def test_a_case_teacher_is_checked_by_the_options_it_recorded(tmp_path: Path) ->
     same = case_teacher("same", {"dev_fraction": 0.1, "seed": 42, "dev": None, "lr": 1e-3})
     record = check_teacher_dev_split(same, dev_fraction=0.1, dev_seed=42)
     assert record is not None and (record.fraction, record.seed) == (0.1, 42)
+    # its card's train entry carries the file's hash (after review: a CASE teacher's file was never compared)
+    marker = json.loads((same / "finesim_model.json").read_text(encoding="utf-8"))
+    marker["card"]["data"] = [{"split": "train", "sha256": "0" * 64}]
+    (same / "finesim_model.json").write_text(json.dumps(marker), encoding="utf-8")
+    train = write_csts(tmp_path / "train.csv", pairs=5)
+    with pytest.raises(TeacherCheckError, match="was trained on another file than"):
+        check_teacher_dev_split(same, dev_fraction=0.1, dev_seed=42, train=train)
     with pytest.raises(TeacherCheckError, match=r"trained with case\.dev_fraction 0\.1 and seed 7 .*--set seed=42"):
         check_teacher_dev_split(
             case_teacher("other", {"dev_fraction": 0.1, "seed": 7, "dev": None}), dev_fraction=0.1, dev_seed=42

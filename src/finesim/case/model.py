@@ -153,6 +153,7 @@ class CaseModel(ScorerBase):
             metrics[str(name)] = {"spearman": float(value)}
         data = [
             {"split": split, "file": d.get("source"), "format": "csts", "rows": d["rows"], "rows_used": d["rows"]}
+            | ({"sha256": d["sha256"]} if d.get("sha256") else {})  # the teacher check compares the train file's
             for split, entry in (self.metadata.get("data") or {}).items()
             for d in (entry.values() if split == "eval" and isinstance(entry, dict) else [entry])
             if isinstance(d, dict) and "rows" in d

@@ -68,7 +68,9 @@ def recorded_dev_split(model: str | Path) -> RecordedDevSplit | None:
         if isinstance(doc, dict) and doc.get("encoder") == "case" and isinstance(recipe, dict):
             case = _case_dev_split(recipe, str(path))
             if case is not None:
-                return case
+                return RecordedDevSplit(
+                    case.fraction, case.seed, case.source, case.keys, train_sha256=_recorded_train_sha256(folder, doc)
+                )
             continue
         if isinstance(data, dict) and "dev_fraction" in data:
             fraction, seed = data.get("dev_fraction"), data.get("dev_seed")
