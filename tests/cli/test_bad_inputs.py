@@ -827,6 +827,13 @@ def test_label_checks_are_left_to_what_they_apply_to(tmp_path: Path, capsys: pyt
     capsys.readouterr()
 
 
+def test_training_tells_of_pairs_under_one_condition_twice(tmp_path: Path, caplog) -> None:
+    twice = GOOD_CSTS.replace("the activity,4", "the instrument,4")
+    with caplog.at_level("WARNING", logger="finesim.training.preflight"):
+        assert main(_dry(tmp_path, BASE + "objective: {name: quad}\n", train=twice)) == 0
+    assert "1 sentence pairs have the same condition twice (first: rows 1 and 2, 'the instrument')" in caplog.text
+
+
 def test_validation_pairs_also_in_train_are_counted(tmp_path: Path, capsys: pytest.CaptureFixture, caplog) -> None:
     with caplog.at_level("WARNING", logger="finesim.training.preflight"):
         assert main(_table_pair(tmp_path / "same", TABLE_PLAIN, TABLE_PLAIN)) == 0

@@ -135,15 +135,19 @@ def test_pairing_orders_high_then_low_and_reports_misfits(tmp_path: Path) -> Non
         pair_conditions(ds, equal_labels="error")
 
 
-def test_a_pair_under_one_condition_twice_is_counted_and_told(tmp_path: Path, caplog) -> None:
+def test_a_pair_under_one_condition_twice_is_counted(tmp_path: Path, caplog) -> None:
     """A duplicated row (the same condition twice) made a high/low pair no ordering can be right, without a word."""
     body = "s1,s2,the color,4\ns1,s2,the color ,1\nt1,t2,a,5\nt1,t2,b,1\n"
     ds, _ = read_csts(write(tmp_path, body))
+    from finesim.data.pairing import same_condition_note
+
     with caplog.at_level("WARNING", logger="finesim.data"):
         pairs, report = pair_conditions(ds)
     assert report.pairs == len(pairs) == 2  # kept, as the reference keeps them
     assert report.same_condition_pairs == 1 and report.as_dict()["same_condition_examples"][0]["rows"] == [1, 2]
-    assert "1 sentence pairs have the same condition twice (first: rows 1 and 2, 'the color')" in caplog.text
+    assert "same condition" not in caplog.text  # told by training only (evaluation and prompting pair too)
+    note = same_condition_note(report)
+    assert note is not None and "1 sentence pairs have the same condition twice (first: rows 1 and 2, 'the" in note
 
 
 def test_real_csts_counts(shared_data: Path) -> None:

@@ -109,13 +109,17 @@ def pair_conditions(dataset: Dataset, *, equal_labels: EqualLabels = "keep") -> 
             len(report.bad_groups),
             report.rows_in_bad_groups,
         )
-    if report.same_condition_pairs:
-        first = report.same_condition_examples[0]
-        logging.getLogger("finesim.data").warning(
-            "pairing: %d sentence pairs have the same condition twice (first: rows %s, %r); kept as high/low pairs, "
-            "as the C-STS reference keeps them",
-            report.same_condition_pairs,
-            " and ".join(str(r) for r in first["rows"]),  # type: ignore[attr-defined]
-            first["condition"],
-        )
     return Dataset.from_dict(out), report
+
+
+def same_condition_note(report: PairingReport) -> str | None:
+    """The line a trainer warns with when sentence pairs have the same condition twice (None when none has): kept as
+    high/low pairs, which no ordering makes right. Only training says it; evaluation and prompting pair too."""
+    if not report.same_condition_pairs:
+        return None
+    first = report.same_condition_examples[0]
+    rows = " and ".join(str(r) for r in first["rows"])  # type: ignore[attr-defined]
+    return (
+        f"pairing: {report.same_condition_pairs} sentence pairs have the same condition twice (first: rows {rows}, "
+        f"{first['condition']!r}); kept as high/low pairs, as the C-STS reference keeps them"
+    )

@@ -484,12 +484,15 @@ def check_layout(recipe: Recipe, rows: Dataset, train_path: Path) -> tuple[Datas
             )
         if "condition" not in rows.column_names:
             raise RecipeError(f"{source}: objective {objective.name!r} needs data with conditions (data.format)")
-        from finesim.data.pairing import PairingError, pair_conditions
+        from finesim.data.pairing import PairingError, pair_conditions, same_condition_note
 
         try:
             pairs = pair_conditions(rows, equal_labels=recipe.data.equal_labels)
         except PairingError as err:
             raise RecipeError(f"{train_path}: {err} (data.equal_labels in {source})") from None
+        note = same_condition_note(pairs[1])
+        if note:
+            logger.warning("%s: %s", train_path, note)
         if len(pairs[0]) == 0:
             dropped = ", the rest with equal labels dropped" if pairs[1].equal_label_pairs_dropped else ""
             raise RecipeError(
