@@ -292,7 +292,8 @@ def test_a_rerun_of_a_finished_run_trains_nothing_and_keeps_its_files(
     assert "holds this run finished already (same recipe and data): nothing trained" in caplog.text
     assert (out / "metrics.json").read_bytes() == metrics
     assert (out / "model" / "model.safetensors").stat().st_mtime_ns == weights
-    assert again.metrics == first.metrics == json.loads(metrics) and again.model is not None
+    assert again.metrics == first.metrics == json.loads(metrics) and again.model is None  # not loaded for nothing
+    assert again.model_dir == out / "model"
     line = next(x for x in preflight(recipe, output_dir=out).summary() if x.startswith("output folder"))
     assert line.endswith(
         "this run finished there already (its model and metrics.json are kept; nothing is "

@@ -215,14 +215,20 @@ def _scored(scorer: Any) -> dict[str, Any]:
     ensemble's over its members'; None for a model it cannot hash), and an ensemble's members and weights."""
     from sentence_transformers import SentenceTransformer
 
-    if isinstance(scorer, SentenceTransformer):  # a plain model, scored per task as each says
-        from finesim.evaluation.fingerprint import model_fingerprint
+    from finesim.evaluation.fingerprint import model_fingerprint
 
-        return {
-            "scorer": f"plain sentence-embedding model, torch on {scorer.device}",
-            "fingerprint_sha256": model_fingerprint(scorer),
-        }
-    scored: dict[str, Any] = {"scorer": describe_scorer(scorer), "fingerprint_sha256": scorer_fingerprint(scorer)}
+    start = time.perf_counter()
+    if isinstance(scorer, SentenceTransformer):  # a plain model, scored per task as each says
+        try:
+            fingerprint: str | None = model_fingerprint(scorer)
+        except Exception:  # a model the fingerprint cannot hash: none recorded rather than no record
+            fingerprint = None
+        scored: dict[str, Any] = {"scorer": f"plain sentence-embedding model, torch on {scorer.device}"}
+    else:
+        fingerprint = scorer_fingerprint(scorer)  # None when it cannot hash
+        scored = {"scorer": describe_scorer(scorer)}
+    scored["fingerprint_sha256"] = fingerprint
+    scored["fingerprint_seconds"] = round(time.perf_counter() - start, 3)  # hashing a 7B encoder takes a while
     if getattr(scorer, "members", None) is not None and callable(getattr(scorer, "describe", None)):
         scored["ensemble"] = scorer.describe()
     return scored

@@ -59,7 +59,7 @@ class TrainResult:
     output_dir: Path
     model_dir: Path
     metrics: dict[str, Any] = field(default_factory=dict)
-    model: Any = None
+    model: Any = None  # the trained model; None when the run had finished already (nothing trained: see model_dir)
 
 
 @dataclass
@@ -367,17 +367,15 @@ def _trainer(cross: bool) -> Any:
 
 
 def _finished(out: Path) -> TrainResult:
-    """The result of a run that finished in ``out`` already: its saved model and ``metrics.json``, untouched."""
-    from finesim.models.io import load_conditional_model
-
+    """The result of a run that finished in ``out`` already: its ``metrics.json`` and model folder, untouched; the
+    model is not loaded (``model`` None: load ``model_dir`` when needed; a 7B backbone took a while for nothing)."""
     logger.warning(
         "%s holds this run finished already (same recipe and data): nothing trained, its model and metrics.json kept "
         "(--no-resume, resume=False in Python, trains it again)",
         out,
     )
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
-    model = load_conditional_model(out / "model")
-    return TrainResult(output_dir=out, model_dir=out / "model", metrics=metrics, model=model)
+    return TrainResult(output_dir=out, model_dir=out / "model", metrics=metrics)
 
 
 def card_info(
