@@ -19,6 +19,12 @@ def _key(a: str, b: str) -> tuple[str, str]:
     return (a, b) if a <= b else (b, a)
 
 
+def _pair_keys(dataset: Dataset, columns: tuple[str, str]) -> set[tuple[str, str]]:
+    """The sentence pairs of ``dataset``, each in one order (:func:`_key`)."""
+    c1, c2 = columns
+    return {_key(a, b) for a, b in zip(dataset[c1], dataset[c2])}
+
+
 def filter_overlap(
     train: Dataset,
     eval_sets: Iterable[Dataset],
@@ -33,7 +39,7 @@ def filter_overlap(
     c1, c2 = columns
     seen: set = set()
     for ds in eval_sets:
-        seen.update(_key(a, b) for a, b in zip(ds[c1], ds[c2]))
+        seen |= _pair_keys(ds, columns)
     keep = [i for i, (a, b) in enumerate(zip(train[c1], train[c2])) if _key(a, b) not in seen]
     removed = len(train) - len(keep)
     logger.info("overlap filter: removed %d of %d training pairs found in evaluation sets", removed, len(train))
@@ -43,5 +49,5 @@ def filter_overlap(
 def count_overlap(train: Dataset, other: Dataset, *, columns: tuple[str, str] = ("sentence1", "sentence2")) -> int:
     """How many rows of ``other`` have a sentence pair (either order) that ``train`` has too."""
     c1, c2 = columns
-    seen = {_key(a, b) for a, b in zip(train[c1], train[c2])}
+    seen = _pair_keys(train, columns)
     return sum(_key(a, b) in seen for a, b in zip(other[c1], other[c2]))
