@@ -582,7 +582,13 @@ def test_interrupted_run_resumes_from_last_checkpoint(tiny_bert_dir: Path, csts_
     spec = tiny_recipe(
         tiny_bert_dir,
         csts_root,
-        train={"max_steps": 6, "eval_strategy": "steps", "eval_steps": 2, "save_total_limit": None},
+        train={
+            "max_steps": 6,
+            "eval_strategy": "steps",
+            "eval_steps": 2,
+            "save_total_limit": None,
+            "logging_steps": 1,
+        },
     )
     recipe = recipe_from_dict(spec)
     with pytest.raises(KeyboardInterrupt):
@@ -592,6 +598,28 @@ def test_interrupted_run_resumes_from_last_checkpoint(tiny_bert_dir: Path, csts_
     result = train(recipe, output_dir=tmp_path / "out")
     assert result.metrics["resumed_from"].endswith("checkpoint-4")
     assert result.metrics["global_steps"] == 6
+    # the run's train loss covers all 6 steps, as an uninterrupted run's does; the trainer's own, the last 2
+    whole = train(recipe, output_dir=tmp_path / "whole").metrics
+    assert result.metrics["train_loss"] == pytest.approx(whole["train_loss"], rel=1e-5)
+    assert whole["train_loss"] == pytest.approx(whole["trainer_metrics"]["train_loss"], rel=1e-9)
+    last_two = [e["loss"] for e in whole["log_history"] if "loss" in e][4:]
+    assert result.metrics["trainer_metrics"]["train_loss"] == pytest.approx(sum(last_two) / 2, rel=1e-4)
+
+
+def test_whole_run_train_loss_weights_each_sitting_by_its_steps() -> None:
+    from finesim.training.runner import whole_run_train_loss
+
+    logs = [{"loss": 2.0, "step": 2}, {"eval_dev_spearman": 10.0, "step": 2}, {"loss": 1.0, "step": 6}]
+    # steps 1-2 at 2.0, 3-6 at 1.0, then 7-10 (this sitting) at 0.5: (4 + 4 + 2) / 10
+    assert whole_run_train_loss(logs, sitting_loss=0.5, start_step=6, end_step=10) == pytest.approx(1.0)
+    assert whole_run_train_loss(logs, sitting_loss=0.5, start_step=0, end_step=10) == 0.5  # not resumed
+    # logs stop at step 6 but the run resumed from step 8: steps 7-8 were never logged
+    assert whole_run_train_loss(logs, sitting_loss=0.5, start_step=8, end_step=10) is None
+    assert whole_run_train_loss(logs, sitting_loss=None, start_step=6, end_step=10) is None
+    # a log after the resume point (this sitting's own) is not counted twice
+    assert whole_run_train_loss(
+        [*logs, {"loss": 9.0, "step": 8}], sitting_loss=0.5, start_step=6, end_step=10
+    ) == pytest.approx(1.0)
 
 
 def test_the_printed_result_says_which_split_chose_the_model() -> None:

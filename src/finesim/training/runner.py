@@ -190,6 +190,42 @@ def rows_seen(steps: int, *, examples: int, per_step: int, rows_per_example: int
     return rows_per_example * (full * examples + min(rest * per_step, examples))
 
 
+def resumed_step(checkpoint: str | None) -> int:
+    """The step a run resumed from: the ``global_step`` of the checkpoint's ``trainer_state.json`` (0 without one)."""
+    if not checkpoint:
+        return 0
+    state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+    return int(state.get("global_step") or 0)
+
+
+def whole_run_train_loss(
+    log_history: list[dict[str, Any]], *, sitting_loss: float | None, start_step: int, end_step: int
+) -> float | None:
+    """The mean training loss over every step of a run, ``metrics.json``'s ``train_loss``.
+
+    The trainer's own ``train_loss`` (in ``trainer_metrics``) averages the steps of the last sitting only
+    (``start_step`` to ``end_step``): after a resume it is not the run's loss. The earlier steps' losses are in the
+    log history the checkpoint carried (each logged ``loss`` is the mean over the steps since the previous log), so
+    the run's mean is the step-weighted mean of the logs up to ``start_step`` and the sitting's mean. None when the
+    logs do not cover the steps before the resume exactly (the last log before it is not at ``start_step``) or the
+    sitting's loss is unknown.
+    """
+    if sitting_loss is None or end_step <= 0:
+        return None
+    if start_step <= 0:
+        return float(sitting_loss)
+    total, last = 0.0, 0
+    for entry in log_history:
+        step = entry.get("step")
+        if "loss" not in entry or not isinstance(step, int) or step <= last or step > start_step:
+            continue
+        total += float(entry["loss"]) * (step - last)
+        last = step
+    if last != start_step:
+        return None
+    return (total + float(sitting_loss) * (end_step - start_step)) / end_step
+
+
 def train(
     recipe: Recipe,
     *,
@@ -532,6 +568,7 @@ def _metrics(
         rows_per_example=data.rows_per_example,
     )
     runtime = output.metrics.get("train_runtime")
+    start = resumed_step(checkpoint)
     return {
         "kind": "finesim-train",
         "recipe": recipe.name,
@@ -559,6 +596,10 @@ def _metrics(
         "train_runtime_seconds": runtime,
         # throughput of this invocation only (None after a resume: earlier steps ran in another process)
         "train_rows_per_second": seen / runtime if runtime and not checkpoint else None,
+        # the mean over every step, across sittings (trainer_metrics' train_loss covers the last sitting only)
+        "train_loss": whole_run_train_loss(
+            state.log_history, sitting_loss=output.metrics.get("train_loss"), start_step=start, end_step=steps
+        ),
         "trainer_metrics": output.metrics,
         "data": data.info(),
         "log_history": state.log_history,
