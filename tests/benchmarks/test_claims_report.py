@@ -368,6 +368,7 @@ def test_the_claims_named_by_the_review_are_faithful_or_labelled() -> None:
             assert key not in claim or (isinstance(claim[key], str) and claim[key].strip()), (claim["claim"], key)
 
 
+@pytest.mark.usefixtures("shared_data")  # the pages read C-STS validation from the data root
 def test_the_verdict_tables_of_docs_claims_md_recompute_from_the_results(report: ModuleType) -> None:
     """Every row of the verdict tables (and the changed-verdicts list) as report.py makes it from the results files
     now; the results-file list at the end may lag behind runs that finished since."""
@@ -551,6 +552,7 @@ def test_two_looks_extend_only_the_zone_and_judge_it_again_at_its_own_level(repo
     assert (big["verdict"], big["a_stats"]["n"]) == ("holds", 3)
 
 
+@pytest.mark.usefixtures("shared_data")  # the pages read C-STS validation from the data root
 def test_the_plan_runs_seeds_3_and_4_for_every_row_in_the_zone(report: ModuleType) -> None:
     import yaml
 

@@ -54,6 +54,7 @@ def seeds_in_order(paths: list[Path]) -> list[dict]:
     return sorted(results, key=lambda r: (r["seed"] != 42, r["seed"]))
 
 
+@pytest.mark.usefixtures("shared_data")  # the pages read C-STS validation from the data root
 def test_the_committed_page_and_figure_are_what_the_script_writes(page_script: ModuleType, tmp_path: Path) -> None:
     out = tmp_path / "img" / page_script.FIGURE
     assert page_script.figure(RESULTS, out) == out
