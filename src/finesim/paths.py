@@ -10,6 +10,11 @@ import os
 from pathlib import Path
 
 DATA_ENV_VAR = "FINESIM_DATA"
+
+# The files of a ``finesim train`` output folder (docs/csts-training.md) that other layers read, beside its ``model/``
+RUN_CONFIG_FILE = "config.json"  # the resolved recipe
+RUN_FILE = "run.json"  # the run's fingerprint (recipe, data files' SHA-256) and code
+RUN_METRICS_FILE = "metrics.json"  # validation metrics, best checkpoint, throughput, log history
 DEFAULT_DATA_ROOT = Path("..") / "shared" / "data"
 
 

@@ -24,6 +24,7 @@ from finesim.case.projection import DEFAULT_ACTIVATION
 from finesim.case.prompts import PromptFormat
 from finesim.case.training import TrainConfig, evaluate_pairs, sweep_dimensions, train_projection
 from finesim.options import RecipeError
+from finesim.paths import RUN_FILE
 from finesim.results import environment_record, file_sha256, write_json_atomic
 from finesim.training import preflight
 from finesim.training.recipe import CaseRecipe, recipe_source
@@ -222,7 +223,7 @@ def run_files(out: Path) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     if _case_record(out) is not None:
         found["CASE"] = [name for name in CASE_RUN_FILES if (out / name).exists()]
-    if (out / preflight.RUN_FILE).is_file():
+    if (out / RUN_FILE).is_file():
         found["sentence-transformers"] = [name for name in preflight.OWNED if (out / name).exists()]
     return found
 

@@ -17,6 +17,7 @@ from finesim.cli.common import (
     override,
     say,
 )
+from finesim.paths import RUN_METRICS_FILE
 
 # finesim train's options (dest -> the flag and its default), recorded by register()
 OPTIONS: dict[str, tuple[str, Any]] = {}
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     result = train(recipe, checked=checked)
     if result.metrics:
-        print("\n".join(result_lines(result.metrics, result.model_dir, result.output_dir / "metrics.json")))
+        print("\n".join(result_lines(result.metrics, result.model_dir, result.output_dir / RUN_METRICS_FILE)))
     return 0
 
 

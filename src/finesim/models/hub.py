@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from finesim.models.offline import MPNET_PARTS, install_command
+from finesim.paths import RUN_FILE, RUN_METRICS_FILE
 
 logger = logging.getLogger("finesim.models")
 
@@ -97,7 +98,7 @@ def check_model_folder(folder: Path) -> None:
     """Raise a clear error for a folder that holds no model: a finesim training folder (its model is in
     ``model/``) or a folder with none of :data:`MODEL_FILES`."""
     # a training folder has a config.json of its own (the effective recipe) beside its model/ folder
-    run_folder = (folder / "model").is_dir() and any((folder / f).is_file() for f in ("run.json", "metrics.json"))
+    run_folder = (folder / "model").is_dir() and any((folder / f).is_file() for f in (RUN_FILE, RUN_METRICS_FILE))
     if not run_folder and any((folder / name).exists() for name in MODEL_FILES):
         return
     if run_folder or (folder / "model" / MARKER_FILE).is_file():

@@ -25,9 +25,7 @@ from typing import Any
 
 from finesim.models.card import CARD_KEY
 from finesim.models.hub import MARKER_FILE, resolve_model_path
-
-RUN_CONFIG_FILE = "config.json"  # what ``finesim train`` writes beside ``model/``: the resolved recipe
-RUN_RECORD_FILE = "run.json"  # the run's fingerprint, beside ``model/``: its data files' SHA-256
+from finesim.paths import RUN_CONFIG_FILE, RUN_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +88,7 @@ def _recorded_train_sha256(folder: Path, doc: dict[str, Any]) -> str | None:
     for entry in (card.get("data") if isinstance(card, dict) else None) or []:
         if isinstance(entry, dict) and entry.get("split") == "train" and isinstance(entry.get("sha256"), str):
             return str(entry["sha256"])
-    run = folder.parent / RUN_RECORD_FILE
+    run = folder.parent / RUN_FILE
     try:
         digest = json.loads(run.read_text(encoding="utf-8"))["fingerprint"]["data"]["train"]
     except (OSError, ValueError, KeyError, TypeError):

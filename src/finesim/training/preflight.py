@@ -33,13 +33,13 @@ from typing import Any
 from datasets import Dataset
 
 from finesim.models.hub import MARKER_FILE
+from finesim.paths import RUN_CONFIG_FILE, RUN_FILE, RUN_METRICS_FILE
 from finesim.results import path_sha256
 from finesim.training.recipe import CaseRecipe, Recipe, RecipeError, check_recipe, recipe_source
 
 logger = logging.getLogger(__name__)
 
-RUN_FILE = "run.json"
-OWNED = ("checkpoints", "model", "config.json", "metrics.json", RUN_FILE)  # what starting over deletes
+OWNED = ("checkpoints", "model", RUN_CONFIG_FILE, RUN_METRICS_FILE, RUN_FILE)  # what starting over deletes
 NOT_IN_FINGERPRINT = frozenset(
     {
         "name",
@@ -740,7 +740,7 @@ def _older_finesim_run(out: Path) -> bool:
     if any((out / "checkpoints").glob("checkpoint-*")):
         return True
     try:
-        config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+        config = json.loads((out / RUN_CONFIG_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     return isinstance(config, dict) and {"model", "objective", "train"} <= config.keys()
@@ -789,7 +789,7 @@ def _decide(out: Path, fingerprint: dict[str, Any], resume: bool, source: str) -
             "choose another output folder"
         )
     _warn_other_code(out, record)
-    if (out / "metrics.json").is_file() and (out / "model" / MARKER_FILE).is_file():  # written last, in this order
+    if (out / RUN_METRICS_FILE).is_file() and (out / "model" / MARKER_FILE).is_file():  # written last, in this order
         return "done", None
     return "resume", _last_checkpoint(out / "checkpoints")
 

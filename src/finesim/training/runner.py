@@ -33,13 +33,13 @@ from typing import Any
 
 from datasets import Dataset
 
+from finesim.paths import RUN_CONFIG_FILE, RUN_FILE, RUN_METRICS_FILE
 from finesim.results import code_record, environment_record, path_roots, portable, write_json_atomic
 from finesim.training.arguments import selection_name, training_arguments
 from finesim.training.encoders import TRIPLET_COLUMNS, EncoderType, get_encoder
 from finesim.training.evaluator import ConditionalSimilarityEvaluator
 from finesim.training.objectives import Objective, build_loss, get_objective
 from finesim.training.preflight import (
-    RUN_FILE,
     Preflight,
     check_layout,
     load_data,
@@ -329,8 +329,8 @@ def train(
             recipe, encoder, options, data, metrics, conditional=conditional, files_sha256=pre.fingerprint["data"]
         )
         save_model(model, out / "model", encoder=encoder.encoder, card=card)
-        write_json_atomic(out / "config.json", _resolved_config(recipe, out, options, data))
-        write_json_atomic(out / "metrics.json", metrics)
+        write_json_atomic(out / RUN_CONFIG_FILE, _resolved_config(recipe, out, options, data))
+        write_json_atomic(out / RUN_METRICS_FILE, metrics)
         logger.info("%s %s; model saved to %s", selection_name(recipe), final, out / "model")
     return TrainResult(output_dir=out, model_dir=out / "model", metrics=metrics, model=model)
 
@@ -410,7 +410,7 @@ def _finished(out: Path) -> TrainResult:
         "(--no-resume, resume=False in Python, trains it again)",
         out,
     )
-    metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    metrics = json.loads((out / RUN_METRICS_FILE).read_text(encoding="utf-8"))
     return TrainResult(output_dir=out, model_dir=out / "model", metrics=metrics)
 
 
