@@ -37,6 +37,8 @@ OLD_DEFAULTS = {
     "hidden_dim": None,
     "label_divisor": 5.0,
     "label_offset": 0.0,
+    "label_low": 1.0,
+    "label_high": 5.0,
     "seed": 42,
     "dev": None,
     "dev_fraction": 0.1,
@@ -407,3 +409,34 @@ def test_eval_files_of_one_name_are_refused(tmp_path: Path) -> None:
     _write_csts(tmp_path / "dev.csv", 12, 2)
     with pytest.raises(ValueError, match=r"its name 'dev' names the dev split's results"):
         carve_splits({**options, "eval": [str(tmp_path / "dev.csv")]})
+
+
+def test_labels_on_another_scale_train_the_same_projection(tiny_bert_dir: Path, tmp_path: Path, capsys) -> None:
+    """Labels on 0-10 declared with ``--label-low 0 --label-high 10`` and divided by 10 give the same targets as the
+    same rows on 1-5 divided by 5 (2y / 10 = y / 5), so the same training; undeclared, a label of 10 is refused."""
+    import pandas as pd
+
+    from finesim.cli.main import main
+
+    _write_csts(tmp_path / "five.csv", 40, 0)
+    rows = pd.read_csv(tmp_path / "five.csv")
+    rows["label"] = rows["label"] * 2
+    rows.to_csv(tmp_path / "ten.csv", index=False)
+    flags = ["--model", str(tiny_bert_dir), "--kind", "linear", "--dim", "6", "--epochs", "2", "--no-progress"]
+    flags += ["--cache-dir", str(tmp_path / "c")]
+    five = ["--train", str(tmp_path / "five.csv"), "--output-dir", str(tmp_path / "a")]
+    ten = ["--train", str(tmp_path / "ten.csv"), "--label-low", "0", "--label-high", "10", "--label-divisor", "10"]
+    assert main(["case", "train", *flags, *five]) == 0
+    assert main(["case", "train", *flags, *ten, "--output-dir", str(tmp_path / "b")]) == 0
+    a, b = (json.loads((tmp_path / run / "training.json").read_text()) for run in ("a", "b"))
+    assert a["training"]["history"] == b["training"]["history"]
+    assert b["options"]["label_low"] == 0.0 and b["options"]["label_high"] == 10.0
+    # scoring is blind to the labels' scale (a correlation): a 0-10 file is scored as its 1-5 twin
+    from finesim.case.pipeline import score_files
+
+    scored = [score_files(str(tmp_path / "a"), [str(tmp_path / f)])["results"][0] for f in ("five.csv", "ten.csv")]
+    assert scored[0]["spearman"] == pytest.approx(scored[1]["spearman"]) and scored[1]["rows"] == 40
+    capsys.readouterr()
+    undeclared = ["--train", str(tmp_path / "ten.csv"), "--output-dir", str(tmp_path / "d")]
+    assert main(["case", "train", *flags, *undeclared]) == 1
+    assert "column 'label': label 10 is outside the declared range [1, 5]" in capsys.readouterr().err

@@ -737,6 +737,22 @@ CASES: list[Case] = [
         ("{dir}/empty.csv: no labelled rows (only a header, or every label -1): nothing for the dev data",),
     ),
     Case(
+        "case-train-targets-outside-the-cosine",
+        lambda d: [*_case_recipe(d, "dim: 4"), "--label-divisor", "2"],
+        1,
+        (
+            "labels from 1 to 5 (case.label_low, case.label_high) become cosine targets from 0.5 to 2.5 under "
+            "(label - case.label_offset 0) / case.label_divisor 2, outside the cosine's [-1, 1]",
+            "--label-divisor 5",
+        ),
+    ),
+    Case(
+        "case-train-label-range-upside-down",
+        lambda d: [*_case_recipe(d, "label_low: 5\nlabel_high: 1")],
+        1,
+        ("case.label_low (5) must be below case.label_high (1)",),
+    ),
+    Case(
         "case-score-not-a-case-folder",
         lambda d: ["case", "score", str(d), str(_data(d) / "csts" / "validation.csv")],
         1,

@@ -14,14 +14,15 @@ from finesim.data.splits import split_by_pair
 __all__ = ["embed_pairs", "read_case_data", "split_by_pair", "split_summary"]
 
 
-def read_case_data(path: Any, role: str) -> tuple[Dataset, Any]:
+def read_case_data(path: Any, role: str, label_range: tuple[float, float] = (1.0, 5.0)) -> tuple[Dataset, Any]:
     """A C-STS file's labelled rows and its read report (:func:`finesim.data.read_csts`), refused when it has none:
     an empty train, dev or eval file failed later with an error naming no file ("dev embeddings are 0-dimensional",
-    "need at least 2 pairs to correlate"). ``role`` says what the file is for (``train``, ``dev``, ``eval``, ...)."""
+    "need at least 2 pairs to correlate"). ``role`` says what the file is for (``train``, ``dev``, ``eval``, ...);
+    ``label_range``: the labels' declared range (``case.label_low``, ``case.label_high``), any other is an error."""
     from finesim.data import read_csts
     from finesim.data.errors import DataFormatError
 
-    dataset, report = read_csts(path)
+    dataset, report = read_csts(path, label_range=label_range)
     if len(dataset) == 0:
         raise DataFormatError(
             f"no labelled rows (only a header, or every label -1): nothing for the {role} data", path=path

@@ -80,7 +80,8 @@ def build_encoder(options: dict[str, Any], show_progress: bool = True) -> Condit
 
 
 def train_config(options: dict[str, Any]) -> TrainConfig:
-    """The projection training settings of ``options``."""
+    """The projection training settings of ``options``, after :func:`check_label_scaling`."""
+    check_label_scaling(options, options.get("recipe") or "the CASE options")
     return TrainConfig(
         kind=options["kind"],
         dim=int(options["dim"]),
@@ -148,7 +149,7 @@ def check_case(
     lines = [f"CASE encoder {options['model']}: found ({found}); prompt family {family}, {options['formulation']}"]
     for role, path in (("train", options["train"]), ("dev", options["dev"]), *(("eval", p) for p in options["eval"])):
         if path:
-            lines.append(f"{role} data {path} (csts): {len(read_case_data(path, role)[0])} rows")
+            lines.append(f"{role} data {path} (csts): {len(read_case_data(path, role, label_range(options))[0])} rows")
     if not options["dev"]:
         lines.append(f"dev: {options['dev_fraction']} of the training sentence pairs (seed {options['seed']})")
     if "dims" in recipe.case.model_fields_set:
@@ -177,6 +178,34 @@ def check_projection_options(options: dict[str, Any], source: str) -> None:
             f"{source}: case.negative_slope {options['negative_slope']} is LeakyReLU's slope; case.activation "
             f"{activation!r} has none"
         )
+    check_label_scaling(options, source)
+
+
+ANY_LABEL = (float("-inf"), float("inf"))
+
+
+def label_range(options: dict[str, Any]) -> tuple[float, float]:
+    """The labels' declared range, ``(case.label_low, case.label_high)``: C-STS's 1-5 by default."""
+    return float(options.get("label_low", 1.0)), float(options.get("label_high", 5.0))
+
+
+def check_label_scaling(options: dict[str, Any], source: str) -> None:
+    """The declared label range, scaled to cosine targets by ``(label - case.label_offset) / case.label_divisor``,
+    must lie within the cosine's [-1, 1]: ``--label-divisor 2`` on C-STS's 1-5 trained towards targets up to 2.5,
+    which no cosine reaches, without a word. ``RecipeError`` names the keys and the flags."""
+    low, high = label_range(options)
+    if not high > low:
+        raise RecipeError(f"{source}: case.label_low ({low:g}) must be below case.label_high ({high:g})")
+    divisor, offset = float(options["label_divisor"]), float(options["label_offset"])
+    first, last = sorted(((low - offset) / divisor, (high - offset) / divisor))
+    if first < -1.0 - 1e-9 or last > 1.0 + 1e-9:
+        raise RecipeError(
+            f"{source}: labels from {low:g} to {high:g} (case.label_low, case.label_high) become cosine targets "
+            f"from {first:g} to {last:g} under (label - case.label_offset {offset:g}) / case.label_divisor "
+            f"{divisor:g}, outside the cosine's [-1, 1]: set case.label_divisor (--label-divisor) and "
+            f"case.label_offset (--label-offset) to the labels' scale, e.g. --label-divisor "
+            f"{max(abs(low), abs(high)):g}"
+        )
 
 
 # what a CASE run writes into its folder (CaseModel.save: config, weights, marker, card; train_model: training.json)
@@ -189,7 +218,7 @@ NOT_COMPARED = frozenset({"recipe", "cache_dir", "batch_size", "threads", "devic
 
 
 # options added after runs were recorded: a record without them ran their default
-ADDED_OPTIONS = ("activation", "hidden_dim")
+ADDED_OPTIONS = ("activation", "hidden_dim", "label_low", "label_high")
 
 
 def _comparable(options: dict[str, Any]) -> dict[str, Any]:
@@ -335,9 +364,9 @@ def carve_splits(options: dict[str, Any]) -> Splits:
     """Read the ``train`` file, the dev file (``options["dev"]``) or a dev split carved from train by sentence pair
     (``dev_fraction``, ``seed``), and the ``eval`` files (named by their stem)."""
     train_file = options["train"]
-    train, _ = read_case_data(train_file, "train")
+    train, _ = read_case_data(train_file, "train", label_range(options))
     if options["dev"]:
-        dev, _ = read_case_data(options["dev"], "dev")
+        dev, _ = read_case_data(options["dev"], "dev", label_range(options))
         dev_source = options["dev"]
     else:
         train, dev = split_by_pair(train, float(options["dev_fraction"]), int(options["seed"]))
@@ -353,7 +382,7 @@ def carve_splits(options: dict[str, Any]) -> Splits:
                 f"eval files {earlier} and {path} share the name {stem!r}, which names their results: give them "
                 "different file names"
             )
-    evals = {name: read_case_data(path, "eval")[0] for name, path in named.items()}
+    evals = {name: read_case_data(path, "eval", label_range(options))[0] for name, path in named.items()}
     from finesim.results import file_sha256
 
     # each file's path and SHA-256 (an eval file was recorded by its stem alone, with no hash)
@@ -380,7 +409,7 @@ def embed_files(options: dict[str, Any], data_files: Sequence[str], *, show_prog
     encoder = build_encoder(options, show_progress=show_progress)
     rows = []
     for path in data_files:
-        ds, report = read_case_data(path, "embedding")
+        ds, report = read_case_data(path, "embedding", label_range(options))
         start = time.perf_counter()
         before = encoder.encoded
         data = embed_pairs(encoder, ds)
@@ -491,7 +520,7 @@ def measure_isotropy(
     encoder = build_encoder(options, show_progress=show_progress)
     sentences, conditions = [], []
     for path in data_files:
-        ds, _ = read_case_data(path, "isotropy")
+        ds, _ = read_case_data(path, "isotropy", label_range(options))
         sentences += list(ds["sentence1"]) + list(ds["sentence2"])
         conditions += list(ds["condition"]) * 2
     conditional, unconditional = encoder.embed_parts(sentences, conditions)
@@ -554,7 +583,8 @@ def score_files(
     model = CaseModel.load(model_dir, cache_dir=cache_dir or str(default_cache_dir()), device=device)
     rows = []
     for path in data_files:
-        ds, _ = read_case_data(path, "scoring")
+        # Spearman and Pearson are blind to the labels' scale: a file on any scale is scored (-1 still unlabelled)
+        ds, _ = read_case_data(path, "scoring", ANY_LABEL)
         pred = model.score(ds["sentence1"], ds["sentence2"], ds["condition"])
         rows.append(
             {

@@ -110,6 +110,13 @@ def _train_options(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     )
     p.add_argument("--label-divisor", type=float, default=None, help="target = (label - offset) / divisor (default: 5)")
     p.add_argument("--label-offset", type=float, default=None, help="see --label-divisor (default: 0)")
+    p.add_argument(
+        "--label-low",
+        type=float,
+        default=None,
+        help="the labels' declared range, with --label-high; any other label is an error (default: 1, C-STS's)",
+    )
+    p.add_argument("--label-high", type=float, default=None, help="see --label-low (default: 5, C-STS's)")
     p.add_argument("--seed", type=int, default=None, help="seed for the dev carve and training (default: 42)")
 
 

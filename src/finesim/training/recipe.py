@@ -255,6 +255,8 @@ class CaseSpec(_Section):
     hidden_dim: Int | None = Field(None, gt=0)  # a two-layer non-linear FFN's first width; None: one layer
     label_divisor: Annotated[Float, BeforeValidator(_non_zero)] = 5.0
     label_offset: Float = 0.0
+    label_low: Float = 1.0  # the labels' declared range (C-STS's 1-5): a data file's other labels are an error
+    label_high: Float = 5.0
     train: Text = "csts/train.csv"
     dev: str | None = None  # None: carve dev_fraction of train's sentence pairs
     dev_fraction: Float = Field(0.1, gt=0, lt=1)
