@@ -5,10 +5,10 @@ For one model, on the same C-STS validation pairs (shuffled with ``--seed``, cut
 
 1. **in-process**: ``ConditionalScorer(model).similarity`` on all the pairs the server runs send (one call, the
    scorer's own batching; the median of ``--in-process-repeats`` timings): the throughput without HTTP;
-2. **server, micro-batching on**: ``finesim serve --batch-size B --batch-wait-ms W``, ``--clients`` concurrent
+2. **server, micro-batching on**: ``finesim serve --max-batch-inputs B --batch-wait-ms W``, ``--clients`` concurrent
    clients (asyncio + httpx, one connection each) sending ``POST /similarity`` until ``--requests`` requests are
    answered or ``--duration`` seconds have passed;
-3. **server, one request at a time**: the same with ``--max-batch-requests 1`` (and ``--batch-size 4096``, so that
+3. **server, one request at a time**: the same with ``--max-batch-requests 1`` (and ``--max-batch-inputs 4096``, so that
    no request is split).
 
 ``--in-process-chunks 15,27`` also times the in-process scorer called on consecutive chunks of that many pairs (the
@@ -94,7 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=64, help="untimed requests before each timed part")
     p.add_argument("--pairs", type=int, default=None, help="use at most this many validation pairs")
     p.add_argument("--pairs-per-request", type=int, default=1, help="pairs in one /similarity request")
-    p.add_argument("--batch-size", type=int, default=64, help="finesim serve --batch-size of the batched run")
+    p.add_argument("--batch-size", type=int, default=64, help="finesim serve --max-batch-inputs of the batched run")
     p.add_argument("--batch-wait-ms", type=int, default=5, help="finesim serve --batch-wait-ms of the batched run")
     p.add_argument(
         "--inference-batch-size",
@@ -223,10 +223,10 @@ class Server:
         self.command = [sys.executable, "-m", "finesim.cli.main", "serve", "--model", args.model]
         self.command += ["--workers", str(workers)] + (["--threads", str(args.threads)] if args.threads else [])
         self.command += ["--host", "127.0.0.1", "--port", "0", "--cache-size", "0", "--no-progress"]
-        # batch_size 1 is the one-request-at-a-time server: requests are split at --batch-size, so it takes whole
+        # batch_size 1 is the one-request-at-a-time server: requests are split at --max-batch-inputs, so it takes whole
         # requests (up to --max-items) one per batch
         sizes = ["4096", "--max-batch-requests", "1"] if batch_size == 1 else [str(batch_size)]
-        self.command += ["--batch-size", *sizes, "--batch-wait-ms", str(batch_wait_ms)]
+        self.command += ["--max-batch-inputs", *sizes, "--batch-wait-ms", str(batch_wait_ms)]
         self.command += ["--max-concurrent", str(max(64, 2 * args.clients)), "--max-items", "4096"]
         if args.inference_batch_size is not None:
             self.command += ["--inference-batch-size", str(args.inference_batch_size)]

@@ -11,7 +11,10 @@ from finesim.cli.main import build_parser, main
 def test_defaults() -> None:
     args = build_parser().parse_args(["serve", "--model", "minilm"])
     assert (args.host, args.port, args.encoder, args.api_key_env) == ("127.0.0.1", 8080, None, None)
-    assert (args.batch_size, args.batch_wait_ms, args.cache_size) == (64, 5, 10_000)
+    assert (args.max_batch_inputs, args.old_batch_size, args.batch_wait_ms, args.cache_size) == (None, None, 5, 10_000)
+    from finesim.cli.serve import max_batch_inputs
+
+    assert max_batch_inputs(args) == 64
     assert (args.max_batch_tokens, args.max_batch_requests) == (None, None)
     assert (args.max_request_bytes, args.max_items, args.max_concurrent, args.max_text_chars) == (
         1 << 20,
@@ -25,6 +28,7 @@ def test_defaults() -> None:
     ("argv", "says"),
     [
         (["--port", "70000"], "must be <= 65535"),
+        (["--max-batch-inputs", "0"], "must be >= 1"),
         (["--batch-size", "0"], "must be >= 1"),
         (["--encoder", "quad"], "invalid choice"),
         (["--batch-wait-ms", "-1"], "must be >= 0"),
@@ -87,7 +91,7 @@ def test_the_token_budget_reaches_the_settings_and_the_help(monkeypatch, capsys)
             "minilm",
             "--max-batch-tokens",
             "16384",
-            "--batch-size",
+            "--max-batch-inputs",
             "256",
             "--max-batch-requests",
             "1",
@@ -96,7 +100,7 @@ def test_the_token_budget_reaches_the_settings_and_the_help(monkeypatch, capsys)
         ]
     )
     settings = given["settings"]
-    assert (settings.max_batch_tokens, settings.batch_size, settings.max_batch_requests) == (16384, 256, 1)
+    assert (settings.max_batch_tokens, settings.max_batch_inputs, settings.max_batch_requests) == (16384, 256, 1)
     assert settings.inference_batch_size == 16
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
@@ -104,6 +108,27 @@ def test_the_token_budget_reaches_the_settings_and_the_help(monkeypatch, capsys)
     assert "--max-batch-tokens N also bound a micro-batch by tokens" in help_text
     assert "a request larger than what is left is split over several batches" in help_text
     assert "--inference-batch-size N the model's forward batch inside one micro-batch" in help_text
+    assert "--batch-size" not in help_text  # the old name is read, not offered
+
+
+def test_the_old_name_batch_size_is_read_with_a_warning(monkeypatch, capsys) -> None:
+    """``--batch-size`` was ``--max-batch-inputs``'s name: a command that gives it serves as before and is told the
+    new name; both names at once with different values is a usage error (exit 2)."""
+    import finesim.serving.server as server
+
+    given: dict = {}
+    monkeypatch.setattr(server, "serve", lambda settings, **kw: given.update(settings=settings) or 0)
+    assert main(["serve", "--model", "minilm", "--batch-size", "256"]) == 0
+    assert given["settings"].max_batch_inputs == 256
+    assert "--batch-size is now --max-batch-inputs (the micro-batch's most inputs); read as --max-batch-inputs 256" in (
+        capsys.readouterr().err
+    )
+    assert main(["serve", "--model", "minilm", "--batch-size", "8", "--max-batch-inputs", "8"]) == 0
+    assert given["settings"].max_batch_inputs == 8
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", "--batch-size", "8", "--max-batch-inputs", "16"])
+    assert exit_.value.code == 2
+    assert "--batch-size 8 and --max-batch-inputs 16: --batch-size is its old name; give one" in capsys.readouterr().err
 
 
 def test_no_map_wait_reaches_the_settings(monkeypatch, tmp_path, capsys) -> None:

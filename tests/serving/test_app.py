@@ -153,14 +153,14 @@ def test_a_failed_load_is_reported(scorers) -> None:  # noqa: F811
 def test_info_describes_model_and_limits(saved_models, scorers) -> None:  # noqa: F811
     import finesim
 
-    with serving(scorers["case"], model="case-model", max_items=7, max_text_chars=99, batch_size=3) as client:
+    with serving(scorers["case"], model="case-model", max_items=7, max_text_chars=99, max_batch_inputs=3) as client:
         info = client.get("/info").json()
     assert info["model"] == "case-model" and info["encoder"] == "case" and info["status"] == "ready"
     assert info["finesim_version"] == finesim.__version__
     assert info["embedding_dimension"] == 8 and info["sentence_embedding_dimension"] == 32
     assert info["max_sequence_length"] == 64 and info["condition_required"] is True
     assert info["limits"] == {"max_request_bytes": 1 << 20, "max_items": 7, "max_concurrent": 64, "max_text_chars": 99}
-    assert info["batching"]["batch_size"] == 3 and info["auth"] is False
+    assert info["batching"]["max_batch_inputs"] == 3 and info["auth"] is False
     with serving(scorers["cross"]) as client:
         info = client.get("/info").json()
     assert info["embedding_dimension"] is None and info["max_sequence_length"] == 48

@@ -1,5 +1,5 @@
 """Micro-batching: the worker gathers queued jobs up to the item budget, concurrent requests share model calls,
-one request at a time with ``batch_size`` 1, and the metrics that show it."""
+one request at a time with ``max_batch_inputs`` 1, and the metrics that show it."""
 
 from __future__ import annotations
 
@@ -230,7 +230,7 @@ def test_concurrent_requests_share_model_calls(fresh_bi, scorers) -> None:  # no
         for i in range(n)
     ]
     results: dict[int, list[float]] = {}
-    with serving(fresh_bi, batch_size=64, batch_wait_ms=0, cache_size=0) as client:
+    with serving(fresh_bi, max_batch_inputs=64, batch_wait_ms=0, cache_size=0) as client:
 
         def post(i: int) -> None:
             results[i] = client.post("/similarity", json=bodies[i]).json()["scores"]
@@ -260,7 +260,7 @@ def test_batch_size_one_serves_one_request_at_a_time(fresh_bi) -> None:  # noqa:
     gate = Gate()
     gate.wrap(fresh_bi)
     n = 4
-    with serving(fresh_bi, batch_size=1, cache_size=0) as client:
+    with serving(fresh_bi, max_batch_inputs=1, cache_size=0) as client:
         threads = [
             threading.Thread(
                 target=client.post,
@@ -324,11 +324,11 @@ def test_metrics_text(scorers) -> None:  # noqa: F811
 
 
 def test_a_request_over_the_budget_is_split_and_answered_whole(scorers) -> None:  # noqa: F811
-    """``batch_size`` 3 and a request of 4 pairs: two micro-batches (3 + 1 pairs), one answer with the 4 scores in
+    """``max_batch_inputs`` 3 and a request of 4 pairs: two micro-batches (3 + 1 pairs), one answer with the 4 scores in
     order, equal to the Python scorer's."""
     from serving_support import S1, S2, C
 
-    with serving(scorers["bi"], batch_size=3, cache_size=0) as client:
+    with serving(scorers["bi"], max_batch_inputs=3, cache_size=0) as client:
         answer = client.post("/similarity", json={"sentence1": S1, "sentence2": S2, "condition": C})
         assert answer.status_code == 200, answer.text
         assert metric(client, "finesim_batch_items_count") == 2 and metric(client, "finesim_batch_items_sum") == 4
@@ -349,7 +349,7 @@ def test_small_requests_are_gathered_up_to_the_token_budget(fresh_bi, scorers) -
     words = ["man", "boy", "girl", "woman", "car", "ball", "house", "park", "dog"]
     bodies = [{"sentence1": [f"a {w}"], "sentence2": ["a cat"], "condition": "the animal"} for w in words]
     results: dict[int, list[float]] = {}
-    with serving(fresh_bi, batch_size=64, max_batch_tokens=60, batch_wait_ms=0, cache_size=0) as client:
+    with serving(fresh_bi, max_batch_inputs=64, max_batch_tokens=60, batch_wait_ms=0, cache_size=0) as client:
 
         def post(i: int) -> None:
             results[i] = client.post("/similarity", json=bodies[i]).json()["scores"]

@@ -133,7 +133,7 @@ def test_429_when_too_many_requests_are_in_flight(fresh_bi) -> None:  # noqa: F8
     gate = Gate()
     gate.wrap(fresh_bi)
     results: dict[int, int] = {}
-    with serving(fresh_bi, max_concurrent=2, batch_size=1) as client:
+    with serving(fresh_bi, max_concurrent=2, max_batch_inputs=1) as client:
 
         def post(i: int) -> None:
             body = {"sentence1": [f"a man plays {i}"], "sentence2": ["a dog"], "condition": "the activity"}

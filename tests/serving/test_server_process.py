@@ -71,7 +71,7 @@ def test_real_server_process_answers_and_stops_gracefully_on_sigterm(saved_model
     env = {**os.environ, KEY_VAR: KEY, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     command = [sys.executable, str(launcher), "serve", "--model", str(saved_models["bi"]), "--host", "127.0.0.1"]
     command += ["--port", "0", "--api-key-env", KEY_VAR, "--max-request-bytes", "4096", "--batch-wait-ms", "2"]
-    command += ["--batch-size", "1"]  # one pair per micro-batch: a request of 4 pairs is scored in 4 pieces
+    command += ["--max-batch-inputs", "1"]  # one pair per micro-batch: a request of 4 pairs is scored in 4 pieces
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: queue.Queue = queue.Queue()
     seen: list[str] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from finesim.cli.common import (
     UsageError,
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "  POST /search over a conditional index built with the same model (--index DIR)\n"
         "  GET /health, /info, /metrics (Prometheus; these three need no API key)\n"
         "  GET /v1/models (OpenAI-compatible); /docs, the interactive API page (on by default on loopback)\n"
-        "Requests that arrive close together are scored in one micro-batch, up to --batch-size inputs (and\n"
+        "Requests that arrive close together are scored in one micro-batch, up to --max-batch-inputs inputs (and\n"
         "--max-batch-tokens tokens); a larger request is split over several. SIGTERM stops it gracefully:\n"
         "requests in flight are answered, then it exits 0. Needs the serve extra: pip install 'finesim[serve]'.\n"
         "See docs/serving.md.",
@@ -96,13 +97,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-text-chars", metavar="N", type=positive_int, default=4096, help="longest text in characters (422 above)"
     )
     p.add_argument(
-        "--batch-size",
+        "--max-batch-inputs",
         metavar="N",
         type=positive_int,
-        default=64,
+        default=None,
         help="most inputs (pairs or texts) in one micro-batch: requests are gathered across clients up to it, and a "
-        "request larger than what is left is split over several batches (1: one input at a time)",
+        "request larger than what is left is split over several batches (1: one input at a time) (default: 64)",
     )
+    # its name until 0.1: "batch size" is the model's forward batch everywhere else (--inference-batch-size here)
+    p.add_argument("--batch-size", dest="old_batch_size", metavar="N", type=positive_int, help=argparse.SUPPRESS)
     p.add_argument(
         "--inference-batch-size",
         metavar="N",
@@ -117,14 +120,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_int,
         default=None,
         help="also bound a micro-batch by tokens (what the model reads, counted with its tokenizer), as "
-        "text-embeddings-inference's --max-batch-tokens (default: no token budget, --batch-size alone)",
+        "text-embeddings-inference's --max-batch-tokens (default: no token budget, --max-batch-inputs alone)",
     )
     p.add_argument(
         "--max-batch-requests",
         metavar="N",
         type=positive_int,
         default=None,
-        help="also bound a micro-batch by requests (default: no bound); 1 with --batch-size at least --max-items "
+        help="also bound a micro-batch by requests (default: no bound); 1 with --max-batch-inputs at least --max-items "
         "serves one request at a time",
     )
     p.add_argument(
@@ -217,8 +220,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+DEFAULT_MAX_BATCH_INPUTS = 64
+
+
+def max_batch_inputs(args: argparse.Namespace) -> int:
+    """``--max-batch-inputs``, or its old name ``--batch-size`` (still read, with a warning on stderr that names the
+    new one: elsewhere a batch size is the model's forward batch, ``--inference-batch-size`` here); both at once
+    with different values is a usage error."""
+    new, old = args.max_batch_inputs, getattr(args, "old_batch_size", None)
+    if old is None:
+        return DEFAULT_MAX_BATCH_INPUTS if new is None else int(new)
+    if new is not None and new != old:
+        raise UsageError(f"--batch-size {old} and --max-batch-inputs {new}: --batch-size is its old name; give one")
+    print(
+        f"finesim serve: warning: --batch-size is now --max-batch-inputs (the micro-batch's most inputs); "
+        f"read as --max-batch-inputs {old}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return int(old)
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or Ctrl-C."""
+    batch_inputs = max_batch_inputs(args)
     api_key = None
     if args.api_key_env is not None:
         api_key = os.environ.get(args.api_key_env, "")
@@ -281,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
         max_items=args.max_items,
         max_concurrent=args.max_concurrent,
         max_text_chars=args.max_text_chars,
-        batch_size=args.batch_size,
+        max_batch_inputs=batch_inputs,
         inference_batch_size=args.inference_batch_size,
         max_batch_tokens=args.max_batch_tokens,
         max_batch_requests=args.max_batch_requests,

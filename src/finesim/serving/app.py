@@ -243,7 +243,7 @@ def create_app(
                 check_token_counting(engine)
             batcher = MicroBatcher(
                 engine,
-                max_items=settings.batch_size,
+                max_items=settings.max_batch_inputs,
                 max_tokens=settings.max_batch_tokens,
                 max_requests=settings.max_batch_requests,
                 max_wait_s=settings.batch_wait_ms / 1000.0,
@@ -367,7 +367,7 @@ def create_app(
             "finesim_version": __version__,
             "limits": settings.limits(),
             "batching": {
-                "batch_size": settings.batch_size,
+                "max_batch_inputs": settings.max_batch_inputs,
                 "inference_batch_size": settings.inference_batch_size,
                 "max_batch_tokens": settings.max_batch_tokens,
                 "max_batch_requests": settings.max_batch_requests,

@@ -27,12 +27,12 @@ class ServeSettings:
             and most results (``k``) of ``/search``.
         max_concurrent: most requests in flight on the scoring endpoints; one more is answered 429 at once.
         max_text_chars: longest accepted text, in characters.
-        batch_size: most model inputs (pairs or texts) in one micro-batch; requests are gathered up to it and a
+        max_batch_inputs: most model inputs (pairs or texts) in one micro-batch; requests are gathered up to it and a
             request larger than what is left is split over several batches (1: one input at a time).
         max_batch_tokens: most tokens (what the model reads for the inputs, counted with its tokenizer) in one
             micro-batch, as text-embeddings-inference's ``max_batch_tokens``; None: inputs alone bound a batch.
         max_batch_requests: most requests (or pieces of one) in one micro-batch, as text-embeddings-inference's
-            ``max_batch_requests``; None: no bound. 1 with ``batch_size`` >= ``max_items`` serves one request at a
+            ``max_batch_requests``; None: no bound. 1 with ``max_batch_inputs`` >= ``max_items`` serves one request at a
             time.
         batch_wait_ms: how long the worker waits for more requests after the first one of a micro-batch.
         cache_size: entries of the LRU cache of embeddings (cross-encoders: of pair scores); 0 turns it off.
@@ -75,7 +75,7 @@ class ServeSettings:
     max_items: int = 256
     max_concurrent: int = 64
     max_text_chars: int = 4096
-    batch_size: int = 64
+    max_batch_inputs: int = 64
     max_batch_tokens: int | None = None
     max_batch_requests: int | None = None
     batch_wait_ms: float = 5.0
@@ -97,7 +97,14 @@ class ServeSettings:
     def __post_init__(self) -> None:
         if self.encoder is not None and self.encoder not in ENCODERS:
             raise ValueError(f"unknown encoder {self.encoder!r}; choose one of {list(ENCODERS)}")
-        for name in ("max_request_bytes", "max_items", "max_concurrent", "max_text_chars", "batch_size", "workers"):
+        for name in (
+            "max_request_bytes",
+            "max_items",
+            "max_concurrent",
+            "max_text_chars",
+            "max_batch_inputs",
+            "workers",
+        ):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("threads", "max_batch_tokens", "max_batch_requests"):
