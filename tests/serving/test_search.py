@@ -199,9 +199,9 @@ def test_bad_search_requests_are_422(indexes, saved_models, scorers) -> None:  #
             assert_error(post(k=k), 422, "Validation", contains="k:")
         assert_error(post(k=9), 422, "Validation", contains="k is 9; the server returns at most 8 results")
         assert post(k=8).status_code == 200
-        assert_error(post(query=""), 422, "Validation", contains="query[0] is empty")
-        assert_error(post(condition="   "), 422, "Validation", contains="condition[0] is empty")
-        assert_error(post(query="x" * 51), 422, "Validation", contains="query[0] has 51 characters")
+        assert_error(post(query=""), 422, "Validation", contains="query is empty")
+        assert_error(post(condition="   "), 422, "Validation", contains="condition is empty")
+        assert_error(post(query="x" * 51), 422, "Validation", contains="query has 51 characters")
         assert_error(post(condition=7), 422, "Validation", contains="condition: Input should be a valid string")
         assert_error(post(top_n=3), 422, "Validation", contains="top_n: Extra inputs are not permitted")
         assert_error(post(condition=["the animal"]), 422, "Validation", contains="condition: Input should be a valid")

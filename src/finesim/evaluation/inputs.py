@@ -15,7 +15,9 @@ import numpy as np
 
 
 def check_texts(texts: Sequence[Any], what: str) -> list[str]:
-    """``texts`` as a list, every item a non-empty string; a ``ValueError`` names ``what`` and the position."""
+    """``texts`` as a list, every item a non-empty string of valid Unicode (a lone UTF-16 surrogate such as the JSON
+    escape ``"\\ud800"`` has no UTF-8 form: tokenizers fail on it with an error naming nothing); a ``ValueError`` names
+    ``what`` and the position."""
     if isinstance(texts, str):
         raise ValueError(f"{what} must be a list of strings, got a single string")
     if not isinstance(texts, Iterable):
@@ -26,6 +28,12 @@ def check_texts(texts: Sequence[Any], what: str) -> list[str]:
             raise ValueError(f"{what}[{i}] is {type(text).__name__}, not a string")
         if not text.strip():
             raise ValueError(f"{what}[{i}] is empty")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(
+                f"{what}[{i}] is not valid Unicode: a lone surrogate {text[err.start]!r} at character {err.start}"
+            ) from None
     return out
 
 

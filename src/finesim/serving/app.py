@@ -420,7 +420,7 @@ def create_app(
     async def rerank(body: RerankRequest) -> list[dict[str, Any]]:
         """``texts`` ordered by their score with ``query`` under the condition, best first (``top_n`` of them)."""
         scorer, batcher = state.ready()
-        query = checked_texts([body.query], "query", max_items=1, max_chars=settings.max_text_chars)[0]
+        query = checked_texts(body.query, "query", max_items=1, max_chars=settings.max_text_chars)[0]
         texts = checked_texts(body.texts, "texts", **limits)
         condition = checked_condition(body.condition, "condition", max_chars=settings.max_text_chars)
         conds = [condition] * len(texts)
@@ -442,7 +442,7 @@ def create_app(
         if settings.index is None:
             raise ApiError(404, NO_INDEX_MESSAGE, NO_INDEX)
         _, batcher = state.ready()
-        query = checked_texts([body.query], "query", max_items=1, max_chars=settings.max_text_chars)[0]
+        query = checked_texts(body.query, "query", max_items=1, max_chars=settings.max_text_chars)[0]
         # a string, or None when the body says "condition": null (a body without the field fails its parsing)
         condition = checked_condition(body.condition, "condition", max_chars=settings.max_text_chars)
         if condition is None:

@@ -141,9 +141,10 @@ def invalid(message: str) -> ApiError:
 
 
 def checked_texts(texts: Any, field: str, *, max_items: int, max_chars: int) -> list[str]:
-    """``texts`` checked: 1 to ``max_items`` non-empty strings of at most ``max_chars`` characters."""
+    """``texts`` checked: 1 to ``max_items`` non-empty strings of valid Unicode of at most ``max_chars`` characters.
+    A single string (a field that takes one, such as ``/search``'s ``query``) is named without a position."""
     if isinstance(texts, str):
-        texts = [texts]
+        return _checked_one(texts, field, max_chars=max_chars)
     if not texts:
         raise invalid(f"{field} is empty: send at least one text")
     if len(texts) > max_items:
@@ -158,11 +159,20 @@ def checked_texts(texts: Any, field: str, *, max_items: int, max_chars: int) -> 
     return out
 
 
+def _checked_one(text: str, field: str, *, max_chars: int) -> list[str]:
+    try:
+        checked_texts([text], field, max_items=1, max_chars=max_chars)
+    except ApiError as err:
+        err.message = err.message.replace(f"{field}[0]", field, 1)
+        raise
+    return [text]
+
+
 def checked_condition(condition: str | None, field: str, *, max_chars: int) -> str | None:
     """One condition string checked like a text (None stays None)."""
     if condition is None:
         return None
-    return checked_texts([condition], field, max_items=1, max_chars=max_chars)[0]
+    return checked_texts(condition, field, max_items=1, max_chars=max_chars)[0]
 
 
 def row_conditions(condition: str | list[str] | None, rows: int, *, max_items: int, max_chars: int) -> list[str | None]:
