@@ -12,7 +12,7 @@ import pytest
 from serving_support import Gate, fresh_bi, metric, saved_models, scorers, serving, time_limit, wait_until  # noqa: F401
 
 from finesim.serving.batching import MicroBatcher, ShuttingDown
-from finesim.serving.engine import PairJob
+from finesim.serving.engine import PairJob, SearchJob
 from finesim.serving.metrics import BatchStats
 
 
@@ -180,6 +180,56 @@ def test_a_split_request_cancelled_after_its_first_piece_scores_no_further_piece
         batcher.stop(10)
     assert engine.inputs == [["0", "1"], ["9"]]  # "2" to "5" were dropped
     assert [s.items for s in seen] == [2, 1]
+
+
+class SearchingEngine:
+    """Pairs score as the numbers they are named by; a search answers its query's name. The first batch waits for
+    ``release``; a search for ``slow`` waits for ``slow_release``. ``runs`` records each run's jobs."""
+
+    def __init__(self) -> None:
+        self.runs: list[list[str]] = []
+        self.release, self.entered = threading.Event(), threading.Event()
+        self.slow_started, self.slow_release = threading.Event(), threading.Event()
+
+    def run(self, jobs):
+        self.runs.append([job.query if isinstance(job, SearchJob) else "pairs" for job in jobs])
+        if len(self.runs) == 1:
+            self.entered.set()
+            assert self.release.wait(30)
+        if any(isinstance(job, SearchJob) and job.query == "slow" for job in jobs):
+            self.slow_started.set()
+            assert self.slow_release.wait(30)
+        results = [
+            f"found {job.query}" if isinstance(job, SearchJob) else np.array([float(x) for x in job.sentences1])
+            for job in jobs
+        ]
+        return results, _stats(jobs)
+
+
+def test_searches_run_after_the_scoring_jobs_each_answered_when_done_and_dropped_when_abandoned() -> None:
+    """A batch of [search, pair, search]: the pair is answered while the first search still runs (it waited for
+    the batch's last search), and the second search, whose client went while the first ran, is never run."""
+    engine = SearchingEngine()
+    batcher = MicroBatcher(engine, max_items=100, max_wait_s=0.0).start()
+    try:
+        blocker = batcher.submit(_job(0, 1))
+        assert engine.entered.wait(10)
+        slow = batcher.submit(SearchJob("slow", "c", 3))
+        pair = batcher.submit(_job(4, 2))
+        gone = batcher.submit(SearchJob("gone", "c", 3))
+        engine.release.set()
+        blocker.result(10)
+        np.testing.assert_array_equal(pair.result(10), [4.0, 5.0])  # while "slow" is still searching
+        assert engine.slow_started.wait(10) and not slow.done()
+        assert gone.running() or not gone.done()
+        gone.cancel()  # its client goes while "slow" runs
+        engine.slow_release.set()
+        assert slow.result(10) == "found slow"
+        with pytest.raises(CancelledError):
+            gone.result(10)
+    finally:
+        batcher.stop(10)
+    assert engine.runs == [["pairs"], ["pairs"], ["slow"]]  # "gone" was never searched
 
 
 def test_a_batch_counts_the_tokens_of_live_pieces_only() -> None:

@@ -17,6 +17,12 @@ every request's future is resolved once all its pieces are scored. ``max_items``
 A request whose client has gone is **abandoned**: cancelling its future (what ``asyncio.wrap_future`` does when the
 awaiting task is cancelled) marks it even once its first piece has started, when ``Future.cancel`` itself can no
 longer cancel it, and the worker drops its remaining pieces instead of scoring them to the end.
+
+A ``/search`` job (:class:`~finesim.serving.engine.SearchJob`) is never combined with others: the batch's scoring
+jobs run first, in one model call, and are answered at once; then each search runs on its own and is answered when
+it ends, and a search whose client has gone meanwhile is dropped, not run. Each of these runs is one batch in the
+metrics. (A batch of several searches and one pair held the pair's answer, and every search's, until the last search
+ended, and ran searches nobody waited for any more.)
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from finesim.serving.engine import Job, ScoringEngine, merge_results, piece_of
+from finesim.serving.engine import Job, ScoringEngine, SearchJob, merge_results, piece_of
 from finesim.serving.metrics import BatchStats
 
 logger = logging.getLogger("finesim.serving")
@@ -258,8 +264,16 @@ class MicroBatcher:
 
     def _process(self, batch: list[_Piece]) -> None:
         live = [p for p in batch if p.request.begin()]  # skip jobs whose client has gone or that failed already
-        if not live:
-            return
+        scoring = [p for p in live if not isinstance(p.request.job, SearchJob)]
+        if scoring:
+            self._run(scoring)
+        for piece in live:
+            # each search alone, after the scoring jobs; its client may have gone while the ones before it ran
+            if isinstance(piece.request.job, SearchJob) and piece.request.begin():
+                self._run([piece])
+
+    def _run(self, live: list[_Piece]) -> None:
+        """Compute ``live`` pieces in one :meth:`ScoringEngine.run`, record its stats, deliver each piece's result."""
         tokens = None if self.max_tokens is None else sum(p.request.span_tokens(p.start, p.stop) for p in live)
         split = sum(p.stop - p.start < p.request.job.size for p in live)
         try:
