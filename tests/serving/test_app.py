@@ -159,7 +159,13 @@ def test_info_describes_model_and_limits(saved_models, scorers) -> None:  # noqa
     assert info["finesim_version"] == finesim.__version__
     assert info["embedding_dimension"] == 8 and info["sentence_embedding_dimension"] == 32
     assert info["max_sequence_length"] == 64 and info["condition_required"] is True
-    assert info["limits"] == {"max_request_bytes": 1 << 20, "max_items": 7, "max_concurrent": 64, "max_text_chars": 99}
+    assert info["limits"] == {
+        "max_request_bytes": 1 << 20,
+        "max_items": 7,
+        "max_concurrent": 64,
+        "max_text_chars": 99,
+        "body_timeout_s": 30.0,
+    }
     assert info["batching"]["max_batch_inputs"] == 3 and info["auth"] is False
     with serving(scorers["cross"]) as client:
         info = client.get("/info").json()

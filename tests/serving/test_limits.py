@@ -73,6 +73,90 @@ def test_413_for_a_streamed_body_while_counting() -> None:
     assert read == [0, 1] and sent[0]["status"] == 413
 
 
+def test_408_for_a_body_that_stops_arriving() -> None:
+    """Half a body, then silence: answered 408 once ``timeout_s`` has passed since the request began, the
+    application never called; a body that arrives in time reaches it whole."""
+    called = []
+
+    async def app(scope, receive, send):
+        called.append((await receive())["body"])
+
+    async def silent():
+        if not silent.sent:
+            silent.sent = True
+            return {"type": "http.request", "body": b'{"sentence1":', "more_body": True}
+        await asyncio.sleep(3600)
+
+    silent.sent = False
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/similarity", "headers": []}
+    started = time.monotonic()
+    asyncio.run(BodySizeLimitMiddleware(app, max_bytes=100, timeout_s=0.3)(scope, silent, send))
+    assert 0.25 < time.monotonic() - started < 5
+    assert called == [] and sent[0]["status"] == 408
+    assert b"the request body did not arrive whole within 0.3 s (13 bytes came)" in sent[1]["body"]
+    assert b'"error_type":"RequestTimeout"' in sent[1]["body"]
+
+    async def whole():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    asyncio.run(BodySizeLimitMiddleware(app, max_bytes=100, timeout_s=0.3)(scope, whole, send))
+    assert called == [b"{}"]
+
+
+def test_a_client_sending_half_a_body_holds_no_scoring_slot() -> None:
+    """The server's middleware reads the body before the concurrency limit counts the request: with a limit of 1, a
+    client whose body stops half-way leaves the slot to another client, which is answered, and is let go with 408."""
+    from finesim.serving import ServeSettings, create_app
+    from finesim.serving.limits import ConcurrencyLimitMiddleware
+    from finesim.serving.metrics import ServerMetrics
+
+    app = create_app(ServeSettings(model="tiny"), loader=lambda: None)
+    order = [m.cls for m in app.user_middleware]  # outermost first
+    assert order.index(BodySizeLimitMiddleware) < order.index(ConcurrencyLimitMiddleware)
+
+    async def scored(scope, receive, send):
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    limited = ConcurrencyLimitMiddleware(scored, limit=1, public_paths=(), metrics=ServerMetrics(("/similarity",)))
+    stack = BodySizeLimitMiddleware(limited, max_bytes=100, timeout_s=0.5)
+    scope = {"type": "http", "method": "POST", "path": "/similarity", "headers": []}
+
+    async def half():
+        if not half.sent:
+            half.sent = True
+            return {"type": "http.request", "body": b'{"sentence1":', "more_body": True}
+        await asyncio.sleep(3600)
+
+    half.sent = False
+
+    async def whole():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    silent_sent: list = []
+    good_sent: list = []
+
+    async def both():
+        async def record(into, message):
+            into.append(message)
+
+        silent = asyncio.create_task(stack(scope, half, lambda m: record(silent_sent, m)))
+        await asyncio.sleep(0.1)  # the silent client's half body is in
+        await stack(scope, whole, lambda m: record(good_sent, m))
+        assert not silent.done()
+        await silent
+
+    asyncio.run(both())
+    assert good_sent[0]["status"] == 200  # not 429: the silent client held no slot
+    assert silent_sent[0]["status"] == 408
+
+
 def test_413_through_the_app(scorers) -> None:  # noqa: F811
     with serving(scorers["bi"], max_request_bytes=200) as client:
         # not even JSON: a parser would answer 422, the limit answers first

@@ -13,6 +13,7 @@ from finesim.cli.common import (
     log_level,
     map_fit_yield,
     non_negative_int,
+    positive_float,
     positive_int,
     rerank_depth,
     rerank_feedback,
@@ -95,6 +96,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--max-text-chars", metavar="N", type=positive_int, default=4096, help="longest text in characters (422 above)"
+    )
+    p.add_argument(
+        "--body-timeout",
+        metavar="SECONDS",
+        type=positive_float,
+        default=30.0,
+        help="seconds a request's body may take to arrive whole (408 after them): a client that sends half a body "
+        "and goes silent is let go; the body is read before the request counts towards --max-concurrent",
     )
     p.add_argument(
         "--max-batch-inputs",
@@ -306,6 +315,7 @@ def run(args: argparse.Namespace) -> int:
         max_items=args.max_items,
         max_concurrent=args.max_concurrent,
         max_text_chars=args.max_text_chars,
+        body_timeout_s=args.body_timeout,
         max_batch_inputs=batch_inputs,
         inference_batch_size=args.inference_batch_size,
         max_batch_tokens=args.max_batch_tokens,

@@ -294,8 +294,9 @@ def create_app(
     install_error_handlers(app, body_fields(), missing_hints())
     # added innermost first: the last one added sees each request first
     app.add_middleware(CancelOnDisconnectMiddleware)
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
+    # the body is read (or timed out) before the request takes a scoring slot: limits.py's order
     app.add_middleware(ConcurrencyLimitMiddleware, limit=settings.max_concurrent, public_paths=public, metrics=metrics)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes, timeout_s=settings.body_timeout_s)
     if settings.api_key is not None:
         app.add_middleware(AuthMiddleware, api_key=settings.api_key, public_paths=public)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -2,8 +2,8 @@
 
 The shape and the ``error_type`` names follow text-embeddings-inference's error responses (``Validation``,
 ``Overloaded``, ``Unhealthy``, ``Backend``), with the kinds this server adds (``Unauthorized``,
-``PayloadTooLarge``, ``Unsupported``, ``NotFound``, ``MethodNotAllowed``, and ``NoIndex``: ``POST /search`` on a
-server started without ``--index``). FastAPI's own request-validation errors
+``PayloadTooLarge``, ``RequestTimeout``, ``Unsupported``, ``NotFound``, ``MethodNotAllowed``, and ``NoIndex``:
+``POST /search`` on a server started without ``--index``). FastAPI's own request-validation errors
 and Starlette's HTTP errors are converted to it by :func:`install_error_handlers`.
 """
 
@@ -17,6 +17,7 @@ VALIDATION = "Validation"
 OVERLOADED = "Overloaded"
 UNAUTHORIZED = "Unauthorized"
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
+REQUEST_TIMEOUT = "RequestTimeout"
 UNHEALTHY = "Unhealthy"
 UNSUPPORTED = "Unsupported"
 BACKEND = "Backend"
@@ -27,6 +28,7 @@ _BY_STATUS = {
     401: UNAUTHORIZED,
     404: "NotFound",
     405: "MethodNotAllowed",
+    408: REQUEST_TIMEOUT,
     413: PAYLOAD_TOO_LARGE,
     422: VALIDATION,
     429: OVERLOADED,

@@ -7,9 +7,12 @@ Outermost first (:func:`finesim.serving.app.create_app` installs them in this or
    as a server error.
 2. :class:`AuthMiddleware`: with an API key, every path but the public ones needs ``Authorization: Bearer KEY``
    (compared with :func:`hmac.compare_digest`; the key is never logged or echoed): 401 otherwise.
-3. :class:`ConcurrencyLimitMiddleware`: more than ``limit`` scoring requests in flight: 429 at once, not queued.
-4. :class:`BodySizeLimitMiddleware`: a body over the limit is answered 413 before anything parses it: at once
-   when ``Content-Length`` says so, else while the chunks of a streamed (chunked) body are counted.
+3. :class:`BodySizeLimitMiddleware`: a body over the limit is answered 413 before anything parses it: at once
+   when ``Content-Length`` says so, else while the chunks of a streamed (chunked) body are counted; a body that has
+   not arrived whole within ``timeout_s`` is answered 408. It reads the body before the concurrency limit counts the
+   request, so clients that send half a body and go silent hold no scoring slot (64 of them held every one, and
+   every other client was answered 429, for as long as they kept their sockets open).
+4. :class:`ConcurrencyLimitMiddleware`: more than ``limit`` scoring requests in flight: 429 at once, not queued.
 5. :class:`CancelOnDisconnectMiddleware`: once a request's body is in, its handler is cancelled when the client
    disconnects before the answer starts (an ASGI server such as uvicorn does not cancel it), so the batching worker
    drops the request's pieces not yet scored (:mod:`finesim.serving.batching`) instead of scoring them for nobody.
@@ -27,7 +30,14 @@ import time
 from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from typing import Any
 
-from finesim.serving.errors import OVERLOADED, PAYLOAD_TOO_LARGE, UNAUTHORIZED, VALIDATION, json_error
+from finesim.serving.errors import (
+    OVERLOADED,
+    PAYLOAD_TOO_LARGE,
+    REQUEST_TIMEOUT,
+    UNAUTHORIZED,
+    VALIDATION,
+    json_error,
+)
 from finesim.serving.metrics import ServerMetrics
 
 Scope = MutableMapping[str, Any]
@@ -160,12 +170,14 @@ class BodySizeLimitMiddleware:
 
     A ``Content-Length`` over the limit is refused without reading the body. Otherwise the body is read here,
     chunk by chunk, counting bytes (a chunked body has no length up front): over the limit it is refused at
-    once; within it, the application receives the buffered body as one message.
+    once; within it, the application receives the buffered body as one message. A body not whole ``timeout_s``
+    seconds after the request began is answered 408 (``None``: no limit).
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
         response = json_error(
@@ -192,8 +204,21 @@ class BodySizeLimitMiddleware:
                 return
         chunks: list[bytes] = []
         total = 0
+        deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(
+                    receive(), None if deadline is None else max(0.0, deadline - time.monotonic())
+                )
+            except TimeoutError:
+                response = json_error(
+                    408,
+                    f"the request body did not arrive whole within {self.timeout_s:g} s ({total} bytes came)",
+                    REQUEST_TIMEOUT,
+                    headers={"Connection": "close"},
+                )
+                await response(scope, receive, send)
+                return
             if message["type"] == "http.disconnect":
                 return  # the client has gone: nobody to answer
             body = message.get("body", b"")

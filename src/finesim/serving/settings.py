@@ -27,6 +27,9 @@ class ServeSettings:
             and most results (``k``) of ``/search``.
         max_concurrent: most requests in flight on the scoring endpoints; one more is answered 429 at once.
         max_text_chars: longest accepted text, in characters.
+        body_timeout_s: seconds a request's body may take to arrive whole (408 after them; a client that sends half a
+            body and goes silent is let go); None: no limit. The body is read before the request counts towards
+            ``max_concurrent``.
         max_batch_inputs: most model inputs (pairs or texts) in one micro-batch; requests are gathered up to it and a
             request larger than what is left is split over several batches (1: one input at a time).
         max_batch_tokens: most tokens (what the model reads for the inputs, counted with its tokenizer) in one
@@ -75,6 +78,7 @@ class ServeSettings:
     max_items: int = 256
     max_concurrent: int = 64
     max_text_chars: int = 4096
+    body_timeout_s: float | None = 30.0
     max_batch_inputs: int = 64
     max_batch_tokens: int | None = None
     max_batch_requests: int | None = None
@@ -112,6 +116,8 @@ class ServeSettings:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.inference_batch_size < 1:
             raise ValueError(f"inference_batch_size must be >= 1, got {self.inference_batch_size}")
+        if self.body_timeout_s is not None and not self.body_timeout_s > 0:
+            raise ValueError(f"body_timeout_s must be > 0 (None: no limit), got {self.body_timeout_s}")
         if self.batch_wait_ms < 0 or self.cache_size < 0:
             raise ValueError("batch_wait_ms and cache_size must be >= 0")
         if not 0 <= self.port <= 65535:
@@ -142,13 +148,14 @@ class ServeSettings:
             if not isinstance(condition, str) or not condition.strip():
                 raise ValueError(f"index_conditions: {condition!r} is not a non-empty string")
 
-    def limits(self) -> dict[str, int]:
+    def limits(self) -> dict[str, float | None]:
         """The request limits, as ``/info`` reports them."""
         return {
             "max_request_bytes": self.max_request_bytes,
             "max_items": self.max_items,
             "max_concurrent": self.max_concurrent,
             "max_text_chars": self.max_text_chars,
+            "body_timeout_s": self.body_timeout_s,
         }
 
     def worker_threads(self) -> int | None:
