@@ -230,6 +230,54 @@ def test_two_worker_processes_share_the_port_and_stop_on_sigterm(saved_models, t
 
 
 @pytest.mark.slow
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited and not yet reaped by whoever adopted it, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the workers follow their supervisor on Linux")
+def test_workers_stop_when_their_supervisor_is_killed(saved_models, tmp_path: Path) -> None:  # noqa: F811
+    """SIGKILL of the ``--workers 2`` supervisor (no graceful stop possible): its workers stop too, instead of serving
+    the port on as orphans, so that a new server can take it."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, "-m", "finesim.cli.main", "serve", "--model", str(saved_models["bi"]), "--port", "0"]
+    command += ["--workers", "2", "--threads", "1"]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # fmt: skip
+    lines: queue.Queue = queue.Queue()
+    seen: list[str] = []
+    threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
+    pids: set[int] = set()
+    try:
+        port = _port(lines, seen, timeout=90)
+        deadline = time.monotonic() + 120
+        while len(pids) < 2 and time.monotonic() < deadline:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+                try:
+                    info = client.get("/info").json()
+                except httpx.TransportError:
+                    info = {"status": "starting"}
+                if info["status"] == "ready":
+                    pids.add(info["worker_pid"])
+                else:
+                    time.sleep(0.5)
+        assert len(pids) == 2, f"both workers did not answer: {pids}"
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(pid) for pid in pids), "a worker outlived its killed supervisor"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def test_a_worker_that_cannot_load_the_model_stops_the_server(tmp_path: Path) -> None:
     """``--workers 2`` with a model that cannot load: the workers fail their start-up, the supervisor stops, and the
     command exits 1 naming the model (it does not serve 503 forever)."""

@@ -72,6 +72,7 @@ from finesim.serving.schemas import (
 )
 from finesim.serving.search import NO_INDEX_MESSAGE, checked_plain, checked_where, describe_index, open_served_index
 from finesim.serving.settings import ServeSettings
+from finesim.serving.supervision import stop_with_supervisor
 
 logger = logging.getLogger("finesim.serving")
 
@@ -185,6 +186,7 @@ def app_from_environment() -> FastAPI:
     settings come from ``$FINESIM_SERVE_SETTINGS`` (:meth:`ServeSettings.to_environment`), the torch threads are
     set before the model loads."""
     settings = ServeSettings.from_environment(os.environ.pop(SETTINGS_ENV))  # not left to the worker's children
+    stop_with_supervisor()
     set_threads(settings)
     pid = os.getpid()
     return create_app(settings, on_ready=lambda: logger.warning("worker %d: model ready", pid), load_at_startup=True)

@@ -142,8 +142,10 @@ def _serve_workers(settings: ServeSettings, *, say: Callable[[str], None], log_l
     from uvicorn.supervisors import Multiprocess
 
     from finesim.serving.app import SETTINGS_ENV
+    from finesim.serving.supervision import SUPERVISOR_ENV
 
     os.environ[SETTINGS_ENV] = settings.to_environment()  # the spawned workers read it
+    os.environ[SUPERVISOR_ENV] = str(os.getpid())  # they stop when this process dies (serving/supervision.py)
     app = "finesim.serving.app:app_from_environment"
     config, sock, url = _listen(app, settings, log_level, factory=True, workers=settings.workers)
     threads = settings.worker_threads()
@@ -158,6 +160,7 @@ def _serve_workers(settings: ServeSettings, *, say: Callable[[str], None], log_l
     finally:
         sock.close()
         os.environ.pop(SETTINGS_ENV, None)
+        os.environ.pop(SUPERVISOR_ENV, None)
     if any(p.exitcode == STARTUP_FAILURE for p in supervisor.processes):
         raise RuntimeError(f"could not serve {settings.model}: a worker failed to start (its error is above)")
     return 0
