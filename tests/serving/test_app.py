@@ -173,6 +173,13 @@ def test_info_describes_model_and_limits(saved_models, scorers) -> None:  # noqa
     with serving(scorers["bi"], model=str(saved_models["bi"])) as client:
         info = client.get("/info").json()
     assert info["resolved_model"] == str(saved_models["bi"]) and info["embedding_dimension"] == 32
+    # what scores, with how many threads, under which package versions
+    import sentence_transformers
+    import torch
+
+    assert info["scorer"] == "bi-encoder, torch on cpu" and info["torch_threads"] == torch.get_num_threads()
+    assert info["versions"]["sentence-transformers"] == sentence_transformers.__version__
+    assert info["versions"]["torch"] == torch.__version__
 
 
 def test_errors_of_the_framework_have_the_shape(scorers) -> None:  # noqa: F811

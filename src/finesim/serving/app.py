@@ -143,8 +143,20 @@ def default_loader(settings: ServeSettings) -> Callable[[], Any]:
 
 def describe_model(scorer: Any, settings: ServeSettings) -> dict[str, Any]:
     """What ``/info`` says about the loaded model: encoder, resolved path, dimensions, maximum length (for an
-    ensemble: its members and weights instead)."""
-    info: dict[str, Any] = {"encoder": scorer.encoder, "resolved_model": None}
+    ensemble: its members and weights instead), what scores it (runtime and device), the torch threads and the
+    versions of the packages that shape its scores."""
+    import torch
+
+    from finesim.evaluation.loading import describe_scorer
+    from finesim.results import package_versions
+
+    info: dict[str, Any] = {
+        "encoder": scorer.encoder,
+        "resolved_model": None,
+        "scorer": describe_scorer(scorer),
+        "torch_threads": torch.get_num_threads(),
+        "versions": package_versions(),
+    }
     try:
         from finesim.models.hub import model_location
 
