@@ -108,6 +108,9 @@ def test_trained_model_card_says_what_the_model_is(trained: Path, tiny_bert_dir:
     assert "finesim.ConditionalScorer('path/to/model')" in text and "SentenceTransformer('path/to/model')" in text
     assert "`path/to/model`" in text and "Hub id (`your-name/model`)" in text
     assert str(trained.resolve()) not in text and str(trained) not in text
+    # nor where the run was written (the output folder: an absolute -o named the training machine's folder)
+    assert str(trained.parent) not in text and "output_dir" not in recipe
+    assert str(trained.parent) not in (trained / "finesim_model.json").read_text(encoding="utf-8")
     # what to install: sentence-transformers for the bi-encoder; finesim is not on the package index
     assert "pip install finesim" not in text
     assert "**Install:** `pip install sentence-transformers` is all the next example needs" in text

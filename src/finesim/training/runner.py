@@ -427,11 +427,14 @@ def card_info(
     """The model card's facts for a trained model (:class:`finesim.models.card.CardInfo`): the backbone as the
     recipe gives it, the recipe with the objective options resolved, the data files with row counts (and SHA-256,
     from ``files_sha256``: the run fingerprint's ``train``, ``validation``, ``auxiliary``), validation, the papers to
-    cite (:func:`~finesim.training.objectives.card_citations`)."""
+    cite (:func:`~finesim.training.objectives.card_citations`). The recipe leaves out ``output_dir``: where the run
+    was written is no part of the model, and an absolute ``-o`` named a folder of the training machine in every copy
+    of the model folder (``finesim_model.json``, the README)."""
     from finesim.models.card import CardInfo
     from finesim.training.objectives import card_citations
 
     resolved = recipe.to_dict()
+    resolved.pop("output_dir", None)
     resolved["objective"]["options"] = options
     d = recipe.data
     auxiliary = data.auxiliary()
