@@ -51,6 +51,10 @@ logger = logging.getLogger("finesim.serving")
 # nginx's "client closed request": what a request counts as when its client disconnected before it was answered
 # (e.g. mid-body); never sent (nobody is listening), only recorded in the metrics.
 CLIENT_CLOSED = 499
+# a streamed body over the limit is read to its end before its 413, so that the client gets the answer: this many
+# times the limit at most, for at most DRAIN_S seconds (or until the body timeout)
+DRAIN_FACTOR = 16
+DRAIN_S = 10.0
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -188,6 +192,22 @@ class BodySizeLimitMiddleware:
         )
         await response(scope, receive, send)
 
+    async def _drain(self, receive: Receive, deadline: float | None) -> None:
+        """Read and drop the rest of a streamed body over the limit before its 413 is sent, up to
+        :data:`DRAIN_FACTOR` times the limit and until the body's deadline (else :data:`DRAIN_S`): the server closes
+        the connection once the answer is out, and a connection closed with the body still arriving is reset, so the
+        client lost the 413 (curl: "Recv failure")."""
+        left = DRAIN_FACTOR * self.max_bytes
+        end = deadline if deadline is not None else time.monotonic() + DRAIN_S
+        while left > 0:
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, end - time.monotonic()))
+            except TimeoutError:
+                return
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                return
+            left -= len(message.get("body", b""))
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -224,6 +244,8 @@ class BodySizeLimitMiddleware:
             body = message.get("body", b"")
             total += len(body)
             if total > self.max_bytes:
+                if message.get("more_body", False):
+                    await self._drain(receive, deadline)
                 await self._too_large(scope, receive, send, f"more than {self.max_bytes} bytes")
                 return
             chunks.append(body)
