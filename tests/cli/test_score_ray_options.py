@@ -170,3 +170,21 @@ def test_ray_scorer_checks_the_weights_hash_by_default(bi_folder, monkeypatch) -
         assert scorer.weights_sha256 is None
     with pytest.raises(ValueError, match=r"fingerprint must be True .* False \(no check\) .* got None"):
         RayScorer(ray, bi_folder, workers=2, fingerprint=None)
+
+
+def test_ray_scorer_refuses_actors_with_the_same_weights_but_another_tokenizer(bi_folder, monkeypatch) -> None:
+    """The default check compares the actors' tokenizer and prompts hashes too (a node whose copy of the model has
+    other tokenizer files scores otherwise with the same weights); a check function of the caller's replaces both."""
+    import finesim.evaluation.fingerprint as fingerprint
+    from finesim.evaluation.ray_scoring import RayScorer
+    from finesim.index import ModelMismatchError
+
+    ray = fake_ray(cpus=2, calls=[])
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    seen = iter([{"tokenizer": "a" * 64, "prompts": "c" * 64}, {"tokenizer": "b" * 64, "prompts": "c" * 64}])
+    monkeypatch.setattr(fingerprint, "scorer_inputs_fingerprint", lambda scorer: next(seen))
+    with pytest.raises(ModelMismatchError, match=r"same weights but different tokenizer .*\(tokenizer sha256 differ\)"):
+        RayScorer(ray, bi_folder, workers=2)
+    seen = iter([{"tokenizer": "a" * 64, "prompts": "c" * 64}, {"tokenizer": "b" * 64, "prompts": "c" * 64}])
+    with RayScorer(ray, bi_folder, workers=2, fingerprint=fingerprint.scorer_fingerprint):  # the caller's check only
+        pass

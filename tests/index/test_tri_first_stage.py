@@ -14,7 +14,7 @@ from index_helpers import assert_matches_brute_force, brute_force, build_model_d
 
 from conftest import import_or_skip
 from finesim import ConditionalIndex
-from finesim.evaluation.fingerprint import model_fingerprint
+from finesim.evaluation.fingerprint import model_fingerprint, model_inputs_fingerprint
 from finesim.index.errors import ModelMismatchError
 from finesim.index.store import SENTENCES
 from finesim.index.two_stage import FIRST_STAGE, FirstStageSpec, resolve_first_stage
@@ -112,7 +112,9 @@ def test_manifest_records_it_and_reopen_searches_the_same(model_dirs, corpus, tm
         "sha256": sha,
         "resolved": str(Path(tri).resolve()),
         "head": "hadamard",
+        "inputs_sha256": model_inputs_fingerprint(load_conditional_model(tri)),  # tokenizer files and state, prompts
     }
+    assert sorted(entry["inputs_sha256"]) == ["prompts", "tokenizer", "tokenizer_loaded"]
     assert FirstStageSpec.from_manifest(entry).to_manifest() == entry
     assert built.info()["first_stage"] == entry
     reopened = ConditionalIndex.open(folder)
@@ -135,8 +137,10 @@ def test_reopen_with_other_tri_weights_is_refused(model_dirs, corpus, tmp_path):
     ConditionalIndex.build(str(model_dirs["bi"]), corpus[:20], folder, first_stage=str(tri))
     shutil.rmtree(tri)
     shutil.copytree(model_dirs["tri-hadamard-2"], tri)  # same path, another head
+    index = ConditionalIndex.open(folder)  # the first stage is loaded (and checked) on first use only
+    index.search("a dog", "the animal", k=3, strategy="exact")  # which needs none
     with pytest.raises(ModelMismatchError, match=r"the first-stage model .* has other weights"):
-        ConditionalIndex.open(folder)
+        index.search("a dog", "the animal", k=3, strategy="two-stage")
 
 
 def test_add_extends_the_tri_first_stage(model_dirs, tmp_path):

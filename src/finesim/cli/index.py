@@ -58,6 +58,27 @@ def _corpus_options(p: argparse.ArgumentParser, *, default_column: str | None) -
     p.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size")
 
 
+def _first_stage_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--first-stage",
+        default=None,
+        metavar="PATH",
+        help="where the index's first-stage model (another model, named at build) is now, when its folder has moved "
+        "(default: the one the manifest records); loaded by a two-stage search or an add only",
+    )
+
+
+def _check_first_stage_option(args: argparse.Namespace, manifest: dict[str, Any]) -> None:
+    """``--first-stage PATH`` (search, add) only for an index whose first stage is another model, before any load."""
+    model = (manifest.get("first_stage") or {}).get("model")
+    if args.first_stage is not None and model in (None, "self"):
+        what = "none" if model is None else "the index's own model ('self')"
+        raise UsageError(
+            f"--first-stage names where the index's first-stage model is now, but the first stage of "
+            f"{args.index_dir} is {what}: drop it"
+        )
+
+
 def _ray_options(p: argparse.ArgumentParser) -> None:
     add_ray_options(p, ray_help="embed on Ray Data (a local Ray instance unless an address)", actors="encoder actors")
 
@@ -137,6 +158,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--model", default=None, help="load this model instead of the one the manifest records (a folder since moved)"
     )
+    _first_stage_option(p)
     _ray_options(p)
     add_runtime_options(p)
     p.set_defaults(func=run_add)
@@ -235,6 +257,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the condition's corpus embeddings in the index)",
     )
     p.add_argument("--model", default=None, help="load this model instead of the one the manifest records")
+    _first_stage_option(p)
     add_runtime_options(p)
     p.set_defaults(func=run_search)
 
@@ -371,6 +394,7 @@ def run_add(args: argparse.Namespace) -> int:
 
     store = IndexStore.open(args.index_dir)
     manifest = store.manifest
+    _check_first_stage_option(args, manifest)
     column = args.text_column or _built(manifest, "text_column") or "text"
     id_column = args.id_column or (_built(manifest, "id_column") if store.fields["id"] else None)
     metadata_columns = _meta_columns(args)[1]
@@ -398,8 +422,9 @@ def run_add(args: argparse.Namespace) -> int:
     from finesim.index import ConditionalIndex
 
     index = ConditionalIndex.open(
-        args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress
-    )
+        args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress,
+        first_stage=args.first_stage,
+    )  # fmt: skip
     before = len(index)
     if ray_wanted(args):
         from finesim.index.distributed import add_index_ray
@@ -442,6 +467,7 @@ def run_search(args: argparse.Namespace) -> int:
             "--recall compares approximate or two-stage with exact search: add --approximate or --strategy two-stage"
         )
     store = IndexStore.open(args.index_dir)  # a missing or damaged folder is refused before the model loads
+    _check_first_stage_option(args, store.manifest)
     if args.no_condition:
         from finesim.index.two_stage import plain_search_refusal
 
@@ -480,8 +506,9 @@ def run_search(args: argparse.Namespace) -> int:
             "exact (no --approximate, and no two-stage search here): drop it, or add --approximate"
         )
     index = ConditionalIndex.open(
-        args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress
-    )
+        args.index_dir, model=args.model, device=args.device, show_progress=not args.no_progress,
+        first_stage=args.first_stage,
+    )  # fmt: skip
     if args.map_sample is not None:
         index.map_sample = args.map_sample
     if args.map_ridge is not None:
@@ -557,6 +584,9 @@ def run_info(args: argparse.Namespace) -> int:
     print(f"index      {info['path']}")
     print(f"model      {model.get('name') or '(a model object)'} -> {model.get('resolved')}")
     print(f"weights    sha256 {model['sha256']}")
+    inputs = model.get("inputs_sha256") or {}
+    if inputs:  # an index built before they were recorded has none (its model's weights alone are checked)
+        print("inputs     " + ", ".join(f"{part} sha256 {digest[:16]}" for part, digest in inputs.items()))
     print(f"encoder    {encoder['type']}" + (f" (head {head['kind']}; stored: {head['stored']})" if head else ""))
     print(f"vectors    {info['count']} x {info['dims']['index']} {info['dtype']} in {len(info['parts'])} part(s)")
     fields = info["fields"]

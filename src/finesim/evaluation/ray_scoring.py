@@ -11,9 +11,10 @@ the output are those of the single-process run, and the scores equal it up to fl
 differently).
 
 By default every actor reports its model's weights hash when it starts
-(:func:`finesim.evaluation.fingerprint.scorer_fingerprint`, or another ``fingerprint`` function): actors that loaded
-different files (nodes with other copies of the model) are refused before any row is scored. ``fingerprint=False``
-turns the check off, and says so.
+(:func:`finesim.evaluation.fingerprint.scorer_fingerprint`, or another ``fingerprint`` function), and with the
+default check also its tokenizer and prompts hashes (:func:`finesim.evaluation.fingerprint.scorer_inputs_fingerprint`):
+actors that loaded different files (nodes with other copies of the model) are refused before any row is scored.
+``fingerprint=False`` turns the check off, and says so.
 """
 
 from __future__ import annotations
@@ -131,11 +132,18 @@ class PairScoreActor:
     since Ray hands an actor's exception to the driver only as formatted text."""
 
     def __init__(
-        self, model: str, encoder: str | None, batch_size: int, device: str | None, fingerprint: Fingerprint | None
+        self,
+        model: str,
+        encoder: str | None,
+        batch_size: int,
+        device: str | None,
+        fingerprint: Fingerprint | None,
+        inputs: bool = False,
     ) -> None:
         self.error = ""
         self.scorer: Any = None
         self.fingerprint = fingerprint
+        self.inputs = inputs  # also report the tokenizer and prompts hashes (the default check)
         try:
             from finesim.evaluation.loading import load_scorer
 
@@ -145,15 +153,22 @@ class PairScoreActor:
             self.error = describe_error(err)
 
     def describe(self) -> dict[str, Any]:
-        """The scorer's type, whether it needs a condition, its weights hash; or the load error."""
+        """The scorer's type, whether it needs a condition, its weights hash (and tokenizer and prompts hashes); or the
+        load error."""
         if self.error:
             return {"error": self.error}
+        inputs = None
+        if self.inputs:
+            from finesim.evaluation.fingerprint import scorer_inputs_fingerprint
+
+            inputs = scorer_inputs_fingerprint(self.scorer)
         return {
             "error": "",
             "encoder": getattr(self.scorer, "encoder", "ensemble"),
             "requires_condition": bool(getattr(self.scorer, "requires_condition", False)),
             "prediction_range": getattr(self.scorer, "prediction_range", None),
             "fingerprint": None if self.fingerprint is None else self.fingerprint(self.scorer),
+            "inputs": inputs,
         }
 
     def score(
@@ -178,9 +193,10 @@ class RayScorer(ScorerBase):
             gives each actor one GPU (and ``cuda`` inside it).
         workers: actors (default: one per CPU the cluster offers).
         fingerprint: the weights-hash check: True (default) runs
-            :func:`~finesim.evaluation.fingerprint.scorer_fingerprint` on every actor, a function of a loaded scorer
-            (giving a hash, or None when it cannot tell) runs that instead; actors whose hashes differ are refused.
-            False: no check.
+            :func:`~finesim.evaluation.fingerprint.scorer_fingerprint` and
+            :func:`~finesim.evaluation.fingerprint.scorer_inputs_fingerprint` (tokenizer, prompts) on every actor, a
+            function of a loaded scorer (giving a hash, or None when it cannot tell) runs that instead; actors whose
+            hashes differ are refused. False: no check.
 
     Raises:
         ValueError: more workers than the cluster has CPUs (or GPUs, for a ``cuda`` device).
@@ -214,7 +230,10 @@ class RayScorer(ScorerBase):
                 "one): use fewer workers (--ray-workers)"
             )
         remote = ray.remote(num_cpus=1, num_gpus=num_gpus)(PairScoreActor)
-        self.actors = [remote.remote(self.model, encoder, batch_size, actor_device, check) for _ in range(self.workers)]
+        inputs = fingerprint is True  # the default check covers the tokenizer and prompts too
+        self.actors = [
+            remote.remote(self.model, encoder, batch_size, actor_device, check, inputs) for _ in range(self.workers)
+        ]
         try:
             described = self._get([actor.describe.remote() for actor in self.actors])
             failed = [d["error"] for d in described if d["error"]]
@@ -224,6 +243,16 @@ class RayScorer(ScorerBase):
                 raise ModelMismatchError(
                     f"the Ray workers loaded different weights for {self.model} (weights sha256 differ): every node "
                     "must have the same model files"
+                )
+            from finesim.evaluation.fingerprint import describe_inputs_differences, inputs_differences
+
+            inputs_seen = [d.get("inputs") for d in described]
+            differ = sorted({part for seen in inputs_seen for part in inputs_differences(inputs_seen[0], seen)})
+            if differ:
+                raise ModelMismatchError(
+                    f"the Ray workers loaded {self.model} with the same weights but different "
+                    f"{describe_inputs_differences(differ)} ({', '.join(differ)} sha256 differ): every node must have "
+                    "the same model files"
                 )
         except BaseException:
             self.close()

@@ -40,7 +40,12 @@ import numpy as np
 import torch
 
 from finesim.data.errors import DataFormatError
-from finesim.evaluation.fingerprint import model_fingerprint
+from finesim.evaluation.fingerprint import (
+    describe_inputs_differences,
+    inputs_differences,
+    model_fingerprint,
+    model_inputs_fingerprint,
+)
 from finesim.index.approximate import ANN_KINDS, AnnFile, ann_params, import_faiss, normalized, recall_at_k
 from finesim.index.corpus import meta_rows
 from finesim.index.encoders import IndexEncoder, load_index_model
@@ -285,6 +290,7 @@ class ConditionalIndex:
         self._ann_locks: dict[str, threading.Lock] = {}  # per faiss index name: one thread loads or extends it
         self.first_stage_spec = FirstStageSpec.from_manifest(store.manifest.get("first_stage"))
         self._first_stage: FirstStageEncoder | None = None
+        self._first_stage_at: str | None = None  # where open(first_stage=...) says the first-stage model is now
         self.rerank_cache = RerankCache()
         # the "mapped" first stage (finesim.index.two_stage.ConditionMap): its fit's sample size and ridge, and the
         # maps fitted so far (per condition key, least recently used dropped first)
@@ -446,7 +452,12 @@ class ConditionalIndex:
             "finesim_version": __version__,
             "created": created,
             "updated": created,
-            "model": {"name": name, "resolved": resolved, "sha256": fingerprint},
+            "model": {
+                "name": name,
+                "resolved": resolved,
+                "sha256": fingerprint,
+                "inputs_sha256": model_inputs_fingerprint(loaded),  # tokenizer, prompts: checked by open()
+            },
             "encoder": index_encoder.describe(),
             "dims": {"index": index_encoder.dim},
             "dtype": dtype,
@@ -505,9 +516,13 @@ class ConditionalIndex:
         batch_size: int = 64,
         show_progress: bool = False,
         model_lock: Any = None,
+        first_stage: str | Path | None = None,
     ) -> ConditionalIndex:
         """Open an index folder, checking every file and that ``model`` (default: the model recorded in the
-        manifest) is the model the index was built with (same weights hash).
+        manifest) is the model the index was built with: the same weights hash and, when the manifest records them
+        (``model.inputs_sha256``: every index built since finesim records them), the same tokenizer files and
+        sentence-transformers prompts. Another first-stage model (two-stage search) is loaded and checked the same
+        way on first use (the first two-stage search or ``add``), so exact search needs none.
 
         Args:
             path: the index folder.
@@ -517,6 +532,8 @@ class ConditionalIndex:
             show_progress: progress bars while embedding.
             model_lock: what each call of the model holds (:class:`~finesim.index.encoders.IndexEncoder`'s
                 ``lock``), shared with the model's other users (a server's scoring worker).
+            first_stage: where the index's first-stage model (another model than the index's own, recorded at build)
+                is now, when its recorded folder has moved; None: the recorded one.
         """
         store = IndexStore.open(path)
         recorded = store.manifest["model"]
@@ -543,21 +560,69 @@ class ConditionalIndex:
                 "model= in Python)"
             ) from None
         fingerprint = model_fingerprint(loaded)
+        built_with = recorded.get("name") or "a model object"
+        shown = name or (type(given).__name__ if given is not None else "the recorded model")
         if fingerprint != recorded["sha256"]:
-            built_with = recorded.get("name") or "a model object"
-            shown = name or (type(given).__name__ if given is not None else "the recorded model")
             raise ModelMismatchError(
                 f"{store.root / MANIFEST}: the index was built with {built_with} (weights sha256 "
                 f"{recorded['sha256'][:16]}) but {shown} has weights sha256 {fingerprint[:16]}: open it with the "
                 "model it was built with, or build a new index"
             )
+        if recorded.get("inputs_sha256"):  # an index built before they were recorded: the weights alone are checked
+            differ = inputs_differences(recorded["inputs_sha256"], model_inputs_fingerprint(loaded))
+            if differ:
+                raise ModelMismatchError(
+                    f"{store.root / MANIFEST}: the index was built with {built_with}; {shown} has the same weights but "
+                    f"not the same {describe_inputs_differences(differ)} as the index records ({', '.join(differ)} "
+                    "sha256 differ), so it embeds texts otherwise: open it with the model folder the index was built "
+                    "with (its tokenizer files and prompts as they were), or build a new index"
+                )
+        else:
+            logger.debug("%s records no inputs_sha256 (an older index): the weights alone are checked", store.root)
         index = cls(
             store, loaded, encoder, batch_size=batch_size, show_progress=show_progress, device=device,
             model_lock=model_lock,
         )  # fmt: skip
-        if index.first_stage_spec is not None and index.first_stage_spec.model != "self":
-            index.first_stage()  # another model: loaded and checked now, not on the first search
+        index._point_first_stage(first_stage)
         return index
+
+    def _point_first_stage(self, first_stage: str | Path | None) -> None:
+        """Take ``first_stage`` (:meth:`open`'s) as where the index's first-stage model is now, checked against
+        what the manifest records; with None, warn when the recorded first-stage folder is gone and its name does
+        not name a folder from here (exact search still works; two-stage search will say what to do)."""
+        spec = self.first_stage_spec
+        manifest = self.store.root / MANIFEST
+        if first_stage is not None:
+            if spec is None or spec.model == "self":
+                what = "none" if spec is None else "the index's own model ('self')"
+                raise ValueError(
+                    f"{manifest}: first_stage={str(first_stage)!r} names where the index's first-stage model is now, "
+                    f"but this index's first stage is {what}: leave it out"
+                )
+            self._first_stage_at = str(first_stage)
+            return
+        if spec is None or spec.model == "self" or not self._first_stage_gone(spec):
+            return
+        logger.warning(
+            "%s: the first-stage model %r (the folder %s at build) is not found from here: exact search works, a "
+            "two-stage search or add needs it (name it where it is now: first_stage=PATH, --first-stage PATH)",
+            manifest, spec.model, spec.resolved,
+        )  # fmt: skip
+
+    @staticmethod
+    def _first_stage_gone(spec: FirstStageSpec) -> bool:
+        """Whether the first-stage model was a folder (its recorded absolute path) that is gone, and its name as
+        given names no folder from here either (read from the file system only: no model is loaded)."""
+        resolved = spec.resolved
+        moved = bool(resolved) and Path(str(resolved)).is_absolute() and not Path(str(resolved)).is_dir()
+        return moved and not Path(spec.model).expanduser().is_dir()
+
+    def _first_stage_location(self, spec: FirstStageSpec) -> str:
+        """The first-stage model to load: where :meth:`open` was told it is, else its recorded folder when it
+        exists, else its name as given (a folder relative to the working directory, or a Hub id)."""
+        if self._first_stage_at is not None:
+            return self._first_stage_at
+        return spec.resolved if spec.resolved and Path(spec.resolved).is_dir() else spec.model
 
     # ------------------------------------------------------------------ adding
 
@@ -731,8 +796,9 @@ class ConditionalIndex:
                     raise
 
     def first_stage(self) -> FirstStageEncoder | None:
-        """The first stage of two-stage search (None when the index has none), its model loaded on first use and
-        checked against the weights hash the manifest records."""
+        """The first stage of two-stage search (None when the index has none), its model loaded on first use (the
+        first two-stage search or add: exact search needs none) and checked against the weights hash and, when
+        recorded, the tokenizer and prompts hashes the manifest records."""
         spec = self.first_stage_spec
         if spec is None:
             return None
@@ -741,15 +807,45 @@ class ConditionalIndex:
                 if spec.model == "self":
                     self._first_stage = FirstStageEncoder(self.embedder, "self", spec.query)
                 else:
-                    name = spec.resolved if spec.resolved and Path(spec.resolved).is_dir() else spec.model
-                    stage = FirstStageEncoder(self.embedder, name, spec.query, device=self.device)
-                    if spec.sha256 and stage.sha256 != spec.sha256:
-                        raise ModelMismatchError(
-                            f"{self.store.root / MANIFEST}: the first-stage model {spec.model} has other weights "
-                            f"(sha256 {str(stage.sha256)[:16]}) than the index was built with ({spec.sha256[:16]})"
-                        )
-                    self._first_stage = stage
+                    self._first_stage = self._load_first_stage(spec)
         return self._first_stage
+
+    def _load_first_stage(self, spec: FirstStageSpec) -> FirstStageEncoder:
+        """Load and check the first-stage model another than the index's own (:meth:`first_stage` holds the lock)."""
+        from finesim.models.hub import ModelResolutionError
+
+        manifest = self.store.root / MANIFEST
+        given = self._first_stage_at
+        name = self._first_stage_location(spec)
+        shown = f"{spec.model} (given as {given})" if given is not None else spec.model
+        try:
+            stage = FirstStageEncoder(self.embedder, name, spec.query, device=self.device)
+        except ModelResolutionError as err:
+            if given is not None:
+                where = f"given as {given!r}; recorded as {spec.model!r}"
+            elif spec.resolved and Path(spec.resolved).is_absolute():
+                where = f"recorded as {spec.model!r}, the folder {spec.resolved} when the index was built"
+            else:
+                where = f"recorded as {spec.model!r}"
+            raise FileNotFoundError(
+                f"{manifest}: the index's first-stage model ({where}) cannot be found: {err}. Two-stage search and "
+                "add need it: name the folder where it is now (ConditionalIndex.open(..., first_stage=PATH); "
+                "--first-stage PATH on `finesim index search` / `add`), or search exactly (strategy='exact', "
+                "--strategy exact), which does not use it"
+            ) from None
+        if spec.sha256 and stage.sha256 != spec.sha256:
+            raise ModelMismatchError(
+                f"{manifest}: the first-stage model {shown} has other weights "
+                f"(sha256 {str(stage.sha256)[:16]}) than the index was built with ({spec.sha256[:16]})"
+            )
+        differ = inputs_differences(spec.inputs_sha256, stage.inputs_sha256)
+        if differ:
+            raise ModelMismatchError(
+                f"{manifest}: the first-stage model {shown} has the weights the index was built with but not the "
+                f"same {describe_inputs_differences(differ)} ({', '.join(differ)} sha256 differ): use the "
+                "first-stage model folder the index was built with, or build a new index"
+            )
+        return stage
 
     def has_condition(self, condition: str) -> bool:
         """Whether ``condition``'s corpus embeddings are stored for every row (exact search is then cheap)."""

@@ -31,7 +31,12 @@ import numpy as np
 
 from finesim.data.errors import DataFormatError, LoadReport
 from finesim.data.table import detect_format
-from finesim.evaluation.fingerprint import model_fingerprint
+from finesim.evaluation.fingerprint import (
+    describe_inputs_differences,
+    inputs_differences,
+    model_fingerprint,
+    model_inputs_fingerprint,
+)
 from finesim.evaluation.ray_scoring import (
     ModelMismatchError,
     WorkerError,
@@ -179,8 +184,10 @@ class EncodeActor:
         batch_size: int = 64,
         device: str | None = None,
         first_stage: bool = False,
+        inputs: dict[str, str] | None = None,
     ) -> None:
         self.model, self.encoder, self.fingerprint, self.dim = model, encoder, fingerprint, dim
+        self.inputs = inputs  # the driver's tokenizer and prompts hashes (model_inputs_fingerprint); None: unchecked
         self.keys, self.column, self.batch_size, self.device = keys, column, batch_size, device
         self.first_stage = first_stage  # also the bi-encoder's own first-stage vectors (two-stage search)
         self.error = ""
@@ -196,6 +203,13 @@ class EncodeActor:
             raise ModelMismatchError(
                 f"the model {self.model} loaded on a Ray worker differs from the driver's (weights sha256): every "
                 "node must have the same model files"
+            )
+        differ = inputs_differences(self.inputs, model_inputs_fingerprint(loaded.model))
+        if differ:
+            raise ModelMismatchError(
+                f"the model {self.model} loaded on a Ray worker has the driver's weights but not the same "
+                f"{describe_inputs_differences(differ)} ({', '.join(differ)} sha256 differ): every node must have "
+                "the same model files"
             )
         self.embedder = IndexEncoder(loaded.model, loaded.encoder, batch_size=self.batch_size)
 
@@ -315,6 +329,7 @@ def build_index_ray(
         mapped = _map_encoder(
             ds, ray, workers, model=str(model), encoder=loaded.encoder, fingerprint=fingerprint, dim=dim, keys=keys,
             column=text_column, batch_size=batch_size, device=device, first_stage=stage == SELF,
+            inputs=model_inputs_fingerprint(loaded.model),
         )  # fmt: skip
         return ConditionalIndex._create(
             loaded,
@@ -367,6 +382,7 @@ def add_index_ray(
             ds, ray, workers, model=str(name), encoder=index.encoder,
             fingerprint=index.store.manifest["model"]["sha256"], dim=index.store.dim, keys=keys, column=text_column,
             batch_size=batch_size, device=device, first_stage=spec is not None,
+            inputs=model_inputs_fingerprint(index.model),  # the driver's, checked by open() when the index records them
         )  # fmt: skip
         return index._append(
             count,

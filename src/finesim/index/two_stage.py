@@ -129,6 +129,9 @@ class FirstStageSpec:
         ``"mapped"``. dim: vector
         width. sha256: the other model's weights hash (None for ``"self"``). resolved: its resolved path, if a
         folder. head: a tri-encoder first stage's head kind (``hadamard``, ``concat``, ``hypernet``), else None.
+        inputs_sha256: the other model's tokenizer and prompts hashes
+        (:func:`~finesim.evaluation.fingerprint.model_inputs_fingerprint`; None for ``"self"`` and for an index
+        built before they were recorded: then not checked).
     """
 
     model: str
@@ -137,20 +140,28 @@ class FirstStageSpec:
     sha256: str | None = None
     resolved: str | None = None
     head: str | None = None
+    inputs_sha256: dict[str, str] | None = None
 
     def to_manifest(self) -> dict[str, Any]:
         out = asdict(self)
-        if out["head"] is None:  # only a tri-encoder first stage has a head: other manifests stay as they were
-            del out["head"]
+        for optional in ("head", "inputs_sha256"):  # only when there is one: other manifests stay as they were
+            if out[optional] is None:
+                del out[optional]
         return out
 
-    def holds_plain_embeddings(self, encoder: str, model_sha256: str) -> bool:
+    def holds_plain_embeddings(
+        self, encoder: str, model_sha256: str, model_inputs: dict[str, str] | None = None
+    ) -> bool:
         """Whether the stored first-stage vectors are the index model's own embeddings of the texts alone (what a
-        search without a condition ranks): ``"self"``, or another name for the same bi-encoder (same weights hash);
-        never a tri-encoder's stage vectors."""
+        search without a condition ranks): ``"self"``, or another name for the same bi-encoder (same weights hash,
+        and the same tokenizer and prompts where both record them); never a tri-encoder's stage vectors."""
+        from finesim.evaluation.fingerprint import inputs_differences
+
         if self.query == TRI or encoder != "bi":
             return False
-        return self.model == SELF or self.sha256 == model_sha256
+        if self.model == SELF:
+            return True
+        return self.sha256 == model_sha256 and not inputs_differences(self.inputs_sha256, model_inputs)
 
     @classmethod
     def from_manifest(cls, entry: dict[str, Any] | None) -> FirstStageSpec | None:
@@ -163,6 +174,7 @@ class FirstStageSpec:
             sha256=entry.get("sha256"),
             resolved=entry.get("resolved"),
             head=entry.get("head"),
+            inputs_sha256=entry.get("inputs_sha256"),
         )
 
 
@@ -237,6 +249,10 @@ def other_model_query(model: Any, query: str | None) -> str:
             f"under the condition, so it needs first_stage='self' (a bi-encoder's own first stage), not {model}"
         )
     if query == TRI and not tri:
+        if isinstance(model, (str, Path)):
+            from finesim.models.hub import resolve_model_path
+
+            resolve_model_path(model)  # a folder that does not exist is said as such (ModelResolutionError)
         raise ValueError(
             f"first-stage query 'tri' needs a finesim tri-encoder folder (its finesim_model.json says encoder tri), "
             f"but {model} is not one: name a tri-encoder (e.g. a distilled student), or use query 'plain'"
@@ -274,7 +290,8 @@ def plain_search_refusal(manifest: dict[str, Any]) -> str | None:
             "tri-encoder's backbone) to search without one"
         )
     spec = FirstStageSpec.from_manifest(manifest.get("first_stage"))
-    if spec is not None and spec.holds_plain_embeddings(encoder["type"], manifest["model"]["sha256"]):
+    model = manifest["model"]
+    if spec is not None and spec.holds_plain_embeddings(encoder["type"], model["sha256"], model.get("inputs_sha256")):
         return None
     other = "" if spec is None else f"; the stored first-stage vectors are another model's ({spec.model})"
     if encoder["type"] == "case":
@@ -310,15 +327,20 @@ class FirstStageEncoder:
         self.query_mode = query
         self.name: str = SELF
         self.sha256: str | None = None
+        self.inputs_sha256: dict[str, str] | None = None
         self.resolved: str | None = None
         if isinstance(spec_model, str) and spec_model == SELF:
             if query == TRI:
                 raise ValueError("first-stage query 'tri' needs a tri-encoder first-stage model, not 'self'")
             self.embedder = index_encoder
         else:
-            from finesim.evaluation.fingerprint import model_fingerprint
+            from finesim.evaluation.fingerprint import model_fingerprint, model_inputs_fingerprint
 
             stage_encoder = TRI if query == TRI else "bi"
+            if isinstance(spec_model, (str, Path)):
+                from finesim.models.hub import resolve_model_path
+
+                resolve_model_path(spec_model)  # a folder that is gone is said as such, before what it should be
             if query == TRI and not is_tri_encoder(spec_model):
                 raise ValueError(
                     f"first-stage query 'tri' needs a finesim tri-encoder, but {spec_model} is not one (no tri-encoder "
@@ -328,6 +350,7 @@ class FirstStageEncoder:
             self.name = loaded.name or type(loaded.model).__name__
             self.resolved = loaded.resolved
             self.sha256 = model_fingerprint(loaded.model)
+            self.inputs_sha256 = model_inputs_fingerprint(loaded.model)
             self.embedder = IndexEncoder(loaded.model, stage_encoder, batch_size=index_encoder.batch_size)
 
     @property
@@ -340,7 +363,9 @@ class FirstStageEncoder:
 
     def spec(self) -> FirstStageSpec:
         head = self.embedder.head.kind if self.query_mode == TRI else None
-        return FirstStageSpec(self.name, self.query_mode, self.dim, self.sha256, self.resolved, head)
+        return FirstStageSpec(
+            self.name, self.query_mode, self.dim, self.sha256, self.resolved, head, self.inputs_sha256
+        )
 
     def corpus(self, texts: list[str]) -> np.ndarray:
         """The first-stage vectors of corpus texts (float32): L2-normalised embeddings of the texts alone, or for

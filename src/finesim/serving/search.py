@@ -116,6 +116,7 @@ def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = No
             path, model=loaded, device=settings.device, batch_size=settings.inference_batch_size,
             model_lock=model_lock,
         )  # fmt: skip
+        index.first_stage()  # another first-stage model: loaded and checked before the port opens, not on a search
         index.map_wait = settings.map_wait
         index.map_borrow = settings.map_borrow
         if settings.map_fit_yield is not None:
