@@ -65,6 +65,12 @@ def test_build_search_add_info(name, model_dirs, tmp_path, capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["count"] == 80 and [c["rows"] for c in info["corpus"]] == [50, 30]
     assert len(info["corpus"][0]["sha256"]) == 64 and info["encoder"]["type"] == "tri"
+    # a recorded path that names nothing here now (a moved corpus file) is said to be gone; the others are not
+    corpus.rename(tmp_path / "elsewhere.csv")
+    assert main(["index", "info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "corpus.csv (not found here) (50 rows" in text and "more.jsonl (30 rows" in text
+    assert "(not found here)" not in next(line for line in text.splitlines() if line.startswith("model "))
 
 
 def test_bi_encoder_conditions_file_and_approximate(model_dirs, tmp_path, capsys):

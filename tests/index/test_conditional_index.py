@@ -779,3 +779,34 @@ def test_an_index_whose_model_folder_moved_says_so(model_dirs, corpus, tmp_path,
     assert f"the index was built with 'mymodel', the folder {tmp_path / 'mymodel'} then, which is gone" in message
     assert "name the model where it is now (--model PATH; model= in Python)" in message
     assert len(ConditionalIndex.open(tmp_path / "index", model=tmp_path / "moved")) == 5
+
+
+def test_a_copied_index_takes_its_model_by_name_when_the_old_folder_holds_another(
+    model_dirs, corpus, tmp_path, monkeypatch, caplog
+):
+    """A project (index and model folder, the model named relatively) copied elsewhere, and the old model folder
+    then given other weights: the index's recorded absolute folder holds another model, but its recorded name, read
+    from the copy, is the index's model: it opens with it, and says so (it was refused, naming the old folder)."""
+    import logging
+    import shutil
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    old, new = tmp_path / "proj", tmp_path / "proj2"
+    shutil.copytree(model_dirs["bi"], old / "mymodel")
+    monkeypatch.chdir(old)
+    ConditionalIndex.build("mymodel", corpus[:5], old / "index")
+    shutil.copytree(old, new)
+    other = SentenceTransformer(str(old / "mymodel"), device="cpu")
+    with torch.no_grad():
+        next(other.parameters()).add_(0.5)
+    other.save(str(old / "mymodel"))
+    monkeypatch.chdir(new)
+    with caplog.at_level(logging.WARNING, logger="finesim.index"):
+        index = ConditionalIndex.open(new / "index")
+    assert len(index) == 5
+    assert f"the index's model folder at build, {old / 'mymodel'}, holds another model now" in caplog.text
+    monkeypatch.chdir(old)  # from the old place the name is the other model too: refused, as before
+    with pytest.raises(ValueError, match="weights sha256"):
+        ConditionalIndex.open(new / "index")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from finesim.cli.common import (
@@ -566,6 +567,14 @@ def parse_where(items: list[str] | None) -> dict[str, str]:
     return where
 
 
+def _gone(path: Any) -> str:
+    """`` (not found here)`` after a recorded absolute path that names nothing on this machine now (an index moved
+    or copied elsewhere: a search loads the model by its name, or by --model); else nothing."""
+    if not isinstance(path, str) or not Path(path).is_absolute() or Path(path).exists():
+        return ""
+    return " (not found here)"
+
+
 def run_info(args: argparse.Namespace) -> int:
     """``finesim index info``: checks the folder (and with --verify the texts' hashes) without loading the model."""
     from finesim.index.store import IndexStore
@@ -582,7 +591,9 @@ def run_info(args: argparse.Namespace) -> int:
     encoder = info["encoder"]
     head = encoder.get("head")
     print(f"index      {info['path']}")
-    print(f"model      {model.get('name') or '(a model object)'} -> {model.get('resolved')}")
+    print(
+        f"model      {model.get('name') or '(a model object)'} -> {model.get('resolved')}{_gone(model.get('resolved'))}"
+    )
     print(f"weights    sha256 {model['sha256']}")
     inputs = model.get("inputs_sha256") or {}
     if inputs:  # an index built before they were recorded has none (its model's weights alone are checked)
@@ -596,7 +607,8 @@ def run_info(args: argparse.Namespace) -> int:
         print(f"rows carry {' and '.join(shown)}")
     print(f"on disk    {info['bytes'] / 2**20:.1f} MiB")
     for record in info["corpus"]:
-        print(f"corpus     {record.get('path')} ({record.get('rows')} rows, column {record.get('text_column')!r})")
+        where = f"{record.get('path')}{_gone(record.get('path'))}"
+        print(f"corpus     {where} ({record.get('rows')} rows, column {record.get('text_column')!r})")
     for condition in info["conditions"]:
         print(f"condition  {condition['condition']!r} ({condition['parts']}/{len(info['parts'])} parts embedded)")
     stage = info["first_stage"]

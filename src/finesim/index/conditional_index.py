@@ -255,6 +255,30 @@ def _progress(total: int, desc: str, enabled: bool) -> Any:
     return tqdm(total=total, desc=desc, unit="text", disable=not enabled)
 
 
+def _model_by_its_name(
+    recorded: dict[str, Any], tried: str, encoder: str, device: str | None
+) -> tuple[Any, str | None, str] | None:
+    """The index's model loaded by its recorded name (a folder relative to the working directory), with its name and
+    weights fingerprint, when ``tried`` (the recorded absolute folder) held another model and the name, read from
+    here, is another folder whose weights are the recorded ones; else None."""
+    name = recorded.get("name")
+    if not name or not Path(name).is_dir() or Path(name).resolve() == Path(tried).resolve():
+        return None
+    try:
+        loaded, _, shown, _ = load_index_model(name, encoder, device)
+    except OSError:
+        return None
+    fingerprint = model_fingerprint(loaded)
+    if fingerprint != recorded["sha256"]:
+        return None
+    logger.warning(
+        "the index's model folder at build, %s, holds another model now; %s (its recorded name, from here) has the "
+        "index's weights: using it",
+        tried, name,
+    )  # fmt: skip
+    return loaded, shown, fingerprint
+
+
 class ConditionalIndex:
     """A corpus indexed for conditional similarity search (use :meth:`build` or :meth:`open`).
 
@@ -560,6 +584,12 @@ class ConditionalIndex:
                 "model= in Python)"
             ) from None
         fingerprint = model_fingerprint(loaded)
+        if fingerprint != recorded["sha256"] and given is None:
+            # the recorded absolute folder holds another model now: the recorded name, read from here, may be the
+            # model (a project copied or moved with its models, and the old place reused)
+            alternative = _model_by_its_name(recorded, model, encoder, device)
+            if alternative is not None:
+                loaded, name, fingerprint = alternative
         built_with = recorded.get("name") or "a model object"
         shown = name or (type(given).__name__ if given is not None else "the recorded model")
         if fingerprint != recorded["sha256"]:
