@@ -215,3 +215,20 @@ def test_an_onnx_export_records_its_inputs_and_refuses_a_changed_tokenizer(model
     stop_lowercasing(export)
     with pytest.raises(ModelMismatchError, match="not the same tokenizer"):
         ConditionalIndex.open(folder)
+
+
+def test_an_export_given_for_its_source_models_index_is_refused_saying_to_build_with_it(model_dirs, corpus, tmp_path):
+    """An index built with the torch model and opened with its ONNX export: refused (another model for the index),
+    and the message says the model given is an export and what to do."""
+    pytest.importorskip("onnxruntime")
+    from finesim.models.export import export_model
+
+    folder = tmp_path / "index"
+    ConditionalIndex.build(str(model_dirs["tri-hadamard"]), corpus, folder)
+    export = export_model(str(model_dirs["tri-hadamard"]), tmp_path / "onnx", quantize="none").path
+    with pytest.raises(ModelMismatchError) as err:
+        ConditionalIndex.open(folder, model=str(export))
+    assert (
+        "(the model given is a finesim export, onnx fp32: an index built with its source model does not take it; "
+        "build the index with the export to search with it)" in str(err.value)
+    )

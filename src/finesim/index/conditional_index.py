@@ -255,6 +255,21 @@ def _progress(total: int, desc: str, enabled: bool) -> Any:
     return tqdm(total=total, desc=desc, unit="text", disable=not enabled)
 
 
+def _export_hint(model: Any) -> str:
+    """For a model that is a ``finesim export`` (ONNX, or torch quantized): an index is searched with the model it
+    was built with, and an export is another (its scores differ a little, or, fp32 ONNX, its weights are another
+    file); to search with the export, build the index with it."""
+    runtime = getattr(model, "finesim_runtime", None) or {}
+    fmt, quantize = runtime.get("format", "torch"), runtime.get("quantize", "none")
+    if fmt == "torch" and quantize in (None, "none"):
+        return ""
+    kind = f"{fmt} {'fp32' if quantize in (None, 'none') else quantize}"
+    return (
+        f" (the model given is a finesim export, {kind}: an index built with its source model does not take it; "
+        "build the index with the export to search with it)"
+    )
+
+
 def _model_by_its_name(
     recorded: dict[str, Any], tried: str, encoder: str, device: str | None
 ) -> tuple[Any, str | None, str] | None:
@@ -596,7 +611,7 @@ class ConditionalIndex:
             raise ModelMismatchError(
                 f"{store.root / MANIFEST}: the index was built with {built_with} (weights sha256 "
                 f"{recorded['sha256'][:16]}) but {shown} has weights sha256 {fingerprint[:16]}: open it with the "
-                "model it was built with, or build a new index"
+                "model it was built with, or build a new index" + _export_hint(loaded)
             )
         if recorded.get("inputs_sha256"):  # an index built before they were recorded: the weights alone are checked
             differ = inputs_differences(recorded["inputs_sha256"], model_inputs_fingerprint(loaded))
