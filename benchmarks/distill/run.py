@@ -231,9 +231,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # 1. triples and the dev split
     build = [
-        "distill-data", "--train", str(train_csv), "--out", str(triples), "--size", str(size),
+        "distill-data", "--train", str(train_csv), "--output", str(triples), "--size", str(size),
         "--seed", str(args.seed), "--new-pair-fraction", str(args.new_pair_fraction),
-        "--dev-fraction", str(args.dev_fraction), "--dev-seed", str(args.dev_seed), "--dev-out", str(dev),
+        "--dev-fraction", str(args.dev_fraction), "--dev-seed", str(args.dev_seed), "--dev-output", str(dev),
         "--report", str(report), "--no-progress",
     ]  # fmt: skip
     # the teacher check: the same in distill-data, and not part of the step's fingerprint (it writes nothing)

@@ -56,8 +56,8 @@ def test_files_and_report(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
     train = write_csts(tmp_path / "train.csv", pairs=30)
     out, dev, report = tmp_path / "triples.csv", tmp_path / "dev.csv", tmp_path / "report.json"
     code = _distill(
-        "--train", str(train), "--out", str(out), "--size", "200", "--seed", "1", "--dev-fraction", "0.2",
-        "--dev-out", str(dev), "--report", str(report),
+        "--train", str(train), "--output", str(out), "--size", "200", "--seed", "1", "--dev-fraction", "0.2",
+        "--dev-output", str(dev), "--report", str(report),
     )  # fmt: skip
     assert code == 0
     printed = capsys.readouterr().out
@@ -90,8 +90,8 @@ def test_the_dev_split_is_the_one_a_recipe_carves(tmp_path: Path) -> None:
     (tmp_path / "csts").mkdir()
     train = write_csts(tmp_path / "csts" / "train.csv", pairs=40)
     dev = tmp_path / "dev.csv"
-    code = _distill("--train", "csts/train.csv", "--data", str(tmp_path), "--out", str(tmp_path / "t.jsonl"),
-                    "--size", "100", "--dev-out", str(dev), "--dev-fraction", "0.25", "--dev-seed", "7")  # fmt: skip
+    code = _distill("--train", "csts/train.csv", "--data", str(tmp_path), "--output", str(tmp_path / "t.jsonl"),
+                    "--size", "100", "--dev-output", str(dev), "--dev-fraction", "0.25", "--dev-seed", "7")  # fmt: skip
     assert code == 0  # a relative --train is looked up under --data
     recipe = recipe_from_dict(
         {
@@ -110,29 +110,41 @@ def test_the_dev_split_is_the_one_a_recipe_carves(tmp_path: Path) -> None:
 def test_a_missing_column_names_the_file_and_the_column(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     train = tmp_path / "train.csv"
     train.write_text("sentence1,sentence2,aspect,label\na man,a dog,the person,3\n", encoding="utf-8")
-    code = _distill("--train", str(train), "--out", str(tmp_path / "t.parquet"), "--dev-out", str(tmp_path / "d.csv"))
+    code = _distill(
+        "--train", str(train), "--output", str(tmp_path / "t.parquet"), "--dev-output", str(tmp_path / "d.csv")
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert f"finesim distill-data: error: {train}, line 1, column 'condition': missing column 'condition'" in err
     assert not (tmp_path / "t.parquet").exists() and not (tmp_path / "d.csv").exists()
 
 
+def test_the_old_names_out_and_dev_out_still_read(tmp_path: Path) -> None:
+    """``--output`` / ``--dev-output`` (every command's name for an output file) were ``--out`` / ``--dev-out``:
+    the old names give the same files."""
+    from finesim.cli.main import build_parser
+
+    new = build_parser().parse_args(["distill-data", "--train", "t.csv", "--output", "a", "--dev-output", "b.csv"])
+    old = build_parser().parse_args(["distill-data", "--train", "t.csv", "--out", "a", "--dev-out", "b.csv"])
+    assert (new.out, new.dev_out) == (old.out, old.dev_out) == ("a", "b.csv")
+
+
 def test_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     train = write_csts(tmp_path / "train.csv", pairs=4)
     out = str(tmp_path / "t.parquet")
     with pytest.raises(SystemExit) as exit_:
-        _distill("--train", str(train), "--out", out)
-    assert exit_.value.code == 2 and "--dev-out FILE is required" in capsys.readouterr().err
+        _distill("--train", str(train), "--output", out)
+    assert exit_.value.code == 2 and "--dev-output FILE is required" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        _distill("--train", str(train), "--out", out, "--dev-out", str(tmp_path / "d.parquet"))
+        _distill("--train", str(train), "--output", out, "--dev-output", str(tmp_path / "d.parquet"))
     assert "the dev rows are a C-STS CSV; name a .csv file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        _distill("--train", str(train), "--out", str(tmp_path / "t.txt"), "--no-dev")
+        _distill("--train", str(train), "--output", str(tmp_path / "t.txt"), "--no-dev")
     assert "cannot tell the output format" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        _distill("--train", str(train), "--out", out, "--no-dev", "--new-pair-fraction", "1")
+        _distill("--train", str(train), "--output", out, "--no-dev", "--new-pair-fraction", "1")
     assert "must be in [0, 1), got 1" in capsys.readouterr().err
-    assert _distill("--train", str(tmp_path / "nope.csv"), "--out", out, "--no-dev") == 1
+    assert _distill("--train", str(tmp_path / "nope.csv"), "--output", out, "--no-dev") == 1
     assert "--train" in capsys.readouterr().err
     # 4 pairs under 2 of 6 conditions each: 4 other conditions per pair, 16 in all; size 500 = 8 own, 100 new pairs
     # (0.2), 392 under other conditions: too many, at most 8 + 16 + 100
@@ -141,7 +153,7 @@ def test_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     rows += [("a girl", "a car", "c5"), ("a girl", "a car", "c6"), ("a red car", "a man", "c1")]
     rows += [("a red car", "a man", "c3")]
     small.write_text("sentence1,sentence2,condition,label\n" + "".join(f"{a},{b},{c},3\n" for a, b, c in rows))
-    assert _distill("--train", str(small), "--out", out, "--no-dev", "--size", "500") == 1
+    assert _distill("--train", str(small), "--output", out, "--no-dev", "--size", "500") == 1
     err = capsys.readouterr().err
     message = (
         "size 500 needs 392 triples of training pairs under other conditions, but the 4 pairs and 6 conditions give "
@@ -169,7 +181,18 @@ def test_the_teacher_must_not_have_trained_on_the_dev_split(tmp_path: Path, caps
     teacher that records nothing."""
     train = write_csts(tmp_path / "train.csv", pairs=30)
     out, dev = tmp_path / "triples.csv", tmp_path / "dev.csv"
-    base = ("--train", str(train), "--out", str(out), "--size", "100", "--dev-fraction", "0.2", "--dev-out", str(dev))
+    base = (
+        "--train",
+        str(train),
+        "--output",
+        str(out),
+        "--size",
+        "100",
+        "--dev-fraction",
+        "0.2",
+        "--dev-output",
+        str(dev),
+    )
 
     def build(*extra: str) -> int:
         return _distill(*base, *extra, unchecked=False)
@@ -220,7 +243,18 @@ def test_the_teacher_must_have_trained_on_the_same_file(
     train = write_csts(tmp_path / "train.csv", pairs=30)
     other_file = write_csts(tmp_path / "other.csv", pairs=31)
     out, dev = tmp_path / "triples.csv", tmp_path / "dev.csv"
-    base = ("--train", str(train), "--out", str(out), "--size", "100", "--dev-fraction", "0.2", "--dev-out", str(dev))
+    base = (
+        "--train",
+        str(train),
+        "--output",
+        str(out),
+        "--size",
+        "100",
+        "--dev-fraction",
+        "0.2",
+        "--dev-output",
+        str(dev),
+    )
     split = {"dev_fraction": 0.2, "dev_seed": 42}
 
     def teacher(name: str, trained_on: Path) -> Path:
@@ -334,8 +368,8 @@ def test_tiny_student_learns_its_teacher(tiny_bert_dir: Path, tmp_path: Path) ->
     # student's backbone (over the same ones, the untrained student already agrees with it at about 75)
     teacher_bert = build_tiny_bert(tmp_path / "teacher-bert", seed=1)
     teacher = save_model(build_bi_encoder(str(teacher_bert), max_length=32), tmp_path / "teacher", encoder="bi")
-    assert _distill("--train", str(train), "--out", str(work / "triples.parquet"), "--size", "400", "--seed", "1",
-                    "--dev-fraction", "0.2", "--dev-out", str(work / "dev.csv")) == 0  # fmt: skip
+    assert _distill("--train", str(train), "--output", str(work / "triples.parquet"), "--size", "400", "--seed", "1",
+                    "--dev-fraction", "0.2", "--dev-output", str(work / "dev.csv")) == 0  # fmt: skip
     code = main(["score", "-q", "--model", str(teacher), "--input", str(work / "triples.parquet"),
                  "--output", str(work / "scored.parquet"), "--score-column", "teacher", "--no-progress"])  # fmt: skip
     assert code == 0

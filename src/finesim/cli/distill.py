@@ -18,7 +18,7 @@ No triple is written twice (a pair counts in either order), and the draws are se
 
 A development split of whole sentence pairs (--dev-fraction, --dev-seed: the split a recipe's data.dev_fraction and
 data.dev_seed carve, so a teacher trained with the same values never saw it) is written with its human labels as a
-C-STS CSV (--dev-out), for the student's checkpoint selection. No triple holds a dev sentence: training pairs that
+C-STS CSV (--dev-output), for the student's checkpoint selection. No triple holds a dev sentence: training pairs that
 share a sentence with a dev pair are dropped, and the report counts them. The teacher must not have trained on
 those rows: --teacher MODEL reads its recorded recipe (the card in its finesim_model.json, or the config.json of the
 finesim run beside it) and refuses a teacher whose data.dev_fraction / data.dev_seed differ from --dev-fraction /
@@ -27,13 +27,13 @@ other rows from another file). A teacher finesim did not train (a Hub model) rec
 --allow-unchecked-teacher instead of --teacher when you know it never saw these rows. One of the two is required
 with a dev split.
 
-The triples file (--out: .parquet, .csv, .tsv or .jsonl) has the columns sentence1, sentence2, condition and kind
+The triples file (--output: .parquet, .csv, .tsv or .jsonl) has the columns sentence1, sentence2, condition and kind
 (own, other-condition, new-pair), in a seeded order. Both files are written atomically.
 
 examples:
-  finesim distill-data --train csts/train.csv --out triples.parquet --dev-out dev.csv --teacher runs/bi/model
-  finesim distill-data --train csts/train.csv --out triples.parquet --size 200000 --seed 42 \\
-      --dev-fraction 0.1 --dev-seed 42 --dev-out dev.csv --report triples.json --teacher runs/bi/model
+  finesim distill-data --train csts/train.csv --output triples.parquet --dev-output dev.csv --teacher runs/bi/model
+  finesim distill-data --train csts/train.csv --output triples.parquet --size 200000 --seed 42 \\
+      --dev-fraction 0.1 --dev-seed 42 --dev-output dev.csv --report triples.json --teacher runs/bi/model
   finesim score --model TEACHER --input triples.parquet --output scored.parquet --score-column teacher"""
 
 
@@ -51,7 +51,14 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="the C-STS training CSV (a relative path not found here is looked up under the data root)",
     )
-    p.add_argument("--out", required=True, metavar="FILE", help="the triples (.parquet, .csv, .tsv, .jsonl)")
+    p.add_argument(
+        "--output",
+        "--out",
+        dest="out",
+        required=True,
+        metavar="FILE",
+        help="the triples (.parquet, .csv, .tsv, .jsonl)",
+    )
     p.add_argument("--size", type=positive_int, default=200_000, help="triples in all")
     p.add_argument("--seed", type=int, default=42, help="the seed of every draw")
     p.add_argument(
@@ -70,9 +77,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--dev-seed", type=int, default=42, help="the dev split's seed (the teacher recipe's data.dev_seed)")
     p.add_argument(
-        "--dev-out", metavar="FILE", help="the dev rows with their labels, a C-STS .csv (required unless --no-dev)"
+        "--dev-output",
+        "--dev-out",
+        dest="dev_out",
+        metavar="FILE",
+        help="the dev rows with their labels, a C-STS .csv (required unless --no-dev)",
     )
-    p.add_argument("--no-dev", action="store_true", help="no dev split (then no --dev-out)")
+    p.add_argument("--no-dev", action="store_true", help="no dev split (then no --dev-output)")
     p.add_argument(
         "--teacher",
         metavar="MODEL",
@@ -127,20 +138,20 @@ def run(args: argparse.Namespace) -> int:
     from finesim.data.writers import output_format
 
     if args.no_dev and args.dev_out:
-        raise UsageError("--no-dev writes no dev split: drop --dev-out")
+        raise UsageError("--no-dev writes no dev split: drop --dev-output")
     if not args.no_dev and not args.dev_out:
-        raise UsageError("--dev-out FILE is required (the dev rows, a C-STS .csv), or --no-dev for no dev split")
+        raise UsageError("--dev-output FILE is required (the dev rows, a C-STS .csv), or --no-dev for no dev split")
     if args.dev_out and Path(args.dev_out).suffix.lower() != ".csv":
-        raise UsageError(f"--dev-out {args.dev_out}: the dev rows are a C-STS CSV; name a .csv file")
+        raise UsageError(f"--dev-output {args.dev_out}: the dev rows are a C-STS CSV; name a .csv file")
     try:
         output_format(args.out)
     except ValueError as err:
-        raise UsageError(f"--out {args.out}: {err}") from None
-    for option, value in (("--out", args.out), ("--dev-out", args.dev_out), ("--report", args.report)):
+        raise UsageError(f"--output {args.out}: {err}") from None
+    for option, value in (("--output", args.out), ("--dev-output", args.dev_out), ("--report", args.report)):
         check_output_file(value, option)
     named = [v for v in (args.out, args.dev_out, args.report) if v]
     if len({Path(v).resolve() for v in named}) < len(named):
-        raise UsageError("--out, --dev-out and --report must name different files")
+        raise UsageError("--output, --dev-output and --report must name different files")
     train = resolve_train(args.train, args.data)
     if not train.is_file():
         raise FileNotFoundError(f"--train {args.train}: no such file (looked here and under the data root)")
