@@ -152,7 +152,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _encoder_options(p)
     _train_options(p)
-    p.add_argument("--output-dir", required=True, metavar="DIR", help="folder for the CASE model (and training.json)")
+    p.add_argument(
+        "--output-dir", "-o", required=True, metavar="DIR", help="folder for the CASE model (and training.json)"
+    )
     p.add_argument(
         "--no-resume",
         action="store_true",
@@ -182,7 +184,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("data_files", nargs="+", help="C-STS CSV files (both sentences of every row are used)")
     p.add_argument("--num-directions", type=positive_int, default=None, help="random directions (default: 1000)")
     p.add_argument("--seed", type=int, default=None, help="seed of the random directions (default: the recipe's, 42)")
-    p.add_argument("--output-dir", required=True, metavar="DIR", help="folder for isotropy.json and the PNG histogram")
+    p.add_argument(
+        "--output-dir", "-o", required=True, metavar="DIR", help="folder for isotropy.json and the PNG histogram"
+    )
     p.set_defaults(func=run_isotropy)
 
     p = command_parser(

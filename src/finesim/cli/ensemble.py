@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="a member's weight (repeat, in order)",
     )
-    p.add_argument("--output-dir", required=True, metavar="DIR", help="the ensemble folder to write")
+    p.add_argument("--output-dir", "-o", required=True, metavar="DIR", help="the ensemble folder to write")
     p.set_defaults(func=run)
 
 

@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
         "prompt-based decoder models are not supported.",
     )
     p.add_argument("model", help="a folder saved by finesim, a sentence-transformers folder or a Hub id")
-    p.add_argument("--to", "-o", "--output-dir", dest="to", metavar="DIR", required=True, help="the new model folder")
+    p.add_argument("--output-dir", "-o", "--to", dest="to", metavar="DIR", required=True, help="the new model folder")
     p.add_argument(
         "--quantize",
         choices=QUANTIZE,

@@ -22,7 +22,7 @@ def register(subparsers: Any) -> None:
         subparsers, "soup", help="average the weights of several models into one", description=DESCRIPTION
     )
     p.add_argument("--model", dest="models", action="append", required=True, help="a member model folder (repeat)")
-    p.add_argument("--output-dir", required=True, metavar="DIR", help="the soup's model folder (new or empty)")
+    p.add_argument("--output-dir", "-o", required=True, metavar="DIR", help="the soup's model folder (new or empty)")
     p.set_defaults(func=run)
 
 
