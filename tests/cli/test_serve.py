@@ -111,6 +111,27 @@ def test_the_token_budget_reaches_the_settings_and_the_help(monkeypatch, capsys)
     assert "--batch-size" not in help_text  # the old name is read, not offered
 
 
+def test_settings_read_the_old_keyword_batch_size_with_a_warning() -> None:
+    from finesim.serving import ServeSettings
+
+    with pytest.warns(FutureWarning, match=r"ServeSettings\(batch_size=...\) is now max_batch_inputs"):
+        settings = ServeSettings(model="m", batch_size=8)
+    assert settings.max_batch_inputs == 8 and "batch_size" not in settings.describe()
+    assert ServeSettings.from_environment(settings.to_environment()).max_batch_inputs == 8
+    with pytest.raises(ValueError, match="batch_size 8 and max_batch_inputs 16: batch_size is max_batch_inputs's old"):
+        ServeSettings(model="m", batch_size=8, max_batch_inputs=16)
+
+
+def test_first_stage_needs_an_index_and_reaches_the_settings(monkeypatch, capsys) -> None:
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--model", "minilm", "--first-stage", "elsewhere/tri"])
+    assert exit_.value.code == 2 and "--first-stage needs --index" in capsys.readouterr().err
+    from finesim.serving import ServeSettings
+
+    assert ServeSettings(model="m", index="i", first_stage="elsewhere/tri").first_stage == "elsewhere/tri"
+
+
 def test_the_old_name_batch_size_is_read_with_a_warning(monkeypatch, capsys) -> None:
     """``--batch-size`` was ``--max-batch-inputs``'s name: a command that gives it serves as before and is told the
     new name; both names at once with different values is a usage error (exit 2)."""

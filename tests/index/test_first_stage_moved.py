@@ -109,3 +109,20 @@ def test_the_command_line_searches_a_moved_index_exactly_and_takes_first_stage(m
         main(["index", "search", str(self_index), "--query", "a", "--condition", "b", *stage])
     assert exit_.value.code == 2
     assert "--first-stage names where the index's first-stage model is now" in capsys.readouterr().err
+
+
+def test_a_server_of_a_moved_index_takes_first_stage(moved):
+    """``finesim serve --index`` loads the first stage before its port opens: a moved one is refused, saying so, and
+    ``--first-stage`` (``ServeSettings.first_stage``) names where it is now."""
+    from finesim.evaluation.loading import load_scorer
+    from finesim.serving import ServeSettings
+    from finesim.serving.search import IndexOpenError, open_served_index
+
+    new = moved["new"]
+    model = str(new / "runs" / "bi" / "model")
+    scorer = load_scorer(model)
+    with pytest.raises(IndexOpenError, match="the index's first-stage model"):
+        open_served_index(ServeSettings(model=model, index=str(moved["index"])), scorer)
+    settings = ServeSettings(model=model, index=str(moved["index"]), first_stage=str(new / "runs" / "tri" / "model"))
+    index = open_served_index(settings, scorer)
+    assert index.search(QUERY, CONDITION, k=5, strategy="two-stage", candidates=10) == moved["expected"]["two-stage"]

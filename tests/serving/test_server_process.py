@@ -229,7 +229,6 @@ def test_two_worker_processes_share_the_port_and_stop_on_sigterm(saved_models, t
         proc.wait()
 
 
-@pytest.mark.slow
 def _alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie, exited and not yet reaped by whoever adopted it, does not)."""
     try:
@@ -239,6 +238,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the workers follow their supervisor on Linux")
 def test_workers_stop_when_their_supervisor_is_killed(saved_models, tmp_path: Path) -> None:  # noqa: F811
     """SIGKILL of the ``--workers 2`` supervisor (no graceful stop possible): its workers stop too, instead of serving
@@ -278,6 +278,7 @@ def test_workers_stop_when_their_supervisor_is_killed(saved_models, tmp_path: Pa
         proc.wait()
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_load_the_model_stops_the_server(tmp_path: Path) -> None:
     """``--workers 2`` with a model that cannot load: the workers fail their start-up, the supervisor stops, and the
     command exits 1 naming the model (it does not serve 503 forever)."""

@@ -598,6 +598,14 @@ def test_interrupted_run_resumes_from_last_checkpoint(tiny_bert_dir: Path, csts_
     result = train(recipe, output_dir=tmp_path / "out")
     assert result.metrics["resumed_from"].endswith("checkpoint-4")
     assert result.metrics["global_steps"] == 6
+    # with a checkpoint limit the trainer deletes the checkpoint it resumed from before the run ends: the run still
+    # ends with its model and metrics (its step was read before training)
+    rotating = recipe_from_dict({**spec, "train": {**spec["train"], "save_total_limit": 1}})
+    with pytest.raises(KeyboardInterrupt):
+        train(rotating, output_dir=tmp_path / "rot", callbacks=[_StopAt(5)])
+    rotated = train(rotating, output_dir=tmp_path / "rot")
+    assert not Path(rotated.metrics["resumed_from"]).exists() and (tmp_path / "rot" / "model").is_dir()
+    assert rotated.metrics["train_loss"] is not None
     # the run's train loss covers all 6 steps, as an uninterrupted run's does; the trainer's own, the last 2
     whole = train(recipe, output_dir=tmp_path / "whole").metrics
     assert result.metrics["train_loss"] == pytest.approx(whole["train_loss"], rel=1e-5)

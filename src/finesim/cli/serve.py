@@ -20,6 +20,7 @@ from finesim.cli.common import (
     say,
     verbosity,
 )
+from finesim.serving.settings import DEFAULT_MAX_BATCH_INPUTS  # stdlib only: no serve extra needed
 
 ENCODERS = ("bi", "tri", "cross", "case")
 
@@ -212,6 +213,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ranking's fit also takes the pairs the condition's earlier searches re-ranked, 'own': not) or the first "
         "stage's top N ('none'); docs/search.md",
     )
+    group.add_argument(
+        "--first-stage",
+        default=None,
+        metavar="PATH",
+        help="where the index's first-stage model (another model than the served one, named at build) is now, when "
+        "its folder has moved (default: the one the manifest records); checked as at build",
+    )
     p.add_argument(
         "--workers",
         type=positive_int,
@@ -227,9 +235,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_runtime_options(p)
     p.set_defaults(func=run)
-
-
-DEFAULT_MAX_BATCH_INPUTS = 64
 
 
 def max_batch_inputs(args: argparse.Namespace) -> int:
@@ -275,6 +280,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--map-fit-yield needs --no-map-wait: only a map fitted in the background waits for gaps")
     if args.rerank_depth is not None and args.index is None:
         raise UsageError("--rerank-depth needs --index: it applies to /search's two-stage searches")
+    if args.first_stage is not None and args.index is None:
+        raise UsageError("--first-stage needs --index: it says where the index's first-stage model is now")
     if args.rerank_feedback is not None and args.index is None:
         raise UsageError("--rerank-feedback needs --index: it applies to /search's two-stage searches")
     if args.index is not None:
@@ -331,6 +338,7 @@ def run(args: argparse.Namespace) -> int:
         map_fit_yield=args.map_fit_yield,
         rerank_depth=args.rerank_depth,
         rerank_feedback=args.rerank_feedback,
+        first_stage=args.first_stage,
         docs=args.docs,
         workers=args.workers,
         threads=args.threads,

@@ -202,7 +202,7 @@ class BodySizeLimitMiddleware:
         while left > 0:
             try:
                 message = await asyncio.wait_for(receive(), max(0.0, end - time.monotonic()))
-            except TimeoutError:
+            except asyncio.TimeoutError:  # TimeoutError from Python 3.11 on; another class on 3.10
                 return
             if message["type"] != "http.request" or not message.get("more_body", False):
                 return
@@ -230,7 +230,7 @@ class BodySizeLimitMiddleware:
                 message = await asyncio.wait_for(
                     receive(), None if deadline is None else max(0.0, deadline - time.monotonic())
                 )
-            except TimeoutError:
+            except asyncio.TimeoutError:  # TimeoutError from Python 3.11 on; another class on 3.10
                 response = json_error(
                     408,
                     f"the request body did not arrive whole within {self.timeout_s:g} s ({total} bytes came)",

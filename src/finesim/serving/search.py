@@ -114,7 +114,7 @@ def open_served_index(settings: ServeSettings, scorer: Any, model_lock: Any = No
         loaded = LoadedModel(scorer.model, encoder, settings.model, None)
         index = ServedIndex.open(
             path, model=loaded, device=settings.device, batch_size=settings.inference_batch_size,
-            model_lock=model_lock,
+            model_lock=model_lock, first_stage=settings.first_stage,
         )  # fmt: skip
         index.first_stage()  # another first-stage model: loaded and checked before the port opens, not on a search
         index.map_wait = settings.map_wait

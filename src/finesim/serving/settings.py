@@ -5,10 +5,14 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-from dataclasses import asdict, dataclass, field
+import warnings
+from dataclasses import InitVar, asdict, dataclass, field
 from typing import Any
 
 ENCODERS = ("bi", "tri", "cross", "case")
+
+
+DEFAULT_MAX_BATCH_INPUTS = 64
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,10 @@ class ServeSettings:
             batches its own connections' requests). 1: one process (the default).
         threads: torch threads per process; None: torch's own choice with one worker, else the machine's cores
             divided among the workers (at least 1).
+        first_stage: where the index's first-stage model (another model than the served one, recorded when the index
+            was built) is now, when its recorded folder has moved (``ConditionalIndex.open``'s ``first_stage``);
+            None: the recorded one.
+        batch_size: ``max_batch_inputs``'s old name, still read (with a ``FutureWarning``).
     """
 
     model: str
@@ -79,7 +87,7 @@ class ServeSettings:
     max_concurrent: int = 64
     max_text_chars: int = 4096
     body_timeout_s: float | None = 30.0
-    max_batch_inputs: int = 64
+    max_batch_inputs: int = DEFAULT_MAX_BATCH_INPUTS
     max_batch_tokens: int | None = None
     max_batch_requests: int | None = None
     batch_wait_ms: float = 5.0
@@ -97,8 +105,22 @@ class ServeSettings:
     docs: bool | None = None
     workers: int = 1
     threads: int | None = None
+    first_stage: str | None = None
+    batch_size: InitVar[int | None] = None  # max_batch_inputs's name until 0.1: read, with a warning
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, batch_size: int | None) -> None:
+        if batch_size is not None:
+            if self.max_batch_inputs not in (DEFAULT_MAX_BATCH_INPUTS, batch_size):
+                raise ValueError(
+                    f"batch_size {batch_size} and max_batch_inputs {self.max_batch_inputs}: batch_size is "
+                    "max_batch_inputs's old name; give one"
+                )
+            warnings.warn(
+                "ServeSettings(batch_size=...) is now max_batch_inputs (the micro-batch's most inputs)",
+                FutureWarning,
+                stacklevel=3,
+            )
+            object.__setattr__(self, "max_batch_inputs", int(batch_size))
         if self.encoder is not None and self.encoder not in ENCODERS:
             raise ValueError(f"unknown encoder {self.encoder!r}; choose one of {list(ENCODERS)}")
         for name in (

@@ -191,7 +191,8 @@ def rows_seen(steps: int, *, examples: int, per_step: int, rows_per_example: int
 
 
 def resumed_step(checkpoint: str | None) -> int:
-    """The step a run resumed from: the ``global_step`` of the checkpoint's ``trainer_state.json`` (0 without one)."""
+    """The step a run resumes from: the ``global_step`` of the checkpoint's ``trainer_state.json`` (0 without one),
+    read before training (``save_total_limit`` may delete that checkpoint while the run goes on)."""
     if not checkpoint:
         return 0
     state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
@@ -293,6 +294,8 @@ def train(
     checkpoint = pre.checkpoint
     if checkpoint:
         logger.warning("resuming from %s (same recipe and data)", checkpoint)
+    # read now: the trainer's save_total_limit may delete the checkpoint it resumed from before training ends
+    start_step = resumed_step(checkpoint)
     started = time.perf_counter()
     output = trainer.train(resume_from_checkpoint=checkpoint)
     wall = time.perf_counter() - started
@@ -311,7 +314,9 @@ def train(
     if trainer.is_world_process_zero():
         from finesim.models.io import save_model
 
-        metrics = _metrics(recipe, encoder, objective, options, data, trainer, args, output, final, checkpoint, wall)
+        metrics = _metrics(
+            recipe, encoder, objective, options, data, trainer, args, output, final, checkpoint, wall, start_step
+        )
         if truncated is not None:
             metrics["data"].update(truncated)
         if frozen is not None:
@@ -560,6 +565,7 @@ def _metrics(
     final: dict[str, float],
     checkpoint: str | None,
     wall: float,
+    start_step: int = 0,
 ) -> dict[str, Any]:
     """``metrics.json``: validation, best checkpoint, throughput, log history, data and environment."""
     state = trainer.state
@@ -571,7 +577,6 @@ def _metrics(
         rows_per_example=data.rows_per_example,
     )
     runtime = output.metrics.get("train_runtime")
-    start = resumed_step(checkpoint)
     return {
         "kind": "finesim-train",
         "recipe": recipe.name,
@@ -601,7 +606,7 @@ def _metrics(
         "train_rows_per_second": seen / runtime if runtime and not checkpoint else None,
         # the mean over every step, across sittings (trainer_metrics' train_loss covers the last sitting only)
         "train_loss": whole_run_train_loss(
-            state.log_history, sitting_loss=output.metrics.get("train_loss"), start_step=start, end_step=steps
+            state.log_history, sitting_loss=output.metrics.get("train_loss"), start_step=start_step, end_step=steps
         ),
         "trainer_metrics": output.metrics,
         "data": data.info(),
