@@ -559,7 +559,7 @@ class ConditionalIndex:
     ) -> ConditionalIndex:
         """Open an index folder, checking every file and that ``model`` (default: the model recorded in the
         manifest) is the model the index was built with: the same weights hash and, when the manifest records them
-        (``model.inputs_sha256``: every index built since finesim records them), the same tokenizer files and
+        (``model.inputs_sha256``: every index built since finesim records them), the same tokenizer (its ids) and
         sentence-transformers prompts. Another first-stage model (two-stage search) is loaded and checked the same
         way on first use (the first two-stage search or ``add``), so exact search needs none.
 
@@ -620,7 +620,7 @@ class ConditionalIndex:
                     f"{store.root / MANIFEST}: the index was built with {built_with}; {shown} has the same weights but "
                     f"not the same {describe_inputs_differences(differ)} as the index records ({', '.join(differ)} "
                     "sha256 differ), so it embeds texts otherwise: open it with the model folder the index was built "
-                    "with (its tokenizer files and prompts as they were), or build a new index"
+                    "with (its tokenizer and prompts as they were), or build a new index"
                 )
         else:
             logger.debug("%s records no inputs_sha256 (an older index): the weights alone are checked", store.root)
