@@ -183,6 +183,9 @@ def test_cli_evaluate_writes_self_describing_json(tiny_bert_dir: Path, toy_root:
     scored = payload["model_scored"]
     assert scored["scorer"] == "plain sentence-embedding model, torch on cpu"
     assert scored["fingerprint_sha256"] == model_fingerprint(load_sentence_model(str(tiny_bert_dir)))
+    from finesim.evaluation.fingerprint import model_inputs_fingerprint
+
+    assert scored["inputs_sha256"] == model_inputs_fingerprint(load_sentence_model(str(tiny_bert_dir)))
     assert payload["task_file"]["sha256"] == file_sha256(toy_root / "tasks.yaml")
     assert payload["task_file"]["path"].endswith("tasks.yaml")
     timing = payload["timing"]
@@ -534,6 +537,7 @@ def test_a_plain_cross_encoder_is_evaluated_as_one_when_asked(tiny_bert_dir: Pat
     assert record["settings"]["encoder"] == "cross" and results[0].pairs > 0
     scored = record["model_scored"]
     assert scored["scorer"] == "cross-encoder, torch on cpu" and len(scored["fingerprint_sha256"]) == 64
+    assert sorted(scored["inputs_sha256"]) == ["prompts", "tokenizer"]
     assert record["task_file"] is None  # a registry object: no file to record
     _, plain = run_evaluation(tiny_bert_dir, **common)
     assert plain["settings"]["encoder"] is None  # a plain model, scored per task

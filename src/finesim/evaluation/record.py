@@ -212,22 +212,28 @@ def _is_finesim_folder(model: str) -> bool:
 def _scored(scorer: Any) -> dict[str, Any]:
     """What scored: the model type and runtime in words (``tri-encoder, onnx int8 on cpu``), the hash of its weights
     and settings as an index checks its model (:func:`~finesim.evaluation.fingerprint.scorer_fingerprint`: an
-    ensemble's over its members'; None for a model it cannot hash), and an ensemble's members and weights."""
+    ensemble's over its members'; None for a model it cannot hash), the hashes of what it reads besides (tokenizer,
+    prompts: :func:`~finesim.evaluation.fingerprint.model_inputs_fingerprint`, as an index records them), and an
+    ensemble's members and weights."""
     from sentence_transformers import SentenceTransformer
 
-    from finesim.evaluation.fingerprint import model_fingerprint
+    from finesim.evaluation.fingerprint import model_fingerprint, model_inputs_fingerprint, scorer_inputs_fingerprint
 
     start = time.perf_counter()
+    inputs: dict[str, str] | None
     if isinstance(scorer, SentenceTransformer):  # a plain model, scored per task as each says
         try:
             fingerprint: str | None = model_fingerprint(scorer)
+            inputs = model_inputs_fingerprint(scorer)
         except Exception:  # a model the fingerprint cannot hash: none recorded rather than no record
-            fingerprint = None
+            fingerprint, inputs = None, None
         scored: dict[str, Any] = {"scorer": f"plain sentence-embedding model, torch on {scorer.device}"}
     else:
         fingerprint = scorer_fingerprint(scorer)  # None when it cannot hash
+        inputs = scorer_inputs_fingerprint(scorer)
         scored = {"scorer": describe_scorer(scorer)}
     scored["fingerprint_sha256"] = fingerprint
+    scored["inputs_sha256"] = inputs
     scored["fingerprint_seconds"] = round(time.perf_counter() - start, 3)  # hashing a 7B encoder takes a while
     if getattr(scorer, "members", None) is not None and callable(getattr(scorer, "describe", None)):
         scored["ensemble"] = scorer.describe()
