@@ -349,6 +349,16 @@ CASES: list[Case] = [
         ("argument --set", "must look like section.key=value"),
     ),
     Case(
+        "override-text-key-read-as-a-boolean",
+        lambda d: [*_dry(d, BASE), "--set", "data.format=table", "--set", "data.columns.label=yes"],
+        1,
+        (
+            "override 'data.columns.label=yes'",
+            "data.columns.label must be text, got True (YAML reads yes as True; for the text quote it: "
+            "--set \"data.columns.label='yes'\")",
+        ),
+    ),
+    Case(
         "recipe-output-is-a-file",
         lambda d: [*_dry(d, BASE)[:-2], "-o", str(_write(d / "afile", "x"))],
         1,

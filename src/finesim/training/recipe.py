@@ -634,6 +634,17 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
     return data
 
 
+def _yaml_word_hint(item: str, message: str) -> str:
+    """For an override of a text key whose value YAML reads as something else (``yes``, ``no``, ``on``, ``off`` as
+    booleans, ``null`` / ``~`` as null, ``1e3`` as a number): how to give it as text."""
+    key, _, raw = item.partition("=")
+    written = raw.strip()
+    value = yaml.safe_load(raw) if written else None
+    if "must be text" not in message or not written or isinstance(value, (str, dict, list)):
+        return ""
+    return f" (YAML reads {written} as {value!r}; for the text quote it: --set \"{key}='{written}'\")"
+
+
 def _blame_override(original: dict[str, Any], overrides: list[str] | None, path: str, error: str) -> None:
     """When a recipe file that validates on its own fails with its ``--set`` overrides, raise the same error naming
     the override that brings it in instead of the file (which holds no such key or value): the first override after
@@ -651,7 +662,7 @@ def _blame_override(original: dict[str, Any], overrides: list[str] | None, path:
             recipe_from_dict(copy.deepcopy(data), source=path)
         except RecipeError as err:
             if str(err).removeprefix(f"{path}: ") == message:
-                raise RecipeError(f"override {item!r} (on {path}): {message}") from None
+                raise RecipeError(f"override {item!r} (on {path}): {message}{_yaml_word_hint(item, message)}") from None
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe | CaseRecipe:
