@@ -14,7 +14,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -185,14 +187,12 @@ def test_real_server_process_answers_and_stops_gracefully_on_sigterm(saved_model
     assert KEY not in output
 
 
-@pytest.mark.slow
-def test_two_worker_processes_share_the_port_and_stop_on_sigterm(saved_models, tmp_path: Path) -> None:  # noqa: F811
-    """``--workers 2``: two processes answer on one port (each connection goes to one of them), both score as the
-    Python API does, and SIGTERM stops the supervisor and its workers with exit status 0."""
-    from finesim import ConditionalScorer
-
+@contextlib.contextmanager
+def _two_workers(model: Path) -> Iterator[tuple[subprocess.Popen, int, list[str]]]:
+    """``finesim serve --workers 2 --threads 1`` of ``model`` on a free port: the supervisor's process, the port and
+    the lines it printed up to the address; the supervisor and its workers are killed (their process group) after."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    command = [sys.executable, "-m", "finesim.cli.main", "serve", "--model", str(saved_models["bi"]), "--port", "0"]
+    command = [sys.executable, "-m", "finesim.cli.main", "serve", "--model", str(model), "--port", "0"]
     command += ["--workers", "2", "--threads", "1"]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)  # fmt: skip
@@ -200,33 +200,53 @@ def test_two_worker_processes_share_the_port_and_stop_on_sigterm(saved_models, t
     seen: list[str] = []
     threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
     try:
-        port = _port(lines, seen, timeout=90)
-        assert "with 2 worker processes (1 torch thread(s) each)" in "".join(seen)
-        body = {"sentence1": S1, "sentence2": S2, "condition": C}
-        expected = ConditionalScorer(str(saved_models["bi"])).score(S1, S2, C)
-        pids: set[int] = set()
-        deadline = time.monotonic() + 120
-        while len(pids) < 2 and time.monotonic() < deadline:  # a new connection each time: either worker answers
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-                try:
-                    info = client.get("/info").json()
-                except httpx.TransportError:  # the workers are still starting
-                    info = {"status": "starting"}
-                if info["status"] != "ready":
-                    time.sleep(0.5)
-                    continue
-                answer = client.post("/similarity", json=body)
-                assert answer.status_code == 200, answer.text
-                np.testing.assert_allclose(answer.json()["scores"], expected, atol=1e-5)
-                assert info["workers"] == 2
-                pids.add(info["worker_pid"])
-        assert len(pids) == 2, f"one worker answered every connection: {pids}"
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
+        yield proc, _port(lines, seen, timeout=90), seen
     finally:  # the supervisor and its workers: a killed supervisor would leave the workers running
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def _both_worker_pids(port: int, on_ready: Callable[[Any, dict], None] = lambda client, info: None) -> set[int]:
+    """The pids of the workers that answered ``/info`` ready, a new connection each time (either worker answers),
+    until both have (at most 120 s); ``on_ready(client, info)`` runs for each ready answer."""
+    pids: set[int] = set()
+    deadline = time.monotonic() + 120
+    while len(pids) < 2 and time.monotonic() < deadline:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            try:
+                info = client.get("/info").json()
+            except httpx.TransportError:  # the workers are still starting
+                info = {"status": "starting"}
+            if info["status"] != "ready":
+                time.sleep(0.5)
+                continue
+            on_ready(client, info)
+            pids.add(info["worker_pid"])
+    return pids
+
+
+@pytest.mark.slow
+def test_two_worker_processes_share_the_port_and_stop_on_sigterm(saved_models, tmp_path: Path) -> None:  # noqa: F811
+    """``--workers 2``: two processes answer on one port (each connection goes to one of them), both score as the
+    Python API does, and SIGTERM stops the supervisor and its workers with exit status 0."""
+    from finesim import ConditionalScorer
+
+    body = {"sentence1": S1, "sentence2": S2, "condition": C}
+    expected = ConditionalScorer(str(saved_models["bi"])).score(S1, S2, C)
+
+    def scores_as_the_api(client: Any, info: dict) -> None:
+        answer = client.post("/similarity", json=body)
+        assert answer.status_code == 200, answer.text
+        np.testing.assert_allclose(answer.json()["scores"], expected, atol=1e-5)
+        assert info["workers"] == 2
+
+    with _two_workers(saved_models["bi"]) as (proc, port, seen):
+        assert "with 2 worker processes (1 torch thread(s) each)" in "".join(seen)
+        pids = _both_worker_pids(port, scores_as_the_api)
+        assert len(pids) == 2, f"one worker answered every connection: {pids}"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
 
 
 def _alive(pid: int) -> bool:
@@ -243,28 +263,8 @@ def _alive(pid: int) -> bool:
 def test_workers_stop_when_their_supervisor_is_killed(saved_models, tmp_path: Path) -> None:  # noqa: F811
     """SIGKILL of the ``--workers 2`` supervisor (no graceful stop possible): its workers stop too, instead of serving
     the port on as orphans, so that a new server can take it."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    command = [sys.executable, "-m", "finesim.cli.main", "serve", "--model", str(saved_models["bi"]), "--port", "0"]
-    command += ["--workers", "2", "--threads", "1"]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)  # fmt: skip
-    lines: queue.Queue = queue.Queue()
-    seen: list[str] = []
-    threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
-    pids: set[int] = set()
-    try:
-        port = _port(lines, seen, timeout=90)
-        deadline = time.monotonic() + 120
-        while len(pids) < 2 and time.monotonic() < deadline:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-                try:
-                    info = client.get("/info").json()
-                except httpx.TransportError:
-                    info = {"status": "starting"}
-                if info["status"] == "ready":
-                    pids.add(info["worker_pid"])
-                else:
-                    time.sleep(0.5)
+    with _two_workers(saved_models["bi"]) as (proc, port, _):
+        pids = _both_worker_pids(port)
         assert len(pids) == 2, f"both workers did not answer: {pids}"
         proc.kill()
         proc.wait(timeout=30)
@@ -272,10 +272,6 @@ def test_workers_stop_when_their_supervisor_is_killed(saved_models, tmp_path: Pa
         while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not any(_alive(pid) for pid in pids), "a worker outlived its killed supervisor"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 @pytest.mark.slow

@@ -64,6 +64,14 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+async def _receive_by(receive: Receive, deadline: float | None) -> Message | None:
+    """The next ASGI message, or None when ``deadline`` (``time.monotonic()``; None: no limit) passes first."""
+    try:
+        return await asyncio.wait_for(receive(), None if deadline is None else max(0.0, deadline - time.monotonic()))
+    except asyncio.TimeoutError:  # TimeoutError from Python 3.11 on; another class on 3.10
+        return None
+
+
 class MetricsMiddleware:
     """Record each HTTP request's endpoint, status and latency in ``metrics``."""
 
@@ -200,11 +208,8 @@ class BodySizeLimitMiddleware:
         left = DRAIN_FACTOR * self.max_bytes
         end = deadline if deadline is not None else time.monotonic() + DRAIN_S
         while left > 0:
-            try:
-                message = await asyncio.wait_for(receive(), max(0.0, end - time.monotonic()))
-            except asyncio.TimeoutError:  # TimeoutError from Python 3.11 on; another class on 3.10
-                return
-            if message["type"] != "http.request" or not message.get("more_body", False):
+            message = await _receive_by(receive, end)
+            if message is None or message["type"] != "http.request" or not message.get("more_body", False):
                 return
             left -= len(message.get("body", b""))
 
@@ -226,11 +231,8 @@ class BodySizeLimitMiddleware:
         total = 0
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
         while True:
-            try:
-                message = await asyncio.wait_for(
-                    receive(), None if deadline is None else max(0.0, deadline - time.monotonic())
-                )
-            except asyncio.TimeoutError:  # TimeoutError from Python 3.11 on; another class on 3.10
+            message = await _receive_by(receive, deadline)
+            if message is None:
                 response = json_error(
                     408,
                     f"the request body did not arrive whole within {self.timeout_s:g} s ({total} bytes came)",
