@@ -87,6 +87,19 @@ def test_413_for_a_streamed_body_while_counting() -> None:
     assert len(endless) == 3 + 16 * 100 // 50  # 3 chunks pass the limit, then 1,600 bytes are drained
 
 
+def _half_body_then_silence():
+    """An ASGI ``receive`` of a client that sends 13 bytes of its body, then nothing more."""
+    sent = []
+
+    async def receive():
+        if not sent:
+            sent.append(True)
+            return {"type": "http.request", "body": b'{"sentence1":', "more_body": True}
+        await asyncio.sleep(3600)
+
+    return receive
+
+
 def test_408_for_a_body_that_stops_arriving() -> None:
     """Half a body, then silence: answered 408 once ``timeout_s`` has passed since the request began, the
     application never called; a body that arrives in time reaches it whole."""
@@ -95,13 +108,7 @@ def test_408_for_a_body_that_stops_arriving() -> None:
     async def app(scope, receive, send):
         called.append((await receive())["body"])
 
-    async def silent():
-        if not silent.sent:
-            silent.sent = True
-            return {"type": "http.request", "body": b'{"sentence1":', "more_body": True}
-        await asyncio.sleep(3600)
-
-    silent.sent = False
+    silent = _half_body_then_silence()
     sent = []
 
     async def send(message):
@@ -142,13 +149,7 @@ def test_a_client_sending_half_a_body_holds_no_scoring_slot() -> None:
     stack = BodySizeLimitMiddleware(limited, max_bytes=100, timeout_s=0.5)
     scope = {"type": "http", "method": "POST", "path": "/similarity", "headers": []}
 
-    async def half():
-        if not half.sent:
-            half.sent = True
-            return {"type": "http.request", "body": b'{"sentence1":', "more_body": True}
-        await asyncio.sleep(3600)
-
-    half.sent = False
+    half = _half_body_then_silence()
 
     async def whole():
         return {"type": "http.request", "body": b"{}", "more_body": False}
