@@ -40,7 +40,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).absolute().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _cli import run_finesim  # noqa: E402
 
@@ -128,12 +128,12 @@ def task_file(work: Path, files: dict[str, dict[str, Path]]) -> Path:
     """The evaluation tasks of both arms: each arm's dev split and validation, scored as ``finesim evaluate`` scores
     C-STS (the control's files as C-STS with the condition paired in; the lever's as tables without conditions)."""
     tasks = {
-        "control-dev": {"format": "csts", "path": str(files["control"]["dev"].resolve()), "split": "dev",
+        "control-dev": {"format": "csts", "path": str(files["control"]["dev"].absolute()), "split": "dev",
                         "score_range": [1, 5]},
-        "control-validation": {"format": "csts", "path": str(files["control"]["validation"].resolve()),
+        "control-validation": {"format": "csts", "path": str(files["control"]["validation"].absolute()),
                                "split": "validation", "score_range": [1, 5]},
-        "lever-dev": {"format": "table", "path": str(files["lever"]["dev"].resolve()), "score_range": [1, 5]},
-        "lever-validation": {"format": "table", "path": str(files["lever"]["validation"].resolve()),
+        "lever-dev": {"format": "table", "path": str(files["lever"]["dev"].absolute()), "score_range": [1, 5]},
+        "lever-validation": {"format": "table", "path": str(files["lever"]["validation"].absolute()),
                              "score_range": [1, 5]},
     }  # fmt: skip
     groups = {arm: [f"{arm}-dev", f"{arm}-validation"] for arm in ARMS}
@@ -145,7 +145,7 @@ def task_file(work: Path, files: dict[str, dict[str, Path]]) -> Path:
 def arm_overrides(arm: str, files: dict[str, dict[str, Path]]) -> list[str]:
     """The recipe keys an arm sets on top of ``--recipe``: its own train and dev files, the dev file choosing."""
     f = files[arm]
-    keys = [f"data.train={f['train'].resolve()}", f"data.validation={f['dev'].resolve()}", "data.dev_fraction=null"]
+    keys = [f"data.train={f['train'].absolute()}", f"data.validation={f['dev'].absolute()}", "data.dev_fraction=null"]
     if arm == "lever":
         keys += ["data.format=table", "data.validation_format=table"]
     return keys
