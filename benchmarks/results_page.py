@@ -982,6 +982,57 @@ def levers3_lines(folder: Path, study: str = LEVERS3) -> list[str]:
     return lines
 
 
+TEMPLATE = "condition_template_minilm.json"  # benchmarks/condition_template.py: the condition template screen
+
+
+def template_lines(folder: Path) -> list[str]:
+    """The condition template screen (``benchmarks/condition_template.py``): each arm's seeds, dev and validation
+    Spearman, and the rule's verdict as the script recorded it (recomputed here from the per-seed numbers)."""
+    path = folder / TEMPLATE
+    if not path.is_file():
+        return []
+    data = read(path)
+    seeds = [int(s) for s in data["seeds"]]
+    lines = [
+        "## The condition template (issue 42, `benchmarks/condition_template.py`)",
+        "",
+        f"The main job's recipe fed one text per side, `{data['template']}`, against the same recipe fed",
+        "`(sentence, condition)` as a text pair (the control: finesim's bi-encoder as it is), on the same rows: C-STS",
+        "train less the recipe's dev split (carved once, by sentence pair, as the trainer carves it), the epoch kept",
+        "on that dev split, C-STS validation (rows labelled -1 skipped) scored once. The lever's files are plain",
+        "tables of templated texts, so it trains as an unconditioned bi-encoder; nothing else differs. The rule,",
+        "fixed before the first run: the lever passes when its mean dev Spearman over seeds",
+        f"{', '.join(map(str, seeds))} beats the control's by more than {LEVER_MARGIN:.2f}; validation decides",
+        "nothing.",
+        "",
+        "| arm | input | seeds done | dev Spearman | validation Spearman | per seed (dev / validation) | training |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    inputs = {"control": "`(sentence, condition)`, a text pair", "lever": f"`{data['template']}`"}
+    means: dict[str, float] = {}
+    for arm in ("control", "lever"):
+        runs = data["runs"].get(arm, {})
+        done = [s for s in seeds if str(s) in runs]
+        dev = [runs[str(s)]["dev_spearman"] for s in done]
+        val = [runs[str(s)]["validation_spearman"] for s in done]
+        if len(done) == len(seeds):
+            means[arm] = sum(dev) / len(dev)
+        per_seed = ", ".join(f"{s}: {d:.2f} / {v:.2f}" for s, d, v in zip(done, dev, val)) or "—"
+        train = [x for s in done if (x := runs[str(s)].get("train_runtime_seconds")) is not None]
+        lines.append(
+            f"| {arm} | {inputs[arm]} | {len(done)} of {len(seeds)} | {mean_sd(dev) if dev else '—'} | "
+            f"{mean_sd(val) if val else '—'} | {per_seed} | {minutes(train) if train else '—'} |"
+        )
+    lines.append("")
+    if len(means) < 2:
+        lines.append("Not every seed of both arms has run: no verdict yet.")
+    else:
+        gain = means["lever"] - means["control"]
+        outcome = "passes" if gain > LEVER_MARGIN else "does not pass"
+        lines.append(f"Mean dev gain of the lever: {gain:+.2f}: it {outcome}.")
+    return lines
+
+
 # issue 42: the levers tried for the best models, each against the run it changes, on the seeds both have (lever,
 # where, the lever's run, its baseline, the metric, what else differs or None). "soup" is benchmarks/soup.py's file
 # against its best member by dev; a run without a dev split (or STS-B dev) shows "—" there and cannot be chosen
@@ -1040,6 +1091,14 @@ LEVERS_TRIED: tuple[tuple[str, str, str, str, str, str | None], ...] = (
             ("the C-STS paper's projection after pooling", "minilm-transform"),
             ("weight decay 0.01 (not 0.1)", "minilm-wd0.01"),
         )
+    ),
+    (
+        "one templated text per side (not the (sentence, condition) pair)",
+        "MiniLM C-STS",
+        "template",
+        "template",
+        "csts",
+        "its own control: the main job's recipe on the same rows, run beside it",
     ),
     (
         "cross-encoder (not bi-encoder)",
@@ -1179,9 +1238,23 @@ def levers_tried_section(folder: Path) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     soup = read(folder / SOUP) if (folder / SOUP).is_file() else None
+    template = read(folder / TEMPLATE) if (folder / TEMPLATE).is_file() else None
     for lever, where, run, base, metric, differs in LEVERS_TRIED:
-        base_scores = _run_scores(folder, base, metric)
-        if run == "soup":
+        if run == "template":
+            if template is None:
+                continue
+            arms = template["runs"]
+            common = [
+                s for s in template["seeds"] if str(s) in arms.get("lever", {}) and str(s) in arms.get("control", {})
+            ]
+            if not common:
+                continue
+            seeds_cell = ", ".join(str(s) for s in common)
+            dev_a, dev_b = ([arms[arm][str(s)]["dev_spearman"] for s in common] for arm in ("lever", "control"))
+            rep_a, rep_b = ([arms[arm][str(s)]["validation_spearman"] for s in common] for arm in ("lever", "control"))
+            lever = f"one templated text per side, `{template['template']}` (not the (sentence, condition) pair)"
+            files = f"`{TEMPLATE}`"
+        elif run == "soup":
             if soup is None:
                 continue
             member = max(soup["members"], key=lambda m: m["dev"])
@@ -1190,6 +1263,7 @@ def levers_tried_section(folder: Path) -> list[str]:
             rep_a, rep_b = [soup["soup"]["validation"]], [member["validation"]]
             files = f"`{SOUP}`"
         else:
+            base_scores = _run_scores(folder, base, metric)
             scores = _run_scores(folder, run, metric)
             common = [s for s in scores if s in base_scores]
             if not common:
@@ -1207,7 +1281,8 @@ def levers_tried_section(folder: Path) -> list[str]:
             favours = "the lever" if sum(dev_a) / len(dev_a) > sum(dev_b) / len(dev_b) else "the baseline"
         rep = f"{mean_sd(rep_a)} vs {mean_sd(rep_b)} ({_delta(rep_a, rep_b)})"
         lines.append(f"| {lever} | {where} | {seeds_cell} | {dev} | {rep} | {favours} | {differs or '—'} | {files} |")
-    return [*lines, "", LEVERS_DECIDED, "", LEVERS_NOT_TRIED]
+    not_tried = LEVERS_NOT_TRIED.replace("@TEMPLATE@", TEMPLATE_NOT_TRIED if template is None else TEMPLATE_SCREENED)
+    return [*lines, "", LEVERS_DECIDED, "", not_tried]
 
 
 LEVERS_DECIDED = """\
@@ -1229,14 +1304,25 @@ compared in [claims.md](claims.md); those with a dev score enter the same rule.\
 LEVERS_NOT_TRIED = """\
 Levers of issue 42 not tried, and why: s1↔s2 augmentation leaves a bi-encoder's loss unchanged (one shared encoder
 and a symmetric cosine: the swapped row is the same example; the cross-encoder, which it would change, is far
-behind); a prompt template ("In terms of C: S") needs the template carried into scoring, serving and the index, which
-finesim does not do yet (a model folder that must load in plain sentence-transformers has no place for one short of a
-custom module); distilling an ensemble teacher into one bi-encoder needs the ensemble's seeds first (each is
+behind); @TEMPLATE@distilling an ensemble teacher into one bi-encoder needs the ensemble's seeds first (each is
 two mpnet trainings); CoSENT on STS (on MiniLM C-STS it was screened, above) and more NLI data were not run. What
 stopped each of the last three is CPU time on this 2-core machine, spent first on the runs the headline rule asks
 for. Auxiliary STS-B/SICK rows with a generic condition (`data.auxiliary`) are the second screen's `minilm-aux-sts`;
 frozen token embeddings are its `minilm-freeze-words`.\
 """
+
+
+# the prompt template's clause of LEVERS_NOT_TRIED, before and after its screen (benchmarks/condition_template.py) ran
+TEMPLATE_NOT_TRIED = (
+    'a prompt template ("In terms of C: S") needs the template carried into scoring, serving and the index, which\n'
+    "finesim does not do yet (a model folder that must load in plain sentence-transformers has no place for one short\n"
+    "of a custom module); "
+)
+TEMPLATE_SCREENED = (
+    'a prompt template ("In terms of C: S") was screened with the templated texts written into the data files (its\n'
+    "section above): carrying a template in the model folder, for scoring, serving and the index, is worth building\n"
+    "only for a lever that passes; "
+)
 
 
 def soup_lines(folder: Path) -> list[str]:
@@ -3905,6 +3991,9 @@ def build(folder: Path, figure_name: str | None) -> str:
     for screen in (levers2_lines(folder), levers3_lines(folder), levers3_lines(folder, LEVERS3B)):
         if screen:
             parts.append("\n".join(screen) + "\n")
+    template = template_lines(folder)
+    if template:
+        parts.append("\n".join(template) + "\n")
     parts.append("\n".join(levers_tried_section(folder)) + "\n")
     parts.append("\n".join(harness_section(folder)) + "\n")
     sections = (search_section, hnsw_ef_section, rerank_paths_section, mapped_section, borrowed_map_section,

@@ -386,6 +386,43 @@ def test_the_soup_line_recomputes(page_script: ModuleType) -> None:
     assert f"validation {d['soup']['validation']:.2f}" in line
 
 
+def test_the_condition_template_section_recomputes_and_applies_the_rule(
+    page_script: ModuleType, tmp_path: Path
+) -> None:
+    """The template screen's table and verdict from a hand-written results file: means over the seeds, per seed in
+    seed order, the verdict only once both arms have every seed, decided by dev alone (validation favours the other
+    way here)."""
+
+    def run(dev: float, val: float) -> dict:
+        return {"dev_spearman": dev, "validation_spearman": val, "train_runtime_seconds": 600.0}
+
+    record = {
+        "template": "In terms of {condition}: {sentence}",
+        "seeds": [42, 1, 2],
+        "runs": {"control": {"42": run(71.0, 68.0), "1": run(72.0, 69.0)}, "lever": {"42": run(71.5, 67.0)}},
+    }
+    path = tmp_path / page_script.TEMPLATE
+    path.write_text(json.dumps(record), encoding="utf-8")
+    text = "\n".join(page_script.template_lines(tmp_path))
+    assert (
+        "| control | `(sentence, condition)`, a text pair | 2 of 3 | 71.50 ± 0.71 | 68.50 ± 0.71 | "
+        "42: 71.00 / 68.00, 1: 72.00 / 69.00 | 10 min |" in text
+    )
+    assert (
+        "| lever | `In terms of {condition}: {sentence}` | 1 of 3 | 71.50 | 67.00 | 42: 71.50 / 67.00 | 10 min |"
+        in text
+    )
+    assert "no verdict yet" in text
+    record["runs"]["control"]["2"] = run(70.0, 67.0)  # control mean dev 71.00
+    record["runs"]["lever"].update({"1": run(72.0, 60.0), "2": run(70.8, 60.0)})  # lever mean dev 71.43: +0.43
+    path.write_text(json.dumps(record), encoding="utf-8")
+    assert "Mean dev gain of the lever: +0.43: it passes." in page_script.template_lines(tmp_path)
+    record["runs"]["lever"]["2"] = run(70.6, 90.0)  # lever mean dev 71.37: +0.37, whatever validation says
+    path.write_text(json.dumps(record), encoding="utf-8")
+    assert "Mean dev gain of the lever: +0.37: it does not pass." in page_script.template_lines(tmp_path)
+    assert page_script.template_lines(tmp_path / "absent") == []
+
+
 def _write_lever(
     study: Path,
     template: dict,
