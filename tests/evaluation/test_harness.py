@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +78,42 @@ def test_registry_rejects_unknown_keys(tmp_path: Path) -> None:
     path.write_text("tasks:\n  x: {format: stsb, path: p, score_range: [0, 5], weight: 2}\n")
     with pytest.raises(ValueError, match=r"unknown keys \['weight'\]"):
         load_registry(path)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        # a condition column mapped on a task that reads none was dropped without a word, scored as STS
+        (
+            "{format: table, path: p.csv, score_range: [1, 5], columns: {condition: aspect}}",
+            "columns maps condition to 'aspect', but the task is not conditional: add conditional: true",
+        ),
+        ("{format: table, path: p.csv, score_range: [1, 5], subsets: [a]}", "subsets applies to multi-subset"),
+        ("{format: csts, path: p.csv, score_range: [1, 5], aggregation: mean}", "aggregation applies to multi-subset"),
+        ("{format: stsb, path: p.csv, score_range: [0, 5], condition_mode: ignore}", "condition_mode applies to"),
+        ("{format: table, path: p.csv, score_range: [1, 5], condition_mode: pair}", "condition_mode applies to"),
+        # split on a file failed at every run, after the model had loaded, naming a --split option evaluate lacks
+        ("{format: table, path: p.tsv, score_range: [0, 5], split: test}", "p.tsv is a .tsv file: drop split"),
+    ],
+)
+def test_registry_refuses_keys_the_task_would_ignore(spec: str, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(f"tasks:\n  x: {spec}\n")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_registry(path)
+
+
+def test_registry_keeps_the_keys_a_task_reads(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(
+        "tasks:\n"
+        "  c: {format: table, path: p.csv, score_range: [1, 5], conditional: true, columns: {condition: aspect},"
+        " condition_mode: ignore}\n"
+        "  d: {format: table, path: folder, score_range: [0, 5], split: test}\n"
+    )
+    tasks = load_registry(path).tasks
+    assert tasks["c"].condition_mode == "ignore" and dict(tasks["c"].columns) == {"condition": "aspect"}
+    assert tasks["d"].table_split == "test"
 
 
 class CountingModel:
@@ -446,7 +483,8 @@ def test_table_task_reads_the_split_of_a_dataset_dict_folder(tmp_path: Path, tin
 
 def test_finesim_evaluate_with_a_task_file_of_tables(tmp_path: Path, tiny_bert_dir: Path) -> None:
     """docs/evaluation.md's example: a task file with a plain and a conditional table task and a group, through the
-    public ``finesim.evaluate``; a condition column of a task without ``conditional`` is not read."""
+    public ``finesim.evaluate``; a condition column of a task without ``conditional`` is not read; the record names
+    the registry's file however it was given."""
     import finesim
 
     rows = [
@@ -475,6 +513,17 @@ def test_finesim_evaluate_with_a_task_file_of_tables(tmp_path: Path, tiny_bert_d
     assert record["results"]["my-conditional"]["group"] == "csts"
     with pytest.raises(ValueError, match="unknown task or group 'sts'"):  # the task file replaces the packaged one
         finesim.evaluate(str(tiny_bert_dir), task_file=task_file, data=tmp_path)
+    # a registry given in Python: the record named no file ("task_file": null, the packaged registry's mark)
+    from finesim.evaluation.tasks import Registry, load_registry
+    from finesim.results import file_sha256
+
+    loaded = load_registry(task_file)
+    record = finesim.evaluate(str(tiny_bert_dir), tasks="my-pairs", registry=loaded, data=tmp_path)
+    assert record["task_file"]["sha256"] == file_sha256(task_file)
+    assert record["task_file"]["path"].endswith("my-tasks.yaml")
+    built = Registry(tasks={"my-pairs": loaded.tasks["my-pairs"]}, groups={})
+    record = finesim.evaluate(str(tiny_bert_dir), tasks="my-pairs", registry=built, data=tmp_path)
+    assert record["task_file"] == {"path": None, "sha256": None}
 
 
 def test_truncation_is_not_counted_where_the_limit_alone_does_not_tell(tiny_model, tiny_causal_lm_dir: Path) -> None:

@@ -28,7 +28,7 @@ from finesim.evaluation.harness import (
 from finesim.evaluation.loading import describe_scorer, load_model_or_scorer
 from finesim.evaluation.metrics import check_resamples
 from finesim.evaluation.scoring import Similarity
-from finesim.evaluation.tasks import Registry, default_registry, load_registry
+from finesim.evaluation.tasks import PACKAGED, Registry, default_registry, load_registry
 from finesim.models.hub import model_location, resolve_model_path
 from finesim.paths import data_root
 from finesim.results import code_record, environment_record, path_roots, portable, portable_path
@@ -168,7 +168,7 @@ def run_evaluation(
                 "device": _device_of(scorer, device),
             },
             "data_root": portable_path(root, roots),
-            "task_file": _task_file_record(task_file, roots),
+            "task_file": _task_file_record(task_file, registry, roots),
             "environment": environment_record(),
             "timing": {
                 "model_load_seconds": round(load_seconds, 3),
@@ -240,11 +240,18 @@ def _scored(scorer: Any) -> dict[str, Any]:
     return scored
 
 
-def _task_file_record(task_file: str | Path | None, roots: Any) -> dict[str, Any] | None:
-    """The task registry file read instead of the packaged one (path and SHA-256); None for the packaged one."""
-    if task_file is None:
-        return None
+def _task_file_record(task_file: str | Path | None, registry: Registry, roots: Any) -> dict[str, Any] | None:
+    """The task registry file read instead of the packaged one (path and SHA-256); None for the packaged one. A
+    registry given in Python names its own file (``Registry.source``), or none when it was built in Python (path and
+    SHA-256 null)."""
     from finesim.results import file_sha256
+
+    if task_file is None:
+        if registry.source == PACKAGED:
+            return None
+        if registry.source is None or not Path(registry.source).is_file():
+            return {"path": None, "sha256": None}
+        task_file = registry.source
 
     return {"path": portable_path(Path(task_file).resolve(), roots), "sha256": file_sha256(Path(task_file))}
 

@@ -16,6 +16,7 @@ from finesim.data.errors import DataFormatError, LoadReport
 from finesim.data.sts import read_senteval_subset, read_sick, read_stsb
 from finesim.options import did_you_mean, parse_yaml
 
+PACKAGED = "finesim/evaluation/tasks.yaml"  # the source of the packaged registry, as its errors name it
 Format = Literal["senteval", "stsb", "sick", "csts", "table"]
 FORMATS = ("senteval", "stsb", "sick", "csts", "table")
 
@@ -92,6 +93,34 @@ TASK_KEYS = (
 )
 
 
+def _refuse_ignored_keys(
+    where: str, spec: dict[str, Any], subsets: Any, columns: dict[str, str], conditional: bool
+) -> None:
+    """A key the task's format would not read is an error, not a setting silently dropped."""
+    fmt = spec["format"]
+    if (subsets or "aggregation" in spec) and fmt != "senteval":
+        key = "subsets" if subsets else "aggregation"
+        raise ValueError(f"{where}: {key} applies to multi-subset tasks (format 'senteval') only")
+    if fmt == "table" and "condition" in columns and not conditional:
+        raise ValueError(
+            f"{where}: columns maps condition to {columns['condition']!r}, but the task is not conditional: add "
+            "conditional: true to score with the conditions, or drop the mapping"
+        )
+    if "condition_mode" in spec and not (fmt == "csts" or (fmt == "table" and conditional)):
+        raise ValueError(
+            f"{where}: condition_mode applies to conditional tasks only (format 'csts', or 'table' with "
+            "conditional: true)"
+        )
+    from finesim.data.table import EXTENSIONS
+
+    path = str(spec["path"])
+    if fmt == "table" and "split" in spec and Path(path).suffix.lower() in EXTENSIONS:
+        raise ValueError(
+            f"{where}: split selects a split of a folder written by save_to_disk or of a Hub dataset; "
+            f"{path} is a {Path(path).suffix} file: drop split"
+        )
+
+
 def _parse_task(name: str, spec: Any, source: str) -> Task:
     """One task entry of a registry file, every key checked (errors name the file, the task and the key)."""
     where = f"{source}: task {name!r}"
@@ -134,6 +163,7 @@ def _parse_task(name: str, spec: Any, source: str) -> Task:
     conditional = spec.get("conditional", False)
     if not isinstance(conditional, bool):
         raise ValueError(f"{where}: conditional must be true or false, got {conditional!r}")
+    _refuse_ignored_keys(where, spec, subsets, columns, conditional)
     return Task(
         name=name,
         format=spec["format"],
@@ -156,6 +186,8 @@ class Registry:
 
     tasks: dict[str, Task]
     groups: dict[str, tuple[str, ...]]
+    # the file it was read from (:data:`PACKAGED` for finesim's own); None: built in Python
+    source: str | None = None
 
     def resolve(self, spec: str | list[str]) -> list[Task]:
         """Turn ``"sts"``, ``"all"``, ``"STS12,SICK-R"`` or a list of names/groups into tasks (order kept)."""
@@ -177,7 +209,7 @@ def load_registry(path: str | Path | None = None) -> Registry:
     """Read a task registry file (the packaged ``tasks.yaml`` by default); every error names the file."""
     if path is None:
         text = resources.files("finesim.evaluation").joinpath("tasks.yaml").read_text(encoding="utf-8")
-        source = "finesim/evaluation/tasks.yaml"
+        source = PACKAGED
     else:
         source = str(path)
         try:
@@ -212,7 +244,7 @@ def load_registry(path: str | Path | None = None) -> Registry:
         if missing:
             raise ValueError(f"{source}: group {group!r} names unknown tasks {missing}")
         groups[str(group)] = tuple(members)
-    return Registry(tasks=tasks, groups=groups)
+    return Registry(tasks=tasks, groups=groups, source=source)
 
 
 @lru_cache(maxsize=1)
