@@ -607,6 +607,18 @@ CASES: list[Case] = [
         ("r.yaml: data.validation is not set", "'snli-regression'", "data.validation: null"),
     ),
     # ---------------------------------------------------------------- command-line arguments
+    Case(  # failed after the data was read, when the model loaded (exit 1)
+        "evaluate-pooling-typo",
+        lambda d: ["evaluate", "--model", "x", "--pooling", "clss"],
+        2,
+        ("argument --pooling: 'clss' is not a pooling mode (did you mean 'cls'?)", "weightedmean"),
+    ),
+    Case(
+        "case-pooling-typo",
+        lambda d: ["case", "embed", "--pooling", "maxx"],
+        2,
+        ("finesim case embed: error: argument --pooling: 'maxx' is not a pooling mode (did you mean 'max'?)",),
+    ),
     Case(
         "evaluate-batch-size-zero",
         lambda d: ["evaluate", "--model", "x", "--batch-size", "0"],

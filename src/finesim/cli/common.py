@@ -443,3 +443,18 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
+
+
+def pooling_mode(text: str) -> str:
+    """``--pooling`` (an argparse ``type``): a sentence-transformers pooling mode or an alias such as
+    ``last-token``, checked as the command line is read (sentence-transformers is imported only when the option is
+    given), so a typo is a usage error naming the modes, not a failure after the data has been read."""
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from finesim.models.io import POOLING_ALIASES
+    from finesim.options import did_you_mean
+
+    if text in Pooling.POOLING_MODES or text in POOLING_ALIASES:
+        return text
+    hint = did_you_mean(text, Pooling.POOLING_MODES)
+    raise argparse.ArgumentTypeError(f"{text!r} is not a pooling mode{hint}; choose from {list(Pooling.POOLING_MODES)}")

@@ -13,6 +13,7 @@ from finesim.cli.common import (
     check_output_file,
     command_parser,
     non_negative_int,
+    pooling_mode,
     positive_int,
     say,
 )
@@ -70,7 +71,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", default=None, metavar="FILE", help="write the results JSON here (atomically)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="encoding batch size")
     p.add_argument("--max-length", type=positive_int, default=None, help="truncate inputs to this many tokens")
-    p.add_argument("--pooling", default=None, help="override pooling (mean, cls, lasttoken, max)")
+    p.add_argument(
+        "--pooling",
+        type=pooling_mode,
+        default=None,
+        help="a plain model's pooling: a sentence-transformers mode (mean, cls, lasttoken, max, weightedmean, ...)",
+    )
     p.add_argument(
         "--similarity", default="cosine", choices=["cosine", "dot", "euclidean", "manhattan"], help="similarity"
     )
