@@ -126,6 +126,18 @@ def test_quoted_line_ends_make_the_total_an_estimate_that_is_corrected(tmp_path:
     assert bar.totals[1] < 90 and bar.total == 30 and sum(bar.updates) == 30
 
 
+def test_the_python_function_refuses_to_write_over_its_input(tmp_path: Path) -> None:
+    """The command refused --output equal to --input; the function replaced the input with the scored table."""
+    inp = _csv(tmp_path / "in.csv", ["sentence1", "sentence2"], [["a", "b"], ["c", "d"]])
+    before = inp.read_bytes()
+    alias = tmp_path / "sub" / ".." / "in.csv"
+    (tmp_path / "sub").mkdir()
+    for output in (inp, alias):
+        with pytest.raises(ValueError, match="is the input file; write the scores to another file"):
+            score_file(_LengthScorer(), inp, output)
+    assert inp.read_bytes() == before
+
+
 # ---- 2. a long CSV cell is read as JSONL reads it, and truncation is told ----------------------------------------
 
 

@@ -257,6 +257,8 @@ def score_file(
 
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
+    if Path(output_path).resolve() == Path(input_path).resolve():  # the rename at the end would replace the input
+        raise ValueError(f"the output {output_path} is the input file; write the scores to another file")
     tell = notify if notify is not None else logger.warning
     columns = columns or Columns()
     report = LoadReport(path=str(input_path))

@@ -238,7 +238,8 @@ def onnx_session(path: str | Path, *, threads: int | None = None) -> Any:
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime raises its own exception types for unreadable models
-        raise ExportedModelError(f"{path}: ONNX Runtime cannot load it ({' '.join(str(err).split())})") from None
+        why = " ".join(str(err).split())
+        raise ExportedModelError(f"{path}: ONNX Runtime cannot load it ({why}); export the model again") from None
 
 
 class OnnxForward:
