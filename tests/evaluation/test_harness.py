@@ -103,6 +103,15 @@ def test_registry_refuses_keys_the_task_would_ignore(spec: str, message: str, tm
         load_registry(path)
 
 
+def test_registry_names_the_top_level_key_meant(tmp_path: Path) -> None:
+    from finesim.data.errors import DataFormatError
+
+    path = tmp_path / "t.yaml"
+    path.write_text("taks:\n  x: {format: stsb, path: p, score_range: [0, 5]}\n")
+    with pytest.raises(DataFormatError, match=re.escape("unknown top-level keys ['taks'] (did you mean 'tasks'?)")):
+        load_registry(path)
+
+
 def test_registry_keeps_the_keys_a_task_reads(tmp_path: Path) -> None:
     path = tmp_path / "t.yaml"
     path.write_text(

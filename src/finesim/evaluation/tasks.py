@@ -230,7 +230,10 @@ def load_registry(path: str | Path | None = None) -> Registry:
         )
     unknown = sorted(set(raw) - {"tasks", "groups"})
     if unknown:
-        raise DataFormatError(f"unknown top-level keys {unknown}; a task registry has tasks: and groups:", path=source)
+        hint = did_you_mean(unknown[0], ("tasks", "groups"))
+        raise DataFormatError(
+            f"unknown top-level keys {unknown}{hint}; a task registry has tasks: and groups:", path=source
+        )
     tasks_spec, groups_spec = raw.get("tasks") or {}, raw.get("groups") or {}
     for key, value in (("tasks", tasks_spec), ("groups", groups_spec)):
         if not isinstance(value, dict):
