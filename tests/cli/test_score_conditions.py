@@ -285,6 +285,7 @@ def test_one_condition_over_a_condition_like_column_is_told(bi_folder, bi_scorer
     assert _score(bi_folder, table, out, "--condition", "the size") == 0
     err = capsys.readouterr().err
     assert "every row is scored under --condition 'the size', although the input's column 'aspect' looks like" in err
+    assert err.count("although the input's column") == 1  # said once (the check before loading said it too)
     np.testing.assert_allclose(_scores(out), bi_scorer.score(S1, S2, ["the size"] * 5), atol=1e-5)
 
 

@@ -96,8 +96,11 @@ def condition_column(
     condition: str | None = None,
     *,
     explicit: bool | None = None,
+    warn: bool = True,
 ) -> str | None:
     """The input column that holds the rows' conditions, or None (one ``condition`` for every row, or none at all).
+    ``warn=False``: the same checks without the warning of a column like a condition under one ``condition`` (a
+    check before scoring, whose scoring warns).
 
     ``columns.condition`` None reads no condition column (scoring without one is chosen). Otherwise the column is
     named on purpose (``explicit``; by default: any name but ``condition``) and must exist, or it is the default
@@ -136,7 +139,7 @@ def condition_column(
                 column=name,
             )
         alike = condition_like(available, texts)
-        if alike is not None:  # scored as asked, but the rows' own conditions may be what was meant
+        if alike is not None and warn:  # scored as asked, but the rows' own conditions may be what was meant
             logger.warning(
                 "%s: every row is scored under --condition %r, although the input's column %r looks like each "
                 "row's condition (--condition-column %s, without --condition, scores each row under its own)",
@@ -213,7 +216,9 @@ def check_input(
     columns = columns or Columns()
     reader = open_table(input_path, format=input_format, split=split)
     _check_columns(input_path, reader.columns, columns)
-    found = condition_column(input_path, reader.columns, columns, condition, explicit=explicit_condition_column)
+    found = condition_column(
+        input_path, reader.columns, columns, condition, explicit=explicit_condition_column, warn=False
+    )  # score_file warns, once
     return InputPlan(list(reader.columns), found)
 
 
