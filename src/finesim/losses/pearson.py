@@ -32,7 +32,9 @@ Similarity = Literal["cosine", "dot"]
 def pearson_r(x: Tensor, y: Tensor, *, eps: float = 1e-20, reference_scaling: bool = False) -> Tensor:
     """Differentiable Pearson correlation of two 1-D tensors (needs at least 2 entries).
 
-    A constant side gives ``r = 0`` (its squared centred norm is clamped to ``eps``) instead of NaN.
+    A constant side (squared centred norm at most ``eps``) gives ``r = 0`` with a zero gradient, instead of NaN: r
+    depends only on the direction of the centred vectors, so it has no gradient there (the clamped norm alone would
+    give one of about ``1 / sqrt(eps)``, which would blow up Adam's moment estimates without a word).
     """
     x, y = check_pair_batch(x, y, "pearson_r")
     n = x.numel()
@@ -40,9 +42,10 @@ def pearson_r(x: Tensor, y: Tensor, *, eps: float = 1e-20, reference_scaling: bo
         raise ValueError(f"pearson_r needs at least 2 pairs, got {n}")
     xc = x - x.mean()
     yc = y - y.mean()
-    # clamp the squared norms before the square root: a constant side gets r = 0 and a finite (zero) gradient
-    denom = xc.pow(2).sum().clamp_min(eps).sqrt() * yc.pow(2).sum().clamp_min(eps).sqrt()
-    r = (xc * yc).sum() / denom
+    sx, sy = xc.pow(2).sum(), yc.pow(2).sum()
+    # clamped before the square root (no NaN), and r zeroed with its gradient when a side is constant
+    r = (xc * yc).sum() / (sx.clamp_min(eps).sqrt() * sy.clamp_min(eps).sqrt())
+    r = r * ((sx > eps) & (sy > eps)).to(r.dtype)
     if reference_scaling:
         r = r * (n - 1) / n
     return r
