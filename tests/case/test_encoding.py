@@ -62,6 +62,22 @@ def test_pooling_is_part_of_the_cache_key(tiny_bert_dir, tmp_path):
     assert not np.allclose(xa, xb)
 
 
+def test_the_python_api_shares_the_commands_cache(tiny_model, tmp_path, monkeypatch):
+    """docs/case.md's Python example: ``cache_dir="~/..."`` made a folder named ``~`` in the working folder, and
+    ``model_name="minilm"`` a namespace of its own, so the command's cached vectors were never reused."""
+    from finesim.case.cache import namespace_for
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    encoder = ConditionAwareEncoder(
+        tiny_model, PromptFormat("mlm", "conc_cs"), cache_dir="~/.cache/case", model_name="minilm"
+    )
+    assert encoder.description["model"] == "sentence-transformers/all-MiniLM-L6-v2"  # as the command resolves it
+    encoder.embed(SENTS, CONDS)
+    assert (tmp_path / "home/.cache/case" / namespace_for(encoder.description) / "meta.json").is_file()
+    assert not (tmp_path / "~").exists()
+
+
 def test_length_mismatch_is_an_error(tiny_model):
     enc = ConditionAwareEncoder(tiny_model, PromptFormat("mlm", "conc_cs"))
     with pytest.raises(ValueError, match="2 sentences but 1 conditions"):

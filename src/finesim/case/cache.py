@@ -62,7 +62,7 @@ class EmbeddingCache:
     """
 
     def __init__(self, root: str | Path, model_description: dict[str, Any]) -> None:
-        self.root = Path(root)
+        self.root = Path(root).expanduser()  # "~/.cache/..." from Python or a recipe, as from the environment
         self.model_description = dict(model_description)
         self.folder = self.root / namespace_for(self.model_description)
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,12 @@ DEFAULT_FAMILY_FOR = {"cond": "case-instruct", "sent": "case-instruct", "conc_sc
 
 
 def describe_model(model: Any, name: str | None = None) -> dict[str, Any]:
-    """What identifies an encoder for caching: name or path, pooling, maximum length, modules, width."""
+    """What identifies an encoder for caching: name or path (an alias such as ``minilm`` as the name it stands for,
+    as the command line names it: one namespace per model), pooling, maximum length, modules, width."""
+    from finesim.models.hub import ALIASES
+
+    if name is not None:
+        name = ALIASES.get(name, name)
     if name is None:
         try:
             name = model[0].auto_model.config._name_or_path
