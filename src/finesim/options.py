@@ -40,14 +40,36 @@ def unknown_key(key: str, allowed: Iterable[str], where: str, source: str) -> Re
 def resolve_options(
     what: str, defaults: Mapping[str, Any], options: Mapping[str, Any] | None, key: str = "options"
 ) -> dict[str, Any]:
-    """``defaults`` updated with ``options``; an option not in ``defaults`` is an error naming ``what``."""
+    """``defaults`` updated with ``options``; an option not in ``defaults`` is an error naming ``what``, and so is a
+    value of another kind than its default's (:func:`check_option_type`: ``"false"`` for a yes/no option)."""
     options = dict(options or {})
     unknown = sorted(set(options) - set(defaults))
     if unknown:
         allowed = f"its {key} are {sorted(defaults)}" if defaults else f"it takes no {key}"
         hint = did_you_mean(unknown[0], defaults) if len(unknown) == 1 else ""
         raise ValueError(f"{what} has no option(s) {unknown}{hint}; {allowed}")
+    for name, value in options.items():
+        check_option_type(what, name, value, defaults[name])
     return {**defaults, **options}
+
+
+def check_option_type(what: str, name: str, value: Any, default: Any) -> None:
+    """A yes/no option (a bool default) takes true or false, a number option (an int or float default) a number, a
+    text option (a str default) text; an option whose default is None, a list or a mapping is checked where it is
+    used. A quoted ``"false"`` was truthy, and silently on."""
+    if isinstance(default, bool):
+        ok, kind = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, kind = isinstance(value, int) and not isinstance(value, bool), "a whole number"
+    elif isinstance(default, float):
+        ok, kind = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+    elif isinstance(default, str):
+        ok, kind = isinstance(value, str), "text"
+    else:
+        return
+    if not ok:
+        got = f"text {value!r}" if isinstance(value, str) else f"{value!r} ({type(value).__name__})"
+        raise ValueError(f"{what}: option {name!r} must be {kind}, got {got}")
 
 
 class _StrictLoader(yaml.SafeLoader):

@@ -246,6 +246,33 @@ CASES: list[Case] = [
         1,
         ("r.yaml: train.learning_rate must be > 0",),
     ),
+    Case(  # "false" in quotes is text, which was truthy: the option was silently on
+        "recipe-option-quoted-bool",
+        lambda d: _dry(d, BASE + "objective: {name: quad, options: {skip_equal: 'false'}}\n"),
+        1,
+        ("r.yaml: objective.options: objective 'quad': option 'skip_equal' must be true or false, got text 'false'",),
+    ),
+    Case(  # checked by the loss only once the model was built, in a message naming neither file nor key
+        "recipe-ccl-temperature-zero",
+        lambda d: _dry(d, BASE + "objective: {name: ccl, options: {temperature: 0}}\n"),
+        1,
+        ("r.yaml: objective.options: temperature must be > 0, got 0",),
+    ),
+    Case(
+        "recipe-ccl-bcl-reduction-none",
+        lambda d: _dry(d, BASE + "objective: {name: ccl, options: {bcl_reduction: none}}\n"),
+        1,
+        ("r.yaml: objective.options: bcl_reduction must be one of ('mean', 'sum', 'log_of_sum'), got 'none'",),
+    ),
+    Case(  # read by the condition pairing alone: ignored by mse without a word
+        "recipe-equal-labels-with-rows",
+        lambda d: _dry(d, BASE + "data: {equal_labels: drop}\n"),
+        1,
+        (
+            "r.yaml: data.equal_labels 'drop' applies to the objectives that train on condition pairs (ccl, quad, "
+            "quad-mse); objective 'mse' trains on rows and would ignore it",
+        ),
+    ),
     Case(
         "recipe-missing-backbone",
         lambda d: _dry(d, "model: {backbone: /nonexistent/model}\n", backbone="/nonexistent/model"),

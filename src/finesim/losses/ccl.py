@@ -30,6 +30,24 @@ from finesim.losses.bcl import BCL_REDUCTIONS, bcl_for_pair_batch, check_partner
 from finesim.losses.cmse import cosine_mse
 from finesim.losses.wacl import weighted_adaptive_contrastive_loss
 
+# BCL's reductions that give the one number a training loss is; "none" (one value per row) is for analysis
+CCL_BCL_REDUCTIONS = tuple(r for r in BCL_REDUCTIONS if r != "none")
+
+
+def check_ccl_options(
+    weights: dict[str, float], sigma: float, temperature: float, bcl_reduction: str, partner_negative: str
+) -> None:
+    """The values :class:`CCLLoss` refuses, checked by the loss and by the recipe checks (before any model is built)."""
+    if any(w < 0 for w in weights.values()) or not any(weights.values()):
+        raise ValueError(f"CCL weights must be >= 0 and not all 0, got {weights}")
+    if sigma < 0:
+        raise ValueError(f"sigma must be >= 0, got {sigma}")
+    if bcl_reduction not in CCL_BCL_REDUCTIONS:
+        raise ValueError(f"bcl_reduction must be one of {CCL_BCL_REDUCTIONS}, got {bcl_reduction!r}")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    check_partner_negative(partner_negative)
+
 
 class CCLLoss(nn.Module):
     """The CCL objective as a sentence-transformers loss over the four condition-pair columns.
@@ -64,13 +82,7 @@ class CCLLoss(nn.Module):
     ) -> None:
         super().__init__()
         weights = {"w_acl": lambda_wacl, "bcl": lambda_bcl, "mse": lambda_mse, "c_mse": lambda_cmse}
-        if any(w < 0 for w in weights.values()) or not any(weights.values()):
-            raise ValueError(f"CCL weights must be >= 0 and not all 0, got {weights}")
-        if bcl_reduction not in BCL_REDUCTIONS:
-            raise ValueError(f"bcl_reduction must be one of {BCL_REDUCTIONS}, got {bcl_reduction!r}")
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-        check_partner_negative(partner_negative)
+        check_ccl_options(weights, sigma, temperature, bcl_reduction, partner_negative)
         self.model = model
         self.weights = weights
         self.sigma = sigma

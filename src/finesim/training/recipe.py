@@ -795,6 +795,13 @@ def check_recipe(recipe: Recipe) -> None:
         raise
     except ValueError as err:
         raise RecipeError(f"{source}: objective.options: {err}") from None
+    if objective.layout != "pairs" and recipe.data.equal_labels != "keep":  # read by the pairing alone
+        pairing = sorted(name for name, o in OBJECTIVES.items() if o.layout == "pairs")
+        raise RecipeError(
+            f"{source}: data.equal_labels {recipe.data.equal_labels!r} applies to the objectives that train on "
+            f"condition pairs ({', '.join(pairing)}); objective {objective.name!r} trains on rows and would ignore it: "
+            "remove the key"
+        )
     if objective.layout == "triplets" and recipe.labels.scale != "none":
         raise RecipeError(
             f"{source}: objective {objective.name!r} trains on unlabelled triplets: set labels.scale: none"

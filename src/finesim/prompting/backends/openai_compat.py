@@ -6,8 +6,8 @@
 * Decoding: ``temperature=0``, ``top_p=1``, ``max_tokens`` (default 20, the paper's limit; the reference code
   used 5 with the OpenAI API).
 * Each request has a timeout (``httpx``'s connect, read, write and pool timeouts). Connection errors, timeouts,
-  broken replies, HTTP 408/409/425/429/500/502/503/504 and malformed replies (not JSON, no ``choices``) are retried up to
-  ``max_retries`` times with exponential backoff and jitter (``Retry-After`` is honoured, capped at
+  broken replies, HTTP 408/409/425/429/500/502/503/504 and malformed replies (not JSON, no ``choices``) are retried
+  up to ``max_retries`` times with exponential backoff and jitter (``Retry-After`` is honoured, capped at
   ``max_backoff``); every attempt counts in :meth:`describe`, so httpx's own transport retries are not used.
   Other HTTP errors (400, 401, 403, 404, ...) and a host name that does not resolve fail at once.
 * At most ``concurrency`` requests are in flight (a thread pool over one connection pool of that size).

@@ -58,6 +58,17 @@ def build_ccl(model: Any, options: Mapping[str, Any]) -> Any:
     return CCLLoss(model, **{k: v for k, v in options.items() if k not in HEAD_OPTIONS})
 
 
+def check_ccl(options: Mapping[str, Any], train: Any) -> None:
+    """The loss's own checks of its values (weights, sigma, temperature, BCL reduction, partner negatives), run by the
+    recipe checks before any model is built."""
+    from finesim.losses.ccl import check_ccl_options
+
+    weights = {k: options[k] for k in ("lambda_wacl", "lambda_bcl", "lambda_mse", "lambda_cmse")}
+    check_ccl_options(
+        weights, options["sigma"], options["temperature"], options["bcl_reduction"], options["partner_negative"]
+    )
+
+
 OBJECTIVES = (
     Objective(
         "ccl",
@@ -67,6 +78,7 @@ OBJECTIVES = (
         defaults=CCL_DEFAULTS,
         description="CCL: l1*W-ACL + l2*BCL + l3*MSE + l4*C-MSE (Liu et al. 2025); parts logged separately",
         prepare_model=prepare_ccl_model,
+        check=check_ccl,
         citations=(CITATION,),
     ),
 )
