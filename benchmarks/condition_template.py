@@ -18,8 +18,9 @@ the template filled with its sentence and condition (tables with ``sentence1``, 
 validation file is templated the same way. Everything else (seed, batches, schedule, epochs, bf16) is the recipe's.
 
 **The rule, fixed before the first run** (as the third lever screen's, docs/results.md): the lever passes when its
-mean dev Spearman over the seeds beats the control's mean by more than 0.40; validation is reported beside it and
-decides nothing. The verdict is written only when both arms have every seed.
+mean dev Spearman over seeds 42, 1 and 2 beats the control's mean by more than 0.40; validation is reported beside
+it and decides nothing. The verdict is written only when both arms have those three seeds (a run over other seeds,
+such as a smoke run, records none).
 
 Work folder ``--work`` (default ``runs/condition-template``): ``data/`` (the files of both arms), ``control/seedS``
 and ``lever/seedS`` (``finesim train`` output folders: an interrupted run resumes from its checkpoint; a finished one,
@@ -47,7 +48,8 @@ from _cli import run_finesim  # noqa: E402
 TEMPLATE = "In terms of {condition}: {sentence}"
 RECIPE = "recipes/csts/minilm-bi-mse-tuned.yaml"
 ARMS = ("control", "lever")
-PASS_MARGIN = 0.40  # the rule: mean dev gain over the seeds must exceed this (Spearman x100)
+PASS_MARGIN = 0.40  # the rule: mean dev gain over RULE_SEEDS must exceed this (Spearman x100)
+RULE_SEEDS = (42, 1, 2)  # the seeds the rule judges; a run over other seeds records no verdict
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -95,15 +97,18 @@ def write_rows(path: Path, rows: dict[str, list[Any]], columns: tuple[str, ...])
     atomic_write(path, lambda fh: frame.to_csv(fh, index=False), mode="w")
 
 
-def prepare(root: Path, work: Path, template: str, dev_fraction: float, dev_seed: int) -> dict[str, dict[str, Path]]:
+def prepare(root: Path, work: Path, template: str, recipe: Any) -> dict[str, dict[str, Path]]:
     """The files of both arms under ``work/data`` (written on every start: the same content for the same data and
     template)."""
     from finesim.data.csts import read_csts
-    from finesim.data.splits import split_by_pair
+    from finesim.training.preflight import LoadedData, carve_dev
 
-    train, _ = read_csts(root / "csts" / "train.csv")
+    path = root / "csts" / "train.csv"
+    train, _ = read_csts(path)
     validation, _ = read_csts(root / "csts" / "validation.csv")
-    rest, dev = split_by_pair(train, dev_fraction, dev_seed)
+    kept, carved = carve_dev(recipe, LoadedData("train", path, "csts", train, {}, ""))  # the trainer's own carve
+    assert carved is not None  # main() refuses a recipe without data.dev_fraction
+    rest, dev = kept.dataset, carved.dataset
     folder = work / "data"
     folder.mkdir(parents=True, exist_ok=True)
     csts_columns = ("sentence1", "sentence2", "condition", "label")
@@ -151,8 +156,8 @@ def arm_overrides(arm: str, files: dict[str, dict[str, Path]]) -> list[str]:
     return keys
 
 
-def verdict(runs: dict[str, dict[int, dict[str, Any]]], seeds: list[int]) -> dict[str, Any] | None:
-    """The rule's outcome once both arms have every seed; None before."""
+def verdict(runs: dict[str, dict[int, dict[str, Any]]], seeds: tuple[int, ...] = RULE_SEEDS) -> dict[str, Any] | None:
+    """The rule's outcome once both arms have every seed of ``seeds`` (the rule's); None before."""
     if not all(seed in runs.get(arm, {}) for arm in ARMS for seed in seeds):
         return None
 
@@ -182,13 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     if recipe.data.dev_fraction is None:
         raise SystemExit(f"{args.recipe}: the screen chooses on the recipe's dev split; it sets no data.dev_fraction")
     work = Path(args.work)
-    files = prepare(root, work, args.template, recipe.data.dev_fraction, recipe.data.dev_seed)
+    files = prepare(root, work, args.template, recipe)
     tasks = task_file(work, files)
     results = Path(args.results)
     done: dict[str, dict[int, dict[str, Any]]] = {}
     if results.is_file():  # runs of earlier sittings with the same template and recipe
         old = json.loads(results.read_text("utf-8"))
-        if old.get("template") == args.template and old.get("overrides") == args.overrides:
+        same = ("template", args.template), ("overrides", args.overrides), ("recipe_file", args.recipe)
+        if all(old.get(key) == value for key, value in same):
             done = {arm: {int(s): r for s, r in old.get("runs", {}).get(arm, {}).items()} for arm in ARMS}
     log = work / "screen.log"
     for seed in args.seeds:
@@ -230,18 +236,21 @@ def main(argv: list[str] | None = None) -> int:
                 "overrides": args.overrides,
                 "recipe": recipe.to_dict(),
                 "seeds": args.seeds,
-                "rule": f"the lever passes when its mean dev Spearman over the seeds beats the control's by more "
-                f"than {PASS_MARGIN} (fixed before the first run); validation decides nothing",
+                "rule": f"the lever passes when its mean dev Spearman over seeds {', '.join(map(str, RULE_SEEDS))} "
+                f"beats the control's by more than {PASS_MARGIN} (fixed before the first run); validation decides "
+                "nothing",
+                "rule_seeds": list(RULE_SEEDS),
+                "pass_margin": PASS_MARGIN,
                 "data": {
                     **{f"{arm}_{split}": str(path) for arm in ARMS for split, path in files[arm].items()},
                     **{f"{arm}_{split}_sha256": file_sha256(p) for arm in ARMS for split, p in files[arm].items()},
                 },
                 "runs": {arm: {str(s): r for s, r in sorted(done.get(arm, {}).items())} for arm in ARMS},
-                "verdict": verdict(done, args.seeds),
+                "verdict": verdict(done),
                 "environment": environment_record(),
             }
             write_json_atomic(results, portable(record))
-    outcome = verdict(done, args.seeds)
+    outcome = verdict(done)
     if outcome is not None:
         print(
             f"[template] dev gain {outcome['dev_gain']:+.2f} (passes: {outcome['passes']}), validation gain "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -41,35 +42,43 @@ def resolve_options(
     what: str, defaults: Mapping[str, Any], options: Mapping[str, Any] | None, key: str = "options"
 ) -> dict[str, Any]:
     """``defaults`` updated with ``options``; an option not in ``defaults`` is an error naming ``what``, and so is a
-    value of another kind than its default's (:func:`check_option_type`: ``"false"`` for a yes/no option)."""
+    value of another kind than its default's (:func:`option_value`: ``"false"`` for a yes/no option)."""
     options = dict(options or {})
     unknown = sorted(set(options) - set(defaults))
     if unknown:
         allowed = f"its {key} are {sorted(defaults)}" if defaults else f"it takes no {key}"
         hint = did_you_mean(unknown[0], defaults) if len(unknown) == 1 else ""
         raise ValueError(f"{what} has no option(s) {unknown}{hint}; {allowed}")
-    for name, value in options.items():
-        check_option_type(what, name, value, defaults[name])
-    return {**defaults, **options}
+    return {**defaults, **{name: option_value(what, name, value, defaults[name]) for name, value in options.items()}}
 
 
-def check_option_type(what: str, name: str, value: Any, default: Any) -> None:
-    """A yes/no option (a bool default) takes true or false, a number option (an int or float default) a number, a
-    text option (a str default) text; an option whose default is None, a list or a mapping is checked where it is
-    used. A quoted ``"false"`` was truthy, and silently on."""
+def option_value(what: str, name: str, value: Any, default: Any) -> Any:
+    """``value`` checked against its default's kind: a yes/no option (a bool default) takes true or false only (a
+    quoted ``"false"`` was truthy, and silently on); a number option (an int or float default) a number, also
+    written as text (``"5e-2"``, which YAML 1.1 reads as text) or, for a whole number, as ``32.0``: returned as the
+    default's type. Other options (a None, text, list or mapping default: some take several kinds, such as LoRA's
+    ``target_modules``) are checked where they are used."""
     if isinstance(default, bool):
-        ok, kind = isinstance(value, bool), "true or false"
-    elif isinstance(default, int):
-        ok, kind = isinstance(value, int) and not isinstance(value, bool), "a whole number"
-    elif isinstance(default, float):
-        ok, kind = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
-    elif isinstance(default, str):
-        ok, kind = isinstance(value, str), "text"
+        if isinstance(value, bool):
+            return value
+        kind = "true or false"
+    elif isinstance(default, (int, float)):
+        number = value
+        if isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+        if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number):
+            if isinstance(default, float):
+                return float(number) if isinstance(value, str) else number
+            if float(number).is_integer():
+                return int(number)
+        kind = "a whole number" if isinstance(default, int) else "a number"
     else:
-        return
-    if not ok:
-        got = f"text {value!r}" if isinstance(value, str) else f"{value!r} ({type(value).__name__})"
-        raise ValueError(f"{what}: option {name!r} must be {kind}, got {got}")
+        return value
+    got = f"text {value!r}" if isinstance(value, str) else f"{value!r} ({type(value).__name__})"
+    raise ValueError(f"{what}: option {name!r} must be {kind}, got {got}")
 
 
 class _StrictLoader(yaml.SafeLoader):

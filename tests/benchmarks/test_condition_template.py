@@ -7,7 +7,9 @@ import csv
 from pathlib import Path
 
 import pytest
-from tests.benchmarks.claims_scripts import load_benchmark
+from tests.benchmarks.claims_scripts import BENCHMARKS, load_benchmark
+
+REPO = BENCHMARKS.parent
 
 ROWS = [
     ("A dog runs.", "A cat sleeps.", "type of animal", "2"),
@@ -37,13 +39,15 @@ def _read(path: Path) -> list[dict[str, str]]:
 def test_both_arms_get_the_trainers_dev_carve_and_the_lever_its_rows_templated(tmp_path: Path) -> None:
     from finesim.data.csts import read_csts
     from finesim.data.splits import split_by_pair
+    from finesim.training import load_recipe
 
     screen = load_benchmark("condition_template.py")
     _csts(tmp_path / "data" / "csts" / "train.csv", ROWS)
     _csts(tmp_path / "data" / "csts" / "validation.csv", [*ROWS[:2], ("A b.", "C d.", "e", "-1")])
-    files = screen.prepare(tmp_path / "data", tmp_path / "work", "About {condition}: {sentence}", 0.25, 7)
+    recipe = load_recipe(REPO / screen.RECIPE, ["data.dev_fraction=0.25", "data.dev_seed=7"])
+    files = screen.prepare(tmp_path / "data", tmp_path / "work", "About {condition}: {sentence}", recipe)
 
-    rest, dev = split_by_pair(read_csts(tmp_path / "data" / "csts" / "train.csv")[0], 0.25, 7)
+    rest, dev = split_by_pair(read_csts(tmp_path / "data" / "csts" / "train.csv")[0], 0.25, 7)  # as in the recipe
     control_dev = _read(files["control"]["dev"])
     assert [(r["sentence1"], r["condition"]) for r in control_dev] == list(zip(dev["sentence1"], dev["condition"]))
     assert len(_read(files["control"]["train"])) == len(rest) == 6
@@ -74,12 +78,14 @@ def test_the_verdict_waits_for_every_seed_of_both_arms_and_applies_the_margin() 
     def run(dev: float, val: float) -> dict[str, float]:
         return {"dev_spearman": dev, "validation_spearman": val}
 
-    runs = {"control": {42: run(70.0, 68.0), 1: run(71.0, 69.0)}, "lever": {42: run(70.5, 67.0)}}
-    assert screen.verdict(runs, [42, 1]) is None
-    runs["lever"][1] = run(71.4, 70.0)  # mean dev gain (0.5 + 0.4) / 2 = 0.45 > 0.40
-    outcome = screen.verdict(runs, [42, 1])
+    runs = {"control": {42: run(70.0, 68.0), 1: run(71.0, 69.0), 2: run(72.0, 70.0)}, "lever": {42: run(70.5, 67.0)}}
+    runs["lever"][1] = run(71.4, 70.0)
+    assert screen.verdict(runs) is None  # seed 2 of the lever missing: the rule judges 42, 1 and 2
+    runs["lever"][2] = run(72.45, 70.0)  # mean dev gain (0.5 + 0.4 + 0.45) / 3 = 0.45 > 0.40
+    outcome = screen.verdict(runs)
     assert outcome["dev_gain"] == pytest.approx(0.45)
     assert outcome["validation_gain"] == pytest.approx(0.0)
     assert outcome["passes"] is True
-    runs["lever"][1] = run(71.2, 75.0)  # gain 0.35: validation's +3 decides nothing
-    assert screen.verdict(runs, [42, 1])["passes"] is False
+    runs["lever"][2] = run(72.2, 79.0)  # gain 0.37: validation's +3 decides nothing
+    assert screen.verdict(runs)["passes"] is False
+    assert screen.verdict({"control": {42: run(1, 1)}, "lever": {42: run(9, 9)}}) is None  # a smoke run's seed 42

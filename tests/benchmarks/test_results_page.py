@@ -435,6 +435,13 @@ def test_the_condition_template_section_recomputes_and_applies_the_rule(
     path.write_text(json.dumps(record), encoding="utf-8")
     assert "Mean dev gain of the lever: +0.37: it does not pass." in page_script.template_lines(tmp_path)
     assert page_script.template_lines(tmp_path / "absent") == []
+    # a run of seed 42 alone (a smoke run) is judged by nothing: the rule's seeds are 42, 1 and 2
+    smoke = {**record, "seeds": [42], "rule_seeds": [42, 1, 2], "pass_margin": 0.4}
+    smoke["runs"] = {"control": {"42": run(16.0, 11.0)}, "lever": {"42": run(17.0, 12.0)}}
+    path.write_text(json.dumps(smoke), encoding="utf-8")
+    lines = page_script.template_lines(tmp_path)
+    assert "Not every seed of both arms has run: no verdict yet." in lines
+    assert any(line.startswith("| lever | ") and "| 1 of 3 |" in line for line in lines)
 
 
 def _write_lever(

@@ -596,7 +596,7 @@ def test_a_plain_cross_encoder_is_evaluated_as_one_when_asked(tiny_bert_dir: Pat
     scored = record["model_scored"]
     assert scored["scorer"] == "cross-encoder, torch on cpu" and len(scored["fingerprint_sha256"]) == 64
     assert sorted(scored["inputs_sha256"]) == ["prompts", "tokenizer"]
-    assert record["task_file"] is None  # a registry object: no file to record
+    assert record["task_file"]["path"] == "$FINESIM_DATA/tasks.yaml"  # the file the registry object was read from
     _, plain = run_evaluation(tiny_bert_dir, **common)
     assert plain["settings"]["encoder"] is None  # a plain model, scored per task
     with pytest.raises(ValueError, match="similarity 'dot' applies to a plain embedding model scored as such"):

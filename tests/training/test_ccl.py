@@ -231,3 +231,14 @@ def test_partner_negative_mask_reaches_bcl(tiny_model, loss_kind: str) -> None:
     assert float(mask) < float(keep)
     with pytest.raises(ValueError, match="partner_negative must be one of"):
         CCLLoss(tiny_model, partner_negative="drop")
+
+
+def test_build_loss_checks_the_values_before_it_touches_the_model(tiny_model) -> None:
+    """Outside a recipe, a CCL temperature of 0 was refused by the loss only after the projection head had been
+    added to the caller's model."""
+    from finesim.training.objectives import build_loss
+
+    modules = len(tiny_model)
+    with pytest.raises(ValueError, match="temperature must be > 0, got 0"):
+        build_loss("ccl", tiny_model, {"temperature": 0})
+    assert len(tiny_model) == modules and not any(isinstance(m, ProjectionHead) for m in tiny_model.children())

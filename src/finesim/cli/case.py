@@ -22,7 +22,7 @@ from finesim.cli.common import (
     check_output_file,
     command_parser,
     dry_run_device_note,
-    pooling_mode,
+    pooling_arg,
     positive_int,
     say,
     show_help,
@@ -50,7 +50,7 @@ def _encoder_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", default=None, help="CASE recipe (method: case) whose options apply (see recipes/case/)")
     p.add_argument("--model", default=None, help=f"encoder: Hub id or folder (default: {DEFAULT_MODEL})")
     p.add_argument(
-        "--pooling", type=pooling_mode, default=None, help="override the encoder's pooling (mean, cls, lasttoken, ...)"
+        "--pooling", type=pooling_arg, default=None, help="override the encoder's pooling (mean, cls, lasttoken, ...)"
     )
     p.add_argument("--max-length", type=positive_int, default=None, help="truncate encoder inputs to this many tokens")
     p.add_argument("--family", default=None, help="prompt family of prompts.yaml (default: by formulation)")

@@ -445,7 +445,7 @@ def _silence_stdout() -> None:
         pass
 
 
-def pooling_mode(text: str) -> str:
+def pooling_arg(text: str) -> str:
     """``--pooling`` (an argparse ``type``): a sentence-transformers pooling mode or an alias such as
     ``last-token``, checked as the command line is read (sentence-transformers is imported only when the option is
     given), so a typo is a usage error naming the modes, not a failure after the data has been read."""

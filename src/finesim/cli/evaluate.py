@@ -13,7 +13,7 @@ from finesim.cli.common import (
     check_output_file,
     command_parser,
     non_negative_int,
-    pooling_mode,
+    pooling_arg,
     positive_int,
     say,
 )
@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-length", type=positive_int, default=None, help="truncate inputs to this many tokens")
     p.add_argument(
         "--pooling",
-        type=pooling_mode,
+        type=pooling_arg,
         default=None,
         help="a plain model's pooling: a sentence-transformers mode (mean, cls, lasttoken, max, weightedmean, ...)",
     )

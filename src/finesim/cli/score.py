@@ -153,7 +153,13 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``finesim score``."""
     from pathlib import Path
 
-    from finesim.evaluation.score_file import Columns, check_input, condition_needed, score_file
+    from finesim.evaluation.score_file import (
+        Columns,
+        check_input,
+        check_output_is_not_input,
+        condition_needed,
+        score_file,
+    )
     from finesim.models.hub import model_location
     from finesim.models.io import trained_without_conditions
 
@@ -163,8 +169,7 @@ def run(args: argparse.Namespace) -> int:
     condition_column, explicit = _condition_options(args)
     check_output_file(args.output)
     check_output_file(args.report, "--report")
-    if Path(args.output).resolve() == Path(args.input).resolve():
-        raise ValueError(f"--output {args.output} is the input file; write the scores to another file")
+    check_output_is_not_input(args.input, args.output, "--output")  # before the model loads
     if args.report and Path(args.report).resolve() in (Path(args.output).resolve(), Path(args.input).resolve()):
         raise UsageError("--report must name another file than --input and --output")
     if use_ray:
@@ -194,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         "show_progress": not args.no_progress,
         "explicit_condition_column": explicit,
         "notify": tell,
+        "warn_condition_like": False,  # check_input has said it, before the model loads
     }
 
     def conditions_note(scorer: Any) -> None:

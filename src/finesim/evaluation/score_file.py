@@ -99,8 +99,8 @@ def condition_column(
     warn: bool = True,
 ) -> str | None:
     """The input column that holds the rows' conditions, or None (one ``condition`` for every row, or none at all).
-    ``warn=False``: the same checks without the warning of a column like a condition under one ``condition`` (a
-    check before scoring, whose scoring warns).
+    ``warn=False``: the same checks without the warning of a column like a condition under one ``condition`` (said
+    once, by the check before the model loads).
 
     ``columns.condition`` None reads no condition column (scoring without one is chosen). Otherwise the column is
     named on purpose (``explicit``; by default: any name but ``condition``) and must exist, or it is the default
@@ -200,6 +200,13 @@ class InputPlan:
     condition_column: str | None
 
 
+def check_output_is_not_input(input_path: str | Path, output_path: str | Path, flag: str = "the output") -> None:
+    """Refuse to write the scores over the input (the rename at the end would replace it); ``flag`` names the output
+    as the caller spells it (``--output`` on the command line)."""
+    if Path(output_path).resolve() == Path(input_path).resolve():
+        raise ValueError(f"{flag} {output_path} is the input file; write the scores to another file")
+
+
 def check_input(
     input_path: str | Path,
     *,
@@ -216,9 +223,7 @@ def check_input(
     columns = columns or Columns()
     reader = open_table(input_path, format=input_format, split=split)
     _check_columns(input_path, reader.columns, columns)
-    found = condition_column(
-        input_path, reader.columns, columns, condition, explicit=explicit_condition_column, warn=False
-    )  # score_file warns, once
+    found = condition_column(input_path, reader.columns, columns, condition, explicit=explicit_condition_column)
     return InputPlan(list(reader.columns), found)
 
 
@@ -237,6 +242,7 @@ def score_file(
     show_progress: bool = False,
     explicit_condition_column: bool | None = None,
     notify: Callable[[str], None] | None = None,
+    warn_condition_like: bool = True,
 ) -> dict[str, Any]:
     """Score every row of ``input_path`` into ``output_path`` (see the module docstring); returns a report.
 
@@ -253,6 +259,8 @@ def score_file(
         explicit_condition_column: whether ``columns.condition`` was named on purpose (it must exist then); by
             default any name but ``condition``. See :func:`condition_column` for how the condition is found.
         notify: where the notes for the user go (truncated texts, files removed); default: a logged warning.
+        warn_condition_like: warn of one ``condition`` over a column like the rows' conditions; False when
+            :func:`check_input` has warned already (the command, before its model loads).
     """
     import numpy as np
 
@@ -262,15 +270,16 @@ def score_file(
 
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
-    if Path(output_path).resolve() == Path(input_path).resolve():  # the rename at the end would replace the input
-        raise ValueError(f"the output {output_path} is the input file; write the scores to another file")
+    check_output_is_not_input(input_path, output_path)
     tell = notify if notify is not None else logger.warning
     columns = columns or Columns()
     report = LoadReport(path=str(input_path))
     # every record comes back, a malformed one with its error, so the first bad row in file order is the one named
     reader = open_table(input_path, format=input_format, split=split, report=report, bad_records="yield")
     _check_columns(input_path, reader.columns, columns)
-    cond_column = condition_column(input_path, reader.columns, columns, condition, explicit=explicit_condition_column)
+    cond_column = condition_column(
+        input_path, reader.columns, columns, condition, explicit=explicit_condition_column, warn=warn_condition_like
+    )
     from_column = cond_column is not None
     if condition is None and getattr(scorer, "requires_condition", False) and not from_column:
         raise condition_needed(input_path, columns)

@@ -247,7 +247,8 @@ def load_registry(path: str | Path | None = None) -> Registry:
         if missing:
             raise ValueError(f"{source}: group {group!r} names unknown tasks {missing}")
         groups[str(group)] = tuple(members)
-    return Registry(tasks=tasks, groups=groups, source=source)
+    # the file as an absolute path: a record written later, from another working folder, still finds it
+    return Registry(tasks=tasks, groups=groups, source=PACKAGED if path is None else str(Path(path).resolve()))
 
 
 @lru_cache(maxsize=1)

@@ -799,8 +799,8 @@ def check_recipe(recipe: Recipe) -> None:
         pairing = sorted(name for name, o in OBJECTIVES.items() if o.layout == "pairs")
         raise RecipeError(
             f"{source}: data.equal_labels {recipe.data.equal_labels!r} applies to the objectives that train on "
-            f"condition pairs ({', '.join(pairing)}); objective {objective.name!r} trains on rows and would ignore it: "
-            "remove the key"
+            f"condition pairs ({', '.join(pairing)}); objective {objective.name!r} trains on {objective.layout} and "
+            "would ignore it: remove the key"
         )
     if objective.layout == "triplets" and recipe.labels.scale != "none":
         raise RecipeError(

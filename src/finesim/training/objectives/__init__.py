@@ -55,6 +55,8 @@ def build_loss(name: str, model: Any, options: Mapping[str, Any] | None = None) 
     model prepared (heads added), the loss built."""
     objective = get_objective(name)
     resolved = objective.resolve_options(options)
+    if objective.check is not None:  # before the model is touched (prepare_model adds heads to it)
+        objective.check(resolved, None)
     if objective.prepare_model is not None:
         objective.prepare_model(model, resolved)
     return objective.build(model, resolved)

@@ -35,8 +35,9 @@ class Objective:
             so they are trained, saved and synchronised across processes like any other parameter.
         training_args: optional ``training_args(model, loss, options) -> dict`` of extra sentence-transformers
             training arguments (called after ``build``), e.g. ``batch_sampler`` or ``learning_rate_mapping``.
-        check: optional ``check(options, train_spec)`` raising ``ValueError`` on options that cannot work with the
-            recipe's ``train`` section; run by the recipe checks, before any model is built.
+        check: optional ``check(options, train_spec)`` raising ``ValueError`` on options that cannot work (with the
+            recipe's ``train`` section; None outside a recipe, :func:`finesim.training.objectives.build_loss`); run
+            by the recipe checks, before any model is built.
         citations: the papers that define the objective's loss (each method module's ``CITATION``), cited by the
             model card of every model it trains (C-STS's is added for conditional data:
             :func:`~finesim.training.objectives.card_citations`). A sentence-transformers card adds by itself the
