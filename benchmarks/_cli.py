@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
@@ -21,3 +22,8 @@ def run_finesim(args: list[str], log: Path) -> tuple[int, float]:
             [sys.executable, "-m", "finesim.cli.main", *args], stdout=out, stderr=out, cwd=ROOT
         ).returncode
     return code, time.perf_counter() - start
+
+
+def add_set_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--set KEY=VALUE`` (repeatable, into ``overrides``): recipe overrides, as ``finesim train --set`` takes them."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)

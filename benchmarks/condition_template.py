@@ -43,7 +43,7 @@ import yaml
 
 ROOT = Path(__file__).absolute().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _cli import run_finesim  # noqa: E402
+from _cli import add_set_option, run_finesim  # noqa: E402
 
 TEMPLATE = "In terms of {condition}: {sentence}"
 RECIPE = "recipes/csts/minilm-bi-mse-tuned.yaml"
@@ -58,14 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--recipe", default=RECIPE, help="the recipe both arms train (default: %(default)s)")
     p.add_argument("--seeds", type=int, nargs="+", default=[42, 1, 2], help="seeds (default: 42 1 2)")
     p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="arms to run (default: both)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a recipe override for both arms (repeatable), e.g. train.max_steps=4 for a smoke run",
-    )
+    add_set_option(p, "a recipe override for both arms (repeatable), e.g. train.max_steps=4 for a smoke run")
     p.add_argument("--data", default=None, help="data root (default: $FINESIM_DATA or ../shared/data)")
     p.add_argument("--work", default="runs/condition-template", help="work folder (default: %(default)s)")
     p.add_argument("--results", default="benchmarks/results/condition_template_minilm.json", help="results file")

@@ -58,7 +58,7 @@ from finesim.results import environment_record, file_sha256, path_sha256, portab
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _cli import run_finesim  # noqa: E402
+from _cli import add_set_option, run_finesim  # noqa: E402
 
 STEPS_FILE = "steps.json"
 
@@ -84,14 +84,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--max-triples", type=int, default=None, help="smoke run: this many triples instead of --size")
     p.add_argument("--max-steps", type=int, default=None, help="smoke run: stop the student after this many steps")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a student recipe override (repeatable), e.g. train.epochs=2",
-    )
+    add_set_option(p, "a student recipe override (repeatable), e.g. train.epochs=2")
     p.add_argument("--data", default=None, help="data root (default: $FINESIM_DATA or ../shared/data)")
     p.add_argument("--device", default=None, help="torch device for scoring, training and evaluation, e.g. cuda")
     p.add_argument("--work", default=None, help="work folder (default: runs/distill/<teacher>/seed<SEED>[-smoke])")
